@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every system and Python dependency rubikgen needs on a fresh Debian machine.
+# Idempotent: packages already present are not fetched again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential pkg-config
+  libpcap-dev libcmocka-dev       # runtime-c: capture driver, unit tests
+  graphviz                        # rubikgen graph --format svg
+  tshark                          # reference oracle in end-to-end tests
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  # tshark asks whether non-root users may capture; answer non-interactively.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections || true
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! $PY -c 'import rubikgen, lark, hypothesis, tomli_w' 2>/dev/null || [ "${RUBIKGEN_REINSTALL:-}" = 1 ]; then
+  echo "setup: installing the rubikgen Python package (editable) with test extras"
+  $PY -m pip install -q --disable-pip-version-check -e '.[test]'
+fi
+echo "setup: done"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: Python (pytest) and the C runtime (cmocka under ASan/UBSan).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/setup.sh
+PY=${PYTHON:-python3}
+
+echo "== lint =="
+$PY -m ruff check rubikgen tests
+echo "== specs =="
+$PY -m rubikgen validate --strict specs/
+echo "== schema freshness =="
+$PY -m rubikgen schema --out schema --check
+if [ -f runtime-c/Makefile ]; then
+  echo "== C runtime (cmocka, ASan/UBSan) =="
+  make -s -C runtime-c test
+fi
+echo "== pytest =="
+$PY -m pytest -q

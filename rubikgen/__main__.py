@@ -1,0 +1,3 @@
+from rubikgen.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Graphviz drawings: a stack's parse tree and a protocol's PSM."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+
+from rubikgen.diagnostics import render
+from rubikgen.models.common import expr_text
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
+    st = doc.model
+    info = doc.stack_info
+    lines = [f"digraph {_q(st.stack)} {{", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontname="Helvetica"];',
+             '  edge [fontname="Helvetica", fontsize=10];']
+    for lname, layer in st.layers.items():
+        proto = info.layers[lname].protocol.name if info and lname in info.layers else "?"
+        label = lname if proto == lname else f"{lname}\\n({proto})"
+        extra = ', penwidth=2' if lname == st.entry else ""
+        lines.append(f"  {_q(lname)} [label={_q(label)}{extra}];")
+    for lname, lst in (info.children if info else {}).items():
+        for rank, (_, e) in enumerate(lst, start=1):
+            label = expr_text(e.when) if e.when is not None else "always"
+            if len(lst) > 1:
+                label = f"{rank}. {label}"
+            if e.from_ == e.to:
+                label += f" (x{e.max_repeat or 16})"
+            lines.append(f"  {_q(e.from_)} -> {_q(e.to)} [label={_q(label)}];")
+    for hname, h in st.handlers.items():
+        hid = f"handler:{hname}"
+        lines.append(f"  {_q(hid)} [label={_q(hname + '()')}, shape=note, fillcolor=\"#fff6d5\"];")
+        lines.append(f"  {_q(h.layer)} -> {_q(hid)} [style=dashed, arrowhead=none];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def psm_dot(info) -> str:  # type: ignore[no-untyped-def]
+    psm = info.model.psm
+    lines = [f"digraph {_q(info.name + '_psm')} {{", "  rankdir=LR;", '  node [shape=circle, fontname="Helvetica"];',
+             '  edge [fontname="Helvetica", fontsize=10];', '  __start [shape=point];']
+    start = psm.start[0] if isinstance(psm.start, list) and psm.start else psm.start
+    for s in psm.states:
+        shape = "doublecircle" if s in psm.accept else "circle"
+        lines.append(f"  {_q(s)} [shape={shape}];")
+    if isinstance(start, str):
+        lines.append(f"  __start -> {_q(start)};")
+    for i, t in enumerate(psm.transitions, start=1):
+        srcs = psm.states if t.from_ == "*" else ([t.from_] if isinstance(t.from_, str) else t.from_)
+        guard = expr_text(t.when) if t.when is not None else ""
+        label = f"{i}. {t.name}" + (f"\\n[{guard}]" if guard else "")
+        for s in srcs:
+            lines.append(f"  {_q(s)} -> {_q(t.to)} [label={_q(label)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def graph_command(args: argparse.Namespace) -> int:
+    from rubikgen.workspace import Workspace
+
+    ws = Workspace()
+    doc = ws.check(args.spec)
+    errors = [d for d in ws.all_diagnostics() if d.severity == "error"]
+    if doc.model is None or (errors and doc.info is None and doc.stack_info is None):
+        render(errors, ws.sources, "text", sys.stderr)
+        return 1
+    if doc.kind == "stack":
+        if args.psm is not None:
+            if not args.psm:
+                sys.stderr.write("rubikgen graph: --psm needs a LAYER for a stack\n")
+                return 2
+            li = doc.stack_info.layers.get(args.psm)
+            if li is None:
+                sys.stderr.write(f"rubikgen graph: no layer '{args.psm}' in this stack\n")
+                return 2
+            if li.protocol.model.psm is None:
+                sys.stderr.write(f"rubikgen graph: layer '{args.psm}' has no PSM\n")
+                return 1
+            dot = psm_dot(li.protocol)
+        else:
+            dot = tree_dot(ws, doc)
+    else:
+        if args.tree:
+            sys.stderr.write("rubikgen graph: --tree needs a stack\n")
+            return 2
+        if doc.info is None or doc.model.psm is None:
+            sys.stderr.write("rubikgen graph: this protocol has no PSM\n")
+            return 1
+        dot = psm_dot(doc.info)
+    data: bytes = dot.encode()
+    if args.format == "svg":
+        exe = shutil.which("dot")
+        if exe is None:
+            sys.stderr.write("rubikgen graph: SVG needs Graphviz's 'dot' (apt-get install graphviz)\n")
+            return 1
+        data = subprocess.run([exe, "-Tsvg"], input=data, capture_output=True, check=True).stdout
+    if args.output:
+        with open(args.output, "wb") as f:
+            f.write(data)
+    else:
+        sys.stdout.buffer.write(data)
+    return 0

@@ -1,0 +1,203 @@
+"""Models of a protocol (layer prototype) document."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Discriminator, Field, StrictInt, StrictStr, Tag
+
+from rubikgen.models.common import Callback, Expr, Model
+
+
+class FieldSpec(Model):
+    """A field or variable, long form."""
+
+    bits: StrictInt | StrictStr | None = Field(
+        None, description="Width in bits (1..64) of a number, or an expression giving a length in bits."
+    )
+    bytes: StrictInt | StrictStr | None = Field(
+        None, description="Size in bytes of a byte slice, or an expression giving it."
+    )
+    order: Literal["big", "little"] = Field("big", description="Byte order of a multi-byte number.")
+    const: StrictInt | None = Field(None, description="Required value; the tag in an any_until loop.")
+    init: Expr | None = Field(None, description="Initial value of a perm variable.")
+    doc: StrictStr | None = None
+
+
+FieldDecl = Annotated[
+    StrictInt | Literal["bytes"] | FieldSpec,
+    Field(description="Bit width (integer), 'bytes' (a slice of any length), or a long form."),
+]
+
+Layout = dict[str, FieldDecl]
+
+
+def _step_tag(v: Any) -> str | None:
+    if isinstance(v, str):
+        return "layout"
+    if isinstance(v, dict):
+        for k in ("if", "elif", "else", "any_until"):
+            if k in v:
+                return k
+    return None
+
+
+class IfStep(Model):
+    if_: Expr = Field(alias="if")
+    then: list[Step] = Field(default_factory=list)
+
+
+class ElifStep(Model):
+    elif_: Expr = Field(alias="elif")
+    then: list[Step] = Field(default_factory=list)
+
+
+class ElseStep(Model):
+    else_: list[Step] = Field(alias="else")
+
+
+class AnyUntil(Model):
+    layouts: list[StrictStr] = Field(min_length=1)
+    until: Expr | None = Field(None, description="Stop when true (checked after each TLV).")
+    max: StrictInt = Field(64, description="Upper bound on iterations.")
+
+
+class AnyUntilStep(Model):
+    any_until: AnyUntil
+
+
+Step = Annotated[
+    Union[
+        Annotated[StrictStr, Tag("layout")],
+        Annotated[IfStep, Tag("if")],
+        Annotated[ElifStep, Tag("elif")],
+        Annotated[ElseStep, Tag("else")],
+        Annotated[AnyUntilStep, Tag("any_until")],
+    ],
+    Discriminator(
+        _step_tag,
+        custom_error_type="step",
+        custom_error_message="a header step is a layout name or a mapping with 'if', 'elif', 'else' or 'any_until'",
+    ),
+]
+
+
+def _stmt_tag(v: Any) -> str | None:
+    if isinstance(v, str):
+        return "stmt"
+    if isinstance(v, dict):
+        for k in ("if", "elif", "else", "callback"):
+            if k in v:
+                return k
+    return None
+
+
+class IfStmt(Model):
+    if_: Expr = Field(alias="if")
+    then: list[Statement] = Field(default_factory=list)
+
+
+class ElifStmt(Model):
+    elif_: Expr = Field(alias="elif")
+    then: list[Statement] = Field(default_factory=list)
+
+
+class ElseStmt(Model):
+    else_: list[Statement] = Field(alias="else")
+
+
+Statement = Annotated[
+    Union[
+        Annotated[StrictStr, Tag("stmt")],
+        Annotated[IfStmt, Tag("if")],
+        Annotated[ElifStmt, Tag("elif")],
+        Annotated[ElseStmt, Tag("else")],
+        Annotated[Callback, Tag("callback")],
+    ],
+    Discriminator(
+        _stmt_tag,
+        custom_error_type="statement",
+        custom_error_message="a statement is a string ('x = expr', 'assemble()') or a mapping with 'if', 'elif', 'else' or 'callback'",
+    ),
+]
+
+
+class Param(Model):
+    protocol: StrictStr | list[StrictStr] = Field(
+        description="Protocol file(s), relative to this file, that the bound layer may be."
+    )
+    doc: StrictStr | None = None
+
+
+class Selector(Model):
+    key: list[StrictStr] | None = Field(None, description="Unidirectional key.")
+    sides: list[list[StrictStr]] | None = Field(None, description="Two half keys: a bidirectional key.")
+    common: list[StrictStr] = Field(default_factory=list, description="Direction-independent key part.")
+    create_if: Expr | None = Field(None, description="Create an instance on a miss only when true.")
+
+
+class Sequence(Model):
+    meta: Expr = Field(description="Offset of this packet's data (32-bit).")
+    data: Expr = Field("payload", description="The bytes to buffer.")
+    data_len: Expr | None = Field(None, description="Logical length incl. phantom bytes.")
+    zero_based: bool = False
+    window: list[Expr] | None = Field(None, min_length=2, max_length=2, description="[left, right).")
+    overwrite: Literal["first", "last"] = "first"
+    buffer_data: bool = True
+    max_bytes: StrictInt = 1 << 20
+    max_blocks: StrictInt = 256
+
+
+class Transition(Model):
+    name: StrictStr
+    from_: StrictStr | list[StrictStr] = Field(alias="from", description="State, list of states, or '*'.")
+    to: StrictStr
+    when: Expr | None = None
+    do: list[Statement] = Field(default_factory=list)
+    doc: StrictStr | None = None
+
+
+class PSM(Model):
+    states: list[StrictStr] = Field(min_length=1)
+    start: StrictStr | list[StrictStr] | None = None
+    accept: list[StrictStr] = Field(default_factory=list)
+    on_fail: Literal["continue", "drop", "reset"] = "continue"
+    transitions: list[Transition] = Field(default_factory=list)
+
+
+class Event(Model):
+    when: Expr | None = None
+    do: list[Statement] = Field(default_factory=list)
+    before: list[StrictStr] = Field(default_factory=list, description="Events that run after this one.")
+    with_: StrictStr | list[StrictStr] | None = Field(
+        None, alias="with", description="Run only when these events fired, after them."
+    )
+    phase: Literal["post_psm", "pre_psm"] = "post_psm"
+    doc: StrictStr | None = None
+
+
+Duration = Annotated[
+    StrictInt | float | StrictStr, Field(description="Seconds, or a string like '30s', '500ms', '2m'.")
+]
+
+
+class Protocol(Model):
+    """A layer prototype."""
+
+    protocol: StrictStr = Field(description="Name of the protocol.")
+    doc: StrictStr | None = None
+    params: dict[str, Param] = Field(default_factory=dict)
+    layouts: dict[str, Layout] = Field(default_factory=dict)
+    header: list[Step] = Field(default_factory=list)
+    temp: dict[str, FieldDecl] = Field(default_factory=dict)
+    perm: dict[str, FieldDecl] = Field(default_factory=dict)
+    selector: list[StrictStr] | Selector | None = None
+    prep: list[Statement] = Field(default_factory=list)
+    sequence: Sequence | None = None
+    psm: PSM | None = None
+    events: dict[str, Event] = Field(default_factory=dict)
+    timeout: Duration | None = None
+
+
+for _m in (IfStep, ElifStep, ElseStep, IfStmt, ElifStmt, ElseStmt, Protocol):
+    _m.model_rebuild()

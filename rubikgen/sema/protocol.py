@@ -1,0 +1,534 @@
+"""Pass 2 of protocol analysis: expressions, statements, selector, sequence, PSM, events."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rubikgen.diagnostics import Diagnostic
+from rubikgen.expr import ExprSyntaxError, check_expr, check_stmt, parse_expr, parse_stmt
+from rubikgen.expr.ast import Name, Num, Slice, walk
+from rubikgen.expr.types import BytesT, NumT, Type, describe
+from rubikgen.models.common import Callback, TypedArg, expr_text
+from rubikgen.models.protocol import (
+    AnyUntilStep,
+    ElifStep,
+    ElifStmt,
+    ElseStep,
+    ElseStmt,
+    IfStep,
+    IfStmt,
+    Selector,
+)
+from rubikgen.sema import builtins as B
+from rubikgen.sema.scope import ProtocolScope
+from rubikgen.sema.symbols import ProtocolInfo, check_ident, field_decl
+from rubikgen.source import Path, SourceMap
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if v > 0 else None
+    m = _DURATION.match(str(v))
+    if not m:
+        return None
+    mult = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    val = float(m.group(1)) * mult
+    return val if val > 0 else None
+
+
+class ExprChecker:
+    """Parses and type-checks expressions at document paths, turning offsets into columns."""
+
+    def __init__(self, info: ProtocolInfo, params: dict[str, ProtocolInfo], smap: SourceMap, diags: list[Diagnostic]) -> None:
+        self.info = info
+        self.params = params
+        self.smap = smap
+        self.diags = diags
+        self.uses_virtual = False
+
+    def _scope(self, ctx: B.Context) -> ProtocolScope:
+        return ProtocolScope(self.info, self.params, ctx)
+
+    def _report(self, path: Path, ds: Sequence[Any], scope: ProtocolScope) -> None:
+        for d in ds:
+            msg, hint, code = d.message, d.hint, d.code
+            if code == "RG011":
+                for parts, why in scope.unavailable.items():
+                    if ".".join(parts) in msg:
+                        code = "RG038"
+                        msg = f"'{'.'.join(parts)}' is not available in {scope.ctx.name}"
+                        hint = why
+                        break
+            self.diags.append(self.smap.diag(code, msg, path, severity=d.severity, hint=hint, offset=(d.start, d.end)))
+
+    def expr(self, path: Path, value: Any, ctx: B.Context, want: str = "any") -> tuple[Type | None, Any]:
+        text = expr_text(value)
+        try:
+            e = parse_expr(text)
+        except ExprSyntaxError as err:
+            self.diags.append(self.smap.diag("RG010", err.message, path, hint=err.hint, offset=(err.offset, err.offset + 1)))
+            return None, None
+        scope = self._scope(ctx)
+        t, ds = check_expr(e, scope, allow_virtual=ctx.virtual, want=want)
+        self._report(path, ds, scope)
+        if any(isinstance(n, Name) and n.parts[0] == "v" for n in walk(e)):
+            self.uses_virtual = True
+        return t, e
+
+    def stmts(self, path: Path, stmts: list[Any], ctx: B.Context, calls: frozenset[str]) -> None:
+        self.chain(path, stmts, lambda p, s: self.stmt(p, s, ctx, calls), IfStmt, ElifStmt, ElseStmt)
+
+    def chain(self, path: Path, items: list[Any], each: Callable[[Path, Any], None], if_t: type, elif_t: type, else_t: type) -> None:
+        """Checks if/elif/else ordering in a list and visits every item."""
+        prev_if = False
+        for i, item in enumerate(items):
+            ipath = path + (i,)
+            if isinstance(item, (elif_t, else_t)) and not prev_if:
+                kw = "elif" if isinstance(item, elif_t) else "else"
+                self.diags.append(self.smap.diag("RG036", f"'{kw}' does not follow an 'if' or 'elif'", ipath + (kw,), key=True,
+                                                 hint="elif/else items must come right after the if item they belong to"))
+            prev_if = isinstance(item, (if_t, elif_t))
+            each(ipath, item)
+
+    def stmt(self, path: Path, s: Any, ctx: B.Context, calls: frozenset[str]) -> None:
+        cond_ctx = ctx
+        if isinstance(s, str):
+            try:
+                st = parse_stmt(s)
+            except ExprSyntaxError as err:
+                self.diags.append(self.smap.diag("RG010", err.message, path, hint=err.hint, offset=(err.offset, err.offset + 1)))
+                return
+            plain = B.Context(**{**ctx.__dict__, "virtual": False})
+            scope = self._scope(plain)
+            ds = check_stmt(st, scope, allowed_calls=calls)
+            self._report(path, ds, scope)
+            return
+        if isinstance(s, (IfStmt, ElifStmt)):
+            key = "if" if isinstance(s, IfStmt) else "elif"
+            cond = s.if_ if isinstance(s, IfStmt) else s.elif_
+            self.expr(path + (key,), cond, cond_ctx, "bool")
+            self.stmts(path + ("then",), s.then, ctx, calls)
+            return
+        if isinstance(s, ElseStmt):
+            self.stmts(path + ("else",), s.else_, ctx, calls)
+            return
+        if isinstance(s, Callback):
+            self.callback(path, s, ctx)
+
+    def callback(self, path: Path, cb: Callback, ctx: B.Context) -> None:
+        check_ident(cb.callback, "handler name", self.smap, path + ("callback",), self.diags, key=False)
+        plain = B.Context(**{**ctx.__dict__, "virtual": False})
+        self.args(path + ("args",), cb.args, plain)
+
+    def args(self, path: Path, args: dict[str, Any], ctx: B.Context) -> None:
+        for name, a in args.items():
+            apath = path + (name,)
+            check_ident(name, "argument name", self.smap, apath, self.diags)
+            if isinstance(a, TypedArg):
+                t, _ = self.expr(apath + ("value",), a.value, ctx)
+                if t is not None and (a.type == "bytes") != isinstance(t, BytesT):
+                    self.diags.append(self.smap.diag("RG012", f"argument '{name}' is declared {a.type} but its value is a {describe(t)}",
+                                                     apath + ("type",)))
+            else:
+                self.expr(apath, a, ctx)
+
+
+def _selector_item(ec: ExprChecker, path: Path, text: str) -> Type | None:
+    try:
+        e = parse_expr(text)
+    except ExprSyntaxError as err:
+        ec.diags.append(ec.smap.diag("RG010", err.message, path, hint=err.hint, offset=(err.offset, err.offset + 1)))
+        return None
+    ok = isinstance(e, Name) or (
+        isinstance(e, Slice) and isinstance(e.value, Name) and (e.lo is None or (isinstance(e.lo, Num) and e.lo.value == 0))
+        and isinstance(e.hi, Num)
+    )
+    if not ok:
+        ec.diags.append(ec.smap.diag("RG029", f"key item '{text}' is not a field or a fixed-size prefix", path,
+                                     hint="key items are fields, variables or prefixes like header.dcid[:8]; no expressions"))
+        return None
+    t, _ = ec.expr(path, text, B.SELECTOR)
+    if isinstance(t, BytesT) and t.size is None:
+        ec.diags.append(ec.smap.diag("RG029", f"key item '{text}' has no fixed size", path,
+                                     hint="take a fixed-size prefix, e.g. x[:8]"))
+    return t
+
+
+def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[Diagnostic]:
+    """Type-checks the protocol with one binding of its parameters."""
+    diags: list[Diagnostic] = []
+    smap = info.smap
+    m = info.model
+    ec = ExprChecker(info, params, smap, diags)
+
+    # Field lengths.
+    for lname, fields in info.layouts.items():
+        for f in fields:
+            if f.length_expr is not None:
+                key = "bits" if f.length_unit == "bits" else "bytes"
+                ec.expr(f.path + (key,), f.length_expr, B.LAYOUT_LEN, "num")
+                _check_field_order(ec, info, lname, f)
+
+    # Header program.
+    used_layouts: set[str] = set()
+
+    def step(path: Path, s: Any) -> None:
+        if isinstance(s, str):
+            if s not in info.layouts:
+                diags.append(smap.diag("RG011", f"unknown layout '{s}'", path, hint=_dym(s, info.layouts)))
+            used_layouts.add(s)
+        elif isinstance(s, (IfStep, ElifStep)):
+            key = "if" if isinstance(s, IfStep) else "elif"
+            ec.expr(path + (key,), s.if_ if isinstance(s, IfStep) else s.elif_, B.HEADER_COND, "bool")
+            ec.chain(path + ("then",), s.then, step, IfStep, ElifStep, ElseStep)
+        elif isinstance(s, ElseStep):
+            ec.chain(path + ("else",), s.else_, step, IfStep, ElifStep, ElseStep)
+        elif isinstance(s, AnyUntilStep):
+            _check_any_until(ec, info, path + ("any_until",), s, used_layouts)
+
+    ec.chain(("header",), m.header, step, IfStep, ElifStep, ElseStep)
+    for lname in info.layouts:
+        if lname not in used_layouts:
+            diags.append(smap.diag("RG042", f"layout '{lname}' is never parsed", ("layouts", lname), key=True, severity="warning",
+                                   hint="add it to the header program or remove it"))
+
+    # Variables.
+    for vname, v in info.perms.items():
+        if v.init is not None:
+            t, _ = ec.expr(v.path + ("init",), v.init, B.PERM_INIT)
+            _assign_compat(ec, v.path + ("init",), f"perm.{vname}", v.kind, v.size, t)
+
+    # Selector.
+    sel = m.selector
+    if sel is not None:
+        if isinstance(sel, list):
+            for i, item in enumerate(sel):
+                _selector_item(ec, ("selector", i), item)
+            if not sel:
+                diags.append(smap.diag("RG029", "empty selector", ("selector",), hint="list the key fields"))
+        else:
+            _check_selector(ec, sel)
+
+    # prep
+    ec.stmts(("prep",), m.prep, B.PREP, frozenset())
+
+    # Sequence.
+    if m.sequence is not None:
+        sq = m.sequence
+        if sel is None:
+            diags.append(smap.diag("RG030", "a sequence needs a selector", ("sequence",), key=True,
+                                   hint="sequences belong to instances; add a selector that keys them"))
+        ec.expr(("sequence", "meta"), sq.meta, B.SEQUENCE, "num")
+        t, _ = ec.expr(("sequence", "data"), sq.data, B.SEQUENCE, "bytes")
+        if sq.data_len is not None:
+            ec.expr(("sequence", "data_len"), sq.data_len, B.SEQUENCE, "num")
+        if sq.window is not None:
+            for i, w in enumerate(sq.window):
+                ec.expr(("sequence", "window", i), w, B.SEQUENCE, "num")
+        for k in ("max_bytes", "max_blocks"):
+            v = getattr(sq, k)
+            if v < 1 or v > 1 << 31:
+                diags.append(smap.diag("RG015", f"{k} {v} is out of range 1..2^31", ("sequence", k)))
+
+    # PSM.
+    if m.psm is not None:
+        _check_psm(ec, info)
+
+    # Events.
+    _check_events(ec, info)
+
+    if ec.uses_virtual and m.sequence is None:
+        diags.append(smap.diag("RG035", "virtual references (v.) need a sequence", ("protocol",),
+                               hint="v.X holds once X was seen and the sequence has no hole; add a sequence"))
+
+    if m.timeout is not None and parse_duration(m.timeout) is None:
+        diags.append(smap.diag("RG037", f"invalid timeout '{m.timeout}'", ("timeout",),
+                               hint="a positive number of seconds or a string like '30s', '500ms', '2m'"))
+    return diags
+
+
+def _check_field_order(ec: ExprChecker, info: ProtocolInfo, lname: str, f: Any) -> None:
+    later = {g.name for g in info.layouts[lname] if g.index >= f.index}
+    try:
+        e = parse_expr(f.length_expr)
+    except ExprSyntaxError:
+        return
+    for n in walk(e):
+        if isinstance(n, Name) and len(n.parts) == 2 and n.parts[0] == "header" and n.parts[1] in later:
+            key = "bits" if f.length_unit == "bits" else "bytes"
+            ec.diags.append(ec.smap.diag("RG038", f"length of '{f.name}' reads field '{n.parts[1]}', which is parsed after it",
+                                         f.path + (key,), offset=(n.start, n.end), hint="a length may use only earlier fields"))
+
+
+def _check_any_until(ec: ExprChecker, info: ProtocolInfo, path: Path, s: AnyUntilStep, used: set[str]) -> None:
+    smap, diags = ec.smap, ec.diags
+    au = s.any_until
+    tags: dict[int, str] = {}
+    width: int | None = None
+    default: str | None = None
+    for i, lname in enumerate(au.layouts):
+        lp = path + ("layouts", i)
+        used.add(lname)
+        if lname not in info.layouts:
+            diags.append(smap.diag("RG011", f"unknown layout '{lname}'", lp, hint=_dym(lname, info.layouts)))
+            continue
+        fields = info.layouts[lname]
+        if not fields or fields[0].kind != "num" or fields[0].width not in (8, 16):
+            diags.append(smap.diag("RG025", f"layout '{lname}' must start with an 8- or 16-bit tag field", lp,
+                                   hint="any_until dispatches on the first field of each layout"))
+            continue
+        tag = fields[0]
+        if width is not None and tag.width != width:
+            diags.append(smap.diag("RG025", f"tag of '{lname}' is {tag.width} bits; earlier layouts use {width}", lp,
+                                   hint="all layouts of one loop need tags of the same width"))
+        width = width or tag.width
+        if tag.const is None:
+            if default is not None:
+                diags.append(smap.diag("RG025", f"'{lname}' and '{default}' are both default layouts (no const tag)", lp,
+                                       hint="give one of them a const tag"))
+            default = lname
+        elif tag.const in tags:
+            diags.append(smap.diag("RG025", f"tag {tag.const} of '{lname}' is already used by '{tags[tag.const]}'", lp))
+        else:
+            tags[tag.const] = lname
+    if au.until is not None:
+        ec.expr(path + ("until",), au.until, B.HEADER_COND, "bool")
+    if not 1 <= au.max <= 65536:
+        diags.append(smap.diag("RG025", f"max {au.max} is out of range 1..65536", path + ("max",)))
+
+
+def _check_selector(ec: ExprChecker, sel: Selector) -> None:
+    smap, diags = ec.smap, ec.diags
+    if (sel.key is None) == (sel.sides is None):
+        diags.append(smap.diag("RG029", "a selector has either 'key' (unidirectional) or 'sides' (bidirectional)", ("selector",),
+                               hint="write key: [...] or sides: [[...], [...]]"))
+    if sel.key is not None:
+        for i, item in enumerate(sel.key):
+            _selector_item(ec, ("selector", "key", i), item)
+    if sel.sides is not None:
+        if len(sel.sides) != 2:
+            diags.append(smap.diag("RG029", f"'sides' needs exactly two half keys, not {len(sel.sides)}", ("selector", "sides"),
+                                   hint="e.g. [[ip.header.saddr, header.sport], [ip.header.daddr, header.dport]]"))
+        else:
+            a, b = sel.sides
+            if len(a) != len(b):
+                diags.append(smap.diag("RG029", f"the half keys have {len(a)} and {len(b)} items", ("selector", "sides", 1),
+                                       hint="both sides list the same kinds of fields in the same order"))
+            ta = [_selector_item(ec, ("selector", "sides", 0, i), x) for i, x in enumerate(a)]
+            tb = [_selector_item(ec, ("selector", "sides", 1, i), x) for i, x in enumerate(b)]
+            for i, (x, y) in enumerate(zip(ta, tb, strict=False)):
+                if x is not None and y is not None and _key_size(x) != _key_size(y):
+                    diags.append(smap.diag("RG012", f"key item {i + 1} is a {describe(x)} on one side and a {describe(y)} on the other",
+                                           ("selector", "sides", 1, i)))
+    for i, item in enumerate(sel.common):
+        _selector_item(ec, ("selector", "common", i), item)
+    if sel.create_if is not None:
+        ec.expr(("selector", "create_if"), sel.create_if, B.SELECTOR, "bool")
+
+
+def _key_size(t: Type) -> tuple[str, int | None]:
+    if isinstance(t, BytesT):
+        return ("bytes", t.size)
+    return ("num", (t.width + 7) // 8 if isinstance(t, NumT) else None)
+
+
+def _assign_compat(ec: ExprChecker, path: Path, target: str, kind: str, size: int | None, t: Type | None) -> None:
+    if t is None:
+        return
+    if (kind == "bytes") != isinstance(t, BytesT):
+        want = "a byte slice" if kind == "bytes" else "a number"
+        ec.diags.append(ec.smap.diag("RG012", f"{target} is {want} but the value is a {describe(t)}", path))
+    elif kind == "bytes" and size is not None and isinstance(t, BytesT) and t.size is not None and t.size != size:
+        ec.diags.append(ec.smap.diag("RG012", f"{target} holds {size} bytes but the value has {t.size}", path))
+
+
+def _dym(name: str, options: Any) -> str | None:
+    import difflib
+
+    best = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return f"did you mean '{best[0]}'?" if best else None
+
+
+def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
+    smap, diags = ec.smap, ec.diags
+    psm = info.model.psm
+    assert psm is not None
+    if info.model.selector is None:
+        diags.append(smap.diag("RG030", "a PSM needs a selector", ("psm",), key=True,
+                               hint="the PSM state lives in an instance; add a selector that keys it"))
+    states = psm.states
+    seen: dict[str, int] = {}
+    for i, s in enumerate(states):
+        if s in seen:
+            diags.append(smap.diag("RG022", f"state '{s}' is listed twice", ("psm", "states", i)))
+        seen.setdefault(s, i)
+
+    def known(s: str, path: Path, key: bool = False) -> bool:
+        if s in seen:
+            return True
+        diags.append(smap.diag("RG032", f"undefined state '{s}'", path, key=key, hint=_dym(s, seen) or "add it to psm.states"))
+        return False
+
+    start: str | None = None
+    if psm.start is None:
+        diags.append(smap.diag("RG031", "the PSM has no start state", ("psm",), key=True, hint=f"add start: {states[0]}"))
+    elif isinstance(psm.start, list):
+        if len(psm.start) != 1:
+            diags.append(smap.diag("RG031", f"the PSM has {len(psm.start)} start states; it needs exactly one", ("psm", "start"),
+                                   hint="an instance begins in one state"))
+        if psm.start and known(psm.start[0], ("psm", "start", 0)):
+            start = psm.start[0]
+    elif known(psm.start, ("psm", "start")):
+        start = psm.start
+    for i, s in enumerate(psm.accept):
+        known(s, ("psm", "accept", i))
+
+    tnames: dict[str, int] = {}
+    edges: dict[str, set[str]] = {s: set() for s in states}
+    # For shadowing: per source state, is there an earlier always-true transition?
+    always: dict[str, str] = {}
+    for i, t in enumerate(psm.transitions):
+        tp: Path = ("psm", "transitions", i)
+        if check_ident(t.name, "transition name", smap, tp + ("name",), diags, key=False) and t.name in tnames:
+            diags.append(smap.diag("RG022", f"transition '{t.name}' is defined twice", tp + ("name",)))
+        tnames.setdefault(t.name, i)
+        if isinstance(t.from_, list):
+            srcs = [(s, tp + ("from", j)) for j, s in enumerate(t.from_)]
+        elif t.from_ == "*":
+            srcs = [(s, tp + ("from",)) for s in states]
+        else:
+            srcs = [(t.from_, tp + ("from",))]
+        valid_srcs = [s for s, p in srcs if t.from_ == "*" or known(s, p)]
+        to_ok = known(t.to, tp + ("to",))
+        const_val = None
+        if t.when is not None:
+            _, e = ec.expr(tp + ("when",), t.when, B.TRANSITION, "bool")
+            const_val = _const_truth(e)
+        ec.stmts(tp + ("do",), t.do, B.TRANSITION, frozenset({"assemble", "set_sdu"}))
+        if const_val is False:
+            diags.append(smap.diag("RG034", f"transition '{t.name}' can never fire: its condition is always false",
+                                   tp + ("when",), severity="warning"))
+        shadowed = [s for s in valid_srcs if s in always]
+        if valid_srcs and len(shadowed) == len(valid_srcs):
+            by = always[shadowed[0]]
+            diags.append(smap.diag("RG034", f"transition '{t.name}' can never fire: '{by}' before it always matches from "
+                                   f"{', '.join(shadowed) if len(shadowed) < 4 else 'every source state'}",
+                                   tp + ("name",), severity="warning",
+                                   hint="transitions are tried in order; move this one up or give the earlier one a condition"))
+        always_true = t.when is None or const_val is True
+        for s in valid_srcs:
+            if to_ok:
+                edges.setdefault(s, set()).add(t.to)
+            if always_true:
+                always.setdefault(s, t.name)
+    if start is not None:
+        reach = {start}
+        todo = [start]
+        while todo:
+            s = todo.pop()
+            for d in edges.get(s, ()):
+                if d not in reach:
+                    reach.add(d)
+                    todo.append(d)
+        for i, s in enumerate(states):
+            if s not in reach:
+                diags.append(smap.diag("RG033", f"state '{s}' is unreachable from the start state '{start}'", ("psm", "states", i),
+                                       severity="warning", hint="add a transition into it or remove it"))
+
+
+def _const_truth(e: Any) -> bool | None:
+    from rubikgen.expr import is_const
+    from rubikgen.expr.ast import Bool
+
+    if e is None:
+        return None
+    if isinstance(e, Bool):
+        return e.value
+    try:
+        v = is_const(e)
+    except Exception:
+        return None
+    return None if v is None else bool(v)
+
+
+def _check_events(ec: ExprChecker, info: ProtocolInfo) -> None:
+    smap, diags = ec.smap, ec.diags
+    events = info.model.events
+    known = set(events) | set(B.BUILTIN_EVENTS)
+    for name, ev in events.items():
+        ep: Path = ("events", name)
+        check_ident(name, "event name", smap, ep, diags)
+        if name in B.BUILTIN_EVENTS:
+            diags.append(smap.diag("RG022", f"event '{name}' has the name of a built-in event", ep, key=True,
+                                   hint="built-in events are raised by the runtime; pick another name"))
+        if ev.when is not None:
+            ec.expr(ep + ("when",), ev.when, B.EVENT, "bool")
+        ec.stmts(ep + ("do",), ev.do, B.EVENT, frozenset({"assemble", "set_sdu"}))
+    order_edges = event_order_edges(
+        {n: (e.before, e.with_) for n, e in events.items()}, known, smap, ("events",), diags
+    )
+    check_event_cycles(order_edges, smap, ("events",), diags)
+
+
+def _as_list(v: str | list[str] | None) -> list[str]:
+    if v is None:
+        return []
+    return [v] if isinstance(v, str) else list(v)
+
+
+def event_order_edges(
+    rel: dict[str, tuple[list[str], str | list[str] | None]],
+    known: set[str],
+    smap: SourceMap,
+    base: Path,
+    diags: list[Diagnostic],
+) -> dict[str, list[tuple[str, Path]]]:
+    """Returns a -> [(b, path)] meaning a runs before b; reports unknown names."""
+    out: dict[str, list[tuple[str, Path]]] = {}
+    for name, (before, with_) in rel.items():
+        for i, b in enumerate(before):
+            p = base + (name, "before", i)
+            if b not in known:
+                diags.append(smap.diag("RG041", f"event '{b}' is not defined", p, hint=_dym(b, known)))
+                continue
+            out.setdefault(name, []).append((b, p))
+        for i, w in enumerate(_as_list(with_)):
+            p = base + (name, "with") + ((i,) if isinstance(with_, list) else ())
+            if w not in known:
+                diags.append(smap.diag("RG041", f"event '{w}' is not defined", p, hint=_dym(w, known)))
+                continue
+            out.setdefault(w, []).append((name, p))
+    return out
+
+
+def check_event_cycles(edges: dict[str, list[tuple[str, Path]]], smap: SourceMap, base: Path, diags: list[Diagnostic]) -> None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for m, p in edges.get(n, []):
+            if state.get(m) == 1:
+                cyc = stack[stack.index(m):] + [m]
+                diags.append(smap.diag("RG040", f"event order is cyclic: {' -> '.join(cyc)}", p,
+                                       hint="'before' and 'with' must form an order; remove one relation"))
+            elif state.get(m) is None:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in list(edges):
+        if state.get(n) is None:
+            visit(n)
+
+
+def field_kind(decl: Any) -> str:
+    spec = field_decl(decl)
+    return "bytes" if spec.bytes is not None else "num"

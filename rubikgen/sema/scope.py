@@ -1,0 +1,129 @@
+"""Name resolution for expressions of one protocol, with its parameter layers bound."""
+
+from __future__ import annotations
+
+from rubikgen.expr.check import Resolved
+from rubikgen.expr.types import BOOL, BytesT, NumT, Type
+from rubikgen.sema.builtins import BUILTIN_EVENTS, FUNCTIONS, Context
+from rubikgen.sema.symbols import FieldInfo, ProtocolInfo, VarInfo
+
+STATE_T = NumT(16)
+
+
+def field_type(f: FieldInfo | VarInfo) -> Type:
+    if f.kind == "num":
+        return NumT(f.width or 64)
+    return BytesT(f.size)
+
+
+class ProtocolScope:
+    """Resolves names in one context of one protocol (see builtins.Context)."""
+
+    def __init__(self, info: ProtocolInfo, params: dict[str, ProtocolInfo], ctx: Context) -> None:
+        self.info = info
+        self.params = params
+        self.ctx = ctx
+        # Names that exist but are not available in this context, with the reason.
+        self.unavailable: dict[tuple[str, ...], str] = {}
+
+    # -- full resolution, ignoring the context --------------------------------------------
+    def _resolve_all(self, parts: tuple[str, ...]) -> tuple[Resolved | None, str | None]:
+        """Returns (resolution, the context flag it needs)."""
+        info = self.info
+        n = len(parts)
+        if n == 1:
+            p = parts[0]
+            if p in ("payload",):
+                return Resolved(BytesT(None), "builtin"), None
+            if p in ("payload_len", "cursor"):
+                return Resolved(NumT(32), "builtin"), None
+            if p == "sdu":
+                return Resolved(BytesT(None), "builtin"), "seq"
+            if p == "sdu_len":
+                return Resolved(NumT(32), "builtin"), "seq"
+            if p in ("to_active", "to_passive"):
+                return Resolved(BOOL, "builtin"), "direction"
+            if p == "current_state":
+                return (Resolved(STATE_T, "builtin"), "psm") if info.states else (None, None)
+            if p in info.states:
+                return Resolved(STATE_T, "state"), None
+            return None, None
+        if n == 2:
+            ns, name = parts
+            if ns == "header" and name in info.fields:
+                return Resolved(field_type(info.fields[name]), "field"), "header"
+            if ns == "temp" and name in info.temps:
+                return Resolved(field_type(info.temps[name]), "temp", assignable=True), "temp"
+            if ns == "perm" and name in info.perms:
+                return Resolved(field_type(info.perms[name]), "perm", assignable=True), "perm"
+            if ns == "psm" and name in info.transitions:
+                return Resolved(BOOL, "transition"), "psm"
+            if ns == "event" and (name in info.events or name in BUILTIN_EVENTS):
+                return Resolved(BOOL, "event"), "psm"
+            if ns == "layout" and name in info.layouts:
+                return Resolved(BOOL, "layout"), None
+            return None, None
+        if n == 3 and parts[0] == "v":
+            r, need = self._resolve_all(parts[1:])
+            if r is not None and r.kind in ("field", "temp"):
+                return Resolved(r.type, r.kind, virtual=True), need
+            return None, None
+        if n == 3 and parts[0] in self.params:
+            other = self.params[parts[0]]
+            ns, name = parts[1], parts[2]
+            if ns == "header" and name in other.fields:
+                return Resolved(field_type(other.fields[name]), "foreign_field"), "foreign"
+            if ns == "perm" and name in other.perms:
+                return Resolved(field_type(other.perms[name]), "foreign_perm", assignable=True), "foreign"
+            if ns == "temp" and name in other.temps:
+                return Resolved(field_type(other.temps[name]), "foreign_temp"), "foreign"
+        return None, None
+
+    def resolve(self, parts: tuple[str, ...]) -> Resolved | None:
+        r, need = self._resolve_all(parts)
+        if r is None:
+            return None
+        if need is not None and not getattr(self.ctx, need):
+            self.unavailable[parts] = self.ctx.why
+            return None
+        return r
+
+    def candidates(self, parts: tuple[str, ...]) -> list[str]:
+        info = self.info
+        prefix = parts[:-1]
+        if not prefix:
+            names = ["payload", "payload_len", "cursor", "header", "v", "true", "false", *FUNCTIONS]
+            if self.ctx.temp:
+                names.append("temp")
+            if self.ctx.perm:
+                names.append("perm")
+            if self.ctx.seq:
+                names += ["sdu", "sdu_len"]
+            if self.ctx.direction:
+                names += ["to_active", "to_passive"]
+            if self.ctx.psm and info.states:
+                names += ["current_state", "psm", "event", *info.states]
+            if self.ctx.foreign:
+                names += list(self.params)
+            return names
+        if prefix[0] == "v":
+            prefix = prefix[1:]
+            if not prefix:
+                return ["header", "temp"]
+        if len(prefix) == 1:
+            ns = prefix[0]
+            table: dict[str, object] | list[str] = {
+                "header": info.fields,
+                "temp": info.temps,
+                "perm": info.perms,
+                "psm": info.transitions,
+                "event": info.all_events(),
+                "layout": info.layouts,
+            }.get(ns, [])
+            if ns in self.params:
+                return ["header", "perm", "temp"]
+            return list(table)
+        if len(prefix) == 2 and prefix[0] in self.params:
+            other = self.params[prefix[0]]
+            return list({"header": other.fields, "perm": other.perms, "temp": other.temps}.get(prefix[1], []))
+        return []

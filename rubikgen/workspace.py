@@ -1,0 +1,198 @@
+"""Load spec files, validate them against the models and run the semantic checks.
+
+A Workspace caches every document by absolute path, so a stack and the protocols it uses
+are each read and checked once, and diagnostics of a protocol are reported against the
+protocol's own file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from rubikgen import schema_errors
+from rubikgen.diagnostics import Diagnostic, SourceCache
+from rubikgen.models import Protocol, Stack
+from rubikgen.source import Loaded, SourceMap, load_text, read_file
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".toml")
+
+
+@dataclass
+class Document:
+    path: str  # as given / displayed
+    abspath: str
+    kind: str | None  # "protocol" | "stack" | None when unusable
+    model: Protocol | Stack | None
+    smap: SourceMap
+    diags: list[Diagnostic] = field(default_factory=list)
+    info: Any = None  # ProtocolInfo for protocols
+    stack_info: Any = None  # StackInfo for stacks
+    checked: bool = False
+
+
+def display_path(p: str) -> str:
+    rel = os.path.relpath(p)
+    return rel if not rel.startswith("..") else p
+
+
+class Workspace:
+    def __init__(self) -> None:
+        self.docs: dict[str, Document] = {}
+        self.sources = SourceCache()
+
+    # -- loading ----------------------------------------------------------------------------
+    def load(self, path: str) -> Document:
+        ap = os.path.abspath(path)
+        if ap in self.docs:
+            return self.docs[ap]
+        shown = display_path(ap)
+        text, err = read_file(ap)
+        if text is None:
+            doc = Document(shown, ap, None, None, SourceMap(shown), [err] if err else [])
+            self.docs[ap] = doc
+            return doc
+        self.sources.add(shown, text)
+        loaded = load_text(shown, text)
+        doc = self._model(ap, loaded)
+        self.docs[ap] = doc
+        return doc
+
+    def _model(self, ap: str, loaded: Loaded) -> Document:
+        shown = loaded.file
+        diags = list(loaded.diags)
+        data = loaded.data
+        smap = loaded.smap
+        if data is None:
+            return Document(shown, ap, None, None, smap, diags)
+        if not isinstance(data, dict):
+            diags.append(smap.diag("RG003", "a spec is a mapping with a 'protocol' or 'stack' key", (),
+                                   hint="start the file with 'protocol: NAME' or 'stack: NAME'"))
+            return Document(shown, ap, None, None, smap, diags)
+        kinds = [k for k in ("protocol", "stack") if k in data]
+        if len(kinds) != 1:
+            msg = ("a document cannot be both a protocol and a stack" if kinds else
+                   "not a rubikgen document: no top-level 'protocol' or 'stack' key")
+            diags.append(smap.diag("RG003", msg, ("stack",) if kinds else (), key=bool(kinds),
+                                   hint="protocols start with 'protocol: NAME', stacks with 'stack: NAME'"))
+            return Document(shown, ap, None, None, smap, diags)
+        kind = kinds[0]
+        cls = Protocol if kind == "protocol" else Stack
+        try:
+            model = cls.model_validate(data)
+        except ValidationError as e:
+            diags += schema_errors.convert(e, data, smap, cls)
+            return Document(shown, ap, kind, None, smap, diags)
+        except RecursionError:
+            diags.append(smap.diag("RG009", "document nested too deeply", ()))
+            return Document(shown, ap, kind, None, smap, diags)
+        return Document(shown, ap, kind, model, smap, diags)
+
+    # -- protocols ----------------------------------------------------------------------------
+    def protocol_info(self, path: str) -> Document:
+        """Loads a protocol and builds its symbol tables (pass 1)."""
+        from rubikgen.sema.symbols import build_symbols
+
+        doc = self.load(path)
+        if doc.kind == "protocol" and doc.model is not None and doc.info is None:
+            info, ds = build_symbols(doc.model, doc.path, doc.smap)  # type: ignore[arg-type]
+            doc.diags += ds
+            doc.info = info
+            base = os.path.dirname(doc.abspath)
+            for pname, param in doc.model.params.items():  # type: ignore[union-attr]
+                files = [param.protocol] if isinstance(param.protocol, str) else list(param.protocol)
+                info.param_files[pname] = [os.path.abspath(os.path.join(base, f)) for f in files]
+        return doc
+
+    def check_protocol(self, path: str) -> Document:
+        from rubikgen.sema.protocol import check_protocol
+
+        doc = self.protocol_info(path)
+        if doc.checked or doc.info is None:
+            doc.checked = True
+            return doc
+        doc.checked = True
+        info = doc.info
+        candidates: list[list[Any]] = []
+        names: list[str] = []
+        model: Protocol = doc.model  # type: ignore[assignment]
+        for pname, files in info.param_files.items():
+            opts = []
+            raw = model.params[pname].protocol
+            raw_list = [raw] if isinstance(raw, str) else raw
+            for i, f in enumerate(files):
+                pdoc = self.protocol_info(f)
+                ppath = ("params", pname, "protocol") + ((i,) if isinstance(raw, list) else ())
+                if pdoc.kind is None and pdoc.model is None and not os.path.exists(f):
+                    doc.diags.append(doc.smap.diag("RG007", f"protocol file '{raw_list[i]}' not found", ppath,
+                                                   hint="paths are relative to this file"))
+                    continue
+                if pdoc.kind == "stack":
+                    doc.diags.append(doc.smap.diag("RG051", f"'{raw_list[i]}' is a stack, not a protocol", ppath))
+                    continue
+                if pdoc.info is not None:
+                    opts.append(pdoc.info)
+            names.append(pname)
+            candidates.append(opts or [None])
+        seen: set[tuple[str, int, int, str]] = set()
+        combos = list(itertools.product(*candidates))[:16]
+        for combo in combos:
+            binding = {n: c for n, c in zip(names, combo, strict=True) if c is not None}
+            for d in check_protocol(info, binding):
+                k = (d.code, d.line, d.col, d.message)
+                if k in seen:
+                    continue
+                seen.add(k)
+                if len(combos) > 1 and binding:
+                    d.notes.append("with " + ", ".join(f"{n} = {os.path.basename(c.file)}" for n, c in binding.items()))
+                doc.diags.append(d)
+        return doc
+
+    # -- stacks --------------------------------------------------------------------------------
+    def check_stack(self, path: str) -> Document:
+        from rubikgen.sema.stack import check_stack
+
+        doc = self.load(path)
+        if doc.checked or doc.model is None or doc.kind != "stack":
+            doc.checked = True
+            return doc
+        doc.checked = True
+        check_stack(self, doc)
+        return doc
+
+    def check(self, path: str) -> Document:
+        doc = self.load(path)
+        if doc.kind == "protocol":
+            return self.check_protocol(path)
+        if doc.kind == "stack":
+            return self.check_stack(path)
+        return doc
+
+    def all_diagnostics(self) -> list[Diagnostic]:
+        out: list[Diagnostic] = []
+        for doc in self.docs.values():
+            out += doc.diags
+        out.sort(key=lambda d: (d.file, d.line, d.col, d.code))
+        return out
+
+
+def expand_paths(paths: list[str]) -> tuple[list[str], list[Diagnostic]]:
+    """Files given, plus spec files found under directories given."""
+    files: list[str] = []
+    diags: list[Diagnostic] = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, names in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for n in sorted(names):
+                    if n.endswith(SPEC_SUFFIXES):
+                        files.append(os.path.join(root, n))
+        elif os.path.exists(p):
+            files.append(p)
+        else:
+            diags.append(Diagnostic("RG007", "no such file or directory", p, 1, 1))
+    return files, diags
