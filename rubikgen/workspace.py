@@ -125,12 +125,12 @@ class Workspace:
             raw = model.params[pname].protocol
             raw_list = [raw] if isinstance(raw, str) else raw
             for i, f in enumerate(files):
-                pdoc = self.protocol_info(f)
                 ppath = ("params", pname, "protocol") + ((i,) if isinstance(raw, list) else ())
-                if pdoc.kind is None and pdoc.model is None and not os.path.exists(f):
+                if not os.path.isfile(f):
                     doc.diags.append(doc.smap.diag("RG007", f"protocol file '{raw_list[i]}' not found", ppath,
                                                    hint="paths are relative to this file"))
                     continue
+                pdoc = self.protocol_info(f)
                 if pdoc.kind == "stack":
                     doc.diags.append(doc.smap.diag("RG051", f"'{raw_list[i]}' is a stack, not a protocol", ppath))
                     continue
@@ -138,18 +138,20 @@ class Workspace:
                     opts.append(pdoc.info)
             names.append(pname)
             candidates.append(opts or [None])
-        seen: set[tuple[str, int, int, str]] = set()
+        # Check once per binding of the parameters; a diagnostic that only some bindings
+        # produce says which.
+        found: dict[tuple[str, int, int, str], tuple[Diagnostic, list[str]]] = {}
         combos = list(itertools.product(*candidates))[:16]
         for combo in combos:
             binding = {n: c for n, c in zip(names, combo, strict=True) if c is not None}
+            label = ", ".join(f"{n} = {os.path.basename(c.file)}" for n, c in binding.items())
             for d in check_protocol(info, binding):
                 k = (d.code, d.line, d.col, d.message)
-                if k in seen:
-                    continue
-                seen.add(k)
-                if len(combos) > 1 and binding:
-                    d.notes.append("with " + ", ".join(f"{n} = {os.path.basename(c.file)}" for n, c in binding.items()))
-                doc.diags.append(d)
+                found.setdefault(k, (d, []))[1].append(label)
+        for d, labels in found.values():
+            if len(labels) < len(combos):
+                d.notes.append("with " + "; ".join(labels))
+            doc.diags.append(d)
         return doc
 
     # -- stacks --------------------------------------------------------------------------------

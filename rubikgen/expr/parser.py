@@ -15,7 +15,21 @@ from pathlib import Path
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from .ast import Assign, Binary, Bool, Call, CallStmt, Expr, Index, Name, Num, Slice, Stmt, Unary
+from .ast import (
+    BINARY_OPS,
+    Assign,
+    Binary,
+    Bool,
+    Call,
+    CallStmt,
+    Expr,
+    Index,
+    Name,
+    Num,
+    Slice,
+    Stmt,
+    Unary,
+)
 
 __all__ = ["MAX_DEPTH", "U64_MAX", "ExprSyntaxError", "parse_expr", "parse_stmt"]
 
@@ -272,7 +286,7 @@ _SCAN = re.compile(
     re.X | re.S,
 )
 
-_BINARY = {"||", "&&", "==", "!=", "<", "<=", ">", ">=", "|", "^", "&", "<<", ">>", "+", "-", "*", "/", "%"}
+_BINARY = set(BINARY_OPS)
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
 # Tokens after which an operand must follow.
 _NEEDS_OPERAND = _BINARY | {"!", "~", "=", ",", "(", "["}
@@ -331,7 +345,9 @@ def _friendly(text: str, exc: UnexpectedInput, stmt: bool) -> ExprSyntaxError:
     if stmt and len(toks) >= 2 and toks[0].kind == "name" and toks[1].value == "==":
         # The contextual lexer reads '==' as '=' '=' here; report it as written.
         return ExprSyntaxError(
-            "'==' compares; a statement assigns with '='", toks[1].start, f"write '{toks[0].value} = ...'"
+            "'==' compares; a statement assigns with '='",
+            toks[1].start,
+            f"write '{toks[0].value} = ...'",
         )
     before = [t for t in toks if t.end <= pos]
     prev = before[-1] if before else None
@@ -356,14 +372,26 @@ def _diagnose(
     # Characters that are not part of the language at all.
     if tok is not None and tok.kind == "bad":
         if v in "\"'":
-            return E("string literals are not supported", pos, "expressions work on numbers and byte slices")
+            return E(
+                "string literals are not supported",
+                pos,
+                "expressions work on numbers and byte slices",
+            )
         if v == "?":
-            return E("the conditional operator '?:' is not supported", pos, "use if/then/else steps, or min()/max()")
+            return E(
+                "the conditional operator '?:' is not supported",
+                pos,
+                "use if/then/else steps, or min()/max()",
+            )
         if v == ".":
             if prev is not None and prev.end == pos and prev.kind == "num":
                 return E("numbers are integers; '.' is not allowed here", pos, None)
             if prev is not None and prev.end == pos and prev.kind == "name":
-                return E(f"expected a name after '{prev.value}.'", pos + 1, "names look like header.x or ip.header.saddr")
+                return E(
+                    f"expected a name after '{prev.value}.'",
+                    pos + 1,
+                    "names look like header.x or ip.header.saddr",
+                )
             return E("unexpected '.'", pos, "dotted names are written without spaces: header.x")
         if v == ";":
             return E("unexpected ';'", pos, "write one statement per list item")
@@ -388,7 +416,9 @@ def _diagnose(
                     f"write '{name} = {name} {op[:-1]} ...'",
                 )
         if v == "[":
-            return E("only a whole variable can be assigned", pos, "assign to temp.X, perm.X or P.perm.X")
+            return E(
+                "only a whole variable can be assigned", pos, "assign to temp.X, perm.X or P.perm.X"
+            )
         if tok is None:
             return E(
                 f"'{name}' alone is not a statement",
@@ -437,7 +467,11 @@ def _diagnose(
             )
 
     # Operands where an operator was expected.
-    if not operand_pos and tok.kind in ("name", "num") or (v in ("(", "!", "~") and not operand_pos):
+    if (
+        not operand_pos
+        and tok.kind in ("name", "num")
+        or (v in ("(", "!", "~") and not operand_pos)
+    ):
         if tok.kind == "name" and v in ("and", "or"):
             return E(f"use '{'&&' if v == 'and' else '||'}' instead of '{v}'", pos, None)
         if prev is not None and prev.kind == "name" and prev.value == "not":
@@ -445,7 +479,11 @@ def _diagnose(
         if tok.kind == "name" and v in ("is", "in"):
             return E(f"'{v}' is not an operator", pos, "compare with '==' or '!='")
         if v == "(":
-            return E("unexpected '('", pos, "only built-in functions can be called; is an operator missing?")
+            return E(
+                "unexpected '('",
+                pos,
+                "only built-in functions can be called; is an operator missing?",
+            )
         return E(f"unexpected {_show(tok)}", pos, _operator_hint(toks, pos))
 
     # Chained comparisons.
@@ -458,7 +496,12 @@ def _diagnose(
 
     # Operators where an operand was expected.
     if operand_pos:
-        if prev is not None and prev.kind == "op" and prev.value in _NEEDS_OPERAND and prev.value not in "([":
+        if (
+            prev is not None
+            and prev.kind == "op"
+            and prev.value in _NEEDS_OPERAND
+            and prev.value not in "(["
+        ):
             return _after(prev, pos)
         if prev is None or prev.value in ("(", "[", ","):
             if v in _BINARY:

@@ -216,7 +216,8 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
             _check_selector(ec, sel)
 
     # prep
-    ec.stmts(("prep",), m.prep, B.PREP, frozenset())
+    # set_sdu in prep trims the data handed on (e.g. UDP's length); a later assemble() replaces it.
+    ec.stmts(("prep",), m.prep, B.PREP, frozenset({"set_sdu"}))
 
     # Sequence.
     if m.sequence is not None:

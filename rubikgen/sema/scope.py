@@ -68,6 +68,9 @@ class ProtocolScope:
             if r is not None and r.kind in ("field", "temp"):
                 return Resolved(r.type, r.kind, virtual=True), need
             return None, None
+        if n == 3 and parts[0] in info.param_files and parts[0] not in self.params:
+            # The parameter's protocol could not be loaded (reported there): don't cascade.
+            return Resolved(NumT(64), "foreign_field", assignable=parts[1] == "perm"), "foreign"
         if n == 3 and parts[0] in self.params:
             other = self.params[parts[0]]
             ns, name = parts[1], parts[2]

@@ -1,0 +1,327 @@
+/* rg_pkt.h - bounds-checked header access.
+ *
+ * Three layers of helpers, all inline:
+ *   rg_load_*   unchecked loads from a pointer (use after one length check);
+ *   rg_get_*    checked loads at an absolute offset of (ptr, len): return
+ *               RG_OK or RG_ETRUNC and never read past len;
+ *   rg_cur_*    a cursor over (ptr, len) that advances on success and stays
+ *               put on failure.
+ * plus MSB-first bit runs, clamping slices and the QUIC varint.
+ * Nothing here allocates, asserts or faults on any input. */
+#ifndef RG_PKT_H
+#define RG_PKT_H
+
+#include <string.h>
+
+#include "rg_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- unchecked loads ------------------------------------------------------- */
+RG_INLINE uint8_t rg_load_u8(const uint8_t *p)
+{
+    return p[0];
+}
+RG_INLINE uint16_t rg_load_be16(const uint8_t *p)
+{
+    return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+RG_INLINE uint32_t rg_load_be24(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+RG_INLINE uint32_t rg_load_be32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return __builtin_bswap32(v);
+#else
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+#endif
+}
+RG_INLINE uint64_t rg_load_be48(const uint8_t *p)
+{
+    return (uint64_t)rg_load_be16(p) << 32 | rg_load_be32(p + 2);
+}
+RG_INLINE uint64_t rg_load_be64(const uint8_t *p)
+{
+    return (uint64_t)rg_load_be32(p) << 32 | rg_load_be32(p + 4);
+}
+RG_INLINE uint16_t rg_load_le16(const uint8_t *p)
+{
+    return (uint16_t)((uint16_t)p[1] << 8 | p[0]);
+}
+RG_INLINE uint32_t rg_load_le24(const uint8_t *p)
+{
+    return (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+RG_INLINE uint32_t rg_load_le32(const uint8_t *p)
+{
+    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+RG_INLINE uint64_t rg_load_le48(const uint8_t *p)
+{
+    return (uint64_t)rg_load_le16(p + 4) << 32 | rg_load_le32(p);
+}
+RG_INLINE uint64_t rg_load_le64(const uint8_t *p)
+{
+    return (uint64_t)rg_load_le32(p + 4) << 32 | rg_load_le32(p);
+}
+
+/* Big-endian load of n bytes (0..8) into the low bits of the result. */
+RG_INLINE uint64_t rg_load_ben(const uint8_t *p, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* ---- range check ----------------------------------------------------------- */
+/* True when [off, off + n) lies inside a buffer of len bytes (overflow-safe). */
+RG_INLINE int rg_has(size_t len, size_t off, size_t n)
+{
+    return off <= len && len - off >= n;
+}
+
+/* ---- checked loads at an absolute offset ---------------------------------- */
+#define RG_DEF_GET(name, type, nbytes, loader)                                                     \
+    RG_INLINE int rg_get_##name(const uint8_t *p, size_t len, size_t off, type *out)               \
+    {                                                                                              \
+        if (RG_UNLIKELY(!rg_has(len, off, nbytes))) return RG_ETRUNC;                              \
+        *out = (type)loader(p + off);                                                              \
+        return RG_OK;                                                                              \
+    }
+RG_DEF_GET(u8, uint8_t, 1, rg_load_u8)
+RG_DEF_GET(be16, uint16_t, 2, rg_load_be16)
+RG_DEF_GET(be24, uint32_t, 3, rg_load_be24)
+RG_DEF_GET(be32, uint32_t, 4, rg_load_be32)
+RG_DEF_GET(be48, uint64_t, 6, rg_load_be48)
+RG_DEF_GET(be64, uint64_t, 8, rg_load_be64)
+RG_DEF_GET(le16, uint16_t, 2, rg_load_le16)
+RG_DEF_GET(le24, uint32_t, 3, rg_load_le24)
+RG_DEF_GET(le32, uint32_t, 4, rg_load_le32)
+RG_DEF_GET(le48, uint64_t, 6, rg_load_le48)
+RG_DEF_GET(le64, uint64_t, 8, rg_load_le64)
+#undef RG_DEF_GET
+
+/* ---- bit runs -------------------------------------------------------------- */
+/* Extract nbits (1..64) starting bit_off bits into p, MSB first, treating the
+ * bytes as one big-endian run (network bit order: bit 0 is the MSB of p[0]).
+ * Unchecked: the caller guarantees (bit_off + nbits + 7) / 8 bytes exist.
+ * Example, IPv4: version = rg_bits_u(p, 0, 4), ihl = rg_bits_u(p, 4, 4),
+ * frag_off = rg_bits_u(p, 51, 13). */
+RG_INLINE uint64_t rg_bits_u(const uint8_t *p, size_t bit_off, unsigned nbits)
+{
+    const uint8_t *q = p + (bit_off >> 3);
+    unsigned lead = (unsigned)(bit_off & 7); /* bits to drop in the first byte */
+    unsigned total = lead + nbits;           /* bits spanned from q[0] */
+    if (RG_LIKELY(total <= 64)) {
+        unsigned nbytes = (total + 7) >> 3;
+        uint64_t v = rg_load_ben(q, nbytes);
+        v >>= (nbytes << 3) - total; /* drop trailing bits of the last byte */
+        return nbits >= 64 ? v : (v & ((UINT64_C(1) << nbits) - 1));
+    }
+    /* 65..71 bits spanned: 9 bytes; nbits > 56 here. */
+    {
+        uint64_t hi = rg_load_ben(q, 8);
+        unsigned tail = total - 64; /* bits taken from q[8], 1..7 */
+        uint64_t v = (hi << tail) | ((uint64_t)q[8] >> (8 - tail));
+        return nbits >= 64 ? v : (v & ((UINT64_C(1) << nbits) - 1));
+    }
+}
+
+/* Checked bit run inside (p, len): RG_OK, RG_ETRUNC or RG_EINVAL (nbits 0 or > 64). */
+RG_INLINE int rg_get_bits(const uint8_t *p, size_t len, size_t bit_off, unsigned nbits,
+                          uint64_t *out)
+{
+    if (RG_UNLIKELY(nbits == 0 || nbits > 64)) return RG_EINVAL;
+    if (RG_UNLIKELY(bit_off > (SIZE_MAX - 71))) return RG_ETRUNC;
+    size_t need = (bit_off + nbits + 7) >> 3;
+    if (RG_UNLIKELY(need > len)) return RG_ETRUNC;
+    *out = rg_bits_u(p, bit_off, nbits);
+    return RG_OK;
+}
+
+/* ---- cursor ---------------------------------------------------------------- */
+typedef struct rg_cursor {
+    const uint8_t *ptr; /* start of the buffer */
+    size_t len;         /* bytes available */
+    size_t off;         /* current position, always <= len */
+} rg_cursor;
+
+RG_INLINE rg_cursor rg_cur_make(const uint8_t *p, size_t len)
+{
+    rg_cursor c;
+    c.ptr = p ? p : rg_empty_byte;
+    c.len = p ? len : 0;
+    c.off = 0;
+    return c;
+}
+RG_INLINE size_t rg_cur_left(const rg_cursor *c)
+{
+    return c->len - c->off;
+}
+RG_INLINE const uint8_t *rg_cur_pos(const rg_cursor *c)
+{
+    return c->ptr + c->off;
+}
+/* RG_OK when n more bytes are available. */
+RG_INLINE int rg_cur_need(const rg_cursor *c, size_t n)
+{
+    return RG_LIKELY(c->len - c->off >= n) ? RG_OK : RG_ETRUNC;
+}
+RG_INLINE int rg_cur_skip(rg_cursor *c, size_t n)
+{
+    if (RG_UNLIKELY(c->len - c->off < n)) return RG_ETRUNC;
+    c->off += n;
+    return RG_OK;
+}
+/* Take n bytes as a view (no copy). */
+RG_INLINE int rg_cur_bytes(rg_cursor *c, size_t n, rg_bytes *out)
+{
+    if (RG_UNLIKELY(c->len - c->off < n)) return RG_ETRUNC;
+    out->ptr = c->ptr + c->off;
+    out->len = n;
+    c->off += n;
+    return RG_OK;
+}
+/* The rest of the buffer as a view; the cursor moves to the end. */
+RG_INLINE rg_bytes rg_cur_rest(rg_cursor *c)
+{
+    rg_bytes b;
+    b.ptr = c->ptr + c->off;
+    b.len = c->len - c->off;
+    c->off = c->len;
+    return b;
+}
+
+#define RG_DEF_CUR(name, type, nbytes, loader)                                                     \
+    RG_INLINE int rg_cur_##name(rg_cursor *c, type *out)                                           \
+    {                                                                                              \
+        if (RG_UNLIKELY(c->len - c->off < (nbytes))) return RG_ETRUNC;                             \
+        *out = (type)loader(c->ptr + c->off);                                                      \
+        c->off += (nbytes);                                                                        \
+        return RG_OK;                                                                              \
+    }
+RG_DEF_CUR(u8, uint8_t, 1, rg_load_u8)
+RG_DEF_CUR(be16, uint16_t, 2, rg_load_be16)
+RG_DEF_CUR(be24, uint32_t, 3, rg_load_be24)
+RG_DEF_CUR(be32, uint32_t, 4, rg_load_be32)
+RG_DEF_CUR(be48, uint64_t, 6, rg_load_be48)
+RG_DEF_CUR(be64, uint64_t, 8, rg_load_be64)
+RG_DEF_CUR(le16, uint16_t, 2, rg_load_le16)
+RG_DEF_CUR(le24, uint32_t, 3, rg_load_le24)
+RG_DEF_CUR(le32, uint32_t, 4, rg_load_le32)
+RG_DEF_CUR(le48, uint64_t, 6, rg_load_le48)
+RG_DEF_CUR(le64, uint64_t, 8, rg_load_le64)
+#undef RG_DEF_CUR
+
+/* Bit run relative to the cursor position; does not move the cursor (bit
+ * fields are read from a run of whole bytes, then the run is skipped). */
+RG_INLINE int rg_cur_bits(const rg_cursor *c, size_t bit_off, unsigned nbits, uint64_t *out)
+{
+    return rg_get_bits(c->ptr + c->off, c->len - c->off, bit_off, nbits, out);
+}
+
+/* ---- clamping slices (spec expressions s[a:b], s[a:], s[:b], s[i]) -------- */
+/* Indices are unsigned and clamp to [0, len]; b < a gives an empty view.  The
+ * result never has a NULL pointer. */
+RG_INLINE rg_bytes rg_slice(rg_bytes s, uint64_t a, uint64_t b)
+{
+    rg_bytes r;
+    const uint8_t *base = s.ptr ? s.ptr : rg_empty_byte;
+    size_t len = s.ptr ? s.len : 0;
+    if (a > len) a = len;
+    if (b > len) b = len;
+    if (b < a) b = a;
+    r.ptr = base + a;
+    r.len = (size_t)(b - a);
+    return r;
+}
+RG_INLINE rg_bytes rg_slice_from(rg_bytes s, uint64_t a)
+{
+    return rg_slice(s, a, UINT64_MAX);
+}
+RG_INLINE rg_bytes rg_slice_to(rg_bytes s, uint64_t b)
+{
+    return rg_slice(s, 0, b);
+}
+/* s[i], 0 when out of range. */
+RG_INLINE uint64_t rg_index(rg_bytes s, uint64_t i)
+{
+    return (s.ptr && i < s.len) ? s.ptr[i] : 0;
+}
+/* s == t (same length and bytes). */
+RG_INLINE int rg_bytes_eq(rg_bytes s, rg_bytes t)
+{
+    return s.len == t.len && (s.len == 0 || memcmp(s.ptr, t.ptr, s.len) == 0);
+}
+
+/* ---- QUIC variable-length integer (RFC 9000 section 16) ------------------- */
+/* Encoded length from the first byte: 1, 2, 4 or 8. */
+RG_INLINE unsigned rg_varint_size(uint8_t first)
+{
+    return 1u << (first >> 6);
+}
+/* Decode at p (len bytes available).  Returns the number of bytes consumed
+ * (1, 2, 4, 8) and stores the value, or returns 0 and stores 0 when the
+ * buffer is empty or too short. */
+RG_INLINE unsigned rg_varint_decode(const uint8_t *p, size_t len, uint64_t *val)
+{
+    if (RG_UNLIKELY(len == 0)) {
+        *val = 0;
+        return 0;
+    }
+    unsigned n = rg_varint_size(p[0]);
+    if (RG_UNLIKELY(len < n)) {
+        *val = 0;
+        return 0;
+    }
+    uint64_t v = p[0] & 0x3f;
+    for (unsigned i = 1; i < n; i++)
+        v = v << 8 | p[i];
+    *val = v;
+    return n;
+}
+/* Spec expressions varint(s) and varint_len(s): value and encoded length, both
+ * 0 when s is too short. */
+RG_INLINE uint64_t rg_varint(rg_bytes s)
+{
+    uint64_t v;
+    (void)rg_varint_decode(s.ptr, s.ptr ? s.len : 0, &v);
+    return v;
+}
+RG_INLINE uint64_t rg_varint_len(rg_bytes s)
+{
+    uint64_t v;
+    return rg_varint_decode(s.ptr, s.ptr ? s.len : 0, &v);
+}
+/* Cursor form: RG_OK and advance, or RG_ETRUNC and stay. */
+RG_INLINE int rg_cur_varint(rg_cursor *c, uint64_t *out)
+{
+    unsigned n = rg_varint_decode(c->ptr + c->off, c->len - c->off, out);
+    if (RG_UNLIKELY(n == 0)) return RG_ETRUNC;
+    c->off += n;
+    return RG_OK;
+}
+
+/* ---- Internet checksum ----------------------------------------------------- */
+/* One's-complement sum of (p, len) folded to 16 bits, added to `sum`
+ * (call with sum = 0, or a pseudo-header sum).  Out of line: rg_pkt.c. */
+uint32_t rg_csum_add(uint32_t sum, const uint8_t *p, size_t len);
+/* Final complement: 0 means the checksum over the covered data is valid. */
+RG_INLINE uint16_t rg_csum_fold(uint32_t sum)
+{
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RG_PKT_H */
