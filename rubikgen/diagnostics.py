@@ -49,7 +49,7 @@ CODES: dict[str, str] = {
     "RG038": "name not available at this point of the pipeline",
     "RG040": "cyclic event relation",
     "RG041": "event referenced but never defined",
-    "RG042": "event never raised or used (warning)",
+    "RG042": "declared but never used (warning)",
     "RG050": "parse-tree cycle other than a declared self-loop",
     "RG051": "layer arguments do not match the protocol's parameters",
     "RG052": "unknown layer",

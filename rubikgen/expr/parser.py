@@ -278,7 +278,7 @@ class _Tok:
 
 
 _SCAN = re.compile(
-    r"""(?P<ws>\s+)
+    r"""(?P<ws>[\ \t\r\n\f\v]+)
       | (?P<num>[0-9][A-Za-z0-9_]*)
       | (?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
       | (?P<op>\|\||&&|==|!=|<=|>=|<<|>>|[-+*/%&|^~!<>=()\[\]:,])
@@ -393,8 +393,12 @@ def _diagnose(
                     "names look like header.x or ip.header.saddr",
                 )
             return E("unexpected '.'", pos, "dotted names are written without spaces: header.x")
+        if v == "#":
+            return E("unexpected '#'", pos, "comments are not allowed inside an expression")
         if v == ";":
             return E("unexpected ';'", pos, "write one statement per list item")
+        if not v.isprintable() or v.isspace():
+            return E(f"unexpected character U+{ord(v):04X}", pos, "remove the invisible character")
         if not v.isascii():
             return E(f"unexpected character '{v}'", pos, "names use ASCII letters, digits and '_'")
         return E(f"unexpected character '{v}'", pos, None)

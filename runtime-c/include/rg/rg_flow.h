@@ -1,0 +1,324 @@
+/* rg_flow.h - bidirectional flow / instance table.
+ *
+ * A table maps fixed-length opaque keys to instances.  Each instance owns a
+ * fixed-size, zero-initialised payload (the generated per-instance struct:
+ * perm variables, PSM state, per-direction sequences...), allocated from a
+ * pool of `cap` records preallocated at creation (pages are touched lazily).
+ *
+ * Bidirectional tables store every instance under two keys, the forward key
+ * (the creator's direction, RG_DIR_TO_PASSIVE) and the swapped key
+ * (RG_DIR_TO_ACTIVE); the caller builds both.  One probe finds either and
+ * reports the direction.  A key equal to its own swap is stored once and is
+ * always reported as forward.
+ *
+ * Hash index: open addressing, linear probing, 8-byte slots (32-bit hash tag
+ * + record index + direction bit), load factor <= 1/2, backward-shift delete
+ * (no tombstones).  Keys live in the record, next to the payload.
+ *
+ * The table keeps an exact LRU list (touched by rg_flow_lookup/rg_flow_touch
+ * and creation).  When the pool is full, rg_flow_create evicts the least
+ * recently used instance, calling on_remove(RG_FLOW_EVICTED) first.
+ * rg_flow_expire removes idle instances in LRU order (RG_FLOW_EXPIRED).
+ *
+ * Removal callbacks receive the payload while it is still valid; the table
+ * removes the instance after the callback returns (the callback may also
+ * delete it itself).  Callbacks must not create instances in the same table.
+ *
+ * Under AddressSanitizer, a deleted instance's payload is poisoned, so a
+ * use after delete is reported. */
+#ifndef RG_FLOW_H
+#define RG_FLOW_H
+
+#include <string.h>
+
+#include "rg_common.h"
+#include "rg_stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { RG_DIR_TO_PASSIVE = 0, RG_DIR_TO_ACTIVE = 1 };
+
+/* Why on_remove is called. */
+enum rg_flow_reason {
+    RG_FLOW_EVICTED = 1, /* pool full: least recently used instance evicted */
+    RG_FLOW_EXPIRED = 2, /* idle longer than the timeout given to rg_flow_expire */
+    RG_FLOW_FLUSHED = 3, /* rg_flow_flush (end of capture / shutdown) */
+};
+
+struct rg_flow;
+typedef void (*rg_flow_cb)(void *ctx, struct rg_flow *t, void *inst, int reason);
+
+typedef struct rg_flow_cfg {
+    uint32_t key_len;      /* bytes per key, 1..RG_FLOW_MAX_KEY */
+    uint32_t payload_size; /* bytes of per-instance payload (may be 0) */
+    uint32_t cap;          /* maximum live instances, 1..RG_FLOW_MAX_CAP */
+    int bidir;             /* store forward and swapped keys */
+    int no_evict;          /* when full: fail creation instead of evicting */
+    uint64_t seed;         /* hash seed (use a random one against hash flooding) */
+    rg_flow_cb on_remove;  /* eviction / expiry / flush callback (may be NULL) */
+    void *cb_ctx;
+    rg_inst_stats *stats; /* counters to update (NULL: table-internal) */
+} rg_flow_cfg;
+
+#define RG_FLOW_MAX_KEY 1024u
+#define RG_FLOW_MAX_CAP (1u << 28)
+#define RG_FLOW_NIL     UINT32_MAX
+
+/* Record header; the keys and then the payload follow it in the record. */
+typedef struct rg_flow_rec {
+    uint32_t prev, next; /* LRU links (record indices); next also links the free list */
+    uint32_t tag[2];     /* hash tags of the forward / swapped key */
+    uint64_t last;       /* time of the last touch (ns) */
+    uint32_t flags;      /* RG_FLOW_F_* */
+    uint32_t serial;     /* creation serial number (low 32 bits) */
+} rg_flow_rec;
+
+#define RG_FLOW_F_LIVE   1u
+#define RG_FLOW_F_SINGLE 2u /* only one key stored */
+
+/* The table.  Fields are exposed for the inline fast paths; treat them as
+ * private. */
+typedef struct rg_flow {
+    uint64_t *slot;  /* hash index; 0 = empty */
+    uint32_t mask;   /* nslots - 1 */
+    uint32_t key_len;
+    uint32_t key_off;     /* offset of the keys in a record */
+    uint32_t payload_off; /* offset of the payload in a record */
+    uint32_t stride;      /* bytes per record */
+    uint32_t payload_size;
+    uint32_t cap;
+    uint32_t nlive;
+    uint32_t hwm;       /* records ever used (pool high-water mark) */
+    uint32_t free_head; /* free list of released records */
+    uint32_t lru_head;  /* most recently used */
+    uint32_t lru_tail;  /* least recently used */
+    uint32_t iter_next; /* fixed up by delete during rg_flow_foreach */
+    uint32_t serial;
+    int bidir;
+    int no_evict;
+    int in_cb; /* inside on_remove: creation refused */
+    uint64_t seed;
+    uint64_t now;
+    uint8_t *pool;
+    rg_flow_cb on_remove;
+    void *cb_ctx;
+    rg_inst_stats *stats;
+    rg_inst_stats own_stats;
+} rg_flow;
+
+/* ---- hashing --------------------------------------------------------------- */
+RG_INLINE uint64_t rg_hash_mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= UINT64_C(0xff51afd7ed558ccd);
+    h ^= h >> 33;
+    h *= UINT64_C(0xc4ceb9fe1a85ec53);
+    h ^= h >> 33;
+    return h;
+}
+
+/* Fast 64-bit hash of n bytes (xxhash-style rounds, murmur finaliser).  Inline
+ * so that a compile-time constant n unrolls completely. */
+RG_INLINE uint64_t rg_hash_bytes(const void *key, size_t n, uint64_t seed)
+{
+    const uint8_t *p = (const uint8_t *)key;
+    uint64_t h = seed ^ (UINT64_C(0x9E3779B97F4A7C15) * (uint64_t)(n + 1));
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h ^= w * UINT64_C(0xC2B2AE3D27D4EB4F);
+        h = (h << 31 | h >> 33) * UINT64_C(0x9E3779B97F4A7C15);
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t w = 0;
+        if (n >= 4) {
+            uint32_t a, b;
+            memcpy(&a, p, 4);
+            memcpy(&b, p + n - 4, 4);
+            w = (uint64_t)a << 32 | b;
+        } else {
+            w = (uint64_t)p[0] << 16 | (uint64_t)p[n >> 1] << 8 | p[n - 1];
+        }
+        h ^= w * UINT64_C(0xC2B2AE3D27D4EB4F);
+        h = (h << 31 | h >> 33) * UINT64_C(0x9E3779B97F4A7C15);
+    }
+    return rg_hash_mix64(h);
+}
+
+/* Tag stored in the index: never used as an empty marker (the low 32 bits of
+ * a slot are never 0 for a used slot), so any value is fine. */
+RG_INLINE uint32_t rg_flow_tag(uint64_t h)
+{
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+RG_INLINE uint64_t rg_flow_hash(const rg_flow *t, const void *key)
+{
+    return rg_hash_bytes(key, t->key_len, t->seed);
+}
+
+/* ---- record access --------------------------------------------------------- */
+RG_INLINE rg_flow_rec *rg_flow__rec(const rg_flow *t, uint32_t idx)
+{
+    return (rg_flow_rec *)(void *)(t->pool + (size_t)idx * t->stride);
+}
+RG_INLINE void *rg_flow__payload(const rg_flow *t, rg_flow_rec *r)
+{
+    return (uint8_t *)r + t->payload_off;
+}
+RG_INLINE rg_flow_rec *rg_flow__rec_of(const rg_flow *t, const void *inst)
+{
+    return (rg_flow_rec *)(void *)((uint8_t *)(uintptr_t)inst - t->payload_off);
+}
+RG_INLINE uint32_t rg_flow__idx_of(const rg_flow *t, const rg_flow_rec *r)
+{
+    return (uint32_t)(((const uint8_t *)r - t->pool) / t->stride);
+}
+
+void rg_flow__lru_move_front(rg_flow *t, uint32_t idx, rg_flow_rec *r);
+
+RG_INLINE void rg_flow__touch(rg_flow *t, uint32_t idx, rg_flow_rec *r)
+{
+    r->last = t->now;
+    if (t->lru_head != idx) rg_flow__lru_move_front(t, idx, r);
+}
+
+/* ---- API ------------------------------------------------------------------- */
+/* NULL when cfg is invalid or memory is short. */
+rg_flow *rg_flow_new(const rg_flow_cfg *cfg);
+/* Free the table without calling on_remove (call rg_flow_flush first). */
+void rg_flow_free(rg_flow *t);
+
+/* Packet clock used to stamp touches; monotonic (older times are ignored). */
+RG_INLINE void rg_flow_set_time(rg_flow *t, uint64_t now_ns)
+{
+    if (now_ns > t->now) t->now = now_ns;
+}
+
+/* Probe with a precomputed hash and an explicit key length (pass a constant
+ * equal to the table's key_len to let the compiler inline the comparison).
+ * Returns the payload or NULL; *dir (optional) gets the direction. No touch. */
+RG_INLINE void *rg_flow_find_hn(const rg_flow *t, const void *key, size_t key_len, uint64_t h,
+                                int *dir)
+{
+    uint32_t tag = rg_flow_tag(h);
+    uint32_t i = tag & t->mask;
+    for (;;) {
+        uint64_t s = t->slot[i];
+        if (RG_LIKELY(s == 0)) return NULL;
+        if ((uint32_t)(s >> 32) == tag) {
+            uint32_t low = (uint32_t)s;
+            uint32_t d = low & 1u;
+            rg_flow_rec *r = rg_flow__rec(t, (low >> 1) - 1);
+            const uint8_t *k = (const uint8_t *)r + t->key_off + d * key_len;
+            if (RG_LIKELY(memcmp(k, key, key_len) == 0)) {
+                if (dir) *dir = (int)d;
+                return rg_flow__payload(t, r);
+            }
+        }
+        i = (i + 1) & t->mask;
+    }
+}
+
+/* Lookup and touch (LRU + last-seen time). */
+RG_INLINE void *rg_flow_lookup_hn(rg_flow *t, const void *key, size_t key_len, uint64_t h,
+                                  int *dir)
+{
+    void *inst = rg_flow_find_hn(t, key, key_len, h, dir);
+    if (inst) {
+        rg_flow_rec *r = rg_flow__rec_of(t, inst);
+        rg_flow__touch(t, rg_flow__idx_of(t, r), r);
+    }
+    return inst;
+}
+
+RG_INLINE void *rg_flow_find(const rg_flow *t, const void *key, int *dir)
+{
+    return rg_flow_find_hn(t, key, t->key_len, rg_flow_hash(t, key), dir);
+}
+RG_INLINE void *rg_flow_lookup(rg_flow *t, const void *key, int *dir)
+{
+    return rg_flow_lookup_hn(t, key, t->key_len, rg_flow_hash(t, key), dir);
+}
+
+/* Create an instance for a key that is not in the table (the caller looked
+ * it up first; duplicates are not detected).  rev is read only for
+ * bidirectional tables.  hf / hr are the keys' hashes (rg_flow_hash).
+ * Returns the zeroed payload, or NULL when the pool is full and eviction is
+ * disabled, or when called from a removal callback. */
+void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev, uint64_t hr);
+RG_INLINE void *rg_flow_create(rg_flow *t, const void *fwd, const void *rev)
+{
+    return rg_flow_create_h(t, fwd, rg_flow_hash(t, fwd), rev,
+                            (t->bidir && rev) ? rg_flow_hash(t, rev) : 0);
+}
+
+/* Remove an instance: both keys, the LRU entry, the record.  The payload is
+ * invalid afterwards.  Deleting a pointer that is not live is ignored. */
+void rg_flow_delete(rg_flow *t, void *inst);
+
+/* Explicit LRU touch (lookup already touches). */
+RG_INLINE void rg_flow_touch(rg_flow *t, void *inst)
+{
+    rg_flow_rec *r = rg_flow__rec_of(t, inst);
+    rg_flow__touch(t, rg_flow__idx_of(t, r), r);
+}
+
+/* Remove every instance idle for at least idle_ns at time now (least recently
+ * used first), calling on_remove(RG_FLOW_EXPIRED).  O(1) when none is due.
+ * Returns the number removed.  idle_ns == 0 disables. */
+size_t rg_flow_expire(rg_flow *t, uint64_t now, uint64_t idle_ns);
+
+/* Call fn on every live instance, least recently used first.  fn may delete
+ * the instance it is given (and only that one).  Returns the count visited. */
+typedef void (*rg_flow_iter_fn)(void *ctx, rg_flow *t, void *inst);
+size_t rg_flow_foreach(rg_flow *t, rg_flow_iter_fn fn, void *ctx);
+
+/* Remove all instances, calling on_remove(RG_FLOW_FLUSHED) for each. */
+size_t rg_flow_flush(rg_flow *t);
+
+/* ---- accessors --------------------------------------------------------------- */
+RG_INLINE uint32_t rg_flow_live(const rg_flow *t)
+{
+    return t->nlive;
+}
+RG_INLINE uint32_t rg_flow_cap(const rg_flow *t)
+{
+    return t->cap;
+}
+/* The stored key of one direction (NULL for the swapped key of a
+ * unidirectional table). */
+const void *rg_flow_key(const rg_flow *t, const void *inst, int dir);
+/* Last touch time of an instance. */
+RG_INLINE uint64_t rg_flow_last_seen(const rg_flow *t, const void *inst)
+{
+    return rg_flow__rec_of(t, inst)->last;
+}
+/* Stable small integer id of a live instance (its pool index, < cap). */
+RG_INLINE uint32_t rg_flow_id(const rg_flow *t, const void *inst)
+{
+    return rg_flow__idx_of(t, rg_flow__rec_of(t, inst));
+}
+/* Counters (the external ones if cfg.stats was given). */
+RG_INLINE const rg_inst_stats *rg_flow_stats(const rg_flow *t)
+{
+    return t->stats;
+}
+/* Bytes of memory per instance (record stride) and the index size. */
+RG_INLINE size_t rg_flow_record_size(const rg_flow *t)
+{
+    return t->stride;
+}
+RG_INLINE size_t rg_flow_index_bytes(const rg_flow *t)
+{
+    return ((size_t)t->mask + 1) * sizeof(uint64_t);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RG_FLOW_H */

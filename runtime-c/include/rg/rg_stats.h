@@ -1,0 +1,116 @@
+/* rg_stats.h - runtime counters.
+ *
+ * One rg_stats per worker context (no globals), one rg_layer_stats per
+ * layer.  Increments are plain inline adds; nothing here allocates after
+ * rg_stats_new. */
+#ifndef RG_STATS_H
+#define RG_STATS_H
+
+#include <stdio.h>
+
+#include "rg_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error reasons.  Generated code may use reasons from RG_REASON_USER up to
+ * RG_REASON_MAX - 1 for its own, naming them with rg_stats_set_reason_name. */
+enum rg_reason {
+    RG_REASON_TRUNCATED = 0, /* header or field past the end of the packet */
+    RG_REASON_MALFORMED,     /* a field has an impossible value */
+    RG_REASON_UNSUPPORTED,   /* link type / protocol the stack does not handle */
+    RG_REASON_NO_INSTANCE,   /* lookup missed and no instance may be created */
+    RG_REASON_CAP,           /* instance pool or buffer cap reached */
+    RG_REASON_PSM_FAIL,      /* no PSM transition matched */
+    RG_REASON_CHECKSUM,      /* checksum mismatch */
+    RG_REASON_OTHER,
+    RG_REASON_USER, /* first reason free for generated code */
+    RG_REASON_MAX = 16
+};
+
+/* Instance counters.  destroyed counts every removal (explicit delete,
+ * eviction, expiry, flush); evicted and expired are subsets of it.
+ * live == created - destroyed. */
+typedef struct rg_inst_stats {
+    uint64_t live;
+    uint64_t peak_live;
+    uint64_t created;
+    uint64_t destroyed;
+    uint64_t evicted;
+    uint64_t expired;
+    uint64_t create_failed; /* pool full and eviction disabled */
+} rg_inst_stats;
+
+/* Sequence (reassembly) counters, in bytes unless noted. */
+typedef struct rg_seq_stats {
+    uint64_t inserts;        /* insert calls */
+    uint64_t rexmit;         /* inserts flagged retransmission */
+    uint64_t overlap;        /* inserts flagged partial overlap */
+    uint64_t out_of_window;  /* inserts flagged out-of-window / past end */
+    uint64_t buffer_full;    /* inserts flagged cap exceeded */
+    uint64_t conflict;       /* inserts whose overlap differed in content */
+    uint64_t bytes_new;      /* accepted new bytes */
+    uint64_t bytes_dup;      /* already-seen bytes */
+    uint64_t bytes_dropped;  /* dropped: window, end marker, caps */
+    uint64_t bytes_skipped;  /* holes skipped by ACK-driven gap skipping */
+    uint64_t bytes_delivered;
+} rg_seq_stats;
+
+typedef struct rg_layer_stats {
+    const char *name;
+    uint64_t packets; /* packets that reached this layer */
+    uint64_t bytes;   /* bytes (of the layer's input) that reached it */
+    uint64_t errors;  /* sum of errors[] */
+    uint64_t error[RG_REASON_MAX];
+    uint64_t events; /* events raised */
+    rg_inst_stats inst;
+    rg_seq_stats seq;
+} rg_layer_stats;
+
+typedef struct rg_stats {
+    uint64_t packets; /* packets given to the stack */
+    uint64_t bytes;   /* captured bytes given to the stack */
+    uint32_t nlayers;
+    const char *reason_name[RG_REASON_MAX];
+    rg_layer_stats *layer; /* nlayers entries */
+} rg_stats;
+
+/* Allocate counters for nlayers layers; names may be NULL (layers then print
+ * as "layerN").  The name pointers are kept, not copied. */
+rg_stats *rg_stats_new(uint32_t nlayers, const char *const *names);
+void rg_stats_free(rg_stats *s);
+void rg_stats_reset(rg_stats *s);
+void rg_stats_set_reason_name(rg_stats *s, unsigned reason, const char *name);
+const char *rg_stats_reason_name(const rg_stats *s, unsigned reason);
+
+RG_INLINE void rg_stats_packet(rg_stats *s, size_t bytes)
+{
+    s->packets++;
+    s->bytes += bytes;
+}
+RG_INLINE void rg_stats_layer_packet(rg_layer_stats *l, size_t bytes)
+{
+    l->packets++;
+    l->bytes += bytes;
+}
+RG_INLINE void rg_stats_error(rg_layer_stats *l, unsigned reason)
+{
+    if (reason >= RG_REASON_MAX) reason = RG_REASON_OTHER;
+    l->error[reason]++;
+    l->errors++;
+}
+
+/* Totals over all layers. */
+void rg_stats_sum_inst(const rg_stats *s, rg_inst_stats *out);
+uint64_t rg_stats_total_errors(const rg_stats *s);
+
+/* Human-readable table (non-zero counters only). */
+void rg_stats_print(const rg_stats *s, FILE *out);
+/* One JSON object, no trailing newline. */
+void rg_stats_json(const rg_stats *s, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RG_STATS_H */
