@@ -9,6 +9,7 @@ import sys
 
 from rubikgen.diagnostics import render
 from rubikgen.models.common import expr_text
+from rubikgen.models.stack import entries_of
 
 
 def _q(s: str) -> str:
@@ -23,7 +24,7 @@ def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
     for lname, layer in st.layers.items():
         proto = info.layers[lname].protocol.name if info and lname in info.layers else "?"
         label = lname if proto == lname else f"{lname}\\n({proto})"
-        extra = ', penwidth=2' if lname == st.entry else ""
+        extra = ', penwidth=2' if lname in entries_of(st.entry).values() else ""
         lines.append(f"  {_q(lname)} [label={_q(label)}{extra}];")
     for lname, lst in (info.children if info else {}).items():
         for rank, (_, e) in enumerate(lst, start=1):
@@ -33,6 +34,11 @@ def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
             if e.from_ == e.to:
                 label += f" (x{e.max_repeat or 16})"
             lines.append(f"  {_q(e.from_)} -> {_q(e.to)} [label={_q(label)}];")
+    if isinstance(st.entry, dict):
+        for link, ename in st.entry.items():
+            lid = f"link:{link}"
+            lines.append(f"  {_q(lid)} [label={_q(link)}, shape=plaintext, style=\"\"];")
+            lines.append(f"  {_q(lid)} -> {_q(ename)} [style=dotted];")
     for hname, h in st.handlers.items():
         hid = f"handler:{hname}"
         lines.append(f"  {_q(hid)} [label={_q(hname + '()')}, shape=note, fillcolor=\"#fff6d5\"];")

@@ -7,6 +7,7 @@ generated-C comments) asks the SourceMap with the path it is looking at, e.g.
 
 from __future__ import annotations
 
+import bisect
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ class Pos:
     text_col: int | None = None
     end_line: int | None = None
     end_col: int | None = None
+    # Scalars: character index in the source of the first character of the value's text
+    # (after an opening quote) and the quoting style, so offsets inside a value that spans
+    # lines or contains escapes can be mapped back to the source (see SourceMap.expr_pos).
+    index: int | None = None
+    style: str | None = None
 
 
 @dataclass
@@ -38,6 +44,11 @@ class SourceMap:
     file: str
     values: dict[Path, Pos] = field(default_factory=dict)
     keys: dict[Path, Pos] = field(default_factory=dict)
+    text: str | None = None
+    # Values the loader already reported (e.g. !!binary); schema errors there are not repeated.
+    reported: set[Path] = field(default_factory=set)
+    _line_starts: list[int] | None = field(default=None, repr=False)
+    _aligned: dict[tuple[Path, str], list[int] | None] = field(default_factory=dict, repr=False)
 
     def pos(self, path: Path) -> Pos:
         """Position of the value at path, or of the nearest enclosing value."""
@@ -54,12 +65,40 @@ class SourceMap:
             return self.keys[p]
         return self.pos(p)
 
-    def expr_pos(self, path: Path, offset: int) -> tuple[int, int]:
-        """Line and column of character `offset` inside the expression string at path."""
+    def line_col(self, index: int) -> tuple[int, int]:
+        """1-based line and column of a character index into the source text."""
+        if self._line_starts is None:
+            starts = [0]
+            for m in re.finditer("\n", self.text or ""):
+                starts.append(m.end())
+            self._line_starts = starts
+        i = bisect.bisect_right(self._line_starts, index) - 1
+        return i + 1, index - self._line_starts[i] + 1
+
+    def _alignment(self, path: Path, value: str) -> list[int] | None:
+        """Source index of every character of `value` (and one past its end), or None."""
+        key = (tuple(path), value)
+        if key not in self._aligned:
+            pos = self.values.get(tuple(path))
+            out = None
+            if pos is not None and pos.index is not None and self.text is not None:
+                out = align_scalar(self.text, pos.index, pos.style, value)
+            self._aligned[key] = out
+        return self._aligned[key]
+
+    def expr_pos(self, path: Path, offset: int, value: str | None = None) -> tuple[int, int, bool]:
+        """Line and column of character `offset` inside the expression string at path, and
+        whether the position is exact."""
         pos = self.pos(path)
-        if pos.text_col is not None and tuple(path) in self.values:
-            return pos.line, pos.text_col + offset
-        return pos.line, pos.col
+        exact_path = tuple(path) in self.values
+        if value is not None and exact_path:
+            idx = self._alignment(path, value)
+            if idx is not None:
+                offset = max(0, min(offset, len(value)))
+                return (*self.line_col(idx[offset]), True)
+        if pos.text_col is not None and exact_path:
+            return pos.line, pos.text_col + offset, True
+        return pos.line, pos.col, False
 
     def diag(
         self,
@@ -71,15 +110,73 @@ class SourceMap:
         severity: str = "error",
         hint: str | None = None,
         offset: tuple[int, int] | None = None,
+        text: str | None = None,
     ) -> Diagnostic:
+        """A diagnostic at the value (or key) at path; with `offset`, at characters
+        [start, end) of the expression `text` written there."""
         if offset is not None:
-            line, col = self.expr_pos(path, offset[0])
-            end = col + max(1, offset[1] - offset[0])
-            exact = self.pos(path).text_col is not None and tuple(path) in self.values
-            return Diagnostic(code, message, self.file, line, col, severity, hint, end if exact else None)
+            line, col, exact = self.expr_pos(path, offset[0], text)
+            end: int | None = None
+            if exact:
+                eline, ecol, _ = self.expr_pos(path, max(offset[0], offset[1] - 1), text)
+                end = ecol + 1 if eline == line else None
+            return Diagnostic(code, message, self.file, line, col, severity, hint, end)
         pos = self.key_pos(path) if key else self.pos(path)
         end = pos.end_col if pos.end_line == pos.line else None
         return Diagnostic(code, message, self.file, pos.line, pos.col, severity, hint, end)
+
+
+_WS = " \t\r\n"
+
+
+def align_scalar(src: str, start: int, style: str | None, value: str) -> list[int] | None:
+    """Map each character of a scalar's value to its index in the source.
+
+    The value may differ from the source text by line folding (a line break and indentation
+    read as one space), by quoting ('' in single quotes) and by line-continuation escapes.
+    Returns None when the two cannot be aligned (e.g. other escapes); callers then fall back
+    to the start of the value.
+    """
+    skippable = _WS
+    if style in ("'", "'''"):
+        skippable += "'"
+    elif style in ('"', '"""'):
+        skippable += "\\"
+    j = start
+    if style in ("|", ">"):  # block scalar: the text starts on the line after the header
+        nl = src.find("\n", start)
+        if nl < 0:
+            return None
+        j = nl + 1
+    out: list[int] = []
+    n = len(src)
+    for k, c in enumerate(value):
+        if c in " \n":
+            if j >= n or src[j] not in _WS:
+                # folded break in a quoted scalar may hide behind a backslash
+                if not (j < n and src[j] == "\\" and style in ('"', '"""')):
+                    return None
+                while j < n and src[j] in "\\" + _WS:
+                    j += 1
+                out.append(j)
+                continue
+            out.append(j)
+            j += 1
+            nxt = value[k + 1] if k + 1 < len(value) else None
+            if nxt is not None and nxt not in " \n":
+                while j < n and src[j] in _WS and src[j] != nxt:
+                    j += 1
+            continue
+        while j < n and src[j] != c:
+            if src[j] not in skippable:
+                return None
+            j += 1
+        if j >= n:
+            return None
+        out.append(j)
+        j += 1
+    out.append(j)
+    return out
 
 
 @dataclass
@@ -122,8 +219,27 @@ class _Builder:
         if isinstance(node, yaml.MappingNode):
             out: dict[Any, Any] = {}
             inner = stack + (id(node),)
-            self.constructor.flatten_mapping(node)  # merge keys (<<)
+            # Merge keys (<<: *base) add the keys of the merged mappings that the mapping does
+            # not set itself; explicit keys win, as YAML specifies (not a duplicate).
+            pairs, merged = [], []
             for knode, vnode in node.value:
+                if isinstance(knode, yaml.ScalarNode) and knode.tag == "tag:yaml.org,2002:merge":
+                    srcs = vnode.value if isinstance(vnode, yaml.SequenceNode) else [vnode]
+                    for src in srcs:
+                        if not isinstance(src, yaml.MappingNode):
+                            self.diags.append(self._d("RG006", "'<<' merges mappings only", src, None))
+                            continue
+                        merged += src.value
+                else:
+                    pairs.append((knode, vnode))
+            explicit = {str(k.value) for k, _ in pairs if isinstance(k, yaml.ScalarNode)}
+            taken: set[str] = set()
+            for knode, vnode in merged:
+                kv = str(getattr(knode, "value", ""))
+                if kv not in explicit and kv not in taken:
+                    taken.add(kv)
+                    pairs.append((knode, vnode))
+            for knode, vnode in pairs:
                 if not isinstance(knode, yaml.ScalarNode):
                     self.diags.append(
                         self._d("RG006", "mapping keys must be plain strings", knode, "write the key as a name")

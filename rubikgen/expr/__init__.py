@@ -32,7 +32,9 @@ from .check import (
     check_stmt,
     free_names,
     is_const,
+    is_multiple_of,
     layout_refs,
+    trailing_zeros,
 )
 from .parser import ExprSyntaxError, parse_expr, parse_stmt
 from .types import BOOL, U8, U64, BytesT, NumT, Type, describe, is_bytes, is_num, max_value
@@ -69,11 +71,13 @@ __all__ = [
     "free_names",
     "is_bytes",
     "is_const",
+    "is_multiple_of",
     "is_num",
     "layout_refs",
     "max_value",
     "parse_expr",
     "parse_stmt",
+    "trailing_zeros",
     "unparse",
     "walk",
 ]

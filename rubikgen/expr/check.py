@@ -41,7 +41,9 @@ __all__ = [
     "check_stmt",
     "free_names",
     "is_const",
+    "is_multiple_of",
     "layout_refs",
+    "trailing_zeros",
 ]
 
 M64 = (1 << 64) - 1
@@ -188,6 +190,43 @@ def is_const(e: Expr) -> int | None:
                 return None
             return min(x, y) if f == "min" else max(x, y)
     return None
+
+
+def trailing_zeros(e: Expr) -> int:
+    """How many low bits of the value are provably 0 (0..64), for any field values."""
+    k = is_const(e)
+    if k is not None:
+        return 64 if k == 0 else (k & -k).bit_length() - 1
+    match e:
+        case Binary(op="*", left=a, right=b):
+            return min(64, trailing_zeros(a) + trailing_zeros(b))
+        case Binary(op="<<", left=a, right=b):
+            s = is_const(b)
+            return min(64, trailing_zeros(a) + s) if s is not None else trailing_zeros(a)
+        case Binary(op=">>", left=a, right=b):
+            s = is_const(b)
+            return max(0, trailing_zeros(a) - s) if s is not None else 0
+        case Binary(op="+" | "-" | "|" | "^", left=a, right=b):
+            return min(trailing_zeros(a), trailing_zeros(b))
+        case Binary(op="&", left=a, right=b):
+            return max(trailing_zeros(a), trailing_zeros(b))
+        case Unary(op="-", operand=a):
+            return trailing_zeros(a)
+        case Call(func="min" | "max", args=(a, b)):
+            return min(trailing_zeros(a), trailing_zeros(b))
+    return 0
+
+
+def is_multiple_of(e: Expr, k: int) -> bool:
+    """Whether the value is provably a multiple of k for every input (k a power of two,
+    e.g. 8 for a length in bits: ``x << 3``, ``x * 8``, ``(a + b) * 16``); for other k
+    only constants are proven."""
+    if k <= 0:
+        raise ValueError("k must be positive")
+    if k & (k - 1) == 0:
+        return trailing_zeros(e) >= k.bit_length() - 1
+    c = is_const(e)
+    return c is not None and c % k == 0
 
 
 def _names(e: Expr | Stmt, out: list[Name], layouts: list[Name]) -> None:
@@ -337,7 +376,7 @@ class _Checker:
         """'header.fin_seq' when fin_seq is a perm variable; 'seq' for 'header.seq'."""
         spaces = ("header", "temp", "perm")
         if len(parts) == 1:
-            alts = [(ns, parts[0]) for ns in spaces]
+            alts: list[tuple[str, ...]] = [(ns, parts[0]) for ns in spaces]
         elif parts[-2] in spaces:
             alts = [(*parts[:-2], ns, parts[-1]) for ns in spaces if ns != parts[-2]]
         else:

@@ -116,8 +116,11 @@ _BIN = re.compile(r"0[bB][01]+")
 
 
 def _number(tok: Token) -> Num:
-    s = str(tok)
-    start, end = tok.start_pos or 0, tok.end_pos or 0
+    return _literal(str(tok), tok.start_pos or 0, tok.end_pos or 0)
+
+
+def _literal(s: str, start: int, end: int) -> Num:
+    """Validate and convert a NUMBER token (raises ExprSyntaxError)."""
     if _DEC.fullmatch(s):
         value, base = int(s), 10
     elif _HEX.fullmatch(s):
@@ -233,9 +236,11 @@ def _build(t: Tree[Token] | Token, depth: int) -> tuple[Expr, int, int]:
 
 
 def _first_pos(t: Tree[Token]) -> int:
-    for tok in t.scan_values(lambda v: isinstance(v, Token)):
-        return tok.start_pos or 0
-    return 0  # pragma: no cover
+    """Offset of the leftmost token (iterative: the tree may be very deep)."""
+    node: Tree[Token] | Token | None = t
+    while isinstance(node, Tree):
+        node = next((c for c in node.children if c is not None), None)
+    return (node.start_pos or 0) if isinstance(node, Token) else 0
 
 
 def _args(t: Tree[Token] | Token | None, depth: int) -> tuple[Expr, ...]:
@@ -342,6 +347,12 @@ def _friendly(text: str, exc: UnexpectedInput, stmt: bool) -> ExprSyntaxError:
     else:  # pragma: no cover - LALR raises only the two above
         return ExprSyntaxError("syntax error", getattr(exc, "pos_in_stream", 0) or 0)
     tok = None if at_end else next((t for t in toks if t.start <= pos < t.end), None)
+    for t in toks:  # a malformed number before the error is the first problem to report
+        if t.kind == "num" and t.end <= pos:
+            try:
+                _literal(t.value, t.start, t.end)
+            except ExprSyntaxError as bad:
+                return bad
     if stmt and len(toks) >= 2 and toks[0].kind == "name" and toks[1].value == "==":
         # The contextual lexer reads '==' as '=' '=' here; report it as written.
         return ExprSyntaxError(
@@ -532,5 +543,12 @@ def _operator_hint(toks: list[_Tok], pos: int) -> str:
 
 
 def _after(prev: _Tok, pos: int) -> ExprSyntaxError:
-    what = "a value to assign" if prev.value == "=" else "an expression"
-    return ExprSyntaxError(f"expected {what} after '{prev.value}'", pos, None)
+    op = prev.value
+    if op == "=":
+        return ExprSyntaxError("expected a value to assign after '='", pos, "write 'temp.x = EXPR'")
+    if op == ",":
+        return ExprSyntaxError("expected an expression after ','", pos, "remove the trailing ','")
+    hint = (
+        f"'{op}' needs an operand" if op in ("!", "~") else f"'{op}' needs an operand on its right"
+    )
+    return ExprSyntaxError(f"expected an expression after '{op}'", pos, hint)

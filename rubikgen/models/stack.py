@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, StrictInt, StrictStr
 
 from rubikgen.models.common import CallArg, Expr, Model
@@ -31,12 +33,23 @@ class Handler(Model):
     doc: StrictStr | None = None
 
 
+# Link types of captures, as the capture driver reports them (see runtime-c rg_pcap.h).
+LinkType = Literal["ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2"]
+
+
+def entries_of(entry: str | dict[str, str]) -> dict[str, str]:
+    """Link type -> entry layer; a single entry serves every link type ('*')."""
+    return {"*": entry} if isinstance(entry, str) else dict(entry)
+
+
 class Stack(Model):
     """Layers, the parse tree joining them, and the handlers C developers implement."""
 
     stack: StrictStr
     doc: StrictStr | None = None
-    entry: StrictStr
+    entry: StrictStr | dict[LinkType, StrictStr] = Field(
+        description="The first layer, or one per capture link type (the driver picks by the capture's)."
+    )
     layers: dict[str, LayerInst] = Field(min_length=1)
     edges: list[Edge] = Field(default_factory=list)
     handlers: dict[str, Handler] = Field(default_factory=dict)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rubikgen.models import Stack
-from rubikgen.models.stack import Edge
+from rubikgen.models.stack import Edge, entries_of
 from rubikgen.sema import builtins as B
 from rubikgen.sema.protocol import ExprChecker, _dym, check_event_cycles, event_order_edges
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
@@ -30,7 +30,7 @@ class LayerInfo:
 @dataclass
 class StackInfo:
     name: str
-    entry: str
+    entries: dict[str, str]  # link type ('*' = any) -> entry layer
     layers: dict[str, LayerInfo] = field(default_factory=dict)
     # layer -> outgoing edges in the order they are tried
     children: dict[str, list[tuple[int, Edge]]] = field(default_factory=dict)
@@ -39,7 +39,8 @@ class StackInfo:
 def check_stack(ws: Workspace, doc: Document) -> None:
     st: Stack = doc.model  # type: ignore[assignment]
     smap, diags = doc.smap, doc.diags
-    info = StackInfo(st.stack, st.entry)
+    entries = entries_of(st.entry)
+    info = StackInfo(st.stack, entries)
     doc.stack_info = info
     check_ident(st.stack, "stack name", smap, ("stack",), diags, key=False)
     base = os.path.dirname(doc.abspath)
@@ -63,8 +64,11 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             continue
         info.layers[lname] = LayerInfo(lname, pdoc.info, dict(layer.args), lp)
 
-    if st.entry not in st.layers:
-        diags.append(smap.diag("RG052", f"entry layer '{st.entry}' is not defined", ("entry",), hint=_dym(st.entry, st.layers)))
+    for link, ename in entries.items():
+        epath: Path = ("entry",) if link == "*" else ("entry", link)
+        if ename not in st.layers:
+            diags.append(smap.diag("RG052", f"entry layer '{ename}' is not defined", epath, hint=_dym(ename, st.layers)))
+    roots = [e for e in dict.fromkeys(entries.values()) if e in st.layers]
 
     # Arguments against parameters.
     for lname, li in info.layers.items():
@@ -105,8 +109,10 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             diags.append(smap.diag("RG006", "max_repeat applies to self-loops only", ep + ("max_repeat",)))
         if e.max_repeat is not None and not 1 <= e.max_repeat <= 1024:
             diags.append(smap.diag("RG015", f"max_repeat {e.max_repeat} is out of range 1..1024", ep + ("max_repeat",)))
-        if e.to == st.entry and e.from_ != e.to:
-            diags.append(smap.diag("RG050", f"edge into the entry layer '{st.entry}' makes a cycle", ep + ("to",)))
+        if e.to in entries.values() and e.from_ != e.to and e.from_ in st.layers:
+            # An entry may also sit below another entry (raw IP captures enter at ip, Ethernet
+            # ones reach ip through eth); only a path back to it is a cycle, found below.
+            pass
         if not ok:
             continue
         children.setdefault(e.from_, []).append((i, e))
@@ -143,19 +149,21 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         path_stack.pop()
         state[n] = 2
 
-    if st.entry in st.layers:
-        visit(st.entry)
+    if roots:
+        for r in roots:
+            if r not in state:
+                visit(r)
         for lname in st.layers:
             if lname not in state:
-                diags.append(smap.diag("RG053", f"layer '{lname}' is unreachable from the entry '{st.entry}'", ("layers", lname),
-                                       key=True, severity="warning", hint="add an edge into it or remove it"))
+                diags.append(smap.diag("RG053", f"layer '{lname}' is unreachable from the entry layer(s) {', '.join(roots)}",
+                                       ("layers", lname), key=True, severity="warning", hint="add an edge into it or remove it"))
         for n in st.layers:
             if n not in state:
                 visit(n)
 
     # Parameters must be parsed before the layer: the bound layer dominates it.
-    if st.entry in st.layers:
-        dom = _dominators(st.entry, list(st.layers), children)
+    if roots:
+        dom = _dominators(roots, list(st.layers), children)
         for lname, li in info.layers.items():
             for pname, target in li.bindings.items():
                 if target in st.layers and lname in dom and (target == lname or target not in dom[lname]):
@@ -195,7 +203,12 @@ def _layer_checker(ws: Workspace, info: StackInfo, li: LayerInfo, smap: Any, dia
     return ExprChecker(li.protocol, params, smap, diags)
 
 
-def _dominators(entry: str, nodes: list[str], children: dict[str, list[tuple[int, Edge]]]) -> dict[str, set[str]]:
+def _dominators(roots: list[str], nodes: list[str], children: dict[str, list[tuple[int, Edge]]]) -> dict[str, set[str]]:
+    # A virtual root above every entry layer: a layer dominates another when every path from
+    # any entry passes through it.
+    entry = "<capture>"
+    children = {**children, entry: [(-1, Edge.model_validate({"from": entry, "to": r})) for r in roots]}
+    nodes = [*nodes, entry]
     preds: dict[str, set[str]] = {n: set() for n in nodes}
     for n, lst in children.items():
         for _, e in lst:

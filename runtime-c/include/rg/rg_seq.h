@@ -1,0 +1,289 @@
+/* rg_seq.h - reassembly sequences.
+ *
+ * A sequence reassembles one byte stream (one direction of a TCP connection,
+ * one IP datagram from fragments, ...) addressed by 32-bit serial numbers
+ * (wraparound-safe: every comparison is relative to the assembled offset).
+ *
+ * State is a small struct (rg_seq, 40 bytes) meant to live inline in an
+ * instance payload; an all-zero rg_seq is a valid empty sequence.  Per-layer
+ * settings (caps, overlap policy, buffering) live in an rg_seq_cfg that the
+ * caller passes to every call (normally a static const in generated code).
+ *
+ * Model
+ *   next      the assembled offset: every byte before it has been delivered
+ *             (or skipped).  Unless cfg.zero_based, the first insert sets it.
+ *   blocks    sorted, disjoint, non-adjacent [start, end) ranges of buffered
+ *             bytes after next (merged on insert).  Data lives in one linear
+ *             buffer anchored at a sequence number <= next; it is compacted
+ *             lazily and grown geometrically up to cfg.max_bytes.
+ *   end       optional end marker, set by a segment whose logical length
+ *             (takeup) exceeds its data length: phantom bytes such as a FIN
+ *             occupy [seq + len, seq + takeup).  Data past the end marker is
+ *             dropped.  A data-less phantom at next before any other byte
+ *             (a SYN) just advances next.
+ *   floor     ACK-driven gap skipping: a window left edge past next lets
+ *             assemble skip the hole in front of next.
+ *
+ * Insert (rg_seq_insert) never keeps the caller's pointer unless
+ * RG_SEQ_BORROW is passed; flags and byte counts are added into an
+ * rg_seq_res the caller zeroes per packet.
+ *   - bytes before next: already delivered -> counted as duplicates (the new
+ *     bytes of a segment that starts before next are kept);
+ *   - bytes overlapping buffered blocks: duplicates; cfg.policy decides
+ *     whose copy survives (RG_SEQ_FIRST keeps the buffered bytes,
+ *     RG_SEQ_LAST overwrites them); differing content sets RG_SEQ_EV_CONFLICT;
+ *   - a segment whose data bytes were all seen: RG_SEQ_EV_REXMIT; some but
+ *     not all: RG_SEQ_EV_OVERLAP;
+ *   - window [left, right): bytes at or past right are dropped
+ *     (RG_SEQ_EV_OUT_OF_WINDOW); left past next arms gap skipping;
+ *   - byte cap: bytes at or past next + cfg.max_bytes are dropped, block cap:
+ *     a segment that would need block number max_blocks + 1 is dropped
+ *     (both RG_SEQ_EV_BUFFER_FULL).
+ * Assemble (rg_seq_assemble) returns the contiguous bytes at next (pointer
+ * valid until the next call on this sequence) and advances next; when next
+ * reaches the end marker it also consumes the phantom bytes.  With
+ * cfg.buffer_data == 0 only offsets are tracked and the returned view is
+ * empty (never NULL); res.adv_bytes says how far next moved.
+ *
+ * Fast paths for generated code
+ *   rg_seq_fast()      "fast forward": when the sequence is empty and the
+ *                      segment is exactly at next (and passes the window and
+ *                      caps), advance next and return the caller's bytes
+ *                      with no copy and no allocation.  Same observable
+ *                      result as insert + assemble.
+ *   RG_SEQ_BORROW      insert flag: an aligned segment into an empty
+ *                      sequence is referenced, not copied; the caller must
+ *                      call rg_seq_assemble or rg_seq_settle before the
+ *                      packet buffer goes away.
+ * No asserts, no aborts: every input is handled. */
+#ifndef RG_SEQ_H
+#define RG_SEQ_H
+
+#include "rg_common.h"
+#include "rg_stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum rg_seq_policy { RG_SEQ_FIRST = 0, RG_SEQ_LAST = 1 };
+
+#define RG_SEQ_DEFAULT_MAX_BYTES  (1u << 20)
+#define RG_SEQ_DEFAULT_MAX_BLOCKS 256u
+#define RG_SEQ_MAX_SPAN           (1u << 30) /* hard limit on any cap */
+
+typedef struct rg_seq_cfg {
+    uint32_t max_bytes;  /* byte cap: span from next; 0 = default (1 MiB) */
+    uint32_t max_blocks; /* buffered block cap; 0 = default (256), max 65535 */
+    uint8_t policy;      /* RG_SEQ_FIRST or RG_SEQ_LAST */
+    uint8_t buffer_data; /* 0: track offsets only */
+    uint8_t zero_based;  /* 1: next starts at 0 instead of the first insert */
+    uint8_t pad_;
+} rg_seq_cfg;
+
+/* Event flags (rg_seq_res.flags). */
+enum {
+    RG_SEQ_EV_REXMIT = 1u << 0,        /* every data byte was seen before */
+    RG_SEQ_EV_OVERLAP = 1u << 1,       /* some data bytes were seen before */
+    RG_SEQ_EV_OUT_OF_WINDOW = 1u << 2, /* bytes dropped: right of the window or past the end */
+    RG_SEQ_EV_BUFFER_FULL = 1u << 3,   /* bytes dropped: byte / block cap or memory */
+    RG_SEQ_EV_CONFLICT = 1u << 4,      /* an overlap had different content */
+    RG_SEQ_EV_END = 1u << 5,           /* this insert set the end marker */
+    RG_SEQ_EV_END_MISMATCH = 1u << 6,  /* a different end marker was ignored */
+    RG_SEQ_EV_GAP = 1u << 7,           /* assemble skipped a hole (ACK-driven) */
+    RG_SEQ_EV_DONE = 1u << 8,          /* assemble reached the end marker */
+};
+
+/* Per-packet results: flags are ORed and counters added by every call. */
+typedef struct rg_seq_res {
+    uint32_t flags;
+    uint32_t new_bytes;  /* data bytes accepted for the first time */
+    uint32_t dup_bytes;  /* data bytes seen before (delivered or buffered) */
+    uint32_t dup_seq;    /* first duplicate byte (valid if dup_bytes) */
+    uint32_t oow_bytes;  /* dropped: window / end marker */
+    uint32_t cap_bytes;  /* dropped: caps / memory */
+    uint32_t gap_bytes;  /* skipped by assemble */
+    uint32_t adv_bytes;  /* data bytes delivered by assemble (also without buffering) */
+} rg_seq_res;
+
+typedef struct rg_seq_blk {
+    uint32_t start, end;
+} rg_seq_blk;
+
+/* Out-of-order storage, allocated on first need. */
+typedef struct rg_seq_store {
+    rg_seq_blk *blk;
+    uint8_t *data;
+    uint32_t blk_cap;
+    uint32_t buf_seq; /* sequence number of data[0] */
+    uint32_t buf_cap; /* bytes allocated in data */
+    uint32_t pad_;
+} rg_seq_store;
+
+/* Internal flags (rg_seq.flags). */
+#define RG_SEQF_INIT    0x01u /* next is set */
+#define RG_SEQF_STARTED 0x02u /* some logical byte was seen */
+#define RG_SEQF_END     0x04u /* end marker set */
+#define RG_SEQF_FLOOR   0x08u /* gap skipping armed */
+#define RG_SEQF_DONE    0x10u /* phantom bytes after the end consumed */
+
+typedef struct rg_seq {
+    uint32_t next;  /* assembled offset */
+    uint32_t end;   /* end marker: first sequence number after the data */
+    uint32_t lend;  /* logical end: end + phantom bytes */
+    uint32_t floor; /* gap skipping target */
+    uint16_t flags;
+    uint16_t nblk;       /* buffered blocks */
+    uint32_t borrow_len; /* RG_SEQ_BORROW: referenced bytes at next */
+    const uint8_t *borrow;
+    rg_seq_store *st;
+} rg_seq;
+
+/* Optional window [left, right); (0, 0) means none. */
+typedef struct rg_seq_win {
+    uint32_t left, right;
+} rg_seq_win;
+
+/* Insert flags. */
+#define RG_SEQ_BORROW 1u
+
+RG_INLINE void rg_seq_init(rg_seq *s)
+{
+    s->next = s->end = s->lend = s->floor = 0;
+    s->flags = 0;
+    s->nblk = 0;
+    s->borrow_len = 0;
+    s->borrow = NULL;
+    s->st = NULL;
+}
+
+/* Release buffers; the sequence is empty (and uninitialised) afterwards. */
+void rg_seq_free(rg_seq *s);
+
+/* Set next explicitly (e.g. to an ISN + 1); drops anything buffered. */
+void rg_seq_set_base(rg_seq *s, uint32_t next);
+
+/* Insert a segment: data bytes [seq, seq + len) and logical length takeup
+ * (>= len; takeup > len marks phantom bytes and sets the end marker; takeup <
+ * len truncates the data to takeup).  win may be NULL.  Returns res->flags. */
+uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
+                       uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
+                       rg_seq_res *res);
+
+/* Take the contiguous bytes at next (empty view if none), advance next. */
+rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
+
+/* Copy borrowed bytes into the sequence's own buffer (after an insert with
+ * RG_SEQ_BORROW that was not followed by assemble). */
+void rg_seq__unborrow(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
+RG_INLINE void rg_seq_settle(rg_seq *s, const rg_seq_cfg *cfg)
+{
+    if (s->borrow) rg_seq__unborrow(s, cfg, NULL);
+}
+
+/* ---- queries ------------------------------------------------------------------ */
+RG_INLINE uint32_t rg_seq_next(const rg_seq *s)
+{
+    return s->next;
+}
+/* Nothing buffered. */
+RG_INLINE int rg_seq_empty(const rg_seq *s)
+{
+    return s->nblk == 0 && s->borrow_len == 0;
+}
+RG_INLINE int rg_seq_has_end(const rg_seq *s)
+{
+    return (s->flags & RG_SEQF_END) != 0;
+}
+RG_INLINE uint32_t rg_seq_end(const rg_seq *s)
+{
+    return s->end;
+}
+/* Number of buffered blocks. */
+RG_INLINE uint32_t rg_seq_blocks(const rg_seq *s)
+{
+    return s->nblk + (s->borrow_len ? 1u : 0u);
+}
+/* Bytes currently buffered (or tracked, without buffering). */
+uint32_t rg_seq_buffered(const rg_seq *s);
+
+/* No hole between next and the end marker (or, without an end marker, no
+ * hole between next and the last buffered byte). */
+int rg_seq_ready(const rg_seq *s);
+/* The end marker is set and every byte up to it is present. */
+RG_INLINE int rg_seq_complete(const rg_seq *s)
+{
+    return (s->flags & RG_SEQF_END) && rg_seq_ready(s);
+}
+/* Everything up to and including the phantom bytes has been assembled. */
+RG_INLINE int rg_seq_done(const rg_seq *s)
+{
+    return (s->flags & RG_SEQF_DONE) != 0;
+}
+/* rg_seq_assemble would return data or skip a hole now. */
+int rg_seq_pending(const rg_seq *s);
+
+/* ---- fast forward ------------------------------------------------------------- */
+RG_INLINE uint32_t rg_seq_cfg_max_bytes(const rg_seq_cfg *cfg)
+{
+    uint32_t m = cfg->max_bytes ? cfg->max_bytes : RG_SEQ_DEFAULT_MAX_BYTES;
+    return m > RG_SEQ_MAX_SPAN ? RG_SEQ_MAX_SPAN : m;
+}
+
+/* If the sequence is empty and the segment starts exactly at next, has no
+ * phantom bytes, fits the caps and lies inside the window, deliver it
+ * directly: *out = (data, len) (empty without buffering), next += len, and
+ * return 1.  Otherwise change nothing and return 0 (use insert + assemble).
+ * res (optional) gets adv_bytes/new_bytes as insert + assemble would. */
+RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
+                          uint32_t len, uint32_t takeup, const rg_seq_win *win, rg_bytes *out,
+                          rg_seq_res *res)
+{
+    uint16_t f = s->flags;
+    if (RG_UNLIKELY(s->nblk | s->borrow_len | (f & (RG_SEQF_END | RG_SEQF_FLOOR)))) return 0;
+    if (RG_UNLIKELY(takeup != len || !data)) return 0;
+    if (f & RG_SEQF_INIT) {
+        if (seq != s->next) return 0;
+    } else if (cfg->zero_based && seq != 0) {
+        return 0;
+    }
+    if (RG_UNLIKELY(len > rg_seq_cfg_max_bytes(cfg))) return 0;
+    if (win && (win->left | win->right)) {
+        if (rg_sdiff(win->left, seq) > 0) return 0;         /* arms gap skipping */
+        if (rg_sdiff(win->right, seq) < (int64_t)len) return 0; /* trims */
+    }
+    s->next = seq + len;
+    s->flags = (uint16_t)(f | RG_SEQF_INIT | (len ? RG_SEQF_STARTED : 0));
+    if (cfg->buffer_data) {
+        out->ptr = data;
+        out->len = len;
+    } else {
+        out->ptr = rg_empty_byte;
+        out->len = 0;
+    }
+    if (res) {
+        res->new_bytes += len;
+        res->adv_bytes += len;
+    }
+    return 1;
+}
+
+/* ---- statistics ----------------------------------------------------------------- */
+RG_INLINE void rg_seq_stats_add(rg_seq_stats *st, const rg_seq_res *r)
+{
+    st->rexmit += !!(r->flags & RG_SEQ_EV_REXMIT);
+    st->overlap += !!(r->flags & RG_SEQ_EV_OVERLAP);
+    st->out_of_window += !!(r->flags & RG_SEQ_EV_OUT_OF_WINDOW);
+    st->buffer_full += !!(r->flags & RG_SEQ_EV_BUFFER_FULL);
+    st->conflict += !!(r->flags & RG_SEQ_EV_CONFLICT);
+    st->bytes_new += r->new_bytes;
+    st->bytes_dup += r->dup_bytes;
+    st->bytes_dropped += (uint64_t)r->oow_bytes + r->cap_bytes;
+    st->bytes_skipped += r->gap_bytes;
+    st->bytes_delivered += r->adv_bytes;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RG_SEQ_H */

@@ -1,0 +1,136 @@
+/* rg_timer.h - idle timeouts driven by packet timestamps.
+ *
+ * One intrusive LRU list per timeout class (e.g. one class per layer, or per
+ * PSM state group such as TCP "established" vs "closing").  Because every
+ * node of a class has the same timeout, the list ordered by last touch is
+ * also ordered by deadline, so:
+ *   touch   O(1): stamp the node and move it to the head of its class;
+ *   remove  O(1), idempotent (a zeroed or removed node is simply unlinked);
+ *   expire  O(expired + classes), O(1) when nothing is due (cached minimum).
+ *
+ * Nodes are embedded in instance payloads; an all-zero node is a valid
+ * unlinked node, so a zero-initialised instance needs no set-up.  Expiry
+ * unlinks a node *before* calling back, so the callback may destroy the
+ * instance (and call rg_timer_remove on it again) safely.
+ *
+ * The clock is the maximum packet timestamp seen (nanoseconds); timestamps
+ * that go backwards do not move it back.  No system calls. */
+#ifndef RG_TIMER_H
+#define RG_TIMER_H
+
+#include "rg_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RG_TIMER_MAX_CLASSES 16
+
+typedef struct rg_tnode {
+    struct rg_tnode *prev, *next; /* NULL when unlinked */
+    uint64_t t;                   /* last touch */
+    uint32_t cls;
+    uint32_t pad_;
+} rg_tnode;
+
+typedef struct rg_tclass {
+    uint64_t timeout; /* ns; 0 = never expires */
+    rg_tnode head;    /* sentinel: head.next = most recent, head.prev = oldest */
+    uint64_t count;
+} rg_tclass;
+
+typedef struct rg_timer {
+    uint64_t now;
+    uint64_t next_due; /* lower bound of the earliest deadline */
+    uint32_t ncls;
+    rg_tclass cls[RG_TIMER_MAX_CLASSES];
+} rg_timer;
+
+/* Set up n classes (n <= RG_TIMER_MAX_CLASSES) with the given timeouts.  The
+ * timer holds self-pointers: do not copy or move it after init. */
+int rg_timer_init(rg_timer *tm, const uint64_t *timeouts_ns, uint32_t n);
+/* Change a class's timeout (applies to the next expire). */
+void rg_timer_set_timeout(rg_timer *tm, uint32_t cls, uint64_t timeout_ns);
+
+RG_INLINE void rg_timer_set_time(rg_timer *tm, uint64_t now_ns)
+{
+    if (now_ns > tm->now) tm->now = now_ns;
+}
+
+RG_INLINE int rg_timer_linked(const rg_tnode *n)
+{
+    return n->next != NULL;
+}
+
+RG_INLINE void rg_timer__unlink(rg_timer *tm, rg_tnode *n)
+{
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->prev = n->next = NULL;
+    tm->cls[n->cls].count--;
+}
+
+/* Stamp n with the current clock and make it the most recent node of class
+ * cls (moving it from its old class if different).  Out-of-range classes
+ * are ignored. */
+RG_INLINE void rg_timer_touch(rg_timer *tm, rg_tnode *n, uint32_t cls)
+{
+    if (RG_UNLIKELY(cls >= tm->ncls)) return;
+    rg_tclass *c = &tm->cls[cls];
+    n->t = tm->now;
+    if (n->next) {
+        if (n->cls == cls && c->head.next == n) return; /* already most recent */
+        rg_timer__unlink(tm, n);
+    }
+    n->cls = cls;
+    n->prev = &c->head;
+    n->next = c->head.next;
+    c->head.next->prev = n;
+    c->head.next = n;
+    c->count++;
+    if (c->timeout) {
+        uint64_t due = tm->now + c->timeout;
+        if (due < tm->next_due) tm->next_due = due;
+    }
+}
+
+/* Unlink n (no-op when it is not linked). */
+RG_INLINE void rg_timer_remove(rg_timer *tm, rg_tnode *n)
+{
+    if (n->next) rg_timer__unlink(tm, n);
+}
+
+typedef void (*rg_timer_cb)(void *ctx, rg_tnode *n, uint32_t cls);
+
+/* Advance the clock to now and expire every node idle for at least its class
+ * timeout, earliest deadline first (ties: lower class first), calling cb for
+ * each after unlinking it.  At most max nodes (0 = no limit).  Returns the
+ * number expired. */
+size_t rg_timer_expire(rg_timer *tm, uint64_t now, rg_timer_cb cb, void *ctx, size_t max);
+
+/* True when rg_timer_expire(now) might expire something (cheap check). */
+RG_INLINE int rg_timer_due(const rg_timer *tm, uint64_t now)
+{
+    return now >= tm->next_due;
+}
+
+/* Expire everything regardless of time (shutdown), class order. */
+size_t rg_timer_flush(rg_timer *tm, rg_timer_cb cb, void *ctx);
+
+/* Nodes linked in a class / in total. */
+RG_INLINE uint64_t rg_timer_count(const rg_timer *tm, uint32_t cls)
+{
+    return cls < tm->ncls ? tm->cls[cls].count : 0;
+}
+uint64_t rg_timer_total(const rg_timer *tm);
+
+/* Earliest deadline of any linked node, UINT64_MAX when none. */
+uint64_t rg_timer_next_deadline(const rg_timer *tm);
+
+/* Convenience: the struct containing a node. */
+#define RG_TIMER_CONTAINER(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RG_TIMER_H */

@@ -1,0 +1,283 @@
+/* rg_flow.c - bidirectional flow / instance table (see rg_flow.h). */
+#include "rg/rg_flow.h"
+
+#include <stdlib.h>
+
+#define ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((size_t)(a)-1))
+
+static uint64_t slot_make(uint32_t tag, uint32_t idx, uint32_t dir)
+{
+    return (uint64_t)tag << 32 | (uint64_t)(((idx + 1) << 1) | dir);
+}
+
+rg_flow *rg_flow_new(const rg_flow_cfg *cfg)
+{
+    if (!cfg || cfg->key_len == 0 || cfg->key_len > RG_FLOW_MAX_KEY || cfg->cap == 0 ||
+        cfg->cap > RG_FLOW_MAX_CAP || cfg->payload_size > (1u << 30))
+        return NULL;
+    rg_flow *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->key_len = cfg->key_len;
+    t->bidir = cfg->bidir ? 1 : 0;
+    t->no_evict = cfg->no_evict ? 1 : 0;
+    t->cap = cfg->cap;
+    t->payload_size = cfg->payload_size;
+    t->seed = cfg->seed;
+    t->on_remove = cfg->on_remove;
+    t->cb_ctx = cfg->cb_ctx;
+    t->stats = cfg->stats ? cfg->stats : &t->own_stats;
+    t->key_off = (uint32_t)sizeof(rg_flow_rec);
+    size_t keys = (size_t)cfg->key_len * (t->bidir ? 2 : 1);
+    t->payload_off = (uint32_t)ALIGN_UP(t->key_off + keys, 16);
+    t->stride = (uint32_t)ALIGN_UP((size_t)t->payload_off + cfg->payload_size, 16);
+
+    size_t nkeys = (size_t)cfg->cap * (t->bidir ? 2 : 1);
+    size_t nslots = 16;
+    while (nslots < nkeys * 2)
+        nslots <<= 1;
+    t->mask = (uint32_t)(nslots - 1);
+    t->slot = calloc(nslots, sizeof *t->slot);
+    /* calloc of a large pool maps zero pages lazily: only used records cost */
+    t->pool = calloc(cfg->cap, t->stride);
+    if (!t->slot || !t->pool) {
+        free(t->slot);
+        free(t->pool);
+        free(t);
+        return NULL;
+    }
+    t->free_head = RG_FLOW_NIL;
+    t->lru_head = t->lru_tail = RG_FLOW_NIL;
+    t->iter_next = RG_FLOW_NIL;
+    return t;
+}
+
+void rg_flow_free(rg_flow *t)
+{
+    if (!t) return;
+#ifdef RG_HAVE_ASAN
+    RG_UNPOISON(t->pool, (size_t)t->cap * t->stride);
+#endif
+    free(t->slot);
+    free(t->pool);
+    free(t);
+}
+
+/* ---- LRU list -------------------------------------------------------------- */
+static void lru_unlink(rg_flow *t, rg_flow_rec *r)
+{
+    if (r->prev != RG_FLOW_NIL)
+        rg_flow__rec(t, r->prev)->next = r->next;
+    else
+        t->lru_head = r->next;
+    if (r->next != RG_FLOW_NIL)
+        rg_flow__rec(t, r->next)->prev = r->prev;
+    else
+        t->lru_tail = r->prev;
+    r->prev = r->next = RG_FLOW_NIL;
+}
+
+static void lru_push_front(rg_flow *t, uint32_t idx, rg_flow_rec *r)
+{
+    r->prev = RG_FLOW_NIL;
+    r->next = t->lru_head;
+    if (t->lru_head != RG_FLOW_NIL)
+        rg_flow__rec(t, t->lru_head)->prev = idx;
+    else
+        t->lru_tail = idx;
+    t->lru_head = idx;
+}
+
+void rg_flow__lru_move_front(rg_flow *t, uint32_t idx, rg_flow_rec *r)
+{
+    /* idx is not the head, so r->prev is valid */
+    rg_flow_rec *p = rg_flow__rec(t, r->prev);
+    p->next = r->next;
+    if (r->next != RG_FLOW_NIL)
+        rg_flow__rec(t, r->next)->prev = r->prev;
+    else
+        t->lru_tail = r->prev;
+    r->prev = RG_FLOW_NIL;
+    r->next = t->lru_head;
+    rg_flow__rec(t, t->lru_head)->prev = idx;
+    t->lru_head = idx;
+}
+
+/* ---- hash index -------------------------------------------------------------- */
+static void index_insert(rg_flow *t, uint32_t tag, uint32_t idx, uint32_t dir)
+{
+    uint32_t i = tag & t->mask;
+    while (t->slot[i])
+        i = (i + 1) & t->mask;
+    t->slot[i] = slot_make(tag, idx, dir);
+}
+
+/* Remove the exact slot value s (backward-shift deletion). */
+static void index_remove(rg_flow *t, uint64_t s)
+{
+    uint32_t mask = t->mask;
+    uint32_t i = (uint32_t)(s >> 32) & mask;
+    while (t->slot[i] != s) {
+        if (!t->slot[i]) return; /* not present: nothing to do */
+        i = (i + 1) & mask;
+    }
+    uint32_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        uint64_t sj = t->slot[j];
+        if (!sj) break;
+        uint32_t home = (uint32_t)(sj >> 32) & mask;
+        /* move sj back to i unless its home lies cyclically in (i, j] */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            t->slot[i] = sj;
+            i = j;
+        }
+    }
+    t->slot[i] = 0;
+}
+
+/* ---- create / delete ----------------------------------------------------------- */
+static void remove_rec(rg_flow *t, uint32_t idx, rg_flow_rec *r)
+{
+    index_remove(t, slot_make(r->tag[0], idx, 0));
+    if (!(r->flags & RG_FLOW_F_SINGLE)) index_remove(t, slot_make(r->tag[1], idx, 1));
+    if (t->iter_next == idx) t->iter_next = r->prev;
+    lru_unlink(t, r);
+    r->flags = 0;
+    r->next = t->free_head;
+    t->free_head = idx;
+    t->nlive--;
+    t->stats->live--;
+    t->stats->destroyed++;
+    RG_POISON(rg_flow__payload(t, r), t->payload_size);
+}
+
+static void remove_with_cb(rg_flow *t, uint32_t idx, int reason)
+{
+    rg_flow_rec *r = rg_flow__rec(t, idx);
+    if (t->on_remove) {
+        t->in_cb++;
+        t->on_remove(t->cb_ctx, t, rg_flow__payload(t, r), reason);
+        t->in_cb--;
+    }
+    if (r->flags & RG_FLOW_F_LIVE) remove_rec(t, idx, r);
+}
+
+void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev, uint64_t hr)
+{
+    if (RG_UNLIKELY(t->in_cb)) return NULL;
+    if (RG_UNLIKELY(t->nlive >= t->cap)) {
+        if (t->no_evict) {
+            t->stats->create_failed++;
+            return NULL;
+        }
+        uint32_t victim = t->lru_tail;
+        t->stats->evicted++;
+        remove_with_cb(t, victim, RG_FLOW_EVICTED);
+        if (t->nlive >= t->cap) { /* the callback kept it alive somehow */
+            t->stats->create_failed++;
+            return NULL;
+        }
+    }
+    uint32_t idx;
+    if (t->free_head != RG_FLOW_NIL) {
+        idx = t->free_head;
+        t->free_head = rg_flow__rec(t, idx)->next;
+    } else {
+        idx = t->hwm++;
+    }
+    rg_flow_rec *r = rg_flow__rec(t, idx);
+    uint8_t *keys = (uint8_t *)r + t->key_off;
+    memcpy(keys, fwd, t->key_len);
+    r->flags = RG_FLOW_F_LIVE;
+    r->tag[0] = rg_flow_tag(hf);
+    r->serial = t->serial++;
+    r->last = t->now;
+    index_insert(t, r->tag[0], idx, 0);
+    if (t->bidir) {
+        if (!rev || memcmp(fwd, rev, t->key_len) == 0) {
+            r->flags |= RG_FLOW_F_SINGLE;
+            r->tag[1] = r->tag[0];
+            memcpy(keys + t->key_len, fwd, t->key_len);
+        } else {
+            memcpy(keys + t->key_len, rev, t->key_len);
+            r->tag[1] = rg_flow_tag(hr);
+            index_insert(t, r->tag[1], idx, 1);
+        }
+    } else {
+        r->flags |= RG_FLOW_F_SINGLE;
+        r->tag[1] = r->tag[0];
+    }
+    lru_push_front(t, idx, r);
+    void *payload = rg_flow__payload(t, r);
+    RG_UNPOISON(payload, t->payload_size);
+    memset(payload, 0, t->payload_size);
+    t->nlive++;
+    t->stats->live++;
+    t->stats->created++;
+    if (t->stats->live > t->stats->peak_live) t->stats->peak_live = t->stats->live;
+    return payload;
+}
+
+void rg_flow_delete(rg_flow *t, void *inst)
+{
+    if (!inst) return;
+    const uint8_t *p = (const uint8_t *)inst;
+    if (p < t->pool + t->payload_off || p >= t->pool + (size_t)t->hwm * t->stride) return;
+    rg_flow_rec *r = rg_flow__rec_of(t, inst);
+    uint32_t idx = rg_flow__idx_of(t, r);
+    if (rg_flow__payload(t, rg_flow__rec(t, idx)) != inst) return;
+    if (!(r->flags & RG_FLOW_F_LIVE)) return;
+    remove_rec(t, idx, r);
+}
+
+size_t rg_flow_expire(rg_flow *t, uint64_t now, uint64_t idle_ns)
+{
+    size_t n = 0;
+    rg_flow_set_time(t, now);
+    if (idle_ns == 0) return 0;
+    while (t->lru_tail != RG_FLOW_NIL) {
+        uint32_t idx = t->lru_tail;
+        rg_flow_rec *r = rg_flow__rec(t, idx);
+        if (t->now - r->last < idle_ns) break;
+        t->stats->expired++;
+        remove_with_cb(t, idx, RG_FLOW_EXPIRED);
+        if (t->lru_tail == idx) break; /* could not be removed */
+        n++;
+    }
+    return n;
+}
+
+size_t rg_flow_foreach(rg_flow *t, rg_flow_iter_fn fn, void *ctx)
+{
+    size_t n = 0;
+    uint32_t saved = t->iter_next;
+    uint32_t idx = t->lru_tail;
+    while (idx != RG_FLOW_NIL) {
+        rg_flow_rec *r = rg_flow__rec(t, idx);
+        t->iter_next = r->prev;
+        fn(ctx, t, rg_flow__payload(t, r));
+        n++;
+        idx = t->iter_next;
+    }
+    t->iter_next = saved;
+    return n;
+}
+
+size_t rg_flow_flush(rg_flow *t)
+{
+    size_t n = 0;
+    while (t->lru_tail != RG_FLOW_NIL) {
+        uint32_t idx = t->lru_tail;
+        remove_with_cb(t, idx, RG_FLOW_FLUSHED);
+        if (t->lru_tail == idx) break;
+        n++;
+    }
+    return n;
+}
+
+const void *rg_flow_key(const rg_flow *t, const void *inst, int dir)
+{
+    rg_flow_rec *r = rg_flow__rec_of(t, inst);
+    if (dir && !t->bidir) return NULL;
+    return (const uint8_t *)r + t->key_off + (dir ? t->key_len : 0);
+}

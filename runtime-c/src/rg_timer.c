@@ -1,0 +1,92 @@
+/* rg_timer.c - idle timeouts (see rg_timer.h). */
+#include "rg/rg_timer.h"
+
+#include <string.h>
+
+int rg_timer_init(rg_timer *tm, const uint64_t *timeouts_ns, uint32_t n)
+{
+    if (n > RG_TIMER_MAX_CLASSES) return RG_EINVAL;
+    memset(tm, 0, sizeof *tm);
+    tm->ncls = n;
+    tm->next_due = UINT64_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        tm->cls[i].timeout = timeouts_ns ? timeouts_ns[i] : 0;
+        tm->cls[i].head.prev = tm->cls[i].head.next = &tm->cls[i].head;
+        tm->cls[i].head.cls = i;
+    }
+    return RG_OK;
+}
+
+void rg_timer_set_timeout(rg_timer *tm, uint32_t cls, uint64_t timeout_ns)
+{
+    if (cls >= tm->ncls) return;
+    tm->cls[cls].timeout = timeout_ns;
+    tm->next_due = 0; /* recomputed by the next expire */
+}
+
+static uint64_t class_due(const rg_tclass *c)
+{
+    if (!c->timeout || c->head.prev == &c->head) return UINT64_MAX;
+    uint64_t t = c->head.prev->t;
+    return t > UINT64_MAX - c->timeout ? UINT64_MAX : t + c->timeout;
+}
+
+uint64_t rg_timer_next_deadline(const rg_timer *tm)
+{
+    uint64_t best = UINT64_MAX;
+    for (uint32_t i = 0; i < tm->ncls; i++) {
+        uint64_t d = class_due(&tm->cls[i]);
+        if (d < best) best = d;
+    }
+    return best;
+}
+
+size_t rg_timer_expire(rg_timer *tm, uint64_t now, rg_timer_cb cb, void *ctx, size_t max)
+{
+    size_t n = 0;
+    rg_timer_set_time(tm, now);
+    if (tm->now < tm->next_due) return 0;
+    for (;;) {
+        if (max && n >= max) break;
+        uint32_t best = UINT32_MAX;
+        uint64_t best_due = UINT64_MAX;
+        for (uint32_t i = 0; i < tm->ncls; i++) {
+            uint64_t d = class_due(&tm->cls[i]);
+            if (d < best_due) {
+                best_due = d;
+                best = i;
+            }
+        }
+        if (best == UINT32_MAX || best_due > tm->now) break;
+        rg_tnode *victim = tm->cls[best].head.prev;
+        rg_timer__unlink(tm, victim);
+        n++;
+        if (cb) cb(ctx, victim, best);
+    }
+    tm->next_due = rg_timer_next_deadline(tm);
+    return n;
+}
+
+size_t rg_timer_flush(rg_timer *tm, rg_timer_cb cb, void *ctx)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < tm->ncls; i++) {
+        rg_tclass *c = &tm->cls[i];
+        while (c->head.prev != &c->head) {
+            rg_tnode *victim = c->head.prev;
+            rg_timer__unlink(tm, victim);
+            n++;
+            if (cb) cb(ctx, victim, i);
+        }
+    }
+    tm->next_due = UINT64_MAX;
+    return n;
+}
+
+uint64_t rg_timer_total(const rg_timer *tm)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < tm->ncls; i++)
+        n += tm->cls[i].count;
+    return n;
+}
