@@ -136,6 +136,9 @@ def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseMod
     out: list[Diagnostic] = []
     for e in err.errors(include_url=False):
         loc = tuple(e["loc"])
+        dpath = _data_path(data, loc)
+        if any(dpath[: len(r)] == r for r in smap.reported):
+            continue  # the loader already reported this value (e.g. an unknown YAML tag)
         if e["type"] == "extra_forbidden":
             path = _data_path(data, loc)
             key = path[-1] if path else str(loc[-1])

@@ -153,19 +153,18 @@ def align_scalar(src: str, start: int, style: str | None, value: str) -> list[in
     for k, c in enumerate(value):
         if c in " \n":
             if j >= n or src[j] not in _WS:
-                # folded break in a quoted scalar may hide behind a backslash
-                if not (j < n and src[j] == "\\" and style in ('"', '"""')):
-                    return None
-                while j < n and src[j] in "\\" + _WS:
-                    j += 1
-                out.append(j)
-                continue
+                return None
             out.append(j)
             j += 1
             nxt = value[k + 1] if k + 1 < len(value) else None
             if nxt is not None and nxt not in " \n":
                 while j < n and src[j] in _WS and src[j] != nxt:
                     j += 1
+            continue
+        if style in ('"', '"""') and j + 1 < n and src[j] == "\\" and src[j + 1] not in "\r\n":
+            # an escape sequence (\t, \x41, \u00e9...) is one character of the value
+            out.append(j)
+            j += {"x": 4, "u": 6, "U": 10}.get(src[j + 1], 2)
             continue
         while j < n and src[j] != c:
             if src[j] not in skippable:
@@ -192,11 +191,13 @@ class _NoDupLoader(yaml.SafeLoader):
     pass
 
 
-def _mark_pos(start: yaml.Mark, end: yaml.Mark, style: str | None) -> Pos:
+def _mark_pos(start: yaml.Mark, end: yaml.Mark, style: str | None, scalar: bool = False) -> Pos:
     text_col: int | None = None
+    quoted = 1 if style in ("'", '"') else 0
     if start.line == end.line:
-        text_col = start.column + 1 + (1 if style in ("'", '"') else 0)
-    return Pos(start.line + 1, start.column + 1, text_col, end.line + 1, end.column + 1)
+        text_col = start.column + 1 + quoted
+    index = start.index + quoted if scalar else None
+    return Pos(start.line + 1, start.column + 1, text_col, end.line + 1, end.column + 1, index, style if scalar else None)
 
 
 class _Builder:
@@ -215,7 +216,9 @@ class _Builder:
             raise _TooBig(f"document nested more than {MAX_DEPTH} levels deep", node)
         if id(node) in stack:
             raise _TooBig("recursive alias: a node contains itself", node)
-        self.smap.values[path] = _mark_pos(node.start_mark, node.end_mark, getattr(node, "style", None))
+        self.smap.values[path] = _mark_pos(
+            node.start_mark, node.end_mark, getattr(node, "style", None), isinstance(node, yaml.ScalarNode)
+        )
         if isinstance(node, yaml.MappingNode):
             out: dict[Any, Any] = {}
             inner = stack + (id(node),)
@@ -264,15 +267,30 @@ class _Builder:
         try:
             value = self.constructor.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as e:
-            self.diags.append(self._d("RG001", str(e.problem or e), node, None))
+            problem = str(e.problem or e)
+            if "could not determine a constructor for the tag" in problem:
+                tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+                self.diags.append(self._d("RG001", f"unknown YAML tag '{tag}'", node,
+                                          "remove the tag; rubikgen specs use plain YAML values"))
+            else:
+                self.diags.append(self._d("RG001", problem, node, None))
+            self.smap.reported.add(path)
+            return None
+        except (ValueError, OverflowError) as e:  # e.g. a !!float or !!timestamp that does not parse
+            self.diags.append(self._d("RG006", f"invalid value: {e}", node, None))
+            self.smap.reported.add(path)
             return None
         if isinstance(value, (bytes, bytearray)):
+            self.diags.append(self._d("RG006", "binary values (!!binary) are not supported", node,
+                                      "write the value as a number or a string"))
+            self.smap.reported.add(path)
             return None
         return value
 
     def _d(self, code: str, msg: str, node: yaml.Node, hint: str | None) -> Diagnostic:
-        m = node.start_mark
-        return Diagnostic(code, msg, self.smap.file, m.line + 1, m.column + 1, "error", hint)
+        m, e = node.start_mark, node.end_mark
+        end = e.column + 1 if e.line == m.line and e.column > m.column else None
+        return Diagnostic(code, msg, self.smap.file, m.line + 1, m.column + 1, "error", hint, end)
 
 
 class _TooBig(Exception):
@@ -281,31 +299,122 @@ class _TooBig(Exception):
         self.node = node
 
 
-def _yaml_error(file: str, e: yaml.YAMLError) -> Diagnostic:
-    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+def _yaml_error(file: str, text: str, e: yaml.YAMLError) -> Diagnostic:
+    pmark = getattr(e, "problem_mark", None)
+    cmark = getattr(e, "context_mark", None)
+    mark = pmark or cmark
     line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
     problem = getattr(e, "problem", None) or str(e)
     context = getattr(e, "context", None)
     msg = f"{problem}" + (f" ({context})" if context else "")
     hint = None
-    if "\\t" in msg or "tab" in msg:
-        hint = "YAML indentation must use spaces, not tabs"
-    elif "mapping values are not allowed" in msg:
-        hint = "quote values that contain ': ' (e.g. expressions)"
-    elif "found character" in msg and "cannot start any token" in msg:
-        hint = "quote the value (expressions starting with '!', '&', '*', '%', '@' or '`' need quotes)"
-    elif isinstance(e, yaml.reader.ReaderError):
+    at_end = "<stream end>" in problem or "end of stream" in problem
+    opener = None
+    if cmark is not None and context:
+        opener = {"while parsing a flow sequence": "[", "while parsing a flow mapping": "{",
+                  "while scanning a quoted scalar": "quote"}.get(context)
+    src_line = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
+    if isinstance(e, yaml.reader.ReaderError):
         msg = f"not a text file: {e.reason} (byte 0x{e.character:02x})" if isinstance(e.character, int) else str(e)
         hint = "specs must be UTF-8 text"
+    elif "'\\t'" in problem or "\t" in problem:
+        msg = "tab character in YAML indentation or between tokens"
+        hint = "YAML indentation must use spaces, not tabs"
+    elif opener is not None and cmark is not None:
+        where = f"line {cmark.line + 1}, column {cmark.column + 1}"
+        what = "quoted string" if opener == "quote" else f"'{opener}'"
+        if at_end:
+            # Report the bracket or quote that is never closed, not the end of the file.
+            line, col = cmark.line + 1, cmark.column + 1
+            msg = f"unclosed {what}: the file ends before it is closed"
+            hint = "add the closing quote" if opener == "quote" else f"add '{']' if opener == '[' else '}'}' to close it"
+        else:
+            closer = "]" if opener == "[" else "}"
+            found = problem.split("but got", 1)[-1].strip() if "but got" in problem else "something else"
+            found = {"'<scalar>'": "a value", "'<block mapping start>'": "a new line of keys"}.get(found, found)
+            msg = f"expected ',' or '{closer}' in the {what} opened at {where}, found {found}"
+            hint = f"close the {what} with '{closer}', or separate items with ','"
+    elif "mapping values are not allowed" in problem:
+        before = src_line[: col - 1]
+        if re.fullmatch(r"\s*(- )?[A-Za-z0-9_.\-]+", before) and line > 1:
+            msg = "unexpected ':' (a key where none is allowed)"
+            hint = "check the indentation: this line is indented more than the keys above it"
+        else:
+            msg = "':' followed by a space inside an unquoted value"
+            hint = "quote values that contain ': ' (e.g. expressions)"
+    elif "found character" in problem and "cannot start any token" in problem:
+        hint = "quote the value (expressions starting with '!', '&', '*', '%', '@' or '`' need quotes)"
+    elif "expected <block end>" in problem and cmark is not None:
+        where = f"line {cmark.line + 1}, column {cmark.column + 1}"
+        if "<block mapping start>" in problem or "<block sequence start>" in problem:
+            msg = "bad indentation: this line does not line up with the lines before it"
+            kind = "mapping" if "mapping" in (context or "") else "list"
+            hint = f"items of one {kind} start in the same column (the {kind} at {where} starts in column {cmark.column + 1})"
+        else:
+            msg = "unexpected text after a value"
+            hint = "quote the whole value if it contains spaces and quotes"
+    elif "found undefined alias" in problem:
+        msg = f"alias '*{problem.rsplit(' ', 1)[-1].strip(chr(39))}' refers to no anchor"
+        hint = "define the anchor (&name) before using the alias (*name)"
     return Diagnostic("RG001", msg, file, line, col, "error", hint)
 
 
+def _precheck(file: str, text: str) -> Diagnostic | None:
+    """Bounds the document before it is composed: nesting depth, alias recursion and the
+    number of values aliases expand to (billion laughs), each reported at the offending
+    token. Runs on parser events, which need no recursion."""
+    frames: list[list[Any]] = []  # [anchor, expanded size]
+    sizes: dict[str, int] = {}
+    total = 0
+
+    def diag(msg: str, mark: yaml.Mark, hint: str | None = None) -> Diagnostic:
+        return Diagnostic("RG009", msg, file, mark.line + 1, mark.column + 1, "error", hint)
+
+    for ev in yaml.parse(text, Loader=_NoDupLoader):
+        if isinstance(ev, yaml.AliasEvent):
+            a = ev.anchor
+            if any(f[0] == a for f in frames):
+                return diag(f"recursive alias: '*{a}' is used inside the node it names", ev.start_mark,
+                            "an alias must not refer to a mapping or list that contains it")
+            n = sizes.get(a, 1)
+            total += n
+            if frames:
+                frames[-1][1] += n
+            if total > MAX_NODES:
+                return diag(f"alias '*{a}' expands to {n} values; with it the document holds more than "
+                            f"{MAX_NODES} (alias bomb?)", ev.start_mark, "write the document without nested aliases")
+        elif isinstance(ev, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
+            total += 1
+            if frames:
+                frames[-1][1] += 1
+            if total > MAX_NODES:
+                return diag(f"document has more than {MAX_NODES} values", ev.start_mark)
+            if isinstance(ev, yaml.ScalarEvent):
+                if ev.anchor:
+                    sizes[ev.anchor] = 1
+            else:
+                frames.append([ev.anchor, 1])
+                if len(frames) > MAX_DEPTH:
+                    return diag(f"document nested more than {MAX_DEPTH} levels deep", ev.start_mark,
+                                "specs are shallow; check for runaway brackets or indentation")
+        elif isinstance(ev, yaml.CollectionEndEvent) and frames:
+            anchor, n = frames.pop()
+            if anchor:
+                sizes[anchor] = n
+            if frames:
+                frames[-1][1] += n - 1  # the start event already counted one
+    return None
+
+
 def load_yaml(file: str, text: str) -> Loaded:
-    smap = SourceMap(file)
+    smap = SourceMap(file, text=text)
     try:
+        pre = _precheck(file, text)
+        if pre is not None:
+            return Loaded(file, text, None, smap, [pre])
         nodes = list(yaml.compose_all(text, Loader=_NoDupLoader))
     except yaml.YAMLError as e:
-        return Loaded(file, text, None, smap, [_yaml_error(file, e)])
+        return Loaded(file, text, None, smap, [_yaml_error(file, text, e)])
     except RecursionError:
         return Loaded(file, text, None, smap, [Diagnostic("RG009", "document nested too deeply", file, 1, 1)])
     nodes = [n for n in nodes if n is not None]
@@ -318,6 +427,7 @@ def load_yaml(file: str, text: str) -> Loaded:
             [Diagnostic("RG001", "more than one YAML document in the file", file, m.line + 1, m.column + 1, hint="put each protocol or stack in its own file")],
         )
     b = _Builder(file)
+    b.smap.text = text
     try:
         data = b.build(nodes[0], (), ())
     except _TooBig as e:
@@ -329,12 +439,218 @@ def load_yaml(file: str, text: str) -> Loaded:
 
 
 # --- TOML -------------------------------------------------------------------------------
-# tomllib keeps no positions. We recover them from the text: table headers ([a.b], [[a.b]])
-# and `key =` lines give the line of each key path; values inside inline tables map to the
-# line of their enclosing key.
+# tomllib keeps no positions. Once tomllib has accepted a document, a small scanner walks the
+# same text and records where every key and value is: table headers ([a.b], [[a.b]]), dotted
+# keys, values inside arrays and inline tables, and the text of strings (for columns inside
+# expressions).
 
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEYLINE = re.compile(r"^\s*((?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+_BARE = re.compile(r"[A-Za-z0-9_\-]+")
+_TOML_SCALAR = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[Zz]|[+\-]\d{2}:\d{2})?"
+    r"|[A-Za-z0-9_:.+\-]+"
+)
+_TOML_KEYLINE = re.compile(
+    r"\s*((?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*'))*)\s*="
+)
+_ML_QUOTES = ('"' * 3, "'" * 3)
+
+
+class _TomlStop(Exception):
+    pass
+
+
+class _TomlScan:
+    def __init__(self, text: str, smap: SourceMap) -> None:
+        self.s = text
+        self.i = 0
+        self.n = len(text)
+        self.smap = smap
+        self.table: tuple[str | int, ...] = ()
+        self.aot: dict[tuple[str | int, ...], int] = {}
+
+    def pos(self, start: int, end: int, index: int | None = None, style: str | None = None) -> Pos:
+        line, col = self.smap.line_col(start)
+        eline, ecol = self.smap.line_col(end)
+        text_col = None
+        if index is not None and eline == line:
+            text_col = self.smap.line_col(index)[1]
+        return Pos(line, col, text_col, eline, ecol, index, style)
+
+    def peek(self) -> str:
+        return self.s[self.i] if self.i < self.n else ""
+
+    def ws(self) -> None:
+        while self.i < self.n and self.s[self.i] in " \t":
+            self.i += 1
+
+    def ws_nl(self) -> None:
+        while self.i < self.n:
+            c = self.s[self.i]
+            if c in " \t\r\n":
+                self.i += 1
+            elif c == "#":
+                nl = self.s.find("\n", self.i)
+                self.i = self.n if nl < 0 else nl + 1
+            else:
+                break
+
+    def run(self) -> None:
+        while True:
+            self.ws_nl()
+            if self.i >= self.n:
+                return
+            if self.peek() == "[":
+                self.header()
+            else:
+                self.keyval(self.table)
+            self.ws()
+            if self.peek() == "#":
+                nl = self.s.find("\n", self.i)
+                self.i = self.n if nl < 0 else nl
+            if self.peek() not in ("\n", "\r", ""):
+                raise _TomlStop
+
+    def key(self) -> list[tuple[str, int, int]]:
+        parts: list[tuple[str, int, int]] = []
+        while True:
+            self.ws()
+            st = self.i
+            c = self.peek()
+            if c == '"':
+                j = st + 1
+                while j < self.n and self.s[j] != '"':
+                    j += 2 if self.s[j] == "\\" else 1
+                name, self.i = self.s[st + 1 : j], j + 1
+            elif c == "'":
+                j = self.s.find("'", st + 1)
+                if j < 0:
+                    raise _TomlStop
+                name, self.i = self.s[st + 1 : j], j + 1
+            else:
+                m = _BARE.match(self.s, st)
+                if not m:
+                    raise _TomlStop
+                name, self.i = m.group(), m.end()
+            parts.append((name, st, self.i))
+            self.ws()
+            if self.peek() == ".":
+                self.i += 1
+                continue
+            return parts
+
+    def header(self) -> None:
+        hstart = self.i
+        aot = self.s.startswith("[[", self.i)
+        self.i += 2 if aot else 1
+        parts = self.key()
+        self.ws()
+        close = "]]" if aot else "]"
+        if not self.s.startswith(close, self.i):
+            raise _TomlStop
+        self.i += len(close)
+        hpos = self.pos(hstart, self.i)
+        resolved: list[str | int] = []
+        for k, (name, st, en) in enumerate(parts):
+            resolved.append(name)
+            t = tuple(resolved)
+            kpos = self.pos(st, en)
+            self.smap.keys.setdefault(t, kpos)
+            self.smap.values.setdefault(t, hpos)
+            if k == len(parts) - 1 and aot:
+                idx = self.aot.get(t, -1) + 1
+                self.aot[t] = idx
+                resolved.append(idx)
+                self.smap.keys[tuple(resolved)] = kpos
+                self.smap.values[tuple(resolved)] = hpos
+            elif t in self.aot:
+                resolved.append(self.aot[t])
+        self.table = tuple(resolved)
+
+    def keyval(self, base: tuple[str | int, ...]) -> None:
+        parts = self.key()
+        path = base
+        for k, (name, st, en) in enumerate(parts):
+            path = path + (name,)
+            self.smap.keys.setdefault(path, self.pos(st, en))
+            if k < len(parts) - 1:  # an implicit table made by a dotted key
+                self.smap.values.setdefault(path, self.pos(st, en))
+        self.ws()
+        if self.peek() != "=":
+            raise _TomlStop
+        self.i += 1
+        self.ws()
+        self.value(path)
+
+    def value(self, path: tuple[str | int, ...]) -> None:
+        s, st = self.s, self.i
+        c = self.peek()
+        q = s[st : st + 3]
+        if q in _ML_QUOTES:
+            content = st + 3
+            if s.startswith("\r\n", content):
+                content += 2
+            elif s.startswith("\n", content):
+                content += 1
+            j = content
+            while j < self.n and not s.startswith(q, j):
+                j += 2 if (q[0] == '"' and s[j] == "\\") else 1
+            end = j + 3
+            while end < self.n and s[end] == q[0] and end - j < 5:
+                end += 1
+            self.i = end
+            self.smap.values[path] = self.pos(st, end, content, q)
+        elif c == '"':
+            j = st + 1
+            while j < self.n and s[j] != '"':
+                j += 2 if s[j] == "\\" else 1
+            self.i = j + 1
+            self.smap.values[path] = self.pos(st, self.i, st + 1, '"')
+        elif c == "'":
+            j = s.find("'", st + 1)
+            if j < 0:
+                raise _TomlStop
+            self.i = j + 1
+            self.smap.values[path] = self.pos(st, self.i, st + 1, "'")
+        elif c in ("[", "{"):
+            close = "]" if c == "[" else "}"
+            self.i += 1
+            k = 0
+            while True:
+                self.ws_nl()
+                if self.peek() == close:
+                    self.i += 1
+                    break
+                if c == "[":
+                    self.value(path + (k,))
+                    k += 1
+                else:
+                    self.keyval(path)
+                self.ws_nl()
+                if self.peek() == ",":
+                    self.i += 1
+                elif self.peek() == close:
+                    self.i += 1
+                    break
+                else:
+                    raise _TomlStop
+            self.smap.values[path] = self.pos(st, self.i)
+        else:
+            m = _TOML_SCALAR.match(s, st)
+            if not m:
+                raise _TomlStop
+            self.i = m.end()
+            self.smap.values[path] = self.pos(st, self.i, st, None)
+
+
+def _toml_positions(file: str, text: str) -> tuple[SourceMap, _TomlScan]:
+    smap = SourceMap(file, text=text)
+    smap.values[()] = Pos(1, 1)
+    scan = _TomlScan(text, smap)
+    try:
+        scan.run()
+    except (_TomlStop, IndexError, ValueError, RecursionError):
+        pass  # positions found so far are kept; the rest fall back to enclosing values
+    return smap, scan
 
 
 def _split_key(k: str) -> list[str]:
@@ -342,58 +658,71 @@ def _split_key(k: str) -> list[str]:
     return [p[1:-1] if p[:1] in "\"'" else p for p in parts]
 
 
-def _toml_positions(file: str, text: str, data: Any) -> SourceMap:
-    smap = SourceMap(file)
-    smap.values[()] = Pos(1, 1)
-    table: list[str | int] = []
-    counters: dict[tuple[str, ...], int] = {}
-    for i, line in enumerate(text.splitlines(), start=1):
-        m = _HEADER.match(line)
-        if m and not _KEYLINE.match(line):
-            names = _split_key(m.group(2))
-            if m.group(1) == "[[":
-                key = tuple(names)
-                idx = counters.get(key, -1) + 1
-                counters[key] = idx
-                table = [*names, idx]
-            else:
-                table = list(names)
-            col = line.index("[") + 1
-            smap.values.setdefault(tuple(table), Pos(i, col))
-            smap.keys.setdefault(tuple(table), Pos(i, col))
-            continue
-        m = _KEYLINE.match(line)
-        if m:
-            path = tuple(table) + tuple(_split_key(m.group(1)))
-            kcol = len(line) - len(line.lstrip()) + 1
-            eq = line.index("=", m.end(1))
-            rest = line[eq + 1 :]
-            vcol = eq + 2 + (len(rest) - len(rest.lstrip()))
-            text_col = None
-            val = rest.strip()
-            if val[:1] in ('"', "'") and not val.startswith(('"""', "'''")):
-                text_col = vcol + 1
-            smap.keys[path] = Pos(i, kcol)
-            smap.values[path] = Pos(i, vcol, text_col)
-    return smap
+def _toml_error(file: str, text: str, e: tomllib.TOMLDecodeError) -> Diagnostic:
+    raw = str(e)
+    m = re.search(r"\(at line (\d+), column (\d+)\)", raw)
+    lines = text.splitlines()
+    if m:
+        line, col = int(m.group(1)), int(m.group(2))
+    elif "end of document" in raw:
+        line = max(1, len(lines))
+        col = len(lines[-1]) + 1 if lines else 1
+    else:
+        line, col = 1, 1
+    msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", raw) or "invalid TOML"
+    if "end of document" in raw:
+        msg = f"unexpected end of file: {msg[:1].lower()}{msg[1:]}"
+    src_line = lines[line - 1] if 0 < line <= len(lines) else ""
+    dup = re.match(r"Duplicate inline table key '([^']*)'", msg)
+    if dup:
+        name = dup.group(1)
+        pat = rf"(?<![A-Za-z0-9_\-\"']){re.escape(name)}\s*="
+        hits = [k for k in re.finditer(pat, src_line) if k.start() < col]
+        if hits:
+            col = hits[-1].start() + 1
+        return Diagnostic("RG002", f"duplicate key '{name}' in an inline table", file, line, col, "error",
+                          "remove or rename one of them")
+    if not (msg.startswith("Cannot declare") or msg.startswith("Cannot overwrite") or msg.startswith("Cannot mutate")):
+        return Diagnostic("RG008", msg, file, line, col, "error", None)
+    # Positions of what came before the error name the first definition of the duplicate.
+    prev, scan = _toml_positions(file, "\n".join(lines[: line - 1]) + "\n")
+    hm = re.match(r"\s*(\[\[?)\s*([^\]]+?)\s*\]", src_line)
+    if hm and not _TOML_KEYLINE.match(src_line):
+        col = hm.start(1) + 1
+        names = tuple(_split_key(hm.group(2)))
+        first = prev.keys.get(names)
+        where = f" (first at line {first.line})" if first else ""
+        return Diagnostic("RG002", f"table [{'.'.join(names)}] is defined twice{where}", file, line, col, "error",
+                          "put all keys of a table under one header")
+    km = _TOML_KEYLINE.match(src_line)
+    if km:
+        col = km.start(1) + 1
+        names = tuple(_split_key(km.group(1)))
+        path = scan.table + names
+        first = None
+        for k in range(len(path), len(scan.table), -1):
+            first = prev.keys.get(path[:k])
+            if first:
+                break
+        where = f" (first defined at line {first.line})" if first else ""
+        return Diagnostic("RG002", f"duplicate key '{'.'.join(names)}'{where}", file, line, col, "error",
+                          "remove or rename one of them")
+    return Diagnostic("RG002", f"{msg[:1].lower()}{msg[1:]}: a key is defined twice", file, line, col, "error",
+                      "remove or rename one of them")
 
 
 def load_toml(file: str, text: str) -> Loaded:
-    smap = SourceMap(file)
+    smap = SourceMap(file, text=text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        m = re.search(r"line (\d+), column (\d+)", str(e))
-        line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
-        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e)) or "invalid TOML"
-        hint = "duplicate keys are not allowed" if "redefine" in msg.lower() or "overwrite" in msg.lower() else None
-        code = "RG002" if hint else "RG008"
-        return Loaded(file, text, None, smap, [Diagnostic(code, msg, file, line, col, "error", hint)])
+        return Loaded(file, text, None, smap, [_toml_error(file, text, e)])
     except RecursionError:
         return Loaded(file, text, None, smap, [Diagnostic("RG009", "document nested too deeply", file, 1, 1)])
     if not data:
         return Loaded(file, text, None, smap, [Diagnostic("RG003", "empty document", file, 1, 1, hint="start with 'protocol = \"NAME\"' or 'stack = \"NAME\"'")])
-    return Loaded(file, text, data, _toml_positions(file, text, data), [])
+    smap, _ = _toml_positions(file, text)
+    return Loaded(file, text, data, smap, [])
 
 
 def load_text(file: str, text: str) -> Loaded:
@@ -414,12 +743,14 @@ def read_file(file: str) -> tuple[str | None, Diagnostic | None]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        line_start = raw.rfind(b"\n", 0, e.start) + 1
+        col = len(raw[line_start : e.start].decode("utf-8", errors="replace")) + 1
         return None, Diagnostic("RG001", f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file, line, col, hint="specs must be UTF-8 text")
     if "\x00" in text:
         i = text.index("\x00")
         line = text.count("\n", 0, i) + 1
-        return None, Diagnostic("RG001", "not a text file (NUL byte)", file, line, 1, hint="specs must be UTF-8 text")
+        col = i - (text.rfind("\n", 0, i) + 1) + 1
+        return None, Diagnostic("RG001", "not a text file (NUL byte)", file, line, col, hint="specs must be UTF-8 text")
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, None

@@ -53,6 +53,8 @@ class Workspace:
         shown = display_path(ap)
         text, err = read_file(ap)
         if text is None:
+            if err is not None:
+                err.file = shown  # report against the path as displayed, like every other diagnostic
             doc = Document(shown, ap, None, None, SourceMap(shown), [err] if err else [])
             self.docs[ap] = doc
             return doc

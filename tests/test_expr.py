@@ -39,6 +39,7 @@ from rubikgen.expr import (
     layout_refs,
     parse_expr,
     parse_stmt,
+    trailing_zeros,
     unparse,
 )
 from rubikgen.expr.ast import BINARY_OPS, UNARY_OPS
@@ -1000,3 +1001,56 @@ def test_is_const_matches_folding_of_literals(e: Expr) -> None:
 @given(st.integers(0, U64_MAX), st.sampled_from(["{}", "{:#x}", "{:#b}"]))
 def test_number_formats(v: int, fmt: str) -> None:
     assert parse_expr(fmt.format(v)) == Num(v)
+
+
+# Numeric expressions over names of known widths: the inferred width and trailing_zeros
+# must be sound for every assignment of values (they back RG016 and bits: lengths).
+WIDTHS = {"a": 4, "b": 8, "c": 32, "d": 64}
+NUM_SCOPE = DictScope({(n,): Resolved(NumT(w), "temp") for n, w in WIDTHS.items()})
+num_leaves = st.one_of(
+    st.integers(0, U64_MAX).map(Num),
+    st.integers(0, 70).map(Num),
+    st.sampled_from(sorted(WIDTHS)).map(lambda n: Name((n,))),
+)
+
+
+def _num_extend(sub: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
+    return st.one_of(
+        st.builds(Unary, st.sampled_from(UNARY_OPS), sub),
+        st.builds(Binary, st.sampled_from(sorted(BINARY_OPS)), sub, sub),
+        st.builds(Call, st.sampled_from(["min", "max"]), st.tuples(sub, sub)),
+    )
+
+
+num_exprs = st.recursive(num_leaves, _num_extend, max_leaves=12)
+
+
+def evaluate(e: Expr, env: dict[str, int]) -> int:
+    if isinstance(e, Name):
+        return env[e.parts[0]]
+    if isinstance(e, Unary):
+        return is_const(Unary(e.op, Num(evaluate(e.operand, env)))) or 0
+    if isinstance(e, Binary):
+        left, right = Num(evaluate(e.left, env)), Num(evaluate(e.right, env))
+        v = is_const(Binary(e.op, left, right))
+        assert v is not None
+        return v
+    if isinstance(e, Call):
+        x, y = (evaluate(a, env) for a in e.args)
+        return min(x, y) if e.func == "min" else max(x, y)
+    v = is_const(e)
+    assert v is not None
+    return v
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    num_exprs, st.fixed_dictionaries({n: st.integers(0, (1 << w) - 1) for n, w in WIDTHS.items()})
+)
+def test_inferred_width_and_trailing_zeros_are_sound(e: Expr, env: dict[str, int]) -> None:
+    t, _ = check_expr(e, NUM_SCOPE, allow_virtual=False)
+    v = evaluate(e, env)
+    assert isinstance(t, NumT)
+    assert v < (1 << t.width), (unparse(e), env, v, t)
+    tz = trailing_zeros(e)
+    assert v % (1 << tz) == 0, (unparse(e), env, v, tz)

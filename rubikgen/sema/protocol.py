@@ -26,6 +26,7 @@ from rubikgen.sema.scope import ProtocolScope
 from rubikgen.sema.symbols import ProtocolInfo, check_ident, field_decl
 from rubikgen.source import Path, SourceMap
 
+_TOKEN = re.compile(r"[A-Za-z0-9_.]+|\|\||&&|==|!=|<=|>=|<<|>>|.", re.S)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
 
@@ -55,7 +56,14 @@ class ExprChecker:
     def _scope(self, ctx: B.Context) -> ProtocolScope:
         return ProtocolScope(self.info, self.params, ctx)
 
-    def _report(self, path: Path, ds: Sequence[Any], scope: ProtocolScope) -> None:
+    def syntax(self, path: Path, text: str, err: ExprSyntaxError) -> None:
+        """Reports a parse error (RG010, or RG015 for a literal too large) over the token at
+        its offset."""
+        m = _TOKEN.match(text, err.offset)
+        end = m.end() if m and m.end() > err.offset else err.offset + 1
+        self.diags.append(self.smap.diag(err.code, err.message, path, hint=err.hint, offset=(err.offset, end), text=text))
+
+    def _report(self, path: Path, ds: Sequence[Any], scope: ProtocolScope, text: str | None = None) -> None:
         for d in ds:
             msg, hint, code = d.message, d.hint, d.code
             if code == "RG011":
@@ -65,18 +73,18 @@ class ExprChecker:
                         msg = f"'{'.'.join(parts)}' is not available in {scope.ctx.name}"
                         hint = why
                         break
-            self.diags.append(self.smap.diag(code, msg, path, severity=d.severity, hint=hint, offset=(d.start, d.end)))
+            self.diags.append(self.smap.diag(code, msg, path, severity=d.severity, hint=hint, offset=(d.start, d.end), text=text))
 
     def expr(self, path: Path, value: Any, ctx: B.Context, want: str = "any") -> tuple[Type | None, Any]:
         text = expr_text(value)
         try:
             e = parse_expr(text)
         except ExprSyntaxError as err:
-            self.diags.append(self.smap.diag("RG010", err.message, path, hint=err.hint, offset=(err.offset, err.offset + 1)))
+            self.syntax(path, text, err)
             return None, None
         scope = self._scope(ctx)
         t, ds = check_expr(e, scope, allow_virtual=ctx.virtual, want=want)
-        self._report(path, ds, scope)
+        self._report(path, ds, scope, text)
         if any(isinstance(n, Name) and n.parts[0] == "v" for n in walk(e)):
             self.uses_virtual = True
         return t, e
@@ -102,12 +110,12 @@ class ExprChecker:
             try:
                 st = parse_stmt(s)
             except ExprSyntaxError as err:
-                self.diags.append(self.smap.diag("RG010", err.message, path, hint=err.hint, offset=(err.offset, err.offset + 1)))
+                self.syntax(path, s, err)
                 return
             plain = B.Context(**{**ctx.__dict__, "virtual": False})
             scope = self._scope(plain)
             ds = check_stmt(st, scope, allowed_calls=calls)
-            self._report(path, ds, scope)
+            self._report(path, ds, scope, s)
             return
         if isinstance(s, (IfStmt, ElifStmt)):
             key = "if" if isinstance(s, IfStmt) else "elif"
@@ -143,7 +151,7 @@ def _selector_item(ec: ExprChecker, path: Path, text: str) -> Type | None:
     try:
         e = parse_expr(text)
     except ExprSyntaxError as err:
-        ec.diags.append(ec.smap.diag("RG010", err.message, path, hint=err.hint, offset=(err.offset, err.offset + 1)))
+        ec.syntax(path, text, err)
         return None
     ok = isinstance(e, Name) or (
         isinstance(e, Slice) and isinstance(e.value, Name) and (e.lo is None or (isinstance(e.lo, Num) and e.lo.value == 0))
@@ -264,7 +272,7 @@ def _check_field_order(ec: ExprChecker, info: ProtocolInfo, lname: str, f: Any) 
         if isinstance(n, Name) and len(n.parts) == 2 and n.parts[0] == "header" and n.parts[1] in later:
             key = "bits" if f.length_unit == "bits" else "bytes"
             ec.diags.append(ec.smap.diag("RG038", f"length of '{f.name}' reads field '{n.parts[1]}', which is parsed after it",
-                                         f.path + (key,), offset=(n.start, n.end), hint="a length may use only earlier fields"))
+                                         f.path + (key,), offset=(n.start, n.end), text=f.length_expr, hint="a length may use only earlier fields"))
 
 
 def _check_any_until(ec: ExprChecker, info: ProtocolInfo, path: Path, s: AnyUntilStep, used: set[str]) -> None:

@@ -1,0 +1,1112 @@
+/* test_seq.c - reassembly sequences. */
+#include "rg_test.h"
+
+#include "rg/rg_seq.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+static const rg_seq_cfg CFG_FIRST = {.policy = RG_SEQ_FIRST, .buffer_data = 1};
+static const rg_seq_cfg CFG_LAST = {.policy = RG_SEQ_LAST, .buffer_data = 1};
+static const rg_seq_cfg CFG_FIRST0 = {.policy = RG_SEQ_FIRST, .buffer_data = 1, .zero_based = 1};
+static const rg_seq_cfg CFG_LAST0 = {.policy = RG_SEQ_LAST, .buffer_data = 1, .zero_based = 1};
+static const rg_seq_cfg CFG_META0 = {.buffer_data = 0, .zero_based = 1};
+
+/* Pattern byte of a stream at relative offset i. */
+static uint8_t pat(uint32_t i)
+{
+    return (uint8_t)(i * 7u + 13u + (i >> 8));
+}
+
+static uint8_t *make_stream(size_t n)
+{
+    uint8_t *b = malloc(n ? n : 1);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = pat((uint32_t)i);
+    return b;
+}
+
+/* Collected output. */
+typedef struct {
+    uint8_t *buf;
+    size_t len, cap;
+} sink;
+
+static void sink_put(sink *k, rg_bytes b)
+{
+    assert_non_null(b.ptr); /* never NULL, even when empty */
+    if (k->len + b.len > k->cap) {
+        k->cap = (k->len + b.len) * 2 + 64;
+        k->buf = realloc(k->buf, k->cap);
+        assert_non_null(k->buf);
+    }
+    if (b.len) memcpy(k->buf + k->len, b.ptr, b.len);
+    k->len += b.len;
+}
+
+/* Assemble until nothing is pending. */
+static void drain(rg_seq *s, const rg_seq_cfg *cfg, sink *k, rg_seq_res *res)
+{
+    int guard = 0;
+    while (rg_seq_pending(s)) {
+        sink_put(k, rg_seq_assemble(s, cfg, res));
+        assert_true(++guard < 100000);
+    }
+}
+
+static uint32_t ins(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *d, uint32_t len,
+                    rg_seq_res *res)
+{
+    return rg_seq_insert(s, cfg, seq, d, len, len, NULL, 0, res);
+}
+
+/* ---- basic / fast paths ---------------------------------------------------------- */
+static void test_zero_struct_is_empty(void **state)
+{
+    (void)state;
+    rg_seq s;
+    memset(&s, 0, sizeof s);
+    assert_true(rg_seq_empty(&s));
+    assert_true(rg_seq_ready(&s));
+    assert_false(rg_seq_pending(&s));
+    rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, NULL);
+    assert_non_null(b.ptr);
+    assert_int_equal(b.len, 0);
+    rg_seq_free(&s);
+    rg_seq_free(&s); /* idempotent */
+}
+
+static void test_fast_path_no_copy(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(3000);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_bytes out;
+    rg_seq_res r = {0};
+    uint32_t isn = 1000;
+    assert_true(rg_seq_fast(&s, &CFG_FIRST, isn, st, 1000, 1000, NULL, &out, &r));
+    assert_ptr_equal(out.ptr, st);
+    assert_int_equal(out.len, 1000);
+    assert_true(rg_seq_fast(&s, &CFG_FIRST, isn + 1000, st + 1000, 2000, 2000, NULL, &out, &r));
+    assert_ptr_equal(out.ptr, st + 1000);
+    assert_int_equal(rg_seq_next(&s), isn + 3000);
+    assert_null(s.st); /* nothing was allocated */
+    assert_int_equal(r.new_bytes, 3000);
+    assert_int_equal(r.adv_bytes, 3000);
+    assert_int_equal(r.flags, 0);
+    /* misaligned: refused, state untouched */
+    assert_false(rg_seq_fast(&s, &CFG_FIRST, isn + 3001, st, 10, 10, NULL, &out, NULL));
+    /* phantom bytes: refused */
+    assert_false(rg_seq_fast(&s, &CFG_FIRST, isn + 3000, st, 10, 11, NULL, &out, NULL));
+    /* window that would trim: refused; window that arms gap skipping: refused */
+    rg_seq_win w = {isn + 3000, isn + 3005};
+    assert_false(rg_seq_fast(&s, &CFG_FIRST, isn + 3000, st, 10, 10, &w, &out, NULL));
+    w.left = isn + 3001;
+    w.right = isn + 9000;
+    assert_false(rg_seq_fast(&s, &CFG_FIRST, isn + 3000, st, 10, 10, &w, &out, NULL));
+    w.left = isn + 2000;
+    assert_true(rg_seq_fast(&s, &CFG_FIRST, isn + 3000, st, 10, 10, &w, &out, NULL));
+    /* with a buffered block: refused */
+    ins(&s, &CFG_FIRST, isn + 3020, st, 5, NULL);
+    assert_false(rg_seq_fast(&s, &CFG_FIRST, isn + 3010, st, 10, 10, NULL, &out, NULL));
+    assert_int_equal(rg_seq_next(&s), isn + 3010);
+    rg_seq_free(&s);
+    free(st);
+}
+
+static void test_fast_path_metadata_only(void **state)
+{
+    (void)state;
+    uint8_t d[8] = {0};
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_bytes out;
+    assert_true(rg_seq_fast(&s, &CFG_META0, 0, d, 8, 8, NULL, &out, NULL));
+    assert_non_null(out.ptr);
+    assert_int_equal(out.len, 0);
+    assert_int_equal(rg_seq_next(&s), 8);
+    /* zero-based: a first segment not at 0 is not aligned */
+    rg_seq t;
+    rg_seq_init(&t);
+    assert_false(rg_seq_fast(&t, &CFG_META0, 5, d, 8, 8, NULL, &out, NULL));
+    rg_seq_free(&s);
+}
+
+static void test_borrow_zero_copy(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(100);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res r = {0};
+    rg_seq_insert(&s, &CFG_FIRST, 7, st, 40, 40, NULL, RG_SEQ_BORROW, &r);
+    assert_null(s.st);
+    assert_false(rg_seq_empty(&s));
+    assert_true(rg_seq_ready(&s));
+    rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, &r);
+    assert_ptr_equal(b.ptr, st);
+    assert_int_equal(b.len, 40);
+    assert_int_equal(rg_seq_next(&s), 47);
+    assert_null(s.st);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* A borrowed block followed by another insert in the same packet is copied;
+ * the caller's buffer may then go away. */
+static void test_borrow_then_insert_copies(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(100);
+    uint8_t *pkt = malloc(30);
+    memcpy(pkt, st, 30);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_insert(&s, &CFG_FIRST0, 0, pkt, 30, 30, NULL, RG_SEQ_BORROW, NULL);
+    rg_seq_insert(&s, &CFG_FIRST0, 40, st + 40, 10, 10, NULL, RG_SEQ_BORROW, NULL);
+    memset(pkt, 0xEE, 30);
+    free(pkt);
+    rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST0, NULL);
+    assert_int_equal(b.len, 30);
+    assert_memory_equal(b.ptr, st, 30);
+    /* settle: borrowed then the packet goes away before assemble */
+    pkt = malloc(10);
+    memcpy(pkt, st + 30, 10);
+    rg_seq_insert(&s, &CFG_FIRST0, 30, pkt, 10, 10, NULL, RG_SEQ_BORROW, NULL);
+    /* not borrowed: there was a buffered block, so it was copied */
+    rg_seq_settle(&s, &CFG_FIRST0);
+    free(pkt);
+    b = rg_seq_assemble(&s, &CFG_FIRST0, NULL);
+    assert_int_equal(b.len, 20);
+    assert_memory_equal(b.ptr, st + 30, 20);
+    /* settle on a real borrow */
+    pkt = malloc(10);
+    memcpy(pkt, st + 50, 10);
+    rg_seq_insert(&s, &CFG_FIRST0, 50, pkt, 10, 10, NULL, RG_SEQ_BORROW, NULL);
+    assert_ptr_equal(s.borrow, pkt);
+    rg_seq_settle(&s, &CFG_FIRST0);
+    assert_null(s.borrow);
+    free(pkt);
+    b = rg_seq_assemble(&s, &CFG_FIRST0, NULL);
+    assert_int_equal(b.len, 10);
+    assert_memory_equal(b.ptr, st + 50, 10);
+    rg_seq_free(&s);
+    free(st);
+}
+
+static void test_in_order_copy_path(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(5000);
+    rg_seq s;
+    rg_seq_init(&s);
+    sink k = {0};
+    for (uint32_t off = 0; off < 5000; off += 500) {
+        rg_seq_res r = {0};
+        ins(&s, &CFG_FIRST, 0xABCD0000u + off, st + off, 500, &r);
+        assert_int_equal(r.flags, 0);
+        assert_int_equal(r.new_bytes, 500);
+        sink_put(&k, rg_seq_assemble(&s, &CFG_FIRST, &r));
+        assert_int_equal(r.adv_bytes, 500);
+    }
+    assert_int_equal(k.len, 5000);
+    assert_memory_equal(k.buf, st, 5000);
+    free(k.buf);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* ---- out of order ------------------------------------------------------------------ */
+static int next_perm(int *a, int n)
+{
+    int i = n - 2;
+    while (i >= 0 && a[i] >= a[i + 1])
+        i--;
+    if (i < 0) return 0;
+    int j = n - 1;
+    while (a[j] <= a[i])
+        j--;
+    int t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+    for (int l = i + 1, r = n - 1; l < r; l++, r--) {
+        t = a[l];
+        a[l] = a[r];
+        a[r] = t;
+    }
+    return 1;
+}
+
+/* Five segments in every one of the 120 orders, both policies, assembling
+ * after each insert: every byte delivered exactly once, in order. */
+static void test_five_segments_all_orders(void **state)
+{
+    (void)state;
+    const uint32_t segoff[6] = {0, 13, 40, 41, 90, 150};
+    uint8_t *st = make_stream(150);
+    const rg_seq_cfg *cfgs[2] = {&CFG_FIRST, &CFG_LAST};
+    int orders = 0;
+    for (int c = 0; c < 2; c++) {
+        int perm[5] = {0, 1, 2, 3, 4};
+        do {
+            rg_seq s;
+            rg_seq_init(&s);
+            rg_seq_set_base(&s, 0xFFFFFFB0u); /* also crosses 2^32 */
+            sink k = {0};
+            uint32_t total_new = 0;
+            for (int i = 0; i < 5; i++) {
+                int g = perm[i];
+                rg_seq_res r = {0};
+                ins(&s, cfgs[c], 0xFFFFFFB0u + segoff[g], st + segoff[g],
+                    segoff[g + 1] - segoff[g], &r);
+                assert_int_equal(r.flags & (RG_SEQ_EV_REXMIT | RG_SEQ_EV_OVERLAP), 0);
+                total_new += r.new_bytes;
+                sink_put(&k, rg_seq_assemble(&s, cfgs[c], &r));
+                assert_int_equal(rg_seq_ready(&s), rg_seq_empty(&s));
+            }
+            assert_int_equal(total_new, 150);
+            assert_int_equal(k.len, 150);
+            assert_memory_equal(k.buf, st, 150);
+            assert_true(rg_seq_empty(&s));
+            assert_int_equal(rg_seq_next(&s), 0xFFFFFFB0u + 150);
+            free(k.buf);
+            rg_seq_free(&s);
+            orders++;
+        } while (next_perm(perm, 5));
+    }
+    assert_int_equal(orders, 240);
+    free(st);
+}
+
+/* Several holes, filled out of order: ready() only when no hole is left; the
+ * delivered data is complete and correct (upstream bug 1). */
+static void test_holes(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(50);
+    rg_seq s;
+    rg_seq_init(&s);
+    sink k = {0};
+    ins(&s, &CFG_FIRST0, 0, st, 10, NULL);   /* [0,10) */
+    ins(&s, &CFG_FIRST0, 20, st + 20, 10, NULL); /* [20,30) */
+    ins(&s, &CFG_FIRST0, 40, st + 40, 10, NULL); /* [40,50) */
+    assert_false(rg_seq_ready(&s));
+    sink_put(&k, rg_seq_assemble(&s, &CFG_FIRST0, NULL));
+    assert_int_equal(k.len, 10);
+    assert_false(rg_seq_pending(&s));
+    assert_int_equal(rg_seq_blocks(&s), 2);
+    assert_int_equal(rg_seq_buffered(&s), 20);
+    ins(&s, &CFG_FIRST0, 30, st + 30, 10, NULL); /* fills the second hole */
+    assert_false(rg_seq_ready(&s));
+    assert_int_equal(rg_seq_blocks(&s), 1);
+    rg_bytes none = rg_seq_assemble(&s, &CFG_FIRST0, NULL);
+    assert_int_equal(none.len, 0);
+    ins(&s, &CFG_FIRST0, 10, st + 10, 10, NULL); /* fills the first */
+    assert_true(rg_seq_ready(&s));
+    sink_put(&k, rg_seq_assemble(&s, &CFG_FIRST0, NULL));
+    assert_int_equal(k.len, 50);
+    assert_memory_equal(k.buf, st, 50);
+    free(k.buf);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* ---- overlap shapes ------------------------------------------------------------- */
+/* An existing block B = [10, 20) of 'A' behind a hole [0, 5); insert N of 'B'
+ * with the given shape; then fill the hole and read everything back. */
+typedef struct {
+    const char *name;
+    uint32_t a, b;   /* new segment [a, b) */
+    uint32_t flags;  /* expected REXMIT / OVERLAP flags */
+    uint32_t dup;    /* expected duplicate bytes */
+    uint32_t blocks; /* expected blocks after the insert */
+} shape;
+
+static void check_shape(const shape *sh, const rg_seq_cfg *cfg)
+{
+    uint8_t A[64], B[64];
+    memset(A, 'A', sizeof A);
+    memset(B, 'B', sizeof B);
+    rg_seq s;
+    rg_seq_init(&s);
+    ins(&s, cfg, 10, A, 10, NULL);
+    rg_seq_res r = {0};
+    ins(&s, cfg, sh->a, B, sh->b - sh->a, &r);
+    if ((r.flags & (RG_SEQ_EV_REXMIT | RG_SEQ_EV_OVERLAP)) != sh->flags || r.dup_bytes != sh->dup ||
+        rg_seq_blocks(&s) != sh->blocks)
+        fail_msg("%s/%s: flags %x dup %u blocks %u", sh->name,
+                 cfg->policy == RG_SEQ_LAST ? "last" : "first", r.flags, r.dup_bytes,
+                 rg_seq_blocks(&s));
+    assert_int_equal(r.new_bytes, (sh->b - sh->a) - sh->dup);
+    if (sh->dup) {
+        assert_true(r.flags & RG_SEQ_EV_CONFLICT); /* 'A' vs 'B' */
+        assert_int_equal(r.dup_seq, sh->a > 10 ? sh->a : 10);
+    }
+    /* expected content over [0, 40) */
+    char want[40];
+    uint32_t lo = 0, hi = 0;
+    memset(want, 0, sizeof want);
+    for (uint32_t i = 0; i < 40; i++) {
+        int in_a = i >= 10 && i < 20, in_b = i >= sh->a && i < sh->b;
+        if (in_a && in_b)
+            want[i] = cfg->policy == RG_SEQ_LAST ? 'B' : 'A';
+        else if (in_a)
+            want[i] = 'A';
+        else if (in_b)
+            want[i] = 'B';
+    }
+    uint8_t Z[10];
+    memset(Z, 'Z', sizeof Z);
+    /* fill [0, min(a,10)) so that everything becomes contiguous */
+    lo = 0;
+    hi = sh->a < 10 ? sh->a : 10;
+    if (hi > lo) ins(&s, cfg, lo, Z, hi - lo, NULL);
+    for (uint32_t i = lo; i < hi; i++)
+        want[i] = 'Z';
+    sink k = {0};
+    drain(&s, cfg, &k, NULL);
+    uint32_t end = sh->b > 20 ? sh->b : 20;
+    assert_int_equal(k.len, end);
+    if (memcmp(k.buf, want, end) != 0)
+        fail_msg("%s/%s: content %.*s", sh->name, cfg->policy == RG_SEQ_LAST ? "last" : "first",
+                 (int)end, (const char *)k.buf);
+    free(k.buf);
+    rg_seq_free(&s);
+}
+
+static void test_overlap_shapes(void **state)
+{
+    (void)state;
+    static const shape shapes[] = {
+        {"left", 5, 15, RG_SEQ_EV_OVERLAP, 5, 1},
+        {"right", 15, 25, RG_SEQ_EV_OVERLAP, 5, 1},
+        {"inner", 12, 18, RG_SEQ_EV_REXMIT, 6, 1},
+        {"outer", 5, 25, RG_SEQ_EV_OVERLAP, 10, 1},
+        {"exact", 10, 20, RG_SEQ_EV_REXMIT, 10, 1},
+        {"same-start", 10, 15, RG_SEQ_EV_REXMIT, 5, 1},
+        {"same-end", 15, 20, RG_SEQ_EV_REXMIT, 5, 1},
+        {"start-longer", 10, 25, RG_SEQ_EV_OVERLAP, 10, 1},
+        {"end-longer", 5, 20, RG_SEQ_EV_OVERLAP, 10, 1},
+        {"adjacent-left", 5, 10, 0, 0, 1},
+        {"adjacent-right", 20, 25, 0, 0, 1},
+        {"disjoint-left", 2, 8, 0, 0, 2},
+        {"disjoint-right", 22, 30, 0, 0, 2},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        rg_seq_cfg f = CFG_FIRST0, l = CFG_LAST0;
+        check_shape(&shapes[i], &f);
+        check_shape(&shapes[i], &l);
+    }
+}
+
+/* A segment spanning two blocks and the hole between them. */
+static void test_overlap_spanning_blocks(void **state)
+{
+    (void)state;
+    for (int pol = 0; pol < 2; pol++) {
+        const rg_seq_cfg *cfg = pol ? &CFG_LAST0 : &CFG_FIRST0;
+        uint8_t A[10], C[10], B[40], Z[10];
+        memset(A, 'A', 10);
+        memset(C, 'C', 10);
+        memset(B, 'B', 40);
+        memset(Z, 'Z', 10);
+        rg_seq s;
+        rg_seq_init(&s);
+        ins(&s, cfg, 10, A, 10, NULL);
+        ins(&s, cfg, 30, C, 10, NULL);
+        ins(&s, cfg, 50, C, 5, NULL);
+        rg_seq_res r = {0};
+        ins(&s, cfg, 15, B, 20, &r); /* [15, 35) */
+        assert_int_equal(r.dup_bytes, 10);
+        assert_int_equal(r.new_bytes, 10);
+        assert_true(r.flags & RG_SEQ_EV_OVERLAP);
+        assert_int_equal(rg_seq_blocks(&s), 2);
+        ins(&s, cfg, 0, Z, 10, NULL);
+        sink k = {0};
+        sink_put(&k, rg_seq_assemble(&s, cfg, NULL));
+        assert_int_equal(k.len, 40);
+        const char *want = pol ? "ZZZZZZZZZZAAAAABBBBBBBBBBBBBBBBBBBBCCCCC"
+                               : "ZZZZZZZZZZAAAAAAAAAABBBBBBBBBBCCCCCCCCCC";
+        assert_memory_equal(k.buf, want, 40);
+        free(k.buf);
+        rg_seq_free(&s);
+    }
+}
+
+/* Same content overlapping: no conflict. */
+static void test_overlap_same_content(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(100);
+    rg_seq s;
+    rg_seq_init(&s);
+    ins(&s, &CFG_FIRST0, 50, st + 50, 30, NULL);
+    rg_seq_res r = {0};
+    ins(&s, &CFG_FIRST0, 40, st + 40, 50, &r);
+    assert_true(r.flags & RG_SEQ_EV_OVERLAP);
+    assert_false(r.flags & RG_SEQ_EV_CONFLICT);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* ---- before the assembled offset (upstream bug 2) ---------------------------------- */
+static void test_below_next_keeps_new_bytes(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(100);
+    rg_seq s;
+    rg_seq_init(&s);
+    sink k = {0};
+    ins(&s, &CFG_FIRST, 500, st, 10, NULL);
+    sink_put(&k, rg_seq_assemble(&s, &CFG_FIRST, NULL));
+    rg_seq_res r = {0};
+    ins(&s, &CFG_FIRST, 505, st + 5, 10, &r); /* [505, 515): 5 old, 5 new */
+    assert_int_equal(r.dup_bytes, 5);
+    assert_int_equal(r.dup_seq, 505);
+    assert_int_equal(r.new_bytes, 5);
+    assert_true(r.flags & RG_SEQ_EV_OVERLAP);
+    assert_false(r.flags & RG_SEQ_EV_REXMIT);
+    sink_put(&k, rg_seq_assemble(&s, &CFG_FIRST, NULL));
+    assert_int_equal(k.len, 15);
+    assert_memory_equal(k.buf, st, 15);
+    /* wholly old: retransmission, nothing changes */
+    memset(&r, 0, sizeof r);
+    ins(&s, &CFG_FIRST, 500, st, 15, &r);
+    assert_int_equal(r.flags, RG_SEQ_EV_REXMIT);
+    assert_int_equal(r.dup_bytes, 15);
+    assert_int_equal(rg_seq_next(&s), 515);
+    assert_true(rg_seq_empty(&s));
+    free(k.buf);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* ---- wraparound ------------------------------------------------------------------------- */
+static void test_wraparound(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(4096);
+    for (uint32_t isn = 0xFFFFF000u; isn != 0x00001000u; isn += 0x400u) {
+        rg_seq s;
+        rg_seq_init(&s);
+        sink k = {0};
+        /* first packet sets the base; then out of order around 2^32 */
+        ins(&s, &CFG_FIRST, isn, st, 100, NULL);
+        ins(&s, &CFG_FIRST, isn + 3000, st + 3000, 1096, NULL);
+        ins(&s, &CFG_FIRST, isn + 1000, st + 1000, 2000, NULL);
+        rg_seq_res r = {0};
+        ins(&s, &CFG_FIRST, isn + 50, st + 50, 1000, &r); /* overlaps both sides */
+        assert_int_equal(r.dup_bytes, 50);
+        assert_true(r.flags & RG_SEQ_EV_OVERLAP);
+        drain(&s, &CFG_FIRST, &k, NULL);
+        assert_int_equal(k.len, 4096);
+        assert_memory_equal(k.buf, st, 4096);
+        assert_int_equal(rg_seq_next(&s), isn + 4096);
+        /* old data from before the wrap is a retransmission, not new data */
+        memset(&r, 0, sizeof r);
+        ins(&s, &CFG_FIRST, isn, st, 10, &r);
+        assert_true(r.flags & RG_SEQ_EV_REXMIT);
+        free(k.buf);
+        rg_seq_free(&s);
+    }
+    free(st);
+}
+
+/* Serial arithmetic: a segment 2^31 or more ahead counts as old. */
+static void test_serial_halfspace(void **state)
+{
+    (void)state;
+    uint8_t d[4] = {1, 2, 3, 4};
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_set_base(&s, 100);
+    rg_seq_res r = {0};
+    ins(&s, &CFG_FIRST, 100u + 0x80000000u, d, 4, &r);
+    assert_true(r.flags & RG_SEQ_EV_REXMIT);
+    assert_true(rg_seq_empty(&s));
+    rg_seq_free(&s);
+}
+
+/* ---- caps ------------------------------------------------------------------------------ */
+static void test_byte_cap(void **state)
+{
+    (void)state;
+    rg_seq_cfg cfg = {.buffer_data = 1, .zero_based = 1, .max_bytes = 100};
+    uint8_t *st = make_stream(1000);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res r = {0};
+    ins(&s, &cfg, 50, st + 50, 100, &r); /* [50,150): 50 past the cap */
+    assert_true(r.flags & RG_SEQ_EV_BUFFER_FULL);
+    assert_int_equal(r.cap_bytes, 50);
+    assert_int_equal(r.new_bytes, 50);
+    memset(&r, 0, sizeof r);
+    ins(&s, &cfg, 200, st + 200, 10, &r); /* wholly past */
+    assert_int_equal(r.flags, RG_SEQ_EV_BUFFER_FULL);
+    assert_int_equal(r.cap_bytes, 10);
+    assert_int_equal(rg_seq_buffered(&s), 50);
+    assert_true(s.st->buf_cap <= 100);
+    /* the cap moves with next: deliver [0,100), then [100,200) fits */
+    ins(&s, &cfg, 0, st, 50, NULL);
+    sink k = {0};
+    sink_put(&k, rg_seq_assemble(&s, &cfg, NULL));
+    memset(&r, 0, sizeof r);
+    ins(&s, &cfg, 100, st + 100, 100, &r);
+    assert_int_equal(r.cap_bytes, 0);
+    sink_put(&k, rg_seq_assemble(&s, &cfg, NULL));
+    assert_int_equal(k.len, 200);
+    assert_memory_equal(k.buf, st, 200);
+    /* a single in-order segment larger than the cap is trimmed, same as fast path refusal */
+    rg_bytes out;
+    assert_false(rg_seq_fast(&s, &cfg, 200, st + 200, 150, 150, NULL, &out, NULL));
+    memset(&r, 0, sizeof r);
+    ins(&s, &cfg, 200, st + 200, 150, &r);
+    assert_int_equal(r.cap_bytes, 50);
+    free(k.buf);
+    rg_seq_free(&s);
+    free(st);
+}
+
+static void test_block_cap(void **state)
+{
+    (void)state;
+    rg_seq_cfg cfg = {.buffer_data = 1, .zero_based = 1, .max_blocks = 3};
+    uint8_t *st = make_stream(100);
+    rg_seq s;
+    rg_seq_init(&s);
+    ins(&s, &cfg, 10, st + 10, 5, NULL);
+    ins(&s, &cfg, 20, st + 20, 5, NULL);
+    ins(&s, &cfg, 30, st + 30, 5, NULL);
+    rg_seq_res r = {0};
+    ins(&s, &cfg, 40, st + 40, 5, &r);
+    assert_true(r.flags & RG_SEQ_EV_BUFFER_FULL);
+    assert_int_equal(r.cap_bytes, 5);
+    assert_int_equal(rg_seq_blocks(&s), 3);
+    /* merging is always possible */
+    memset(&r, 0, sizeof r);
+    ins(&s, &cfg, 15, st + 15, 5, &r);
+    assert_int_equal(r.flags, 0);
+    assert_int_equal(rg_seq_blocks(&s), 2);
+    ins(&s, &cfg, 40, st + 40, 5, &r);
+    assert_int_equal(rg_seq_blocks(&s), 3);
+    ins(&s, &cfg, 0, st, 10, NULL);
+    ins(&s, &cfg, 25, st + 25, 5, NULL);
+    ins(&s, &cfg, 35, st + 35, 5, NULL);
+    sink k = {0};
+    drain(&s, &cfg, &k, NULL);
+    assert_int_equal(k.len, 45);
+    assert_memory_equal(k.buf, st, 45);
+    free(k.buf);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* ---- any segment size ---------------------------------------------------------------------- */
+static void test_large_segments(void **state)
+{
+    (void)state;
+    const uint32_t n = 300000;
+    uint8_t *st = make_stream(n);
+    rg_seq s;
+    rg_seq_init(&s);
+    sink k = {0};
+    /* a 64 KiB+ segment out of order, then the rest */
+    ins(&s, &CFG_FIRST, 7, st + 70000, 100000, NULL);    /* base := 7 */
+    rg_seq_set_base(&s, 0);                               /* (drops it: start again, zero base) */
+    ins(&s, &CFG_FIRST, 70000, st + 70000, 100000, NULL); /* 100 KB ahead */
+    ins(&s, &CFG_FIRST, 170000, st + 170000, 130000, NULL);
+    assert_false(rg_seq_ready(&s));
+    ins(&s, &CFG_FIRST, 0, st, 70000, NULL);
+    assert_true(rg_seq_ready(&s));
+    drain(&s, &CFG_FIRST, &k, NULL);
+    assert_int_equal(k.len, n);
+    assert_memory_equal(k.buf, st, n);
+    /* one in-order 256 KiB segment through the copy path */
+    k.len = 0;
+    ins(&s, &CFG_FIRST, n, st, 262144, NULL);
+    sink_put(&k, rg_seq_assemble(&s, &CFG_FIRST, NULL));
+    assert_int_equal(k.len, 262144);
+    assert_memory_equal(k.buf, st, 262144);
+    free(k.buf);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* ---- end markers ------------------------------------------------------------------------------ */
+static void test_syn_and_fin_phantoms(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(100);
+    rg_seq s;
+    rg_seq_init(&s);
+    const uint32_t isn = 0xFFFFFFFFu; /* SYN at 2^32 - 1: data starts at 0 */
+    rg_seq_res r = {0};
+    rg_seq_insert(&s, &CFG_FIRST, isn, NULL, 0, 1, NULL, 0, &r); /* SYN */
+    assert_int_equal(r.flags, 0);
+    assert_int_equal(rg_seq_next(&s), 0);
+    assert_false(rg_seq_has_end(&s));
+    /* SYN retransmission */
+    rg_seq_insert(&s, &CFG_FIRST, isn, NULL, 0, 1, NULL, 0, &r);
+    assert_true(r.flags & RG_SEQ_EV_REXMIT);
+    sink k = {0};
+    ins(&s, &CFG_FIRST, 0, st, 40, NULL);
+    sink_put(&k, rg_seq_assemble(&s, &CFG_FIRST, NULL));
+    /* FIN with data overtakes the segment before it */
+    memset(&r, 0, sizeof r);
+    rg_seq_insert(&s, &CFG_FIRST, 60, st + 60, 40, 41, NULL, 0, &r);
+    assert_true(r.flags & RG_SEQ_EV_END);
+    assert_true(rg_seq_has_end(&s));
+    assert_int_equal(rg_seq_end(&s), 100);
+    assert_false(rg_seq_ready(&s));
+    assert_false(rg_seq_complete(&s));
+    rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, NULL);
+    assert_int_equal(b.len, 0);
+    /* data past the end marker is dropped */
+    memset(&r, 0, sizeof r);
+    ins(&s, &CFG_FIRST, 95, st, 20, &r);
+    assert_true(r.flags & RG_SEQ_EV_OUT_OF_WINDOW);
+    assert_int_equal(r.oow_bytes, 15);
+    /* a different end marker is ignored */
+    memset(&r, 0, sizeof r);
+    rg_seq_insert(&s, &CFG_FIRST, 120, NULL, 0, 1, NULL, 0, &r);
+    assert_true(r.flags & RG_SEQ_EV_END_MISMATCH);
+    assert_int_equal(rg_seq_end(&s), 100);
+    /* the missing segment */
+    ins(&s, &CFG_FIRST, 40, st + 40, 20, NULL);
+    assert_true(rg_seq_ready(&s));
+    assert_true(rg_seq_complete(&s));
+    memset(&r, 0, sizeof r);
+    sink_put(&k, rg_seq_assemble(&s, &CFG_FIRST, &r));
+    assert_true(r.flags & RG_SEQ_EV_DONE);
+    assert_true(rg_seq_done(&s));
+    assert_int_equal(rg_seq_next(&s), 101); /* the FIN consumed its number */
+    assert_int_equal(k.len, 100);
+    assert_memory_equal(k.buf, st, 100);
+    /* FIN retransmission */
+    memset(&r, 0, sizeof r);
+    rg_seq_insert(&s, &CFG_FIRST, 100, NULL, 0, 1, NULL, 0, &r);
+    assert_true(r.flags & RG_SEQ_EV_REXMIT);
+    assert_false(rg_seq_pending(&s));
+    free(k.buf);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* A data-less FIN at next: end marker, then done. */
+static void test_bare_fin(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(10);
+    rg_seq s;
+    rg_seq_init(&s);
+    ins(&s, &CFG_FIRST, 1000, st, 10, NULL);
+    (void)rg_seq_assemble(&s, &CFG_FIRST, NULL);
+    rg_seq_res r = {0};
+    rg_seq_insert(&s, &CFG_FIRST, 1010, NULL, 0, 1, NULL, 0, &r);
+    assert_true(r.flags & RG_SEQ_EV_END);
+    assert_true(rg_seq_complete(&s));
+    assert_true(rg_seq_pending(&s));
+    rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, &r);
+    assert_int_equal(b.len, 0);
+    assert_true(rg_seq_done(&s));
+    assert_int_equal(rg_seq_next(&s), 1011);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* IP-fragment style: zero-based, the last fragment marks the end with a
+ * phantom byte; F1, F3, F2 must not be "ready" before F2 (upstream bug 3). */
+static void test_fragments_end_marker(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(24);
+    static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                     {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    for (int o = 0; o < 6; o++) {
+        rg_seq s;
+        rg_seq_init(&s);
+        for (int i = 0; i < 3; i++) {
+            int f = orders[o][i];
+            uint32_t off = (uint32_t)f * 8, last = f == 2;
+            rg_seq_insert(&s, &CFG_FIRST0, off, st + off, 8, 8 + last, NULL, 0, NULL);
+            assert_int_equal(rg_seq_complete(&s), i == 2);
+        }
+        rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST0, NULL);
+        assert_int_equal(b.len, 24);
+        assert_memory_equal(b.ptr, st, 24);
+        rg_seq_free(&s);
+    }
+    /* without an end marker, a hole is still a hole */
+    rg_seq s;
+    rg_seq_init(&s);
+    ins(&s, &CFG_FIRST0, 0, st, 8, NULL);
+    ins(&s, &CFG_FIRST0, 16, st + 16, 8, NULL);
+    assert_false(rg_seq_ready(&s));
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* ---- window and ACK-driven gap skipping ----------------------------------------------------- */
+static void test_window_right_edge(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(100);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_win w = {0, 30};
+    rg_seq_res r = {0};
+    rg_seq_insert(&s, &CFG_FIRST0, 20, st + 20, 20, 20, &w, 0, &r); /* [20,40): 10 outside */
+    assert_true(r.flags & RG_SEQ_EV_OUT_OF_WINDOW);
+    assert_int_equal(r.oow_bytes, 10);
+    assert_int_equal(r.new_bytes, 10);
+    memset(&r, 0, sizeof r);
+    rg_seq_insert(&s, &CFG_FIRST0, 30, st + 30, 10, 10, &w, 0, &r); /* wholly outside */
+    assert_int_equal(r.flags, RG_SEQ_EV_OUT_OF_WINDOW);
+    assert_int_equal(rg_seq_buffered(&s), 10);
+    /* (0,0) disables the window */
+    rg_seq_win none = {0, 0};
+    memset(&r, 0, sizeof r);
+    rg_seq_insert(&s, &CFG_FIRST0, 30, st + 30, 10, 10, &none, 0, &r);
+    assert_int_equal(r.flags, 0);
+    rg_seq_free(&s);
+    free(st);
+}
+
+static void test_gap_skipping(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(200);
+    rg_seq s;
+    rg_seq_init(&s);
+    sink k = {0};
+    ins(&s, &CFG_FIRST0, 0, st, 10, NULL);
+    sink_put(&k, rg_seq_assemble(&s, &CFG_FIRST0, NULL));
+    /* [10,20) lost; [20,30) and [40,50) buffered */
+    ins(&s, &CFG_FIRST0, 20, st + 20, 10, NULL);
+    ins(&s, &CFG_FIRST0, 40, st + 40, 10, NULL);
+    assert_false(rg_seq_pending(&s));
+    /* the receiver acknowledges up to 45: the holes below it are skipped */
+    rg_seq_win w = {45, 1000};
+    rg_seq_insert(&s, &CFG_FIRST0, 50, st + 50, 10, 10, &w, 0, NULL);
+    assert_true(rg_seq_pending(&s));
+    rg_seq_res r = {0};
+    rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST0, &r);
+    assert_true(r.flags & RG_SEQ_EV_GAP);
+    assert_int_equal(r.gap_bytes, 10);
+    assert_int_equal(b.len, 10);
+    assert_memory_equal(b.ptr, st + 20, 10);
+    memset(&r, 0, sizeof r);
+    b = rg_seq_assemble(&s, &CFG_FIRST0, &r);
+    assert_int_equal(r.gap_bytes, 10);
+    assert_int_equal(b.len, 20); /* [40,60) merged */
+    assert_memory_equal(b.ptr, st + 40, 20);
+    assert_false(rg_seq_pending(&s));
+    assert_false(s.flags & RG_SEQF_FLOOR);
+    /* nothing buffered: skip straight to the acknowledged edge */
+    w.left = 100;
+    w.right = 2000;
+    rg_seq_insert(&s, &CFG_FIRST0, 60, NULL, 0, 0, &w, 0, NULL);
+    memset(&r, 0, sizeof r);
+    b = rg_seq_assemble(&s, &CFG_FIRST0, &r);
+    assert_int_equal(r.gap_bytes, 40);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(rg_seq_next(&s), 100);
+    /* a left edge behind next changes nothing */
+    w.left = 90;
+    memset(&r, 0, sizeof r);
+    rg_seq_insert(&s, &CFG_FIRST0, 100, st + 100, 10, 10, &w, 0, &r);
+    b = rg_seq_assemble(&s, &CFG_FIRST0, &r);
+    assert_int_equal(r.gap_bytes, 0);
+    assert_int_equal(b.len, 10);
+    /* skipping never passes the end marker */
+    rg_seq_insert(&s, &CFG_FIRST0, 120, NULL, 0, 1, NULL, 0, NULL); /* FIN at 120 */
+    w.left = 500;
+    rg_seq_insert(&s, &CFG_FIRST0, 110, NULL, 0, 0, &w, 0, NULL);
+    memset(&r, 0, sizeof r);
+    while (rg_seq_pending(&s))
+        (void)rg_seq_assemble(&s, &CFG_FIRST0, &r);
+    assert_int_equal(r.gap_bytes, 10);
+    assert_true(rg_seq_done(&s));
+    assert_int_equal(rg_seq_next(&s), 121);
+    free(k.buf);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* ---- buffer_data = false ----------------------------------------------------------------------- */
+static void test_metadata_only(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(100);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res r = {0};
+    ins(&s, &CFG_META0, 30, st + 30, 30, &r);
+    ins(&s, &CFG_META0, 10, st + 10, 10, &r);
+    assert_int_equal(rg_seq_blocks(&s), 2);
+    assert_null(s.st->data); /* no data buffer */
+    ins(&s, &CFG_META0, 0, st, 10, &r);
+    rg_bytes b = rg_seq_assemble(&s, &CFG_META0, &r);
+    assert_non_null(b.ptr);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(r.adv_bytes, 20);
+    assert_int_equal(rg_seq_next(&s), 20);
+    memset(&r, 0, sizeof r);
+    ins(&s, &CFG_META0, 25, st + 25, 10, &r);
+    assert_true(r.flags & RG_SEQ_EV_OVERLAP);
+    assert_int_equal(r.dup_bytes, 5);
+    ins(&s, &CFG_META0, 20, st + 20, 5, &r);
+    rg_seq_insert(&s, &CFG_META0, 60, NULL, 0, 1, NULL, 0, &r); /* end marker */
+    assert_true(rg_seq_complete(&s));
+    memset(&r, 0, sizeof r);
+    b = rg_seq_assemble(&s, &CFG_META0, &r);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(r.adv_bytes, 40);
+    assert_true(rg_seq_done(&s));
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* ---- differential: fast path vs insert + assemble -------------------------------------------- */
+static void test_fast_equals_slow(void **state)
+{
+    (void)state;
+    rg_rng rng = {42};
+    const uint32_t N = 20000;
+    uint8_t *st = make_stream(N);
+    for (int round = 0; round < 50; round++) {
+        rg_seq a, b;
+        rg_seq_init(&a);
+        rg_seq_init(&b);
+        sink ka = {0}, kb = {0};
+        uint32_t base = (uint32_t)rng_next(&rng);
+        int fast_taken = 0;
+        for (int i = 0; i < 200; i++) {
+            uint32_t off = rng_below(&rng, N - 1);
+            uint32_t len = 1 + rng_below(&rng, N - off < 800 ? N - off : 800);
+            if (rng_below(&rng, 3)) { /* mostly in order */
+                off = a.next - base;
+                if (!(a.flags & RG_SEQF_INIT)) off = 0;
+                if (off >= N) break;
+                if (len > N - off) len = N - off;
+            }
+            rg_seq_res ra = {0}, rb = {0};
+            rg_bytes out;
+            if (rg_seq_fast(&a, &CFG_LAST, base + off, st + off, len, len, NULL, &out, &ra)) {
+                sink_put(&ka, out);
+                fast_taken++;
+            } else {
+                rg_seq_insert(&a, &CFG_LAST, base + off, st + off, len, len, NULL, 0, &ra);
+                sink_put(&ka, rg_seq_assemble(&a, &CFG_LAST, &ra));
+            }
+            rg_seq_insert(&b, &CFG_LAST, base + off, st + off, len, len, NULL, 0, &rb);
+            sink_put(&kb, rg_seq_assemble(&b, &CFG_LAST, &rb));
+            assert_int_equal(ra.flags, rb.flags);
+            assert_int_equal(ra.new_bytes, rb.new_bytes);
+            assert_int_equal(ra.adv_bytes, rb.adv_bytes);
+            assert_int_equal(a.next, b.next);
+        }
+        assert_true(fast_taken > 0);
+        assert_int_equal(ka.len, kb.len);
+        assert_memory_equal(ka.buf, kb.buf, ka.len);
+        assert_memory_equal(ka.buf, st, ka.len);
+        free(ka.buf);
+        free(kb.buf);
+        rg_seq_free(&a);
+        rg_seq_free(&b);
+    }
+    free(st);
+}
+
+/* ---- randomized model check -------------------------------------------------------------------- */
+/* Reference: a byte map.  Segments carry content variants; FIRST keeps the
+ * first accepted copy of each byte, LAST the latest; delivered bytes never
+ * change. */
+static void model_run(uint64_t seed, int policy, int meta)
+{
+    rg_rng rng = {seed};
+    const uint32_t N = 6000;
+    uint8_t *ref = calloc(N, 1), *has = calloc(N, 1);
+    uint8_t *seg = malloc(N);
+    rg_seq_cfg cfg = {.policy = (uint8_t)policy, .buffer_data = (uint8_t)!meta, .max_blocks = 4096};
+    uint32_t base = (uint32_t)rng_next(&rng);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_set_base(&s, base);
+    uint32_t rnext = 0; /* reference assembled offset */
+    sink k = {0};
+    uint64_t delivered = 0;
+    for (int step = 0; step < 600; step++) {
+        uint32_t a = rng_below(&rng, N);
+        if (rng_below(&rng, 4) == 0 && rnext < N) a = rnext + rng_below(&rng, 50) % (N - rnext);
+        uint32_t len = 1 + rng_below(&rng, rng_below(&rng, 8) == 0 ? 1500 : 120);
+        if (len > N - a) len = N - a;
+        uint8_t variant = (uint8_t)rng_below(&rng, 3);
+        for (uint32_t i = 0; i < len; i++)
+            seg[i] = (uint8_t)(pat(a + i) + variant);
+        /* reference */
+        uint32_t exp_dup = 0, exp_new = 0;
+        for (uint32_t i = a; i < a + len; i++) {
+            if (i < rnext) {
+                exp_dup++;
+                continue;
+            }
+            if (has[i]) {
+                exp_dup++;
+                if (policy == RG_SEQ_LAST) ref[i] = seg[i - a];
+            } else {
+                exp_new++;
+                has[i] = 1;
+                ref[i] = seg[i - a];
+            }
+        }
+        rg_seq_res r = {0};
+        rg_seq_insert(&s, &cfg, base + a, seg, len, len, NULL, 0, &r);
+        assert_int_equal(r.dup_bytes, exp_dup);
+        assert_int_equal(r.new_bytes, exp_new);
+        assert_int_equal(r.cap_bytes, 0);
+        if (exp_dup && !exp_new) assert_true(r.flags & RG_SEQ_EV_REXMIT);
+        if (exp_dup && exp_new) assert_true(r.flags & RG_SEQ_EV_OVERLAP);
+        /* ready(): no hole between next and the last buffered byte */
+        uint32_t last = rnext, first_hole = rnext;
+        for (uint32_t i = rnext; i < N; i++)
+            if (has[i]) last = i + 1;
+        while (first_hole < N && has[first_hole])
+            first_hole++;
+        assert_int_equal(rg_seq_ready(&s), first_hole >= last);
+        if (rng_below(&rng, 3) == 0) {
+            rg_seq_res ar = {0};
+            rg_bytes b = rg_seq_assemble(&s, &cfg, &ar);
+            assert_int_equal(ar.adv_bytes, first_hole - rnext);
+            if (!meta) {
+                assert_int_equal(b.len, first_hole - rnext);
+                if (b.len) assert_memory_equal(b.ptr, ref + rnext, b.len);
+            } else {
+                assert_int_equal(b.len, 0);
+            }
+            delivered += first_hole - rnext;
+            if (!meta) sink_put(&k, b);
+            rnext = first_hole;
+            assert_int_equal(rg_seq_next(&s), base + rnext);
+        }
+        /* the buffer stays bounded by the span from next (compaction) */
+        if (s.st && s.st->data) assert_true(s.st->buf_cap <= 2u * (N + 64) + 4096);
+    }
+    if (!meta) {
+        assert_int_equal(k.len, delivered);
+        assert_memory_equal(k.buf, ref, k.len);
+    }
+    free(k.buf);
+    free(ref);
+    free(has);
+    free(seg);
+    rg_seq_free(&s);
+}
+
+static void test_random_model(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        model_run(seed, RG_SEQ_FIRST, 0);
+        model_run(seed * 1000 + 7, RG_SEQ_LAST, 0);
+        model_run(seed * 77 + 3, RG_SEQ_FIRST, 1);
+    }
+}
+
+/* ---- memory -------------------------------------------------------------------------------------- */
+/* A long stream with a persistent hole window: the buffer does not grow
+ * with the stream, and a large burst is released once empty. */
+static void test_memory_compaction(void **state)
+{
+    (void)state;
+    const uint32_t N = 2000000, SEG = 1000;
+    uint8_t *st = make_stream(N);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_set_base(&s, 0);
+    uint64_t got = 0;
+    uint32_t maxcap = 0;
+    /* deliver pairs swapped: segment i+1 before segment i */
+    for (uint32_t off = 0; off + 2 * SEG <= N; off += 2 * SEG) {
+        ins(&s, &CFG_FIRST, off + SEG, st + off + SEG, SEG, NULL);
+        ins(&s, &CFG_FIRST, off, st + off, SEG, NULL);
+        rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, NULL);
+        assert_int_equal(b.len, 2 * SEG);
+        assert_memory_equal(b.ptr, st + off, 2 * SEG);
+        got += b.len;
+        if (s.st->buf_cap > maxcap) maxcap = s.st->buf_cap;
+    }
+    assert_int_equal(got, N);
+    assert_true(maxcap <= 8192);
+    /* a 500 KB out-of-order burst, then drained: buffer released on the next insert */
+    ins(&s, &CFG_FIRST, N + 1000, st, 500000, NULL);
+    assert_true(s.st->buf_cap >= 500000);
+    ins(&s, &CFG_FIRST, N, st, 1000, NULL);
+    (void)rg_seq_assemble(&s, &CFG_FIRST, NULL);
+    ins(&s, &CFG_FIRST, N + 501000, st, 10, NULL);
+    (void)rg_seq_assemble(&s, &CFG_FIRST, NULL);
+    ins(&s, &CFG_FIRST, N + 501010, st, 10, NULL);
+    assert_true(s.st->buf_cap <= 65536);
+    rg_seq_free(&s);
+    free(st);
+}
+
+static void test_bad_inputs(void **state)
+{
+    (void)state;
+    uint8_t d[16] = {0};
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res r = {0};
+    /* NULL data with a length: treated as no data */
+    rg_seq_insert(&s, &CFG_FIRST0, 0, NULL, 100, 100, NULL, 0, &r);
+    assert_true(rg_seq_empty(&s));
+    /* takeup below len truncates the data */
+    rg_seq_insert(&s, &CFG_FIRST0, 0, d, 16, 4, NULL, 0, &r);
+    assert_int_equal(rg_seq_buffered(&s), 4);
+    /* absurd phantom length: ignored */
+    rg_seq_insert(&s, &CFG_FIRST0, 4, d, 4, 0xFFFFFFF0u, NULL, 0, &r);
+    assert_false(rg_seq_has_end(&s));
+    /* zero-length segments anywhere */
+    rg_seq_insert(&s, &CFG_FIRST0, 0x7FFFFFFFu, d, 0, 0, NULL, 0, &r);
+    rg_seq_insert(&s, &CFG_FIRST0, 0x80000000u, d, 0, 0, NULL, 0, &r);
+    /* a segment near the top of the half space is capped, not accepted */
+    memset(&r, 0, sizeof r);
+    rg_seq_insert(&s, &CFG_FIRST0, 0x7FFFFFF0u, d, 16, 16, NULL, 0, &r);
+    assert_true(r.flags & RG_SEQ_EV_BUFFER_FULL);
+    rg_seq_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zero_struct_is_empty),
+        cmocka_unit_test(test_fast_path_no_copy),
+        cmocka_unit_test(test_fast_path_metadata_only),
+        cmocka_unit_test(test_borrow_zero_copy),
+        cmocka_unit_test(test_borrow_then_insert_copies),
+        cmocka_unit_test(test_in_order_copy_path),
+        cmocka_unit_test(test_five_segments_all_orders),
+        cmocka_unit_test(test_holes),
+        cmocka_unit_test(test_overlap_shapes),
+        cmocka_unit_test(test_overlap_spanning_blocks),
+        cmocka_unit_test(test_overlap_same_content),
+        cmocka_unit_test(test_below_next_keeps_new_bytes),
+        cmocka_unit_test(test_wraparound),
+        cmocka_unit_test(test_serial_halfspace),
+        cmocka_unit_test(test_byte_cap),
+        cmocka_unit_test(test_block_cap),
+        cmocka_unit_test(test_large_segments),
+        cmocka_unit_test(test_syn_and_fin_phantoms),
+        cmocka_unit_test(test_bare_fin),
+        cmocka_unit_test(test_fragments_end_marker),
+        cmocka_unit_test(test_window_right_edge),
+        cmocka_unit_test(test_gap_skipping),
+        cmocka_unit_test(test_metadata_only),
+        cmocka_unit_test(test_fast_equals_slow),
+        cmocka_unit_test(test_random_model),
+        cmocka_unit_test(test_memory_compaction),
+        cmocka_unit_test(test_bad_inputs),
+    };
+    return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);
+}
