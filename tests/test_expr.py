@@ -674,7 +674,7 @@ def test_unknown_name_span() -> None:
         ("payload + 1", "'+' needs two numbers, got a byte slice and a number (1 bit)", (0, 7)),
         ("header.seq * payload", "got a number (32 bits) and a byte slice", (13, 20)),
         ("payload < header.saddr", "'<' cannot compare byte slices", (0, 22)),
-        ("payload >= 1", "'>=' needs two numbers, got a byte slice and a number (1 bit)", (0, 12)),
+        ("payload >= 1", "'>=' needs two numbers, got a byte slice and a number (1 bit)", (0, 7)),
         (
             "header.saddr == header.seq",
             "cannot compare a byte slice (4 bytes) with a number (32 bits)",

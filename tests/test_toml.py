@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+
 from rubikgen.source import load_yaml
 from rubikgen.workspace import Workspace
 

@@ -2,8 +2,45 @@
 #include "rg/rg_flow.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #define ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((size_t)(a)-1))
+
+/* Large arrays (the index and the pool of a big table) come from anonymous
+ * mappings with transparent huge pages requested: fewer TLB misses on random
+ * flow access.  Zero pages are mapped lazily, so only used records cost
+ * memory.  Small ones use calloc. */
+#define RG_FLOW_BIG (4u << 20)
+
+static void *big_zalloc(size_t n)
+{
+    if (n < RG_FLOW_BIG) return calloc(1, n);
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void big_free(void *p, size_t n)
+{
+    if (!p) return;
+    if (n < RG_FLOW_BIG)
+        free(p);
+    else
+        munmap(p, n);
+}
+
+static size_t pool_bytes(const rg_flow *t)
+{
+    return (size_t)t->cap * t->stride;
+}
+
+static size_t index_bytes(const rg_flow *t)
+{
+    return ((size_t)t->mask + 1) * sizeof(uint64_t);
+}
 
 static uint64_t slot_make(uint32_t tag, uint32_t idx, uint32_t dir)
 {
@@ -36,12 +73,11 @@ rg_flow *rg_flow_new(const rg_flow_cfg *cfg)
     while (nslots < nkeys * 2)
         nslots <<= 1;
     t->mask = (uint32_t)(nslots - 1);
-    t->slot = calloc(nslots, sizeof *t->slot);
-    /* calloc of a large pool maps zero pages lazily: only used records cost */
-    t->pool = calloc(cfg->cap, t->stride);
+    t->slot = big_zalloc(index_bytes(t));
+    t->pool = big_zalloc(pool_bytes(t));
     if (!t->slot || !t->pool) {
-        free(t->slot);
-        free(t->pool);
+        big_free(t->slot, index_bytes(t));
+        big_free(t->pool, pool_bytes(t));
         free(t);
         return NULL;
     }
@@ -54,15 +90,13 @@ rg_flow *rg_flow_new(const rg_flow_cfg *cfg)
 void rg_flow_free(rg_flow *t)
 {
     if (!t) return;
-#ifdef RG_HAVE_ASAN
-    RG_UNPOISON(t->pool, (size_t)t->cap * t->stride);
-#endif
-    free(t->slot);
-    free(t->pool);
+    RG_UNPOISON(t->pool, pool_bytes(t));
+    big_free(t->slot, index_bytes(t));
+    big_free(t->pool, pool_bytes(t));
     free(t);
 }
 
-/* ---- LRU list -------------------------------------------------------------- */
+/* ---- LRU list ---- */
 static void lru_unlink(rg_flow *t, rg_flow_rec *r)
 {
     if (r->prev != RG_FLOW_NIL)
@@ -102,7 +136,7 @@ void rg_flow__lru_move_front(rg_flow *t, uint32_t idx, rg_flow_rec *r)
     t->lru_head = idx;
 }
 
-/* ---- hash index -------------------------------------------------------------- */
+/* ---- hash index ---- */
 static void index_insert(rg_flow *t, uint32_t tag, uint32_t idx, uint32_t dir)
 {
     uint32_t i = tag & t->mask;
@@ -135,7 +169,7 @@ static void index_remove(rg_flow *t, uint64_t s)
     t->slot[i] = 0;
 }
 
-/* ---- create / delete ----------------------------------------------------------- */
+/* ---- create / delete ---- */
 static void remove_rec(rg_flow *t, uint32_t idx, rg_flow_rec *r)
 {
     index_remove(t, slot_make(r->tag[0], idx, 0));

@@ -150,7 +150,7 @@ int rg_link_locate(const rg_linkinfo *li, const uint8_t *p, uint32_t caplen, rg_
     return RG_OK;
 }
 
-/* ---- reader ------------------------------------------------------------------ */
+/* ---- reader ---- */
 struct rg_pcap {
     pcap_t *p;
     rg_linkinfo link;
@@ -226,7 +226,7 @@ void rg_pcap_close(rg_pcap *c)
     free(c);
 }
 
-/* ---- whole capture in memory --------------------------------------------------- */
+/* ---- whole capture in memory ---- */
 int rg_capture_load(const char *path, rg_capture *cap, char *err, size_t errlen)
 {
     memset(cap, 0, sizeof *cap);

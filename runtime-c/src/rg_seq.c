@@ -204,6 +204,23 @@ void rg_seq__unborrow(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     if (place(s, cfg, s->next, p, n, &tmp) < 0 && res) drop_cap(res, n);
 }
 
+/* The highest sequence number known to be used: next, the buffered blocks,
+ * the end marker and the segment being inserted (if plausible).  A window
+ * left edge beyond it is not trusted for gap skipping (a bogus or foreign
+ * acknowledgment would otherwise skip up to 2 GiB of stream). */
+static uint32_t highest_seen(const rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, uint32_t takeup)
+{
+    uint32_t hi = s->next;
+    if (s->nblk && rg_sdiff(s->st->blk[s->nblk - 1].end, hi) > 0) hi = s->st->blk[s->nblk - 1].end;
+    if (s->borrow_len && rg_sdiff(s->next + s->borrow_len, hi) > 0) hi = s->next + s->borrow_len;
+    if ((s->flags & RG_SEQF_END) && rg_sdiff(s->lend, hi) > 0) hi = s->lend;
+    uint32_t segend = seq + takeup;
+    int32_t rel = rg_sdiff(segend, s->next);
+    uint32_t span = cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg) : RG_SEQ_MAX_SPAN;
+    if (rel > 0 && (uint32_t)rel <= span && rg_sdiff(segend, hi) > 0) hi = segend;
+    return hi;
+}
+
 uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
                        uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
                        rg_seq_res *res)
@@ -231,7 +248,8 @@ uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uin
     /* window: right edge trims, left edge past next arms gap skipping */
     if (win && (win->left | win->right)) {
         if (rg_sdiff(win->left, s->next) > 0 &&
-            (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(win->left, s->floor) > 0)) {
+            (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(win->left, s->floor) > 0) &&
+            rg_sdiff(win->left, highest_seen(s, cfg, seq, takeup)) <= 0) {
             s->floor = win->left;
             s->flags |= RG_SEQF_FLOOR;
         }
@@ -250,8 +268,7 @@ uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uin
     }
 
     /* a data-less phantom at next before anything else (SYN): skip it */
-    if (len == 0 && takeup > 0 && !(s->flags & RG_SEQF_STARTED) && seq == s->next &&
-        s->nblk == 0) {
+    if (len == 0 && takeup > 0 && !(s->flags & RG_SEQF_STARTED) && seq == s->next && s->nblk == 0) {
         s->next = seq + takeup;
         s->flags |= RG_SEQF_STARTED;
         return res->flags;

@@ -6,8 +6,7 @@
 #include <string.h>
 
 static const char *const default_reason[RG_REASON_USER] = {
-    "truncated", "malformed", "unsupported", "no_instance",
-    "cap",       "psm_fail",  "checksum",    "other",
+    "truncated", "malformed", "unsupported", "no_instance", "cap", "psm_fail", "checksum", "other",
 };
 
 rg_stats *rg_stats_new(uint32_t nlayers, const char *const *names)
@@ -151,8 +150,9 @@ void rg_stats_json(const rg_stats *s, FILE *out)
     rg_stats_sum_inst(s, &tot);
     fprintf(out, "{\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"errors\":%" PRIu64, s->packets,
             s->bytes, rg_stats_total_errors(s));
-    fprintf(out, ",\"instances\":{\"live\":%" PRIu64 ",\"created\":%" PRIu64
-                 ",\"destroyed\":%" PRIu64 ",\"evicted\":%" PRIu64 ",\"expired\":%" PRIu64 "}",
+    fprintf(out,
+            ",\"instances\":{\"live\":%" PRIu64 ",\"created\":%" PRIu64 ",\"destroyed\":%" PRIu64
+            ",\"evicted\":%" PRIu64 ",\"expired\":%" PRIu64 "}",
             tot.live, tot.created, tot.destroyed, tot.evicted, tot.expired);
     fputs(",\"layers\":[", out);
     for (uint32_t i = 0; i < s->nlayers; i++) {

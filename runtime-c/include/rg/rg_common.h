@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* ---- error codes (0 = success, negative = failure) ---------------------- */
+/* ---- error codes (0 = success, negative = failure) ---- */
 enum {
     RG_OK = 0,
     RG_ETRUNC = -1,       /* not enough bytes: a truncated packet or field */
@@ -25,7 +25,12 @@ enum {
 /* Short, static description of an error code. */
 const char *rg_strerror(int err);
 
-/* ---- compiler helpers ------------------------------------------------------ */
+/* A random 64-bit value for hash seeds (flow tables exposed to untrusted
+ * traffic should not use a fixed seed).  Uses the kernel's random source
+ * once; call it at set-up time, never per packet. */
+uint64_t rg_random_seed(void);
+
+/* ---- compiler helpers ---- */
 #if defined(__GNUC__) || defined(__clang__)
 #define RG_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define RG_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -38,7 +43,7 @@ const char *rg_strerror(int err);
 #define RG_UNUSED
 #endif
 
-/* ---- byte views ------------------------------------------------------------ */
+/* ---- byte views ---- */
 /* A (pointer, length) view.  The runtime never hands out a NULL pointer:
  * empty views point at rg_empty_byte. */
 typedef struct rg_bytes {
@@ -64,7 +69,7 @@ RG_INLINE rg_bytes rg_bytes_empty(void)
     return b;
 }
 
-/* ---- 32-bit serial-number arithmetic (RFC 1982 style) --------------------- */
+/* ---- 32-bit serial-number arithmetic (RFC 1982 style) ---- */
 /* Signed distance a - b; positive when a is after b. */
 RG_INLINE int32_t rg_sdiff(uint32_t a, uint32_t b)
 {
@@ -79,7 +84,7 @@ RG_INLINE int rg_seq_le(uint32_t a, uint32_t b)
     return rg_sdiff(a, b) <= 0;
 }
 
-/* ---- AddressSanitizer manual poisoning (no-op without ASan) --------------- */
+/* ---- AddressSanitizer manual poisoning (no-op without ASan) ---- */
 #if defined(__SANITIZE_ADDRESS__)
 #define RG_HAVE_ASAN 1
 #elif defined(__has_feature)

@@ -81,8 +81,8 @@ typedef struct rg_flow_rec {
 /* The table.  Fields are exposed for the inline fast paths; treat them as
  * private. */
 typedef struct rg_flow {
-    uint64_t *slot;  /* hash index; 0 = empty */
-    uint32_t mask;   /* nslots - 1 */
+    uint64_t *slot; /* hash index; 0 = empty */
+    uint32_t mask;  /* nslots - 1 */
     uint32_t key_len;
     uint32_t key_off;     /* offset of the keys in a record */
     uint32_t payload_off; /* offset of the payload in a record */
@@ -108,7 +108,7 @@ typedef struct rg_flow {
     rg_inst_stats own_stats;
 } rg_flow;
 
-/* ---- hashing --------------------------------------------------------------- */
+/* ---- hashing ---- */
 RG_INLINE uint64_t rg_hash_mix64(uint64_t h)
 {
     h ^= h >> 33;
@@ -161,7 +161,7 @@ RG_INLINE uint64_t rg_flow_hash(const rg_flow *t, const void *key)
     return rg_hash_bytes(key, t->key_len, t->seed);
 }
 
-/* ---- record access --------------------------------------------------------- */
+/* ---- record access ---- */
 RG_INLINE rg_flow_rec *rg_flow__rec(const rg_flow *t, uint32_t idx)
 {
     return (rg_flow_rec *)(void *)(t->pool + (size_t)idx * t->stride);
@@ -187,7 +187,7 @@ RG_INLINE void rg_flow__touch(rg_flow *t, uint32_t idx, rg_flow_rec *r)
     if (t->lru_head != idx) rg_flow__lru_move_front(t, idx, r);
 }
 
-/* ---- API ------------------------------------------------------------------- */
+/* ---- API ---- */
 /* NULL when cfg is invalid or memory is short. */
 rg_flow *rg_flow_new(const rg_flow_cfg *cfg);
 /* Free the table without calling on_remove (call rg_flow_flush first). */
@@ -224,9 +224,20 @@ RG_INLINE void *rg_flow_find_hn(const rg_flow *t, const void *key, size_t key_le
     }
 }
 
+/* Prefetch the index slot of a hash (batch processing: hash several
+ * packets' keys, prefetch, then look them up). */
+RG_INLINE void rg_flow_prefetch(const rg_flow *t, uint64_t h)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(&t->slot[rg_flow_tag(h) & t->mask]);
+#else
+    (void)t;
+    (void)h;
+#endif
+}
+
 /* Lookup and touch (LRU + last-seen time). */
-RG_INLINE void *rg_flow_lookup_hn(rg_flow *t, const void *key, size_t key_len, uint64_t h,
-                                  int *dir)
+RG_INLINE void *rg_flow_lookup_hn(rg_flow *t, const void *key, size_t key_len, uint64_t h, int *dir)
 {
     void *inst = rg_flow_find_hn(t, key, key_len, h, dir);
     if (inst) {
@@ -274,14 +285,15 @@ RG_INLINE void rg_flow_touch(rg_flow *t, void *inst)
 size_t rg_flow_expire(rg_flow *t, uint64_t now, uint64_t idle_ns);
 
 /* Call fn on every live instance, least recently used first.  fn may delete
- * the instance it is given (and only that one).  Returns the count visited. */
+ * any instance (deleted ones are not visited); instances it creates or looks
+ * up move to the MRU end and are visited again.  Returns the count visited. */
 typedef void (*rg_flow_iter_fn)(void *ctx, rg_flow *t, void *inst);
 size_t rg_flow_foreach(rg_flow *t, rg_flow_iter_fn fn, void *ctx);
 
 /* Remove all instances, calling on_remove(RG_FLOW_FLUSHED) for each. */
 size_t rg_flow_flush(rg_flow *t);
 
-/* ---- accessors --------------------------------------------------------------- */
+/* ---- accessors ---- */
 RG_INLINE uint32_t rg_flow_live(const rg_flow *t)
 {
     return t->nlive;

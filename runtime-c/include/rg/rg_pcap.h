@@ -35,7 +35,8 @@ typedef struct rg_linkinfo {
     rg_entry entry;   /* entry protocol hint for the capture */
     uint32_t net_off; /* fixed link-header length: where the network layer starts
                          (Ethernet: 14 without VLAN tags) */
-    const char *name; /* short name: "ether", "raw", "ipv4", "ipv6", "sll", "sll2", "null", "loop" */
+    const char
+        *name; /* short name: "ether", "raw", "ipv4", "ipv6", "sll", "sll2", "null", "loop" */
 } rg_linkinfo;
 
 /* Per-frame result of rg_link_locate. */

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-/* ---- unchecked loads ------------------------------------------------------- */
+/* ---- unchecked loads ---- */
 RG_INLINE uint8_t rg_load_u8(const uint8_t *p)
 {
     return p[0];
@@ -80,14 +80,14 @@ RG_INLINE uint64_t rg_load_ben(const uint8_t *p, unsigned n)
     return v;
 }
 
-/* ---- range check ----------------------------------------------------------- */
+/* ---- range check ---- */
 /* True when [off, off + n) lies inside a buffer of len bytes (overflow-safe). */
 RG_INLINE int rg_has(size_t len, size_t off, size_t n)
 {
     return off <= len && len - off >= n;
 }
 
-/* ---- checked loads at an absolute offset ---------------------------------- */
+/* ---- checked loads at an absolute offset ---- */
 #define RG_DEF_GET(name, type, nbytes, loader)                                                     \
     RG_INLINE int rg_get_##name(const uint8_t *p, size_t len, size_t off, type *out)               \
     {                                                                                              \
@@ -108,7 +108,7 @@ RG_DEF_GET(le48, uint64_t, 6, rg_load_le48)
 RG_DEF_GET(le64, uint64_t, 8, rg_load_le64)
 #undef RG_DEF_GET
 
-/* ---- bit runs -------------------------------------------------------------- */
+/* ---- bit runs ---- */
 /* Extract nbits (1..64) starting bit_off bits into p, MSB first, treating the
  * bytes as one big-endian run (network bit order: bit 0 is the MSB of p[0]).
  * Unchecked: the caller guarantees (bit_off + nbits + 7) / 8 bytes exist.
@@ -146,7 +146,7 @@ RG_INLINE int rg_get_bits(const uint8_t *p, size_t len, size_t bit_off, unsigned
     return RG_OK;
 }
 
-/* ---- cursor ---------------------------------------------------------------- */
+/* ---- cursor ---- */
 typedef struct rg_cursor {
     const uint8_t *ptr; /* start of the buffer */
     size_t len;         /* bytes available */
@@ -227,7 +227,7 @@ RG_INLINE int rg_cur_bits(const rg_cursor *c, size_t bit_off, unsigned nbits, ui
     return rg_get_bits(c->ptr + c->off, c->len - c->off, bit_off, nbits, out);
 }
 
-/* ---- clamping slices (spec expressions s[a:b], s[a:], s[:b], s[i]) -------- */
+/* ---- clamping slices (spec expressions s[a:b], s[a:], s[:b], s[i]) ---- */
 /* Indices are unsigned and clamp to [0, len]; b < a gives an empty view.  The
  * result never has a NULL pointer. */
 RG_INLINE rg_bytes rg_slice(rg_bytes s, uint64_t a, uint64_t b)
@@ -261,7 +261,7 @@ RG_INLINE int rg_bytes_eq(rg_bytes s, rg_bytes t)
     return s.len == t.len && (s.len == 0 || memcmp(s.ptr, t.ptr, s.len) == 0);
 }
 
-/* ---- QUIC variable-length integer (RFC 9000 section 16) ------------------- */
+/* ---- QUIC variable-length integer (RFC 9000 section 16) ---- */
 /* Encoded length from the first byte: 1, 2, 4 or 8. */
 RG_INLINE unsigned rg_varint_size(uint8_t first)
 {
@@ -309,7 +309,7 @@ RG_INLINE int rg_cur_varint(rg_cursor *c, uint64_t *out)
     return RG_OK;
 }
 
-/* ---- Internet checksum ----------------------------------------------------- */
+/* ---- Internet checksum ---- */
 /* One's-complement sum of (p, len) folded to 16 bits, added to `sum`
  * (call with sum = 0, or a pseudo-header sum).  Out of line: rg_pkt.c. */
 uint32_t rg_csum_add(uint32_t sum, const uint8_t *p, size_t len);

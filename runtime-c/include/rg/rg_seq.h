@@ -35,7 +35,8 @@
  *   - a segment whose data bytes were all seen: RG_SEQ_EV_REXMIT; some but
  *     not all: RG_SEQ_EV_OVERLAP;
  *   - window [left, right): bytes at or past right are dropped
- *     (RG_SEQ_EV_OUT_OF_WINDOW); left past next arms gap skipping;
+ *     (RG_SEQ_EV_OUT_OF_WINDOW); left past next arms gap skipping, unless
+ *     left is beyond every byte seen (a bogus acknowledgment);
  *   - byte cap: bytes at or past next + cfg.max_bytes are dropped, block cap:
  *     a segment that would need block number max_blocks + 1 is dropped
  *     (both RG_SEQ_EV_BUFFER_FULL).
@@ -97,13 +98,13 @@ enum {
 /* Per-packet results: flags are ORed and counters added by every call. */
 typedef struct rg_seq_res {
     uint32_t flags;
-    uint32_t new_bytes;  /* data bytes accepted for the first time */
-    uint32_t dup_bytes;  /* data bytes seen before (delivered or buffered) */
-    uint32_t dup_seq;    /* first duplicate byte (valid if dup_bytes) */
-    uint32_t oow_bytes;  /* dropped: window / end marker */
-    uint32_t cap_bytes;  /* dropped: caps / memory */
-    uint32_t gap_bytes;  /* skipped by assemble */
-    uint32_t adv_bytes;  /* data bytes delivered by assemble (also without buffering) */
+    uint32_t new_bytes; /* data bytes accepted for the first time */
+    uint32_t dup_bytes; /* data bytes seen before (delivered or buffered) */
+    uint32_t dup_seq;   /* first duplicate byte (valid if dup_bytes) */
+    uint32_t oow_bytes; /* dropped: window / end marker */
+    uint32_t cap_bytes; /* dropped: caps / memory */
+    uint32_t gap_bytes; /* skipped by assemble */
+    uint32_t adv_bytes; /* data bytes delivered by assemble (also without buffering) */
 } rg_seq_res;
 
 typedef struct rg_seq_blk {
@@ -181,7 +182,7 @@ RG_INLINE void rg_seq_settle(rg_seq *s, const rg_seq_cfg *cfg)
     if (s->borrow) rg_seq__unborrow(s, cfg, NULL);
 }
 
-/* ---- queries ------------------------------------------------------------------ */
+/* ---- queries ---- */
 RG_INLINE uint32_t rg_seq_next(const rg_seq *s)
 {
     return s->next;
@@ -223,7 +224,7 @@ RG_INLINE int rg_seq_done(const rg_seq *s)
 /* rg_seq_assemble would return data or skip a hole now. */
 int rg_seq_pending(const rg_seq *s);
 
-/* ---- fast forward ------------------------------------------------------------- */
+/* ---- fast forward ---- */
 RG_INLINE uint32_t rg_seq_cfg_max_bytes(const rg_seq_cfg *cfg)
 {
     uint32_t m = cfg->max_bytes ? cfg->max_bytes : RG_SEQ_DEFAULT_MAX_BYTES;
@@ -249,7 +250,7 @@ RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const 
     }
     if (RG_UNLIKELY(len > rg_seq_cfg_max_bytes(cfg))) return 0;
     if (win && (win->left | win->right)) {
-        if (rg_sdiff(win->left, seq) > 0) return 0;         /* arms gap skipping */
+        if (rg_sdiff(win->left, seq) > 0) return 0;             /* arms gap skipping */
         if (rg_sdiff(win->right, seq) < (int64_t)len) return 0; /* trims */
     }
     s->next = seq + len;
@@ -268,7 +269,7 @@ RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const 
     return 1;
 }
 
-/* ---- statistics ----------------------------------------------------------------- */
+/* ---- statistics ---- */
 RG_INLINE void rg_seq_stats_add(rg_seq_stats *st, const rg_seq_res *r)
 {
     st->rexmit += !!(r->flags & RG_SEQ_EV_REXMIT);

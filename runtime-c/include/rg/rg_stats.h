@@ -44,16 +44,16 @@ typedef struct rg_inst_stats {
 
 /* Sequence (reassembly) counters, in bytes unless noted. */
 typedef struct rg_seq_stats {
-    uint64_t inserts;        /* insert calls */
-    uint64_t rexmit;         /* inserts flagged retransmission */
-    uint64_t overlap;        /* inserts flagged partial overlap */
-    uint64_t out_of_window;  /* inserts flagged out-of-window / past end */
-    uint64_t buffer_full;    /* inserts flagged cap exceeded */
-    uint64_t conflict;       /* inserts whose overlap differed in content */
-    uint64_t bytes_new;      /* accepted new bytes */
-    uint64_t bytes_dup;      /* already-seen bytes */
-    uint64_t bytes_dropped;  /* dropped: window, end marker, caps */
-    uint64_t bytes_skipped;  /* holes skipped by ACK-driven gap skipping */
+    uint64_t inserts;       /* insert calls */
+    uint64_t rexmit;        /* inserts flagged retransmission */
+    uint64_t overlap;       /* inserts flagged partial overlap */
+    uint64_t out_of_window; /* inserts flagged out-of-window / past end */
+    uint64_t buffer_full;   /* inserts flagged cap exceeded */
+    uint64_t conflict;      /* inserts whose overlap differed in content */
+    uint64_t bytes_new;     /* accepted new bytes */
+    uint64_t bytes_dup;     /* already-seen bytes */
+    uint64_t bytes_dropped; /* dropped: window, end marker, caps */
+    uint64_t bytes_skipped; /* holes skipped by ACK-driven gap skipping */
     uint64_t bytes_delivered;
 } rg_seq_stats;
 

@@ -128,7 +128,8 @@ uint64_t rg_timer_total(const rg_timer *tm);
 uint64_t rg_timer_next_deadline(const rg_timer *tm);
 
 /* Convenience: the struct containing a node. */
-#define RG_TIMER_CONTAINER(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+#define RG_TIMER_CONTAINER(ptr, type, member)                                                      \
+    ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 #ifdef __cplusplus
 }

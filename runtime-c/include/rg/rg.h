@@ -1,0 +1,13 @@
+/* rg.h - the whole rubikgen C runtime (librgrt.a). */
+#ifndef RG_H
+#define RG_H
+
+#include "rg_common.h"
+#include "rg_flow.h"
+#include "rg_pcap.h"
+#include "rg_pkt.h"
+#include "rg_seq.h"
+#include "rg_stats.h"
+#include "rg_timer.h"
+
+#endif /* RG_H */

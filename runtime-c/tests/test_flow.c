@@ -1,0 +1,526 @@
+/* test_flow.c - bidirectional flow / instance table. */
+#include "rg_test.h"
+
+#include "rg/rg_flow.h"
+
+#ifdef RG_HAVE_ASAN
+int __asan_address_is_poisoned(void const volatile *addr);
+#endif
+
+/* A TCP/IPv4-like key: saddr, daddr, sport, dport (12 bytes). */
+typedef struct {
+    uint8_t b[12];
+} key12;
+
+static key12 k12(uint32_t sa, uint32_t da, uint16_t sp, uint16_t dp)
+{
+    key12 k;
+    memcpy(k.b, &sa, 4);
+    memcpy(k.b + 4, &da, 4);
+    memcpy(k.b + 8, &sp, 2);
+    memcpy(k.b + 10, &dp, 2);
+    return k;
+}
+static key12 k12_rev(const key12 *k)
+{
+    key12 r;
+    memcpy(r.b, k->b + 4, 4);
+    memcpy(r.b + 4, k->b, 4);
+    memcpy(r.b + 8, k->b + 10, 2);
+    memcpy(r.b + 10, k->b + 8, 2);
+    return r;
+}
+
+typedef struct {
+    uint64_t id;
+    uint8_t state;
+    uint8_t pad[45];
+} payload;
+
+/* removal callback log */
+typedef struct {
+    int n;
+    uint64_t ids[64];
+    int reasons[64];
+    int delete_self;
+    int try_create;
+    void *created;
+} cblog;
+
+static void on_remove(void *ctx, rg_flow *t, void *inst, int reason)
+{
+    cblog *l = ctx;
+    payload *p = inst;
+    if (l->n < 64) {
+        l->ids[l->n] = p->id;
+        l->reasons[l->n] = reason;
+    }
+    l->n++;
+    if (l->try_create) {
+        key12 k = k12(0xdead, 0xbeef, 1, 2), r = k12_rev(&k);
+        l->created = rg_flow_create(t, k.b, r.b);
+    }
+    if (l->delete_self) rg_flow_delete(t, inst);
+}
+
+static rg_flow *mk(uint32_t cap, int bidir, cblog *log)
+{
+    rg_flow_cfg cfg = {.key_len = 12,
+                       .payload_size = sizeof(payload),
+                       .cap = cap,
+                       .bidir = bidir,
+                       .seed = 0x1234,
+                       .on_remove = on_remove,
+                       .cb_ctx = log};
+    rg_flow *t = rg_flow_new(&cfg);
+    assert_non_null(t);
+    return t;
+}
+
+static void test_bad_config(void **state)
+{
+    (void)state;
+    rg_flow_cfg cfg = {.key_len = 0, .cap = 10};
+    assert_null(rg_flow_new(&cfg));
+    cfg.key_len = 4;
+    cfg.cap = 0;
+    assert_null(rg_flow_new(&cfg));
+    cfg.cap = RG_FLOW_MAX_CAP + 1;
+    assert_null(rg_flow_new(&cfg));
+    cfg.cap = 1;
+    cfg.key_len = RG_FLOW_MAX_KEY + 1;
+    assert_null(rg_flow_new(&cfg));
+    assert_null(rg_flow_new(NULL));
+    rg_flow_free(NULL);
+}
+
+static void test_both_directions(void **state)
+{
+    (void)state;
+    cblog log = {0};
+    rg_flow *t = mk(16, 1, &log);
+    key12 f = k12(0x0a000001, 0x0a000002, 1234, 80), r = k12_rev(&f);
+    int dir = -1;
+    assert_null(rg_flow_lookup(t, f.b, &dir));
+    payload *p = rg_flow_create(t, f.b, r.b);
+    assert_non_null(p);
+    assert_int_equal(((uintptr_t)p) % 16, 0);
+    for (size_t i = 0; i < sizeof *p; i++)
+        assert_int_equal(((uint8_t *)p)[i], 0); /* zeroed */
+    p->id = 7;
+    assert_ptr_equal(rg_flow_lookup(t, f.b, &dir), p);
+    assert_int_equal(dir, RG_DIR_TO_PASSIVE);
+    assert_ptr_equal(rg_flow_lookup(t, r.b, &dir), p);
+    assert_int_equal(dir, RG_DIR_TO_ACTIVE);
+    assert_ptr_equal(rg_flow_find(t, r.b, NULL), p);
+    assert_memory_equal(rg_flow_key(t, p, 0), f.b, 12);
+    assert_memory_equal(rg_flow_key(t, p, 1), r.b, 12);
+    /* a different flow does not match */
+    key12 g = k12(0x0a000001, 0x0a000002, 1235, 80);
+    assert_null(rg_flow_lookup(t, g.b, &dir));
+    assert_int_equal(rg_flow_live(t), 1);
+    rg_flow_delete(t, p);
+    assert_null(rg_flow_lookup(t, f.b, &dir));
+    assert_null(rg_flow_lookup(t, r.b, &dir));
+    assert_int_equal(rg_flow_live(t), 0);
+    assert_int_equal(log.n, 0); /* explicit deletes do not call back */
+    rg_flow_delete(t, p);       /* double delete: ignored */
+    assert_int_equal(rg_flow_stats(t)->destroyed, 1);
+    rg_flow_free(t);
+}
+
+static void test_unidirectional(void **state)
+{
+    (void)state;
+    rg_flow *t = mk(4, 0, NULL);
+    key12 f = k12(1, 2, 3, 4), r = k12_rev(&f);
+    payload *p = rg_flow_create(t, f.b, r.b);
+    int dir = -1;
+    assert_ptr_equal(rg_flow_lookup(t, f.b, &dir), p);
+    assert_int_equal(dir, 0);
+    assert_null(rg_flow_lookup(t, r.b, &dir));
+    assert_null(rg_flow_key(t, p, 1));
+    rg_flow_delete(t, p);
+    assert_null(rg_flow_lookup(t, f.b, &dir));
+    rg_flow_free(t);
+}
+
+/* A key equal to its swap (same address and port on both sides). */
+static void test_symmetric_key(void **state)
+{
+    (void)state;
+    rg_flow *t = mk(4, 1, NULL);
+    key12 f = k12(5, 5, 9, 9), r = k12_rev(&f);
+    assert_memory_equal(f.b, r.b, 12);
+    payload *p = rg_flow_create(t, f.b, r.b);
+    int dir = -1;
+    assert_ptr_equal(rg_flow_lookup(t, r.b, &dir), p);
+    assert_int_equal(dir, RG_DIR_TO_PASSIVE);
+    rg_flow_delete(t, p);
+    assert_null(rg_flow_lookup(t, f.b, &dir));
+    for (uint32_t i = 0; i < t->mask + 1; i++)
+        assert_int_equal(t->slot[i], 0);
+    rg_flow_free(t);
+}
+
+/* LRU eviction when the cap is hit: the least recently used instance goes,
+ * lookups count as use, the callback sees the victim before it is removed. */
+static void test_cap_and_eviction(void **state)
+{
+    (void)state;
+    cblog log = {0};
+    rg_inst_stats st = {0};
+    rg_flow_cfg cfg = {.key_len = 12,
+                       .payload_size = sizeof(payload),
+                       .cap = 4,
+                       .bidir = 1,
+                       .on_remove = on_remove,
+                       .cb_ctx = &log,
+                       .stats = &st};
+    rg_flow *t = rg_flow_new(&cfg);
+    key12 k[8], r[8];
+    payload *p[8];
+    for (int i = 0; i < 4; i++) {
+        k[i] = k12(100 + i, 200, 1, 2);
+        r[i] = k12_rev(&k[i]);
+        rg_flow_set_time(t, (uint64_t)i * 10);
+        p[i] = rg_flow_create(t, k[i].b, r[i].b);
+        p[i]->id = (uint64_t)i;
+    }
+    assert_int_equal(st.live, 4);
+    /* use flow 0 (reverse direction): flow 1 is now the LRU */
+    int dir;
+    assert_ptr_equal(rg_flow_lookup(t, r[0].b, &dir), p[0]);
+    k[4] = k12(104, 200, 1, 2);
+    r[4] = k12_rev(&k[4]);
+    p[4] = rg_flow_create(t, k[4].b, r[4].b);
+    assert_non_null(p[4]);
+    p[4]->id = 4;
+    assert_int_equal(log.n, 1);
+    assert_int_equal(log.ids[0], 1);
+    assert_int_equal(log.reasons[0], RG_FLOW_EVICTED);
+    assert_null(rg_flow_lookup(t, k[1].b, &dir));
+    assert_null(rg_flow_lookup(t, r[1].b, &dir));
+    assert_int_equal(st.evicted, 1);
+    assert_int_equal(st.live, 4);
+    assert_int_equal(st.created, 5);
+    assert_int_equal(st.destroyed, 1);
+    assert_int_equal(st.peak_live, 4);
+    /* the victim's record is reused; the others are intact */
+    for (int i = 0; i < 5; i++) {
+        if (i == 1) continue;
+        assert_ptr_equal(rg_flow_lookup(t, k[i].b, &dir), p[i]);
+        assert_int_equal(dir, 0);
+        assert_ptr_equal(rg_flow_lookup(t, r[i].b, &dir), p[i]);
+        assert_int_equal(dir, 1);
+        assert_int_equal(p[i]->id, (uint64_t)i);
+    }
+    /* LRU order now: 0, 2, 3, 4 (oldest first); evict three more */
+    for (int i = 5; i < 8; i++) {
+        k[i] = k12(100 + (uint32_t)i, 200, 1, 2);
+        r[i] = k12_rev(&k[i]);
+        p[i] = rg_flow_create(t, k[i].b, r[i].b);
+        p[i]->id = (uint64_t)i;
+    }
+    assert_int_equal(log.n, 4);
+    assert_int_equal(log.ids[1], 0);
+    assert_int_equal(log.ids[2], 2);
+    assert_int_equal(log.ids[3], 3);
+    assert_int_equal(rg_flow_live(t), 4);
+    rg_flow_free(t);
+}
+
+static void test_no_evict(void **state)
+{
+    (void)state;
+    rg_flow_cfg cfg = {.key_len = 12, .payload_size = 8, .cap = 2, .bidir = 1, .no_evict = 1};
+    rg_flow *t = rg_flow_new(&cfg);
+    key12 a = k12(1, 2, 3, 4), b = k12(1, 2, 3, 5), c = k12(1, 2, 3, 6);
+    key12 ar = k12_rev(&a), br = k12_rev(&b), cr = k12_rev(&c);
+    assert_non_null(rg_flow_create(t, a.b, ar.b));
+    void *pb = rg_flow_create(t, b.b, br.b);
+    assert_non_null(pb);
+    assert_null(rg_flow_create(t, c.b, cr.b));
+    assert_int_equal(rg_flow_stats(t)->create_failed, 1);
+    rg_flow_delete(t, pb);
+    assert_non_null(rg_flow_create(t, c.b, cr.b));
+    rg_flow_free(t);
+}
+
+/* Delete then create under ASan: the deleted payload is poisoned, the
+ * record is reused without stale keys, no use after free anywhere. */
+static void test_delete_then_create(void **state)
+{
+    (void)state;
+    cblog log = {0};
+    rg_flow *t = mk(2, 1, &log);
+    key12 a = k12(1, 1, 1, 1), ar = k12_rev(&a);
+    key12 b = k12(2, 2, 2, 3), br = k12_rev(&b);
+    payload *pa = rg_flow_create(t, a.b, ar.b);
+    pa->id = 11;
+    rg_flow_delete(t, pa);
+#ifdef RG_HAVE_ASAN
+    assert_true(__asan_address_is_poisoned(&pa->id));
+#endif
+    payload *pb = rg_flow_create(t, b.b, br.b);
+    assert_ptr_equal(pb, pa); /* LIFO reuse of the freed record */
+#ifdef RG_HAVE_ASAN
+    assert_false(__asan_address_is_poisoned(&pb->id));
+#endif
+    assert_int_equal(pb->id, 0);
+    int dir;
+    assert_null(rg_flow_lookup(t, a.b, &dir));
+    assert_null(rg_flow_lookup(t, ar.b, &dir));
+    assert_ptr_equal(rg_flow_lookup(t, br.b, &dir), pb);
+    /* eviction whose callback deletes the victim itself */
+    log.delete_self = 1;
+    payload *pc = rg_flow_create(t, a.b, ar.b);
+    pc->id = 12;
+    key12 c = k12(3, 3, 3, 4), cr = k12_rev(&c);
+    payload *pd = rg_flow_create(t, c.b, cr.b); /* evicts pb (LRU) */
+    assert_non_null(pd);
+    assert_int_equal(log.n, 1);
+    assert_int_equal(rg_flow_live(t), 2);
+    assert_int_equal(rg_flow_stats(t)->destroyed, 2);
+    /* a callback may not create in the same table */
+    log.delete_self = 0;
+    log.try_create = 1;
+    key12 e = k12(4, 4, 4, 5), er = k12_rev(&e);
+    assert_non_null(rg_flow_create(t, e.b, er.b));
+    assert_null(log.created);
+    assert_int_equal(rg_flow_live(t), 2);
+    rg_flow_free(t);
+}
+
+/* Random operations against a reference, on a small table with many
+ * collisions: exercises probing and backward-shift deletion. */
+static void test_random_vs_reference(void **state)
+{
+    (void)state;
+    enum { NK = 300, CAP = 128 };
+    rg_rng rng = {99};
+    rg_flow_cfg cfg = {.key_len = 13, .payload_size = 16, .cap = CAP, .bidir = 1, .no_evict = 1};
+    rg_flow *t = rg_flow_new(&cfg);
+    uint8_t keys[NK][13], revs[NK][13];
+    void *live[NK];
+    memset(live, 0, sizeof live);
+    for (int i = 0; i < NK; i++) {
+        for (int j = 0; j < 13; j++)
+            keys[i][j] = (uint8_t)rng_next(&rng);
+        keys[i][12] = (uint8_t)i;
+        for (int j = 0; j < 13; j++)
+            revs[i][j] = keys[i][12 - j];
+        revs[i][0] ^= 0x80; /* never equal to any forward key */
+    }
+    int nlive = 0;
+    for (int step = 0; step < 200000; step++) {
+        int i = (int)rng_below(&rng, NK);
+        int op = (int)rng_below(&rng, 3);
+        int dir = -1;
+        if (op == 0) {
+            void *p = rg_flow_lookup(t, keys[i], &dir);
+            assert_ptr_equal(p, live[i]);
+            if (p) assert_int_equal(dir, 0);
+            p = rg_flow_find(t, revs[i], &dir);
+            assert_ptr_equal(p, live[i]);
+            if (p) assert_int_equal(dir, 1);
+        } else if (op == 1) {
+            if (live[i]) continue;
+            void *p = rg_flow_create(t, keys[i], revs[i]);
+            if (nlive == CAP) {
+                assert_null(p);
+                continue;
+            }
+            assert_non_null(p);
+            memcpy(p, &i, sizeof i);
+            live[i] = p;
+            nlive++;
+        } else if (live[i]) {
+            int id;
+            memcpy(&id, live[i], sizeof id);
+            assert_int_equal(id, i);
+            rg_flow_delete(t, live[i]);
+            live[i] = NULL;
+            nlive--;
+        }
+        assert_int_equal(rg_flow_live(t), (uint32_t)nlive);
+    }
+    rg_flow_free(t);
+}
+
+static void test_expire(void **state)
+{
+    (void)state;
+    cblog log = {0};
+    rg_flow *t = mk(8, 1, &log);
+    key12 k[4], r[4];
+    payload *p[4];
+    for (int i = 0; i < 4; i++) {
+        k[i] = k12(7, 8, (uint16_t)i, 80);
+        r[i] = k12_rev(&k[i]);
+        rg_flow_set_time(t, 1000 + (uint64_t)i * 100);
+        p[i] = rg_flow_create(t, k[i].b, r[i].b);
+        p[i]->id = (uint64_t)i;
+    }
+    /* touch flow 0 at t = 1500 */
+    rg_flow_set_time(t, 1500);
+    int dir;
+    rg_flow_lookup(t, r[0].b, &dir);
+    assert_int_equal(rg_flow_last_seen(t, p[0]), 1500);
+    rg_flow_set_time(t, 10); /* the clock never goes back */
+    assert_int_equal(t->now, 1500);
+    /* idle 300: flows 1 (1100) and 2 (1200) at 1500 */
+    assert_int_equal(rg_flow_expire(t, 1500, 300), 2);
+    assert_int_equal(log.n, 2);
+    assert_int_equal(log.ids[0], 1);
+    assert_int_equal(log.ids[1], 2);
+    assert_int_equal(log.reasons[0], RG_FLOW_EXPIRED);
+    assert_int_equal(rg_flow_stats(t)->expired, 2);
+    assert_int_equal(rg_flow_expire(t, 1500, 300), 0);
+    assert_int_equal(rg_flow_expire(t, 1799, 300), 1); /* flow 3 at 1300 */
+    assert_int_equal(rg_flow_expire(t, 1799, 0), 0);   /* disabled */
+    assert_int_equal(rg_flow_expire(t, 1800, 300), 1); /* flow 0 at 1500 */
+    assert_int_equal(rg_flow_live(t), 0);
+    rg_flow_free(t);
+}
+
+typedef struct {
+    int visited;
+    int delete_every_other;
+    int delete_next; /* also delete the instance that would be visited next */
+} iterctx;
+
+static void iter_fn(void *ctx, rg_flow *t, void *inst)
+{
+    iterctx *c = ctx;
+    if (c->delete_next) {
+        payload *p = inst;
+        key12 k = k12((uint32_t)p->id + 1, 1, 2, 3);
+        void *nx = rg_flow_find(t, k.b, NULL);
+        if (nx) rg_flow_delete(t, nx);
+    }
+    if (c->delete_every_other && (c->visited & 1)) rg_flow_delete(t, inst);
+    c->visited++;
+}
+
+static void test_foreach_and_flush(void **state)
+{
+    (void)state;
+    cblog log = {0};
+    rg_flow *t = mk(64, 1, &log);
+    for (int i = 0; i < 50; i++) {
+        key12 k = k12((uint32_t)i, 1, 2, 3), r = k12_rev(&k);
+        payload *p = rg_flow_create(t, k.b, r.b);
+        p->id = (uint64_t)i;
+    }
+    iterctx c = {0, 1, 0};
+    assert_int_equal(rg_flow_foreach(t, iter_fn, &c), 50);
+    assert_int_equal(rg_flow_live(t), 25);
+    c.visited = 0;
+    c.delete_every_other = 0;
+    assert_int_equal(rg_flow_foreach(t, iter_fn, &c), 25);
+    /* deleting another instance (the next to visit) during iteration */
+    rg_flow *t2 = mk(64, 1, NULL);
+    for (int i = 0; i < 10; i++) {
+        key12 k = k12((uint32_t)i, 1, 2, 3), r = k12_rev(&k);
+        payload *p = rg_flow_create(t2, k.b, r.b);
+        p->id = (uint64_t)i;
+    }
+    iterctx c2 = {0, 0, 1};
+    assert_int_equal(rg_flow_foreach(t2, iter_fn, &c2), 5); /* visits 0, 2, 4, 6, 8 */
+    assert_int_equal(rg_flow_live(t2), 5);
+    rg_flow_free(t2);
+    assert_int_equal(rg_flow_flush(t), 25);
+    assert_int_equal(log.n, 25);
+    assert_int_equal(log.reasons[0], RG_FLOW_FLUSHED);
+    assert_int_equal(log.ids[0], 0); /* oldest first */
+    assert_int_equal(rg_flow_live(t), 0);
+    for (uint32_t i = 0; i <= t->mask; i++)
+        assert_int_equal(t->slot[i], 0);
+    rg_flow_free(t);
+}
+
+/* Many flows: all found in both directions; memory per flow is small. */
+static void test_many_flows(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    rg_inst_stats st = {0};
+    rg_flow_cfg cfg = {.key_len = 12, .payload_size = 64, .cap = N, .bidir = 1, .stats = &st};
+    rg_flow *t = rg_flow_new(&cfg);
+    assert_non_null(t);
+    assert_int_equal(rg_flow_record_size(t), 32 + 32 + 64);
+    for (uint32_t i = 0; i < N; i++) {
+        key12 k = k12(i, ~i, (uint16_t)i, 443), r = k12_rev(&k);
+        uint32_t *p = rg_flow_create(t, k.b, r.b);
+        assert_non_null(p);
+        *p = i;
+    }
+    int dir;
+    for (uint32_t i = 0; i < N; i++) {
+        key12 k = k12(i, ~i, (uint16_t)i, 443), r = k12_rev(&k);
+        uint32_t *p = rg_flow_lookup(t, (i & 1) ? r.b : k.b, &dir);
+        assert_non_null(p);
+        assert_int_equal(*p, i);
+        assert_int_equal(dir, (int)(i & 1));
+        if (i % 3 == 0) rg_flow_delete(t, p);
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        key12 k = k12(i, ~i, (uint16_t)i, 443);
+        uint32_t *p = rg_flow_find(t, k.b, &dir);
+        if (i % 3 == 0)
+            assert_null(p);
+        else
+            assert_int_equal(*p, i);
+    }
+    assert_int_equal(st.live, N - (N + 2) / 3);
+    rg_flow_free(t);
+}
+
+static void test_hash(void **state)
+{
+    (void)state;
+    /* exact-size heap buffers: ASan catches any over-read in the tail code */
+    for (size_t n = 1; n <= 64; n++) {
+        uint8_t *a = malloc(n);
+        for (size_t i = 0; i < n; i++)
+            a[i] = (uint8_t)(i * 31 + n);
+        uint64_t h1 = rg_hash_bytes(a, n, 0), h2 = rg_hash_bytes(a, n, 0);
+        assert_true(h1 == h2);
+        assert_true(rg_hash_bytes(a, n, 1) != h1);
+        a[n - 1] ^= 1;
+        assert_true(rg_hash_bytes(a, n, 0) != h1);
+        a[n - 1] ^= 1;
+        a[0] ^= 0x80;
+        assert_true(rg_hash_bytes(a, n, 0) != h1);
+        free(a);
+    }
+    /* rough spread: tags of sequential keys hit most buckets */
+    enum { B = 1024 };
+    int hit[B] = {0}, used = 0;
+    for (uint32_t i = 0; i < B; i++) {
+        key12 k = k12(0x0a000000 + i, 0x0a000001, 80, 1234);
+        uint32_t tag = rg_flow_tag(rg_hash_bytes(k.b, 12, 0));
+        if (!hit[tag % B]++) used++;
+    }
+    assert_true(used > B / 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_both_directions),
+        cmocka_unit_test(test_unidirectional),
+        cmocka_unit_test(test_symmetric_key),
+        cmocka_unit_test(test_cap_and_eviction),
+        cmocka_unit_test(test_no_evict),
+        cmocka_unit_test(test_delete_then_create),
+        cmocka_unit_test(test_random_vs_reference),
+        cmocka_unit_test(test_expire),
+        cmocka_unit_test(test_foreach_and_flush),
+        cmocka_unit_test(test_many_flows),
+        cmocka_unit_test(test_hash),
+    };
+    return cmocka_run_group_tests_name("rg_flow", tests, NULL, NULL);
+}
