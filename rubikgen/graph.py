@@ -13,7 +13,8 @@ from rubikgen.models.stack import entries_of
 
 
 def _q(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    # Quote for DOT; real newlines in labels become DOT line breaks.
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
@@ -21,12 +22,12 @@ def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
     info = doc.stack_info
     lines = [f"digraph {_q(st.stack)} {{", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontname="Helvetica"];',
              '  edge [fontname="Helvetica", fontsize=10];']
-    for lname, layer in st.layers.items():
+    for lname in st.layers:
         proto = info.layers[lname].protocol.name if info and lname in info.layers else "?"
-        label = lname if proto == lname else f"{lname}\\n({proto})"
+        label = lname if proto == lname else f"{lname}\n({proto})"
         extra = ', penwidth=2' if lname in entries_of(st.entry).values() else ""
         lines.append(f"  {_q(lname)} [label={_q(label)}{extra}];")
-    for lname, lst in (info.children if info else {}).items():
+    for lst in (info.children if info else {}).values():
         for rank, (_, e) in enumerate(lst, start=1):
             label = expr_text(e.when) if e.when is not None else "always"
             if len(lst) > 1:
@@ -60,7 +61,7 @@ def psm_dot(info) -> str:  # type: ignore[no-untyped-def]
     for i, t in enumerate(psm.transitions, start=1):
         srcs = psm.states if t.from_ == "*" else ([t.from_] if isinstance(t.from_, str) else t.from_)
         guard = expr_text(t.when) if t.when is not None else ""
-        label = f"{i}. {t.name}" + (f"\\n[{guard}]" if guard else "")
+        label = f"{i}. {t.name}" + (f"\n[{guard}]" if guard else "")
         for s in srcs:
             lines.append(f"  {_q(s)} -> {_q(t.to)} [label={_q(label)}];")
     lines.append("}")

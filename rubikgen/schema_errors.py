@@ -130,24 +130,72 @@ def _paths_of(diags: list[Diagnostic], smap: SourceMap) -> set[Path]:
     return out
 
 
+# How diagnostics name the mapping a key belongs to.
+_MODEL_WORDS = {
+    "Protocol": "a protocol",
+    "Stack": "a stack",
+    "FieldSpec": "a field",
+    "Param": "a parameter",
+    "Selector": "the selector",
+    "Sequence": "the sequence",
+    "PSM": "psm",
+    "Transition": "a transition",
+    "Event": "an event",
+    "AnyUntil": "any_until",
+    "AnyUntilStep": "a header step",
+    "IfStep": "an if step",
+    "ElifStep": "an elif step",
+    "ElseStep": "an else step",
+    "IfStmt": "an if statement",
+    "ElifStmt": "an elif statement",
+    "ElseStmt": "an else statement",
+    "Callback": "a callback",
+    "TypedArg": "a typed argument",
+    "LayerInst": "a layer",
+    "Edge": "an edge",
+    "Handler": "a handler",
+}
+
+# Keys that select the kind of a header step or statement (see the models' discriminators).
+_TAG_KEYS = {
+    "step": ("a header step", ("if", "elif", "else", "any_until")),
+    "statement": ("a statement", ("if", "elif", "else", "callback")),
+}
+
+
+def _join_or(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
 def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseModel]) -> list[Diagnostic]:
     by_path: dict[Path, list[dict[str, Any]]] = {}
     order: list[Path] = []
     out: list[Diagnostic] = []
+    errors = []
     for e in err.errors(include_url=False):
-        loc = tuple(e["loc"])
-        dpath = _data_path(data, loc)
+        dpath = _data_path(data, tuple(e["loc"]))
         if any(dpath[: len(r)] == r for r in smap.reported):
             continue  # the loader already reported this value (e.g. an unknown YAML tag)
+        errors.append(e)
+    # Unknown keys first: a misspelt required key is reported once, as the unknown key.
+    suggested: set[tuple[Path, str]] = set()
+    for e in errors:
+        loc = tuple(e["loc"])
+        if e["type"] != "extra_forbidden":
+            continue
+        path = _data_path(data, loc)
+        key = path[-1] if path else str(loc[-1])
+        model = _model_at(root, path[:-1], data)
+        options = _aliases(model) if model else []
+        best = difflib.get_close_matches(str(key), options, n=1, cutoff=0.5)
+        if best:
+            suggested.add((path[:-1], best[0]))
+        hint = f"did you mean '{best[0]}'?" if best else (f"allowed keys: {', '.join(options)}" if options else None)
+        where = f" in {_MODEL_WORDS.get(model.__name__, model.__name__.lower())}" if model else ""
+        out.append(smap.diag("RG005", f"unknown key '{key}'{where}", path, key=True, hint=hint))
+    for e in errors:
+        loc = tuple(e["loc"])
         if e["type"] == "extra_forbidden":
-            path = _data_path(data, loc)
-            key = path[-1] if path else str(loc[-1])
-            model = _model_at(root, path[:-1], data)
-            options = _aliases(model) if model else []
-            best = difflib.get_close_matches(str(key), options, n=1, cutoff=0.5)
-            hint = f"did you mean '{best[0]}'?" if best else (f"allowed keys: {', '.join(options)}" if options else None)
-            where = f" in {model.__name__.lower()}" if model else ""
-            out.append(smap.diag("RG005", f"unknown key '{key}'{where}", path, key=True, hint=hint))
             continue
         if e["type"] == "missing":
             path = _data_path(data, loc[:-1])
@@ -156,10 +204,22 @@ def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseMod
                 path_diag = smap.diag("RG006", f"expected a mapping, got {_describe_value(_value_at(data, path))}", path)
                 out.append(path_diag)
                 continue
+            if (path, name) in suggested:
+                continue
             out.append(smap.diag("RG004", f"missing required key '{name}'", path, key=bool(path),
                                  hint=f"add '{name}:'"))
             continue
         path = _data_path(data, loc)
+        if "[key]" in loc:
+            # A mapping key of the wrong kind (e.g. an unknown link type): report the key itself.
+            kname = path[-1] if path else ""
+            exp = e.get("ctx", {}).get("expected", "") if e["type"] == "literal_error" else ""
+            options = [o.strip().strip("'") for o in exp.replace(" or ", ", ").split(",") if o.strip()]
+            best = difflib.get_close_matches(str(kname), options, n=1, cutoff=0.5) if options else []
+            want = f"one of {exp}" if exp else e["msg"].lower()
+            out.append(smap.diag("RG005", f"unknown key '{kname}': expected {want}", path, key=True,
+                                 hint=f"did you mean '{best[0]}'?" if best else None))
+            continue
         if path not in by_path:
             order.append(path)
         by_path.setdefault(path, []).append(e)
@@ -172,12 +232,28 @@ def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseMod
             continue
         custom = [e for e in errs if e["type"] in ("step", "statement")]
         if custom:
-            out.append(smap.diag("RG006", custom[0]["msg"], path))
+            what, tags = _TAG_KEYS[custom[0]["type"]]
+            close = [(k, difflib.get_close_matches(str(k), tags, n=1, cutoff=0.6)) for k in value] \
+                if isinstance(value, dict) else []
+            close = [(k, m[0]) for k, m in close if m]
+            if close:
+                k, m = close[0]
+                out.append(smap.diag("RG005", f"unknown key '{k}' in {what}", path + (k,), key=True,
+                                     hint=f"did you mean '{m}'?"))
+            else:
+                out.append(smap.diag("RG006", custom[0]["msg"], path))
             continue
         wants: list[str] = []
+        literal_hint: str | None = None
         for e in errs:
             if e["type"] == "literal_error":
-                wants.append("one of " + e["ctx"]["expected"])
+                exp = e["ctx"]["expected"]
+                wants.append(exp if "," not in exp and " or " not in exp else "one of " + exp)
+                if isinstance(value, str):
+                    options = [o.strip().strip("'") for o in exp.replace(" or ", ", ").split(",") if o.strip()]
+                    close = difflib.get_close_matches(value, options, n=1, cutoff=0.5)
+                    if close:
+                        literal_hint = f"did you mean '{close[0]}'?"
             elif e["type"] == "too_short":
                 n = e["ctx"]["min_length"]
                 wants.append(f"at least {n} item{'s' if n != 1 else ''}")
@@ -189,14 +265,18 @@ def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseMod
             else:
                 wants.append(e["msg"].lower())
         uniq = list(dict.fromkeys(w for w in wants if w))
+        if "a number" in uniq and "an integer" in uniq:
+            uniq.remove("an integer")
         if len(uniq) == 1 and uniq[0].startswith(("at least", "at most")):
             msg = f"expected {uniq[0]}, got {len(value) if isinstance(value, (list, dict)) else 0}"
         else:
-            msg = f"expected {' or '.join(uniq)}, got {_describe_value(value)}"
-        hint = None
-        if isinstance(value, str) and "an integer" in uniq:
+            msg = f"expected {_join_or(uniq)}, got {_describe_value(value)}"
+        hint = literal_hint
+        if isinstance(value, str) and "an integer" in uniq and value.strip().isdigit():
             hint = "write the number without quotes"
         elif value is None:
             hint = "the value is empty; write it after the colon"
+        elif isinstance(value, (str, int)) and "a list" in uniq:
+            hint = f"write [{value}] for a list of one item"
         out.append(smap.diag("RG006", msg, path, hint=hint))
     return out

@@ -360,6 +360,19 @@ def _yaml_error(file: str, text: str, e: yaml.YAMLError) -> Diagnostic:
 
 
 def _precheck(file: str, text: str) -> Diagnostic | None:
+    """See _precheck_with. LibYAML, when present, screens the document quickly; the pure
+    Python parser then reports any problem with exact positions."""
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:
+        try:
+            if _precheck_with(file, text, fast) is None:
+                return None
+        except yaml.YAMLError:
+            pass  # reported by the pure Python parser below, with its messages
+    return _precheck_with(file, text, _NoDupLoader)
+
+
+def _precheck_with(file: str, text: str, loader: Any) -> Diagnostic | None:
     """Bounds the document before it is composed: nesting depth, alias recursion and the
     number of values aliases expand to (billion laughs), each reported at the offending
     token. Runs on parser events, which need no recursion."""
@@ -367,14 +380,16 @@ def _precheck(file: str, text: str) -> Diagnostic | None:
     sizes: dict[str, int] = {}
     total = 0
 
-    def diag(msg: str, mark: yaml.Mark, hint: str | None = None) -> Diagnostic:
-        return Diagnostic("RG009", msg, file, mark.line + 1, mark.column + 1, "error", hint)
+    def diag(msg: str, ev: yaml.Event, hint: str | None = None) -> Diagnostic:
+        m, e = ev.start_mark, ev.end_mark
+        end = e.column + 1 if e.line == m.line and e.column > m.column else None
+        return Diagnostic("RG009", msg, file, m.line + 1, m.column + 1, "error", hint, end)
 
-    for ev in yaml.parse(text, Loader=_NoDupLoader):
+    for ev in yaml.parse(text, Loader=loader):
         if isinstance(ev, yaml.AliasEvent):
             a = ev.anchor
             if any(f[0] == a for f in frames):
-                return diag(f"recursive alias: '*{a}' is used inside the node it names", ev.start_mark,
+                return diag(f"recursive alias: '*{a}' is used inside the node it names", ev,
                             "an alias must not refer to a mapping or list that contains it")
             n = sizes.get(a, 1)
             total += n
@@ -382,20 +397,20 @@ def _precheck(file: str, text: str) -> Diagnostic | None:
                 frames[-1][1] += n
             if total > MAX_NODES:
                 return diag(f"alias '*{a}' expands to {n} values; with it the document holds more than "
-                            f"{MAX_NODES} (alias bomb?)", ev.start_mark, "write the document without nested aliases")
+                            f"{MAX_NODES} (alias bomb?)", ev, "write the document without nested aliases")
         elif isinstance(ev, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
             total += 1
             if frames:
                 frames[-1][1] += 1
             if total > MAX_NODES:
-                return diag(f"document has more than {MAX_NODES} values", ev.start_mark)
+                return diag(f"document has more than {MAX_NODES} values", ev)
             if isinstance(ev, yaml.ScalarEvent):
                 if ev.anchor:
                     sizes[ev.anchor] = 1
             else:
                 frames.append([ev.anchor, 1])
                 if len(frames) > MAX_DEPTH:
-                    return diag(f"document nested more than {MAX_DEPTH} levels deep", ev.start_mark,
+                    return diag(f"document nested more than {MAX_DEPTH} levels deep", ev,
                                 "specs are shallow; check for runaway brackets or indentation")
         elif isinstance(ev, yaml.CollectionEndEvent) and frames:
             anchor, n = frames.pop()
@@ -683,7 +698,10 @@ def _toml_error(file: str, text: str, e: tomllib.TOMLDecodeError) -> Diagnostic:
         return Diagnostic("RG002", f"duplicate key '{name}' in an inline table", file, line, col, "error",
                           "remove or rename one of them")
     if not (msg.startswith("Cannot declare") or msg.startswith("Cannot overwrite") or msg.startswith("Cannot mutate")):
-        return Diagnostic("RG008", msg, file, line, col, "error", None)
+        hint = None
+        if msg == "Illegal character '\\n'":
+            msg, hint = "line break inside a string", "close the string on its line, or use a \"\"\" multi-line string"
+        return Diagnostic("RG008", msg[:1].lower() + msg[1:], file, line, col, "error", hint)
     # Positions of what came before the error name the first definition of the duplicate.
     prev, scan = _toml_positions(file, "\n".join(lines[: line - 1]) + "\n")
     hm = re.match(r"\s*(\[\[?)\s*([^\]]+?)\s*\]", src_line)
@@ -739,6 +757,14 @@ def read_file(file: str) -> tuple[str | None, Diagnostic | None]:
         return None, Diagnostic("RG007", f"cannot read file: {e.strerror or e}", file, 1, 1)
     if len(raw) > 8 * 1024 * 1024:
         return None, Diagnostic("RG009", "file larger than 8 MiB", file, 1, 1)
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return None, Diagnostic("RG001", "UTF-16 text", file, 1, 1, hint="save the spec as UTF-8")
+    nul = raw.find(b"\x00")
+    if nul >= 0:  # binary data, whatever else it contains
+        line = raw[:nul].count(b"\n") + 1
+        line_start = raw.rfind(b"\n", 0, nul) + 1
+        col = len(raw[line_start:nul].decode("utf-8", errors="replace")) + 1
+        return None, Diagnostic("RG001", "not a text file (NUL byte)", file, line, col, hint="specs must be UTF-8 text")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -746,11 +772,6 @@ def read_file(file: str) -> tuple[str | None, Diagnostic | None]:
         line_start = raw.rfind(b"\n", 0, e.start) + 1
         col = len(raw[line_start : e.start].decode("utf-8", errors="replace")) + 1
         return None, Diagnostic("RG001", f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file, line, col, hint="specs must be UTF-8 text")
-    if "\x00" in text:
-        i = text.index("\x00")
-        line = text.count("\n", 0, i) + 1
-        col = i - (text.rfind("\n", 0, i) + 1) + 1
-        return None, Diagnostic("RG001", "not a text file (NUL byte)", file, line, col, hint="specs must be UTF-8 text")
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, None

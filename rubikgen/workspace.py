@@ -7,6 +7,7 @@ protocol's own file.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import os
 from dataclasses import dataclass, field
@@ -77,10 +78,17 @@ class Workspace:
             return Document(shown, ap, None, None, smap, diags)
         kinds = [k for k in ("protocol", "stack") if k in data]
         if len(kinds) != 1:
+            hint = "protocols start with 'protocol: NAME', stacks with 'stack: NAME'"
+            where: tuple[str, ...] = ("stack",) if kinds else ()
+            if not kinds:
+                near = [(k, difflib.get_close_matches(str(k), ("protocol", "stack"), n=1, cutoff=0.6)) for k in data]
+                near = [(k, m[0]) for k, m in near if m]
+                if near:
+                    where = (near[0][0],)
+                    hint = f"did you mean '{near[0][1]}'?"
             msg = ("a document cannot be both a protocol and a stack" if kinds else
                    "not a rubikgen document: no top-level 'protocol' or 'stack' key")
-            diags.append(smap.diag("RG003", msg, ("stack",) if kinds else (), key=bool(kinds),
-                                   hint="protocols start with 'protocol: NAME', stacks with 'stack: NAME'"))
+            diags.append(smap.diag("RG003", msg, where, key=bool(where), hint=hint))
             return Document(shown, ap, None, None, smap, diags)
         kind = kinds[0]
         cls = Protocol if kind == "protocol" else Stack
@@ -129,7 +137,8 @@ class Workspace:
             for i, f in enumerate(files):
                 ppath = ("params", pname, "protocol") + ((i,) if isinstance(raw, list) else ())
                 if not os.path.isfile(f):
-                    doc.diags.append(doc.smap.diag("RG007", f"protocol file '{raw_list[i]}' not found", ppath,
+                    what = "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
+                    doc.diags.append(doc.smap.diag("RG007", f"protocol file '{raw_list[i]}' {what}", ppath,
                                                    hint="paths are relative to this file"))
                     continue
                 pdoc = self.protocol_info(f)

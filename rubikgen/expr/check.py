@@ -457,9 +457,11 @@ class _Checker:
                     msg = (
                         f"'{op}' cannot compare byte slices; slices compare only with '==' and '!='"
                     )
+                    at: Expr = e
                 else:
                     msg = f"'{op}' needs two numbers, got {_a(lt)} and {_a(rt)}"
-                self.diag("RG012", msg, e, "compare lengths with len(s) or bytes with s[i]")
+                    at = e.left if is_bytes(lt) else e.right  # the operand that is wrong
+                self.diag("RG012", msg, at, "compare lengths with len(s) or bytes with s[i]")
             elif is_num(lt) and is_num(rt):
                 self.range_check(e, lt, rt)
             return BOOL

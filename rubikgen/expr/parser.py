@@ -135,6 +135,15 @@ def _literal(s: str, start: int, end: int) -> Num:
         )
     elif re.fullmatch(r"0[xXbB]", s):
         raise ExprSyntaxError(f"'{s}' has no digits", start, "write e.g. 0x1f or 0b101")
+    elif re.fullmatch(r"[0-9]+[eE][0-9]{1,3}", s):
+        value = int(s.split("e")[0].split("E")[0]) * 10 ** int(re.split("[eE]", s)[1])
+        raise ExprSyntaxError(
+            f"invalid number '{s}'",
+            start,
+            f"numbers are integers without exponents; write {value}"
+            if value <= U64_MAX
+            else "numbers are integers without exponents",
+        )
     elif re.fullmatch(r"[0-9]+[A-Za-z_][A-Za-z0-9_]*", s) and not re.match(r"0[xXbB]", s):
         m = re.match(r"[0-9]+", s)
         assert m is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, StrictInt, StrictStr, Tag
 
@@ -67,13 +67,13 @@ class AnyUntilStep(Model):
 
 
 Step = Annotated[
-    Union[
-        Annotated[StrictStr, Tag("layout")],
-        Annotated[IfStep, Tag("if")],
-        Annotated[ElifStep, Tag("elif")],
-        Annotated[ElseStep, Tag("else")],
-        Annotated[AnyUntilStep, Tag("any_until")],
-    ],
+    (
+        Annotated[StrictStr, Tag("layout")]
+        | Annotated[IfStep, Tag("if")]
+        | Annotated[ElifStep, Tag("elif")]
+        | Annotated[ElseStep, Tag("else")]
+        | Annotated[AnyUntilStep, Tag("any_until")]
+    ),
     Discriminator(
         _step_tag,
         custom_error_type="step",
@@ -107,13 +107,13 @@ class ElseStmt(Model):
 
 
 Statement = Annotated[
-    Union[
-        Annotated[StrictStr, Tag("stmt")],
-        Annotated[IfStmt, Tag("if")],
-        Annotated[ElifStmt, Tag("elif")],
-        Annotated[ElseStmt, Tag("else")],
-        Annotated[Callback, Tag("callback")],
-    ],
+    (
+        Annotated[StrictStr, Tag("stmt")]
+        | Annotated[IfStmt, Tag("if")]
+        | Annotated[ElifStmt, Tag("elif")]
+        | Annotated[ElseStmt, Tag("else")]
+        | Annotated[Callback, Tag("callback")]
+    ),
     Discriminator(
         _stmt_tag,
         custom_error_type="statement",

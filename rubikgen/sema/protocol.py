@@ -34,13 +34,13 @@ def parse_duration(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        return float(v) if v > 0 else None
+        return float(v) if 0 < v < 1e12 else None  # also rejects inf and nan
     m = _DURATION.match(str(v))
     if not m:
         return None
     mult = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
     val = float(m.group(1)) * mult
-    return val if val > 0 else None
+    return val if 0 < val < 1e12 else None
 
 
 class ExprChecker:
@@ -52,6 +52,9 @@ class ExprChecker:
         self.smap = smap
         self.diags = diags
         self.uses_virtual = False
+        self.first_virtual: tuple[Path, int, int, str] | None = None
+        # Extra hint for an unknown name (a stack knows more about where a name lives).
+        self.missing_hint: Callable[[tuple[str, ...]], str | None] | None = None
 
     def _scope(self, ctx: B.Context) -> ProtocolScope:
         return ProtocolScope(self.info, self.params, ctx)
@@ -67,12 +70,34 @@ class ExprChecker:
         for d in ds:
             msg, hint, code = d.message, d.hint, d.code
             if code == "RG011":
+                nm = re.match(r"(?:unknown name )?'([^']+)'", msg)
+                name = nm.group(1) if nm else None
                 for parts, why in scope.unavailable.items():
-                    if ".".join(parts) in msg:
+                    if ".".join(parts) == name:
                         code = "RG038"
-                        msg = f"'{'.'.join(parts)}' is not available in {scope.ctx.name}"
+                        msg = f"'{name}' is not available in {scope.ctx.name}"
                         hint = why
                         break
+                else:
+                    parts = tuple(name.split(".")) if name else ()
+                    # A name that exists in the child layer of an edge beats a did-you-mean.
+                    better = self.missing_hint(parts) if parts and self.missing_hint is not None else None
+                    if better is None and hint is None and parts:
+                        better = scope.why_missing(parts)
+                    if better:
+                        hint = better
+            if code == "RG014" and scope.ctx.name not in (B.TRANSITION.name, B.EVENT.name, B.HANDLER.name):
+                # Not an action of a transition or event: no v. anywhere here, conditions included.
+                nm = re.match(r"virtual reference '([^']+)'", msg)
+                if nm:
+                    msg = f"virtual reference '{nm.group(1)}' is not allowed in {scope.ctx.name}"
+                    plain = nm.group(1).split(".", 1)[-1]
+                    hint = (f"v. is for the conditions of transitions, events and handlers; "
+                            f"write '{plain}' for this packet's value")
+            if code == "RG018" and msg.endswith("is not allowed here"):
+                msg = msg.replace("here", f"in {scope.ctx.name}")
+                if msg.startswith("assemble()") and scope.ctx.name == B.PREP.name:
+                    hint = "prep runs before the sequence insert; call assemble() in an event or a transition"
             self.diags.append(self.smap.diag(code, msg, path, severity=d.severity, hint=hint, offset=(d.start, d.end), text=text))
 
     def expr(self, path: Path, value: Any, ctx: B.Context, want: str = "any") -> tuple[Type | None, Any]:
@@ -85,9 +110,21 @@ class ExprChecker:
         scope = self._scope(ctx)
         t, ds = check_expr(e, scope, allow_virtual=ctx.virtual, want=want)
         self._report(path, ds, scope, text)
-        if any(isinstance(n, Name) and n.parts[0] == "v" for n in walk(e)):
+        vref = next((n for n in walk(e) if isinstance(n, Name) and n.parts[0] == "v"), None)
+        if vref is not None and not self.uses_virtual:
             self.uses_virtual = True
+            self.first_virtual = (path, vref.start, vref.end, text)
         return t, e
+
+    def virtual_needs_sequence(self, has_sequence: bool, what: str) -> None:
+        """RG035 at the first v. reference when the protocol has no sequence."""
+        if not self.uses_virtual or has_sequence or self.first_virtual is None:
+            return
+        path, start, end, text = self.first_virtual
+        self.diags.append(self.smap.diag(
+            "RG035", f"virtual reference needs a sequence, but {what} has none", path, offset=(start, end), text=text,
+            hint="v.X holds once X was seen and the sequence has no hole up to its end; add a sequence "
+                 "or drop the 'v.'"))
 
     def stmts(self, path: Path, stmts: list[Any], ctx: B.Context, calls: frozenset[str]) -> None:
         self.chain(path, stmts, lambda p, s: self.stmt(p, s, ctx, calls), IfStmt, ElifStmt, ElseStmt)
@@ -159,11 +196,13 @@ def _selector_item(ec: ExprChecker, path: Path, text: str) -> Type | None:
     )
     if not ok:
         ec.diags.append(ec.smap.diag("RG029", f"key item '{text}' is not a field or a fixed-size prefix", path,
+                                     offset=(e.start, e.end), text=text,
                                      hint="key items are fields, variables or prefixes like header.dcid[:8]; no expressions"))
         return None
     t, _ = ec.expr(path, text, B.SELECTOR)
     if isinstance(t, BytesT) and t.size is None:
         ec.diags.append(ec.smap.diag("RG029", f"key item '{text}' has no fixed size", path,
+                                     offset=(e.start, e.end), text=text,
                                      hint="take a fixed-size prefix, e.g. x[:8]"))
     return t
 
@@ -252,9 +291,7 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
     # Events.
     _check_events(ec, info)
 
-    if ec.uses_virtual and m.sequence is None:
-        diags.append(smap.diag("RG035", "virtual references (v.) need a sequence", ("protocol",),
-                               hint="v.X holds once X was seen and the sequence has no hole; add a sequence"))
+    ec.virtual_needs_sequence(m.sequence is not None, f"protocol '{m.protocol}'")
 
     if m.timeout is not None and parse_duration(m.timeout) is None:
         diags.append(smap.diag("RG037", f"invalid timeout '{m.timeout}'", ("timeout",),
@@ -314,9 +351,12 @@ def _check_any_until(ec: ExprChecker, info: ProtocolInfo, path: Path, s: AnyUnti
 
 def _check_selector(ec: ExprChecker, sel: Selector) -> None:
     smap, diags = ec.smap, ec.diags
-    if (sel.key is None) == (sel.sides is None):
-        diags.append(smap.diag("RG029", "a selector has either 'key' (unidirectional) or 'sides' (bidirectional)", ("selector",),
-                               hint="write key: [...] or sides: [[...], [...]]"))
+    if sel.key is not None and sel.sides is not None:
+        diags.append(smap.diag("RG029", "a selector has either 'key' (unidirectional) or 'sides' (bidirectional), not both",
+                               ("selector", "sides"), key=True, hint="remove one of them"))
+    elif sel.key is None and sel.sides is None:
+        diags.append(smap.diag("RG029", "a selector needs 'key' (unidirectional) or 'sides' (bidirectional)", ("selector",),
+                               key=True, hint="write key: [...] or sides: [[...], [...]], or a plain list for a unidirectional key"))
     if sel.key is not None:
         for i, item in enumerate(sel.key):
             _selector_item(ec, ("selector", "key", i), item)
@@ -390,7 +430,7 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
     elif isinstance(psm.start, list):
         if len(psm.start) != 1:
             diags.append(smap.diag("RG031", f"the PSM has {len(psm.start)} start states; it needs exactly one", ("psm", "start"),
-                                   hint="an instance begins in one state"))
+                                   hint="an instance begins in one state; keep one and reach the others by transitions"))
         if psm.start and known(psm.start[0], ("psm", "start", 0)):
             start = psm.start[0]
     elif known(psm.start, ("psm", "start")):
@@ -402,6 +442,7 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
     edges: dict[str, set[str]] = {s: set() for s in states}
     # For shadowing: per source state, is there an earlier always-true transition?
     always: dict[str, str] = {}
+    bad_target = False  # an undefined target makes reachability meaningless (no RG033 cascade)
     for i, t in enumerate(psm.transitions):
         tp: Path = ("psm", "transitions", i)
         if check_ident(t.name, "transition name", smap, tp + ("name",), diags, key=False) and t.name in tnames:
@@ -415,14 +456,17 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
             srcs = [(t.from_, tp + ("from",))]
         valid_srcs = [s for s, p in srcs if t.from_ == "*" or known(s, p)]
         to_ok = known(t.to, tp + ("to",))
+        bad_target = bad_target or not to_ok
         const_val = None
         if t.when is not None:
             _, e = ec.expr(tp + ("when",), t.when, B.TRANSITION, "bool")
             const_val = _const_truth(e)
         ec.stmts(tp + ("do",), t.do, B.TRANSITION, frozenset({"assemble", "set_sdu"}))
         if const_val is False:
+            wtext = expr_text(t.when)
             diags.append(smap.diag("RG034", f"transition '{t.name}' can never fire: its condition is always false",
-                                   tp + ("when",), severity="warning"))
+                                   tp + ("when",), severity="warning", offset=(0, len(wtext)), text=wtext,
+                                   hint="fix the condition or remove the transition"))
         shadowed = [s for s in valid_srcs if s in always]
         if valid_srcs and len(shadowed) == len(valid_srcs):
             by = always[shadowed[0]]
@@ -436,7 +480,7 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
                 edges.setdefault(s, set()).add(t.to)
             if always_true:
                 always.setdefault(s, t.name)
-    if start is not None:
+    if start is not None and not bad_target:
         reach = {start}
         todo = [start]
         while todo:
@@ -491,51 +535,78 @@ def _as_list(v: str | list[str] | None) -> list[str]:
     return [v] if isinstance(v, str) else list(v)
 
 
+def _event_hint(name: str, known: set[str]) -> str:
+    dym = _dym(name, known)
+    if dym:
+        return dym
+    own = sorted(k for k in known if k not in B.BUILTIN_EVENTS)
+    return (f"defined here: {', '.join(own)}; " if own else "no events are defined here; ") + \
+        f"built-in: {', '.join(B.BUILTIN_EVENTS)}"
+
+
 def event_order_edges(
     rel: dict[str, tuple[list[str], str | list[str] | None]],
     known: set[str],
     smap: SourceMap,
     base: Path,
     diags: list[Diagnostic],
+    skip: set[str] | frozenset[str] = frozenset(),
 ) -> dict[str, list[tuple[str, Path]]]:
-    """Returns a -> [(b, path)] meaning a runs before b; reports unknown names."""
+    """Returns a -> [(b, path)] meaning a runs before b; reports unknown names. Names in
+    `skip` (already reported otherwise) are ignored."""
     out: dict[str, list[tuple[str, Path]]] = {}
     for name, (before, with_) in rel.items():
         for i, b in enumerate(before):
+            if b in skip:
+                continue
             p = base + (name, "before", i)
             if b not in known:
-                diags.append(smap.diag("RG041", f"event '{b}' is not defined", p, hint=_dym(b, known)))
+                diags.append(smap.diag("RG041", f"event '{b}' is not defined", p, hint=_event_hint(b, known)))
                 continue
             out.setdefault(name, []).append((b, p))
         for i, w in enumerate(_as_list(with_)):
+            if w in skip:
+                continue
             p = base + (name, "with") + ((i,) if isinstance(with_, list) else ())
             if w not in known:
-                diags.append(smap.diag("RG041", f"event '{w}' is not defined", p, hint=_dym(w, known)))
+                diags.append(smap.diag("RG041", f"event '{w}' is not defined", p, hint=_event_hint(w, known)))
                 continue
             out.setdefault(w, []).append((name, p))
     return out
 
 
 def check_event_cycles(edges: dict[str, list[tuple[str, Path]]], smap: SourceMap, base: Path, diags: list[Diagnostic]) -> None:
+    """RG040 for each cycle of the order, at the relation that closes it. Edges whose path is
+    just `base` come from elsewhere (a stack's view of its protocols' own relations): a cycle
+    made only of those is reported there, and one that has any is reported at its first own
+    relation."""
     state: dict[str, int] = {}
     stack: list[str] = []
+    into: list[Path | None] = []  # path of the relation that led to stack[i]
 
-    def visit(n: str) -> None:
+    def visit(n: str, via: Path | None) -> None:
         state[n] = 1
         stack.append(n)
+        into.append(via)
         for m, p in edges.get(n, []):
             if state.get(m) == 1:
-                cyc = stack[stack.index(m):] + [m]
-                diags.append(smap.diag("RG040", f"event order is cyclic: {' -> '.join(cyc)}", p,
-                                       hint="'before' and 'with' must form an order; remove one relation"))
+                k = stack.index(m)
+                cyc = stack[k:] + [m]
+                rels = [x for x in into[k + 1 :] if x is not None] + [p]
+                own = [x for x in rels if len(x) > len(base)]
+                if own:
+                    at = p if len(p) > len(base) else own[0]
+                    diags.append(smap.diag("RG040", f"event order is cyclic: {' -> '.join(cyc)}", at,
+                                           hint="'before' and 'with' must form an order; remove one relation"))
             elif state.get(m) is None:
-                visit(m)
+                visit(m, p)
         stack.pop()
+        into.pop()
         state[n] = 2
 
     for n in list(edges):
         if state.get(n) is None:
-            visit(n)
+            visit(n, None)
 
 
 def field_kind(decl: Any) -> str:

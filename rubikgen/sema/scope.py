@@ -91,6 +91,25 @@ class ProtocolScope:
             return None
         return r
 
+    def why_missing(self, parts: tuple[str, ...]) -> str | None:
+        """Why a name that exists in other protocols does not exist in this one."""
+        info = self.info
+        if parts == ("current_state",) and not info.states:
+            return "current_state exists only in a protocol with a psm"
+        if parts[0] == "psm" and not info.transitions:
+            return "psm.T names a transition of this protocol's psm, and it has none"
+        if len(parts) == 2 and parts[0] == "temp" and parts[1] not in info.temps:
+            return f"declare it under 'temp:', e.g. temp: {{{parts[1]}: 32}}"
+        if len(parts) == 2 and parts[0] == "perm" and parts[1] not in info.perms:
+            return f"declare it under 'perm:', e.g. perm: {{{parts[1]}: {{bits: 32, init: \"0\"}}}}"
+        if parts[0] == "v" and len(parts) >= 2 and parts[1] not in ("header", "temp"):
+            return "virtual references are v.header.X or v.temp.X"
+        if len(parts) == 3 and parts[0] not in self.params and parts[1] in ("header", "perm", "temp"):
+            if info.param_files or self.params:
+                return f"'{parts[0]}' is not a parameter; parameters: {', '.join(info.param_files or self.params)}"
+            return f"'{parts[0]}' is not a parameter of this protocol; declare it under params to read another layer"
+        return None
+
     def candidates(self, parts: tuple[str, ...]) -> list[str]:
         info = self.info
         prefix = parts[:-1]

@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rubikgen.expr import ExprSyntaxError, parse_expr
 from rubikgen.models import Stack
+from rubikgen.models.common import Callback, expr_text
 from rubikgen.models.stack import Edge, entries_of
 from rubikgen.sema import builtins as B
 from rubikgen.sema.protocol import ExprChecker, _dym, check_event_cycles, event_order_edges
@@ -50,8 +52,9 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         lp: Path = ("layers", lname)
         check_ident(lname, "layer name", smap, lp, diags)
         f = os.path.abspath(os.path.join(base, layer.protocol))
-        if not os.path.exists(f):
-            diags.append(smap.diag("RG007", f"protocol file '{layer.protocol}' not found", lp + ("protocol",),
+        if not os.path.isfile(f):
+            what = "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
+            diags.append(smap.diag("RG007", f"protocol file '{layer.protocol}' {what}", lp + ("protocol",),
                                    hint="paths are relative to the stack file"))
             continue
         pdoc = ws.check_protocol(f)
@@ -74,15 +77,24 @@ def check_stack(ws: Workspace, doc: Document) -> None:
     for lname, li in info.layers.items():
         params = li.protocol.param_files
         lp = li.path
-        for pname, files in params.items():
-            if pname not in li.bindings:
+        unbound = [p for p in params if p not in li.bindings]
+        # A misspelt argument is reported once, as itself, not also as a missing parameter.
+        unknown = [a for a in li.bindings if a not in params]
+        if len(unknown) == 1 and len(unbound) == 1:  # one wrong name where one is missing: that one
+            misspelt: dict[str, str | None] = {unknown[0]: unbound[0]}
+        else:
+            misspelt = {a: _dym_name(a, unbound) for a in unknown}
+        for pname in unbound:
+            if pname not in misspelt.values():
                 diags.append(smap.diag("RG051", f"layer '{lname}' does not bind parameter '{pname}' of protocol '{li.protocol.name}'",
                                        lp, key=True, hint=f"add args: {{{pname}: LAYER}}"))
         for pname, target in li.bindings.items():
             ap = lp + ("args", pname)
             if pname not in params:
+                guess = misspelt.get(pname) or _dym_name(pname, params)
                 diags.append(smap.diag("RG051", f"protocol '{li.protocol.name}' has no parameter '{pname}'", ap, key=True,
-                                       hint=_dym(pname, params) or (f"its parameters: {', '.join(params)}" if params else "it takes no parameters")))
+                                       hint=f"did you mean '{guess}'?" if guess else
+                                       (f"its parameters: {', '.join(params)}" if params else "it takes no parameters; remove args")))
                 continue
             if target not in st.layers:
                 diags.append(smap.diag("RG052", f"unknown layer '{target}'", ap, hint=_dym(target, st.layers)))
@@ -118,15 +130,20 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         children.setdefault(e.from_, []).append((i, e))
         src = info.layers.get(e.from_)
         if e.when is not None and src is not None:
-            _layer_checker(ws, info, src, smap, diags).expr(ep + ("when",), e.when, B.EDGE, "bool")
+            ec = _layer_checker(ws, info, src, smap, diags)
+            dst = info.layers.get(e.to)
+            if dst is not None and dst.protocol is not src.protocol:
+                ec.missing_hint = _edge_hint(src, dst)
+            ec.expr(ep + ("when",), e.when, B.EDGE, "bool")
     for lname, lst in children.items():
         lst.sort(key=lambda ie: (-ie[1].priority, ie[0]))
-        seen: dict[tuple[str, str], int] = {}
+        seen: dict[tuple[str, Any], int] = {}
         for i, e in lst:
-            k = (e.to, str(e.when))
+            k = (e.to, _cond_key(e.when))
             if k in seen:
-                diags.append(smap.diag("RG055", f"edge {lname} -> {e.to} repeats edge {seen[k] + 1} with the same condition",
-                                       ("edges", i), severity="warning"))
+                diags.append(smap.diag("RG055", f"edge {lname} -> {e.to} repeats the edge at line {smap.pos(('edges', seen[k])).line} with the same condition",
+                                       ("edges", i, "when") if e.when is not None else ("edges", i), severity="warning",
+                                       hint="the later edge is never taken; remove it or change its condition"))
             seen.setdefault(k, i)
     info.children = children
 
@@ -142,7 +159,7 @@ def check_stack(ws: Workspace, doc: Document) -> None:
                 continue
             if state.get(e.to) == 1:
                 cyc = path_stack[path_stack.index(e.to):] + [e.to]
-                diags.append(smap.diag("RG050", f"parse-tree cycle: {' -> '.join(cyc)}", ("edges", i),
+                diags.append(smap.diag("RG050", f"parse-tree cycle: {' -> '.join(cyc)}", ("edges", i, "to"),
                                        hint="only self-loops (from == to) may repeat; use a second layer instance instead"))
             elif state.get(e.to) is None:
                 visit(e.to)
@@ -167,35 +184,139 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         for lname, li in info.layers.items():
             for pname, target in li.bindings.items():
                 if target in st.layers and lname in dom and (target == lname or target not in dom[lname]):
+                    around = _path_avoiding(roots, lname, target, children)
+                    why = f" (the path {' -> '.join(around)} skips it)" if around and target != lname else ""
                     diags.append(smap.diag("RG054", f"layer '{target}' (parameter '{pname}' of '{lname}') is not parsed before "
-                                           f"'{lname}' on every path", li.path + ("args", pname),
+                                           f"'{lname}' on every path{why}", li.path + ("args", pname),
                                            hint="bind a layer that every path from the entry passes through first"))
 
     # Handlers.
+    callbacks = _callbacks(info)
+    layer_of = {hname: h.layer for hname, h in st.handlers.items()}
     rel: dict[str, dict[str, tuple[list[str], Any]]] = {}
     for hname, h in st.handlers.items():
         hp: Path = ("handlers", hname)
         check_ident(hname, "handler name", smap, hp, diags)
+        if hname in callbacks:
+            proto, cpath = callbacks[hname]
+            d = smap.diag("RG060", f"handler '{hname}' has the name of a callback of protocol '{proto.name}'", hp, key=True,
+                          hint="both become C functions of that name in the generated stub; rename the handler")
+            cp = proto.smap.pos(cpath)
+            d.notes.append(f"the callback is at {proto.file}:{cp.line}:{cp.col}")
+            diags.append(d)
         if h.layer not in st.layers:
             diags.append(smap.diag("RG052", f"unknown layer '{h.layer}'", hp + ("layer",), hint=_dym(h.layer, st.layers)))
             continue
         li = info.layers.get(h.layer)
         if li is None:
             continue
+        if hname in li.protocol.all_events():
+            what = "a built-in event" if hname in B.BUILTIN_EVENTS and hname not in li.protocol.events else \
+                f"an event of protocol '{li.protocol.name}'"
+            diags.append(smap.diag("RG060", f"handler '{hname}' has the name of {what} on layer '{h.layer}'", hp, key=True,
+                                   hint="'with' and 'before' could not tell them apart; rename the handler"))
+        # Relations name events and handlers of the same layer only.
+        for key, names in (("before", h.before), ("with", h.with_)):
+            lst = [names] if isinstance(names, str) else list(names or [])
+            for j, other in enumerate(lst):
+                if other in layer_of and layer_of[other] != h.layer and other not in li.protocol.all_events():
+                    p = hp + (key,) + ((j,) if not isinstance(names, str) else ())
+                    diags.append(smap.diag("RG060", f"handler '{other}' runs on layer '{layer_of[other]}', not on '{h.layer}'",
+                                           p, hint="'before' and 'with' order the events and handlers of one layer"))
         ec = _layer_checker(ws, info, li, smap, diags)
         if h.when is not None:
             ec.expr(hp + ("when",), h.when, B.HANDLER, "bool")
         ec.args(hp + ("args",), h.args, B.Context(**{**B.HANDLER.__dict__, "virtual": False}))
+        ec.virtual_needs_sequence(li.protocol.model.sequence is not None, f"layer '{h.layer}' (protocol '{li.protocol.name}')")
         rel.setdefault(h.layer, {})[hname] = (h.before, h.with_)
     for lname, r in rel.items():
         li = info.layers[lname]
+        # Names of other layers' handlers were reported above (RG060).
+        others = {o for o, lay in layer_of.items() if lay != lname} - set(li.protocol.all_events())
         known = set(li.protocol.all_events()) | set(r)
-        edges = event_order_edges(r, known, smap, ("handlers",), diags)
+        edges = event_order_edges(r, known, smap, ("handlers",), diags, skip=others)
         # Protocol-level relations take part in cycle detection too.
         for ev, e in li.protocol.model.events.items():
             for b in e.before:
                 edges.setdefault(ev, []).append((b, ("handlers",)))
+            for w in [e.with_] if isinstance(e.with_, str) else list(e.with_ or []):
+                edges.setdefault(w, []).append((ev, ("handlers",)))
         check_event_cycles(edges, smap, ("handlers",), diags)
+
+
+def _callbacks(info: StackInfo) -> dict[str, tuple[ProtocolInfo, Path]]:
+    """C callbacks the stack's protocols call (callback: NAME), with where the first is."""
+    out: dict[str, tuple[ProtocolInfo, Path]] = {}
+
+    def walk(proto: ProtocolInfo, path: Path, stmts: list[Any]) -> None:
+        for i, s in enumerate(stmts):
+            if isinstance(s, Callback):
+                out.setdefault(s.callback, (proto, path + (i, "callback")))
+            for key, attr in (("then", "then"), ("else", "else_")):
+                sub = getattr(s, attr, None)
+                if isinstance(sub, list):
+                    walk(proto, path + (i, key), sub)
+
+    for li in info.layers.values():
+        m = li.protocol.model
+        walk(li.protocol, ("prep",), m.prep)
+        for name, ev in m.events.items():
+            walk(li.protocol, ("events", name, "do"), ev.do)
+        if m.psm is not None:
+            for i, t in enumerate(m.psm.transitions):
+                walk(li.protocol, ("psm", "transitions", i, "do"), t.do)
+    return out
+
+
+def _cond_key(when: Any) -> Any:
+    """A condition compared by meaning of its syntax: spacing, parentheses and number bases
+    do not matter ('x==0x1' is 'x == 1')."""
+    if when is None:
+        return None
+    text = expr_text(when)
+    try:
+        return parse_expr(text)
+    except ExprSyntaxError:
+        return text
+
+
+def _edge_hint(src: LayerInfo, dst: LayerInfo) -> Any:
+    """For an edge condition naming a field of the child layer instead of the parent's."""
+
+    def hint(parts: tuple[str, ...]) -> str | None:
+        p = dst.protocol
+        table = {"header": p.fields, "temp": p.temps, "perm": p.perms}.get(parts[0]) if len(parts) == 2 else None
+        if table is not None and parts[1] in table:
+            return (f"an edge condition is evaluated in the 'from' layer '{src.name}'; '{parts[1]}' belongs to "
+                    f"'{dst.name}', which is not parsed yet")
+        return None
+
+    return hint
+
+
+def _path_avoiding(roots: list[str], goal: str, avoid: str, children: dict[str, list[tuple[int, Edge]]]) -> list[str] | None:
+    """A path from an entry to goal that does not pass through avoid (breadth first)."""
+    prev: dict[str, str | None] = {r: None for r in roots if r != avoid}
+    todo = list(prev)
+    while todo:
+        n = todo.pop(0)
+        if n == goal:
+            out = [n]
+            while prev[out[-1]] is not None:
+                out.append(prev[out[-1]])  # type: ignore[arg-type]
+            return out[::-1]
+        for _, e in children.get(n, []):
+            if e.to not in prev and e.to != avoid:
+                prev[e.to] = n
+                todo.append(e.to)
+    return None
+
+
+def _dym_name(name: str, options: Any) -> str | None:
+    import difflib
+
+    best = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return best[0] if best else None
 
 
 def _layer_checker(ws: Workspace, info: StackInfo, li: LayerInfo, smap: Any, diags: list[Any]) -> ExprChecker:

@@ -13,11 +13,7 @@ from typing import Any
 from rubikgen.diagnostics import Diagnostic
 from rubikgen.models.common import expr_text
 from rubikgen.models.protocol import (
-    AnyUntilStep,
-    ElifStep,
-    ElseStep,
     FieldSpec,
-    IfStep,
     Protocol,
 )
 from rubikgen.sema.builtins import BUILTIN_EVENTS, BUILTIN_VALUES, C_RESERVED, NAMESPACES
@@ -110,38 +106,15 @@ def field_decl(decl: Any) -> FieldSpec:
 
 
 def is_multiple_of_8(text: str) -> bool | None:
-    """True if the bit-length expression is provably a multiple of 8, False if provably not,
-    None if it cannot be decided (treated as an error: write the length in bytes)."""
-    from rubikgen.expr import parse_expr
-    from rubikgen.expr.ast import Binary, Num
+    """True if the bit-length expression is provably a multiple of 8, else False. A length
+    that does not parse counts as True here: its syntax error is reported where it is checked."""
+    from rubikgen.expr import ExprSyntaxError, is_multiple_of, parse_expr
 
     try:
         e = parse_expr(text)
-    except Exception:
-        return None
-
-    def m8(e: Any) -> bool | None:
-        if isinstance(e, Num):
-            return e.value % 8 == 0
-        if isinstance(e, Binary):
-            if e.op == "<<" and isinstance(e.right, Num):
-                return True if e.right.value >= 3 else m8_mul(e.left, 1 << e.right.value)
-            if e.op == "*":
-                for a, b in ((e.left, e.right), (e.right, e.left)):
-                    if isinstance(a, Num) and a.value % 8 == 0:
-                        return True
-                return None
-            if e.op in ("+", "-"):
-                left, right = m8(e.left), m8(e.right)
-                return True if left and right else None
-        return None
-
-    def m8_mul(e: Any, k: int) -> bool | None:
-        if isinstance(e, Num):
-            return (e.value * k) % 8 == 0
-        return None
-
-    return m8(e)
+    except ExprSyntaxError:
+        return True
+    return is_multiple_of(e, 8)
 
 
 def _num_decl(
@@ -166,21 +139,29 @@ def _num_decl(
     if isinstance(spec.bits, int):
         if spec.bits < 1 or spec.bits > 64:
             hint = (f"write {{bytes: {spec.bits // 8}}} for a {spec.bits}-bit value kept as bytes"
-                    if spec.bits > 64 and spec.bits % 8 == 0 else "numbers are 1 to 64 bits wide")
+                    if 64 < spec.bits <= 65535 * 8 and spec.bits % 8 == 0 else "numbers are 1 to 64 bits wide")
             diags.append(smap.diag("RG023", f"width {spec.bits} of '{name}' is out of range 1..64", path, hint=hint))
             return "num", 64, None, None, "bytes"
         return "num", spec.bits, None, None, "bytes"
     text = expr_text(spec.bits)
     ok = is_multiple_of_8(text)
     if not ok:
-        bits_path = path + ("bits",) if isinstance(smap.values.get(path + ("bits",)), object) and (path + ("bits",)) in smap.values else path
+        bits_path = path + ("bits",) if (path + ("bits",)) in smap.values else path
         diags.append(smap.diag(
             "RG021",
             f"variable length of '{name}' is not provably a whole number of bytes",
             bits_path,
+            offset=(0, len(text)),
+            text=text,
             hint="write the length in bytes with {bytes: EXPR}, or make the bit length a multiple of 8 (e.g. 'x << 3')",
         ))
     return "bytes", None, None, text, "bits"
+
+
+def _names(run: list[str]) -> str:
+    if len(run) > 4:
+        return f"'{run[0]}' ... '{run[-1]}'"
+    return ", ".join(f"'{n}'" for n in run)
 
 
 def build_symbols(model: Protocol, file: str, smap: SourceMap) -> tuple[ProtocolInfo, list[Diagnostic]]:
@@ -196,6 +177,8 @@ def build_symbols(model: Protocol, file: str, smap: SourceMap) -> tuple[Protocol
         bit = 0  # bit offset inside the fixed prefix of the layout
         fixed = True
         run_start: tuple[str, Path] | None = None  # first field of the current unaligned run
+        run: list[str] = []  # numeric fields since the last byte boundary
+        run_bit = 0  # where that run starts
         for i, (fname, decl) in enumerate(layout.items()):
             fpath: Path = lpath + (fname,)
             check_ident(fname, "field name", smap, fpath, diags)
@@ -220,9 +203,13 @@ def build_symbols(model: Protocol, file: str, smap: SourceMap) -> tuple[Protocol
                 if bit % 8 == 0 and width % 8:
                     run_start = (fname, fpath)
                 fi.bit_offset = bit if fixed else None
+                if bit % 8 == 0:
+                    run, run_bit = [], bit
+                run.append(fname)
                 bit += width
                 if bit % 8 == 0:
                     run_start = None
+                    run = []
                 if spec.const is not None and (spec.const < 0 or spec.const >= (1 << width)):
                     diags.append(smap.diag("RG024", f"const {spec.const} does not fit in {width} bits of '{fname}'",
                                            fpath + ("const",), hint=f"the largest {width}-bit value is {(1 << width) - 1}"))
@@ -230,10 +217,13 @@ def build_symbols(model: Protocol, file: str, smap: SourceMap) -> tuple[Protocol
                 if bit % 8:
                     diags.append(smap.diag(
                         "RG020",
-                        f"bit fields before '{fname}' end {bit % 8} bit(s) into a byte",
+                        f"bit fields {_names(run)} ({bit - run_bit} bits) do not fill whole bytes before "
+                        f"byte field '{fname}'",
                         run_start[1] if run_start else fpath,
-                        hint=f"runs of sub-byte fields must add up to whole bytes before a byte field ({8 - bit % 8} bit(s) missing)",
+                        hint=f"a run of bit fields must end on a byte boundary: add {8 - bit % 8} bit(s), "
+                             "e.g. a reserved field, or fix a width",
                     ))
+                    run = []
                     bit += 8 - bit % 8
                 if spec.const is not None:
                     diags.append(smap.diag("RG024", f"const applies to numbers, not to byte field '{fname}'", fpath + ("const",)))
@@ -255,10 +245,12 @@ def build_symbols(model: Protocol, file: str, smap: SourceMap) -> tuple[Protocol
         if bit % 8:
             diags.append(smap.diag(
                 "RG020",
-                f"layout '{lname}' ends {bit % 8} bit(s) into a byte",
+                f"bit fields {_names(run)} ({bit - run_bit} bits) at the end of layout '{lname}' do not fill "
+                "whole bytes",
                 run_start[1] if run_start else lpath,
                 key=run_start is None,
-                hint=f"sub-byte fields must add up to whole bytes ({8 - bit % 8} bit(s) missing; add a reserved field)",
+                hint=f"a layout must end on a byte boundary: add {8 - bit % 8} bit(s), e.g. a reserved field, "
+                     "or fix a width",
             ))
         info.layouts[lname] = fields
 
@@ -271,8 +263,9 @@ def build_symbols(model: Protocol, file: str, smap: SourceMap) -> tuple[Protocol
                 diags.append(smap.diag("RG024", "const applies to header fields only", vpath + ("const",)))
             k, width, size, lexpr, _ = _num_decl(spec, vname, f"{kind_name} variable", smap, vpath, diags)
             if lexpr is not None:
-                diags.append(smap.diag("RG006", f"{kind_name} variable '{vname}' cannot have a variable length",
-                                       vpath, hint="write 'bytes' for a view of any length, or {bytes: N}"))
+                if kind_name == "temp":  # (a perm gets RG027 below)
+                    diags.append(smap.diag("RG006", f"{kind_name} variable '{vname}' cannot have a variable length",
+                                           vpath + ("bytes",), hint="write 'bytes' for a view of any length, or {bytes: N}"))
                 size = None
             init = expr_text(spec.init) if spec.init is not None else None
             if kind_name == "temp" and init is not None:
@@ -280,8 +273,10 @@ def build_symbols(model: Protocol, file: str, smap: SourceMap) -> tuple[Protocol
                                        hint="temps are zeroed for every packet; assign them in prep"))
             if kind_name == "perm":
                 if k == "bytes" and size is None:
-                    diags.append(smap.diag("RG027", f"perm variable '{vname}' is a byte slice of no fixed size", vpath,
-                                           hint="a view into a packet would dangle after the packet; use {bytes: N} (copied)"))
+                    where = vpath + ("bytes",) if vpath + ("bytes",) in smap.values else vpath
+                    diags.append(smap.diag("RG027", f"perm variable '{vname}' is a byte slice of no fixed size", where,
+                                           hint="a view into a packet would dangle after the packet; use {bytes: N} "
+                                                "(the data is copied into the instance)"))
                 if init is None:
                     diags.append(smap.diag("RG026", f"perm variable '{vname}' has no init", vpath, key=True,
                                            hint=f"add init, e.g. {vname}: {{bits: {width or 8}, init: \"0\"}}"
