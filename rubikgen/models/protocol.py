@@ -39,7 +39,14 @@ def _step_tag(v: Any) -> str | None:
         for k in ("if", "elif", "else", "any_until"):
             if k in v:
                 return k
-    return None
+    # Serialising a model instance (model_dump) asks again.
+    return _MODEL_TAGS.get(type(v).__name__)
+
+
+_MODEL_TAGS = {
+    "IfStep": "if", "ElifStep": "elif", "ElseStep": "else", "AnyUntilStep": "any_until",
+    "IfStmt": "if", "ElifStmt": "elif", "ElseStmt": "else", "Callback": "callback",
+}
 
 
 class IfStep(Model):
@@ -89,7 +96,7 @@ def _stmt_tag(v: Any) -> str | None:
         for k in ("if", "elif", "else", "callback"):
             if k in v:
                 return k
-    return None
+    return _MODEL_TAGS.get(type(v).__name__)
 
 
 class IfStmt(Model):

@@ -54,7 +54,8 @@ class Context:
     perm: bool = True
     foreign: bool = True
     seq: bool = True  # sdu, sdu_len
-    psm: bool = True  # psm.T, event.E, current_state, states
+    psm: bool = True  # current_state, states
+    fired: bool = True  # psm.T, event.E: set by the PSM step and the events
     direction: bool = True  # to_active / to_passive
     virtual: bool = False
     why: str = ""
@@ -62,24 +63,24 @@ class Context:
 
 LAYOUT_LEN = Context(
     "a field length",
-    temp=False, perm=False, seq=False, psm=False, direction=False,
+    temp=False, perm=False, seq=False, psm=False, fired=False, direction=False,
     why="fields are parsed before the instance is looked up",
 )
 HEADER_COND = Context(
     "the header program",
-    temp=False, perm=False, seq=False, psm=False, direction=False,
+    temp=False, perm=False, seq=False, psm=False, fired=False, direction=False,
     why="the header is parsed before the instance is looked up",
 )
 PERM_INIT = Context(
-    "a perm init", temp=False, perm=False, seq=False, psm=False,
+    "a perm init", temp=False, perm=False, seq=False, psm=False, fired=False,
     why="init runs when the instance is created, before prep",
 )
 SELECTOR = Context(
-    "the selector", temp=False, perm=False, seq=False, psm=False, direction=False,
+    "the selector", temp=False, perm=False, seq=False, psm=False, fired=False, direction=False,
     why="the key is built before the instance is looked up",
 )
-PREP = Context("prep", seq=False, why="prep runs before the sequence insert and the PSM step")
-SEQUENCE = Context("the sequence", seq=False, why="the sequence is being filled")
+PREP = Context("prep", seq=False, fired=False, why="prep runs before the sequence insert and the PSM step")
+SEQUENCE = Context("the sequence", seq=False, fired=False, why="the sequence is filled before the PSM step and the events")
 TRANSITION = Context("a transition", virtual=True)
 EVENT = Context("an event", virtual=True)
 EDGE = Context("a parse-tree edge")

@@ -262,6 +262,11 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
         else:
             _check_selector(ec, sel)
 
+    if sel is None and m.perm:
+        first = next(iter(m.perm))
+        diags.append(smap.diag("RG030", "perm variables need a selector", ("perm", first), key=True,
+                               hint="perm variables live in an instance; add a selector, or use temp"))
+
     # prep
     # set_sdu in prep trims the data handed on (e.g. UDP's length); a later assemble() replaces it.
     ec.stmts(("prep",), m.prep, B.PREP, frozenset({"set_sdu"}))

@@ -42,7 +42,7 @@ class ProtocolScope:
             if p == "sdu_len":
                 return Resolved(NumT(32), "builtin"), "seq"
             if p in ("to_active", "to_passive"):
-                return Resolved(BOOL, "builtin"), "direction"
+                return (Resolved(BOOL, "builtin"), "direction") if info.bidirectional else (None, None)
             if p == "current_state":
                 return (Resolved(STATE_T, "builtin"), "psm") if info.states else (None, None)
             if p in info.states:
@@ -57,9 +57,9 @@ class ProtocolScope:
             if ns == "perm" and name in info.perms:
                 return Resolved(field_type(info.perms[name]), "perm", assignable=True), "perm"
             if ns == "psm" and name in info.transitions:
-                return Resolved(BOOL, "transition"), "psm"
+                return Resolved(BOOL, "transition"), "fired"
             if ns == "event" and (name in info.events or name in BUILTIN_EVENTS):
-                return Resolved(BOOL, "event"), "psm"
+                return Resolved(BOOL, "event"), "fired"
             if ns == "layout" and name in info.layouts:
                 return Resolved(BOOL, "layout"), None
             return None, None
@@ -94,6 +94,8 @@ class ProtocolScope:
     def why_missing(self, parts: tuple[str, ...]) -> str | None:
         """Why a name that exists in other protocols does not exist in this one."""
         info = self.info
+        if parts[0] in ("to_active", "to_passive") and not info.bidirectional:
+            return f"{parts[0]} tells the direction of a bidirectional instance: give the selector 'sides'"
         if parts == ("current_state",) and not info.states:
             return "current_state exists only in a protocol with a psm"
         if parts[0] == "psm" and not info.transitions:
@@ -121,10 +123,12 @@ class ProtocolScope:
                 names.append("perm")
             if self.ctx.seq:
                 names += ["sdu", "sdu_len"]
-            if self.ctx.direction:
+            if self.ctx.direction and info.bidirectional:
                 names += ["to_active", "to_passive"]
             if self.ctx.psm and info.states:
-                names += ["current_state", "psm", "event", *info.states]
+                names += ["current_state", *info.states]
+            if self.ctx.fired:
+                names += ["psm", "event"]
             if self.ctx.foreign:
                 names += list(self.params)
             return names
