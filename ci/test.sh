@@ -16,4 +16,4 @@ if [ -f runtime-c/Makefile ]; then
   make -s -C runtime-c test
 fi
 echo "== pytest =="
-$PY -m pytest -q
+$PY -m pytest
