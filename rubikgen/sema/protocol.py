@@ -23,7 +23,7 @@ from rubikgen.models.protocol import (
 )
 from rubikgen.sema import builtins as B
 from rubikgen.sema.scope import ProtocolScope
-from rubikgen.sema.symbols import ProtocolInfo, check_ident, field_decl
+from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.source import Path, SourceMap
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.]+|\|\||&&|==|!=|<=|>=|<<|>>|.", re.S)
@@ -612,8 +612,3 @@ def check_event_cycles(edges: dict[str, list[tuple[str, Path]]], smap: SourceMap
     for n in list(edges):
         if state.get(n) is None:
             visit(n, None)
-
-
-def field_kind(decl: Any) -> str:
-    spec = field_decl(decl)
-    return "bytes" if spec.bytes is not None else "num"

@@ -291,7 +291,7 @@ def build_symbols(model: Protocol, file: str, smap: SourceMap) -> tuple[Protocol
     for i, s in enumerate(info.states):
         if check_ident(s, "state name", smap, ("psm", "states", i), diags, key=False) and s in reserved:
             diags.append(smap.diag("RG022", f"state '{s}' shadows a built-in name", ("psm", "states", i)))
-    for name in info.params_names() if hasattr(info, "params_names") else model.params:
+    for name in model.params:
         check_ident(name, "parameter name", smap, ("params", name), diags)
         if name in reserved:
             diags.append(smap.diag("RG022", f"parameter '{name}' shadows a built-in name", ("params", name), key=True))
