@@ -72,7 +72,9 @@ class Count:
     doc: int = 0
 
     def __add__(self, o: Count) -> Count:
-        return Count(self.raw + o.raw, self.nonblank + o.nonblank, self.code + o.code, self.doc + o.doc)
+        return Count(
+            self.raw + o.raw, self.nonblank + o.nonblank, self.code + o.code, self.doc + o.doc
+        )
 
 
 def _doc_lines(text: str) -> set[int]:
@@ -87,7 +89,11 @@ def _doc_lines(text: str) -> set[int]:
         node = todo.pop()
         if isinstance(node, yaml.MappingNode):
             for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode) and k.value == "doc" and isinstance(v, yaml.ScalarNode):
+                if (
+                    isinstance(k, yaml.ScalarNode)
+                    and k.value == "doc"
+                    and isinstance(v, yaml.ScalarNode)
+                ):
                     end = v.end_mark.line - (1 if v.end_mark.column == 0 else 0)
                     lines.update(range(k.start_mark.line, end + 1))
                 else:
@@ -174,22 +180,30 @@ def render() -> str:
         out.append(f"| {label} | {_ours(c)} | {_up(UPSTREAM_PROTOCOLS.get(name))} |")
     up_raw = sum(v[0] for v in UPSTREAM_PROTOCOLS.values())
     up_nb = sum(v[1] for v in UPSTREAM_PROTOCOLS.values())
-    out.append(f"| **all {len(protos)} files** | {_ours(total)} | {up_raw} / {up_nb} ({len(UPSTREAM_PROTOCOLS)} files) |")
+    out.append(
+        f"| **all {len(protos)} files** | {_ours(total)} | {up_raw} / {up_nb} ({len(UPSTREAM_PROTOCOLS)} files) |"
+    )
     out.append("")
     out.append("### Stacks")
     out.append("")
-    out.append("| stack | raw | non-blank | code | of which `doc:` | upstream raw / non-blank | paper Table II (Addi.) |")
+    out.append(
+        "| stack | raw | non-blank | code | of which `doc:` | upstream raw / non-blank | paper Table II (Addi.) |"
+    )
     out.append("|---|---:|---:|---:|---:|---:|---:|")
     stacks = spec_files(STACKS)
     snames = {p.stem: p for p in stacks}
     for name in sorted(set(snames) | set(UPSTREAM_STACKS)):
         p = snames.get(name)
         up = f"{_up(UPSTREAM_STACKS.get(name))} | {PAPER_ADDITIONAL.get(name, '—')}"
-        out.append(f"| {name} | {_ours(count(p))} | {up} |" if p else f"| {name} | — | — | — | — | {up} |")
+        out.append(
+            f"| {name} | {_ours(count(p))} | {up} |" if p else f"| {name} | — | — | — | — | {up} |"
+        )
     out.append("")
     out.append("### Whole stacks (the stack file and every protocol file it uses)")
     out.append("")
-    out.append("| stack | raw | non-blank | code | of which `doc:` | upstream non-blank | paper Table II (Total) | protocol files used |")
+    out.append(
+        "| stack | raw | non-blank | code | of which `doc:` | upstream non-blank | paper Table II (Total) | protocol files used |"
+    )
     out.append("|---|---:|---:|---:|---:|---:|---:|---|")
     for name in sorted(set(snames) | set(UPSTREAM_TOTALS)):
         p = snames.get(name)
@@ -222,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help=f"refresh {DOC.relative_to(ROOT)}")
-    mode.add_argument("--check", action="store_true", help=f"exit 1 if {DOC.relative_to(ROOT)} is stale")
+    mode.add_argument(
+        "--check", action="store_true", help=f"exit 1 if {DOC.relative_to(ROOT)} is stale"
+    )
     args = ap.parse_args(argv)
     if not (args.write or args.check):
         sys.stdout.write(render())
@@ -231,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     new = refreshed(text)
     if args.check:
         if new != text:
-            print(f"{DOC.relative_to(ROOT)} is stale: run 'python ci/spec_loc.py --write'", file=sys.stderr)
+            print(
+                f"{DOC.relative_to(ROOT)} is stale: run 'python ci/spec_loc.py --write'",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if new != text:

@@ -27,8 +27,12 @@ def _parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check specs like a compiler")
     v.add_argument("paths", nargs="*", help="spec files or directories (default: specs/)")
-    v.add_argument("--format", choices=("text", "json", "github"), default=None,
-                   help="output format (default: text, or github under GitHub Actions)")
+    v.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default=None,
+        help="output format (default: text, or github under GitHub Actions)",
+    )
     v.add_argument("--strict", action="store_true", help="warnings fail too")
     v.add_argument("--list-codes", action="store_true", help="print the diagnostic codes and exit")
 
@@ -39,8 +43,16 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("graph", help="draw a stack's parse tree or a protocol's PSM (Graphviz)")
     g.add_argument("spec")
     mode = g.add_mutually_exclusive_group()
-    mode.add_argument("--tree", action="store_true", help="the stack's parse tree (default for stacks)")
-    mode.add_argument("--psm", metavar="LAYER", nargs="?", const="", help="the PSM of a protocol, or of a stack's layer")
+    mode.add_argument(
+        "--tree", action="store_true", help="the stack's parse tree (default for stacks)"
+    )
+    mode.add_argument(
+        "--psm",
+        metavar="LAYER",
+        nargs="?",
+        const="",
+        help="the PSM of a protocol, or of a stack's layer",
+    )
     g.add_argument("--format", choices=("dot", "svg"), default="dot")
     g.add_argument("-o", "--output", help="write here instead of standard output")
     return p
@@ -65,8 +77,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
             internal = True
             tb = traceback.extract_tb(e.__traceback__)
             where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
-            diags.append(Diagnostic("RG900", f"internal error while checking this file: {type(e).__name__}: {e}", f, 1, 1,
-                                    hint=f"this is a rubikgen bug (at {where}); please report it with the spec"))
+            diags.append(
+                Diagnostic(
+                    "RG900",
+                    f"internal error while checking this file: {type(e).__name__}: {e}",
+                    f,
+                    1,
+                    1,
+                    hint=f"this is a rubikgen bug (at {where}); please report it with the spec",
+                )
+            )
     diags = diags + ws.all_diagnostics()
     render(diags, ws.sources, fmt)
     if internal:
@@ -109,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:
-        sys.stderr.write(f"rubikgen: internal error: {type(e).__name__}: {e}\n(this is a rubikgen bug; please report it)\n")
+        sys.stderr.write(
+            f"rubikgen: internal error: {type(e).__name__}: {e}\n(this is a rubikgen bug; please report it)\n"
+        )
         if os.environ.get("RUBIKGEN_DEBUG"):
             traceback.print_exc()
         return EXIT_INTERNAL

@@ -121,7 +121,9 @@ def render_text(d: Diagnostic, sources: SourceCache, colour: bool = False) -> st
         out.append(gutter + shown)
         width = max(1, (d.end_col - d.col) if d.end_col and d.end_col > d.col else 1)
         width = min(width, max(1, len(shown) - d.col + 1))
-        out.append(" " * (len(gutter) - 2) + "| " + " " * (d.col - 1) + _colour(colour, sev, "^" * width))
+        out.append(
+            " " * (len(gutter) - 2) + "| " + " " * (d.col - 1) + _colour(colour, sev, "^" * width)
+        )
     for n in d.notes:
         out.append(f"      = note: {n}")
     if d.hint:

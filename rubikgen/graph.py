@@ -20,12 +20,16 @@ def _q(s: str) -> str:
 def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
     st = doc.model
     info = doc.stack_info
-    lines = [f"digraph {_q(st.stack)} {{", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontname="Helvetica"];',
-             '  edge [fontname="Helvetica", fontsize=10];']
+    lines = [
+        f"digraph {_q(st.stack)} {{",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontname="Helvetica"];',
+        '  edge [fontname="Helvetica", fontsize=10];',
+    ]
     for lname in st.layers:
         proto = info.layers[lname].protocol.name if info and lname in info.layers else "?"
         label = lname if proto == lname else f"{lname}\n({proto})"
-        extra = ', penwidth=2' if lname in entries_of(st.entry).values() else ""
+        extra = ", penwidth=2" if lname in entries_of(st.entry).values() else ""
         lines.append(f"  {_q(lname)} [label={_q(label)}{extra}];")
     for lst in (info.children if info else {}).values():
         for rank, (_, e) in enumerate(lst, start=1):
@@ -38,11 +42,11 @@ def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
     if isinstance(st.entry, dict):
         for link, ename in st.entry.items():
             lid = f"link:{link}"
-            lines.append(f"  {_q(lid)} [label={_q(link)}, shape=plaintext, style=\"\"];")
+            lines.append(f'  {_q(lid)} [label={_q(link)}, shape=plaintext, style=""];')
             lines.append(f"  {_q(lid)} -> {_q(ename)} [style=dotted];")
     for hname, h in st.handlers.items():
         hid = f"handler:{hname}"
-        lines.append(f"  {_q(hid)} [label={_q(hname + '()')}, shape=note, fillcolor=\"#fff6d5\"];")
+        lines.append(f'  {_q(hid)} [label={_q(hname + "()")}, shape=note, fillcolor="#fff6d5"];')
         lines.append(f"  {_q(h.layer)} -> {_q(hid)} [style=dashed, arrowhead=none];")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -50,8 +54,13 @@ def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
 
 def psm_dot(info) -> str:  # type: ignore[no-untyped-def]
     psm = info.model.psm
-    lines = [f"digraph {_q(info.name + '_psm')} {{", "  rankdir=LR;", '  node [shape=circle, fontname="Helvetica"];',
-             '  edge [fontname="Helvetica", fontsize=10];', '  __start [shape=point];']
+    lines = [
+        f"digraph {_q(info.name + '_psm')} {{",
+        "  rankdir=LR;",
+        '  node [shape=circle, fontname="Helvetica"];',
+        '  edge [fontname="Helvetica", fontsize=10];',
+        "  __start [shape=point];",
+    ]
     start = psm.start[0] if isinstance(psm.start, list) and psm.start else psm.start
     for s in psm.states:
         shape = "doublecircle" if s in psm.accept else "circle"
@@ -59,7 +68,9 @@ def psm_dot(info) -> str:  # type: ignore[no-untyped-def]
     if isinstance(start, str):
         lines.append(f"  __start -> {_q(start)};")
     for i, t in enumerate(psm.transitions, start=1):
-        srcs = psm.states if t.from_ == "*" else ([t.from_] if isinstance(t.from_, str) else t.from_)
+        srcs = (
+            psm.states if t.from_ == "*" else ([t.from_] if isinstance(t.from_, str) else t.from_)
+        )
         guard = expr_text(t.when) if t.when is not None else ""
         label = f"{i}. {t.name}" + (f"\n[{guard}]" if guard else "")
         for s in srcs:
@@ -104,7 +115,9 @@ def graph_command(args: argparse.Namespace) -> int:
     if args.format == "svg":
         exe = shutil.which("dot")
         if exe is None:
-            sys.stderr.write("rubikgen graph: SVG needs Graphviz's 'dot' (apt-get install graphviz)\n")
+            sys.stderr.write(
+                "rubikgen graph: SVG needs Graphviz's 'dot' (apt-get install graphviz)\n"
+            )
             return 1
         data = subprocess.run([exe, "-Tsvg"], input=data, capture_output=True, check=True).stdout
     if args.output:

@@ -167,7 +167,9 @@ def _join_or(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseModel]) -> list[Diagnostic]:
+def convert(
+    err: ValidationError, data: Any, smap: SourceMap, root: type[BaseModel]
+) -> list[Diagnostic]:
     by_path: dict[Path, list[dict[str, Any]]] = {}
     order: list[Path] = []
     out: list[Diagnostic] = []
@@ -190,7 +192,11 @@ def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseMod
         best = difflib.get_close_matches(str(key), options, n=1, cutoff=0.5)
         if best:
             suggested.add((path[:-1], best[0]))
-        hint = f"did you mean '{best[0]}'?" if best else (f"allowed keys: {', '.join(options)}" if options else None)
+        hint = (
+            f"did you mean '{best[0]}'?"
+            if best
+            else (f"allowed keys: {', '.join(options)}" if options else None)
+        )
         where = f" in {_MODEL_WORDS.get(model.__name__, model.__name__.lower())}" if model else ""
         out.append(smap.diag("RG005", f"unknown key '{key}'{where}", path, key=True, hint=hint))
     for e in errors:
@@ -201,24 +207,46 @@ def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseMod
             path = _data_path(data, loc[:-1])
             name = loc[-1]
             if not isinstance(_value_at(data, path), dict):
-                path_diag = smap.diag("RG006", f"expected a mapping, got {_describe_value(_value_at(data, path))}", path)
+                path_diag = smap.diag(
+                    "RG006",
+                    f"expected a mapping, got {_describe_value(_value_at(data, path))}",
+                    path,
+                )
                 out.append(path_diag)
                 continue
             if (path, name) in suggested:
                 continue
-            out.append(smap.diag("RG004", f"missing required key '{name}'", path, key=bool(path),
-                                 hint=f"add '{name}:'"))
+            out.append(
+                smap.diag(
+                    "RG004",
+                    f"missing required key '{name}'",
+                    path,
+                    key=bool(path),
+                    hint=f"add '{name}:'",
+                )
+            )
             continue
         path = _data_path(data, loc)
         if "[key]" in loc:
             # A mapping key of the wrong kind (e.g. an unknown link type): report the key itself.
             kname = path[-1] if path else ""
             exp = e.get("ctx", {}).get("expected", "") if e["type"] == "literal_error" else ""
-            options = [o.strip().strip("'") for o in exp.replace(" or ", ", ").split(",") if o.strip()]
-            best = difflib.get_close_matches(str(kname), options, n=1, cutoff=0.5) if options else []
+            options = [
+                o.strip().strip("'") for o in exp.replace(" or ", ", ").split(",") if o.strip()
+            ]
+            best = (
+                difflib.get_close_matches(str(kname), options, n=1, cutoff=0.5) if options else []
+            )
             want = f"one of {exp}" if exp else e["msg"].lower()
-            out.append(smap.diag("RG005", f"unknown key '{kname}': expected {want}", path, key=True,
-                                 hint=f"did you mean '{best[0]}'?" if best else None))
+            out.append(
+                smap.diag(
+                    "RG005",
+                    f"unknown key '{kname}': expected {want}",
+                    path,
+                    key=True,
+                    hint=f"did you mean '{best[0]}'?" if best else None,
+                )
+            )
             continue
         if path not in by_path:
             order.append(path)
@@ -227,19 +255,31 @@ def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseMod
     for path in order:
         errs = by_path[path]
         value = _value_at(data, path)
-        if isinstance(value, (dict, list)) and any(q[: len(path)] == path and len(q) > len(path) for q in reported):
+        if isinstance(value, (dict, list)) and any(
+            q[: len(path)] == path and len(q) > len(path) for q in reported
+        ):
             # A union member matched the shape and reported deeper errors: those are the useful ones.
             continue
         custom = [e for e in errs if e["type"] in ("step", "statement")]
         if custom:
             what, tags = _TAG_KEYS[custom[0]["type"]]
-            close = [(k, difflib.get_close_matches(str(k), tags, n=1, cutoff=0.6)) for k in value] \
-                if isinstance(value, dict) else []
+            close = (
+                [(k, difflib.get_close_matches(str(k), tags, n=1, cutoff=0.6)) for k in value]
+                if isinstance(value, dict)
+                else []
+            )
             close = [(k, m[0]) for k, m in close if m]
             if close:
                 k, m = close[0]
-                out.append(smap.diag("RG005", f"unknown key '{k}' in {what}", path + (k,), key=True,
-                                     hint=f"did you mean '{m}'?"))
+                out.append(
+                    smap.diag(
+                        "RG005",
+                        f"unknown key '{k}' in {what}",
+                        path + (k,),
+                        key=True,
+                        hint=f"did you mean '{m}'?",
+                    )
+                )
             else:
                 out.append(smap.diag("RG006", custom[0]["msg"], path))
             continue
@@ -250,7 +290,11 @@ def convert(err: ValidationError, data: Any, smap: SourceMap, root: type[BaseMod
                 exp = e["ctx"]["expected"]
                 wants.append(exp if "," not in exp and " or " not in exp else "one of " + exp)
                 if isinstance(value, str):
-                    options = [o.strip().strip("'") for o in exp.replace(" or ", ", ").split(",") if o.strip()]
+                    options = [
+                        o.strip().strip("'")
+                        for o in exp.replace(" or ", ", ").split(",")
+                        if o.strip()
+                    ]
                     close = difflib.get_close_matches(value, options, n=1, cutoff=0.5)
                     if close:
                         literal_hint = f"did you mean '{close[0]}'?"

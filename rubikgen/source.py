@@ -197,7 +197,15 @@ def _mark_pos(start: yaml.Mark, end: yaml.Mark, style: str | None, scalar: bool 
     if start.line == end.line:
         text_col = start.column + 1 + quoted
     index = start.index + quoted if scalar else None
-    return Pos(start.line + 1, start.column + 1, text_col, end.line + 1, end.column + 1, index, style if scalar else None)
+    return Pos(
+        start.line + 1,
+        start.column + 1,
+        text_col,
+        end.line + 1,
+        end.column + 1,
+        index,
+        style if scalar else None,
+    )
 
 
 class _Builder:
@@ -217,7 +225,10 @@ class _Builder:
         if id(node) in stack:
             raise _TooBig("recursive alias: a node contains itself", node)
         self.smap.values[path] = _mark_pos(
-            node.start_mark, node.end_mark, getattr(node, "style", None), isinstance(node, yaml.ScalarNode)
+            node.start_mark,
+            node.end_mark,
+            getattr(node, "style", None),
+            isinstance(node, yaml.ScalarNode),
         )
         if isinstance(node, yaml.MappingNode):
             out: dict[Any, Any] = {}
@@ -230,7 +241,9 @@ class _Builder:
                     srcs = vnode.value if isinstance(vnode, yaml.SequenceNode) else [vnode]
                     for src in srcs:
                         if not isinstance(src, yaml.MappingNode):
-                            self.diags.append(self._d("RG006", "'<<' merges mappings only", src, None))
+                            self.diags.append(
+                                self._d("RG006", "'<<' merges mappings only", src, None)
+                            )
                             continue
                         merged += src.value
                 else:
@@ -245,7 +258,12 @@ class _Builder:
             for knode, vnode in pairs:
                 if not isinstance(knode, yaml.ScalarNode):
                     self.diags.append(
-                        self._d("RG006", "mapping keys must be plain strings", knode, "write the key as a name")
+                        self._d(
+                            "RG006",
+                            "mapping keys must be plain strings",
+                            knode,
+                            "write the key as a name",
+                        )
                     )
                     continue
                 # Keys are names: take the text as written (YAML 1.1 would turn `on:` into True).
@@ -255,7 +273,12 @@ class _Builder:
                     first = self.smap.keys.get(kpath)
                     where = f" (first defined at line {first.line})" if first else ""
                     self.diags.append(
-                        self._d("RG002", f"duplicate key '{key}'{where}", knode, "remove or rename one of them")
+                        self._d(
+                            "RG002",
+                            f"duplicate key '{key}'{where}",
+                            knode,
+                            "remove or rename one of them",
+                        )
                     )
                     continue
                 self.smap.keys[kpath] = _mark_pos(knode.start_mark, knode.end_mark, knode.style)
@@ -270,19 +293,34 @@ class _Builder:
             problem = str(e.problem or e)
             if "could not determine a constructor for the tag" in problem:
                 tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
-                self.diags.append(self._d("RG001", f"unknown YAML tag '{tag}'", node,
-                                          "remove the tag; rubikgen specs use plain YAML values"))
+                self.diags.append(
+                    self._d(
+                        "RG001",
+                        f"unknown YAML tag '{tag}'",
+                        node,
+                        "remove the tag; rubikgen specs use plain YAML values",
+                    )
+                )
             else:
                 self.diags.append(self._d("RG001", problem, node, None))
             self.smap.reported.add(path)
             return None
-        except (ValueError, OverflowError) as e:  # e.g. a !!float or !!timestamp that does not parse
+        except (
+            ValueError,
+            OverflowError,
+        ) as e:  # e.g. a !!float or !!timestamp that does not parse
             self.diags.append(self._d("RG006", f"invalid value: {e}", node, None))
             self.smap.reported.add(path)
             return None
         if isinstance(value, (bytes, bytearray)):
-            self.diags.append(self._d("RG006", "binary values (!!binary) are not supported", node,
-                                      "write the value as a number or a string"))
+            self.diags.append(
+                self._d(
+                    "RG006",
+                    "binary values (!!binary) are not supported",
+                    node,
+                    "write the value as a number or a string",
+                )
+            )
             self.smap.reported.add(path)
             return None
         return value
@@ -311,11 +349,18 @@ def _yaml_error(file: str, text: str, e: yaml.YAMLError) -> Diagnostic:
     at_end = "<stream end>" in problem or "end of stream" in problem
     opener = None
     if cmark is not None and context:
-        opener = {"while parsing a flow sequence": "[", "while parsing a flow mapping": "{",
-                  "while scanning a quoted scalar": "quote"}.get(context)
+        opener = {
+            "while parsing a flow sequence": "[",
+            "while parsing a flow mapping": "{",
+            "while scanning a quoted scalar": "quote",
+        }.get(context)
     src_line = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
     if isinstance(e, yaml.reader.ReaderError):
-        msg = f"not a text file: {e.reason} (byte 0x{e.character:02x})" if isinstance(e.character, int) else str(e)
+        msg = (
+            f"not a text file: {e.reason} (byte 0x{e.character:02x})"
+            if isinstance(e.character, int)
+            else str(e)
+        )
         hint = "specs must be UTF-8 text"
     elif "'\\t'" in problem or "\t" in problem:
         msg = "tab character in YAML indentation or between tokens"
@@ -327,11 +372,21 @@ def _yaml_error(file: str, text: str, e: yaml.YAMLError) -> Diagnostic:
             # Report the bracket or quote that is never closed, not the end of the file.
             line, col = cmark.line + 1, cmark.column + 1
             msg = f"unclosed {what}: the file ends before it is closed"
-            hint = "add the closing quote" if opener == "quote" else f"add '{']' if opener == '[' else '}'}' to close it"
+            hint = (
+                "add the closing quote"
+                if opener == "quote"
+                else f"add '{']' if opener == '[' else '}'}' to close it"
+            )
         else:
             closer = "]" if opener == "[" else "}"
-            found = problem.split("but got", 1)[-1].strip() if "but got" in problem else "something else"
-            found = {"'<scalar>'": "a value", "'<block mapping start>'": "a new line of keys"}.get(found, found)
+            found = (
+                problem.split("but got", 1)[-1].strip()
+                if "but got" in problem
+                else "something else"
+            )
+            found = {"'<scalar>'": "a value", "'<block mapping start>'": "a new line of keys"}.get(
+                found, found
+            )
             msg = f"expected ',' or '{closer}' in the {what} opened at {where}, found {found}"
             hint = f"close the {what} with '{closer}', or separate items with ','"
     elif "mapping values are not allowed" in problem:
@@ -343,7 +398,9 @@ def _yaml_error(file: str, text: str, e: yaml.YAMLError) -> Diagnostic:
             msg = "':' followed by a space inside an unquoted value"
             hint = "quote values that contain ': ' (e.g. expressions)"
     elif "found character" in problem and "cannot start any token" in problem:
-        hint = "quote the value (expressions starting with '!', '&', '*', '%', '@' or '`' need quotes)"
+        hint = (
+            "quote the value (expressions starting with '!', '&', '*', '%', '@' or '`' need quotes)"
+        )
     elif "expected <block end>" in problem and cmark is not None:
         where = f"line {cmark.line + 1}, column {cmark.column + 1}"
         if "<block mapping start>" in problem or "<block sequence start>" in problem:
@@ -389,15 +446,22 @@ def _precheck_with(file: str, text: str, loader: Any) -> Diagnostic | None:
         if isinstance(ev, yaml.AliasEvent):
             a = ev.anchor
             if any(f[0] == a for f in frames):
-                return diag(f"recursive alias: '*{a}' is used inside the node it names", ev,
-                            "an alias must not refer to a mapping or list that contains it")
+                return diag(
+                    f"recursive alias: '*{a}' is used inside the node it names",
+                    ev,
+                    "an alias must not refer to a mapping or list that contains it",
+                )
             n = sizes.get(a, 1)
             total += n
             if frames:
                 frames[-1][1] += n
             if total > MAX_NODES:
-                return diag(f"alias '*{a}' expands to {n} values; with it the document holds more than "
-                            f"{MAX_NODES} (alias bomb?)", ev, "write the document without nested aliases")
+                return diag(
+                    f"alias '*{a}' expands to {n} values; with it the document holds more than "
+                    f"{MAX_NODES} (alias bomb?)",
+                    ev,
+                    "write the document without nested aliases",
+                )
         elif isinstance(ev, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
             total += 1
             if frames:
@@ -410,8 +474,11 @@ def _precheck_with(file: str, text: str, loader: Any) -> Diagnostic | None:
             else:
                 frames.append([ev.anchor, 1])
                 if len(frames) > MAX_DEPTH:
-                    return diag(f"document nested more than {MAX_DEPTH} levels deep", ev,
-                                "specs are shallow; check for runaway brackets or indentation")
+                    return diag(
+                        f"document nested more than {MAX_DEPTH} levels deep",
+                        ev,
+                        "specs are shallow; check for runaway brackets or indentation",
+                    )
         elif isinstance(ev, yaml.CollectionEndEvent) and frames:
             anchor, n = frames.pop()
             if anchor:
@@ -431,15 +498,44 @@ def load_yaml(file: str, text: str) -> Loaded:
     except yaml.YAMLError as e:
         return Loaded(file, text, None, smap, [_yaml_error(file, text, e)])
     except RecursionError:
-        return Loaded(file, text, None, smap, [Diagnostic("RG009", "document nested too deeply", file, 1, 1)])
+        return Loaded(
+            file, text, None, smap, [Diagnostic("RG009", "document nested too deeply", file, 1, 1)]
+        )
     nodes = [n for n in nodes if n is not None]
     if not nodes:
-        return Loaded(file, text, None, smap, [Diagnostic("RG003", "empty document", file, 1, 1, hint="start with 'protocol: NAME' or 'stack: NAME'")])
+        return Loaded(
+            file,
+            text,
+            None,
+            smap,
+            [
+                Diagnostic(
+                    "RG003",
+                    "empty document",
+                    file,
+                    1,
+                    1,
+                    hint="start with 'protocol: NAME' or 'stack: NAME'",
+                )
+            ],
+        )
     if len(nodes) > 1:
         m = nodes[1].start_mark
         return Loaded(
-            file, text, None, smap,
-            [Diagnostic("RG001", "more than one YAML document in the file", file, m.line + 1, m.column + 1, hint="put each protocol or stack in its own file")],
+            file,
+            text,
+            None,
+            smap,
+            [
+                Diagnostic(
+                    "RG001",
+                    "more than one YAML document in the file",
+                    file,
+                    m.line + 1,
+                    m.column + 1,
+                    hint="put each protocol or stack in its own file",
+                )
+            ],
         )
     b = _Builder(file)
     b.smap.text = text
@@ -447,9 +543,17 @@ def load_yaml(file: str, text: str) -> Loaded:
         data = b.build(nodes[0], (), ())
     except _TooBig as e:
         m = e.node.start_mark
-        return Loaded(file, text, None, b.smap, [Diagnostic("RG009", str(e), file, m.line + 1, m.column + 1)])
+        return Loaded(
+            file, text, None, b.smap, [Diagnostic("RG009", str(e), file, m.line + 1, m.column + 1)]
+        )
     except RecursionError:
-        return Loaded(file, text, None, b.smap, [Diagnostic("RG009", "document nested too deeply", file, 1, 1)])
+        return Loaded(
+            file,
+            text,
+            None,
+            b.smap,
+            [Diagnostic("RG009", "document nested too deeply", file, 1, 1)],
+        )
     return Loaded(file, text, data, b.smap, b.diags)
 
 
@@ -695,12 +799,26 @@ def _toml_error(file: str, text: str, e: tomllib.TOMLDecodeError) -> Diagnostic:
         hits = [k for k in re.finditer(pat, src_line) if k.start() < col]
         if hits:
             col = hits[-1].start() + 1
-        return Diagnostic("RG002", f"duplicate key '{name}' in an inline table", file, line, col, "error",
-                          "remove or rename one of them")
-    if not (msg.startswith("Cannot declare") or msg.startswith("Cannot overwrite") or msg.startswith("Cannot mutate")):
+        return Diagnostic(
+            "RG002",
+            f"duplicate key '{name}' in an inline table",
+            file,
+            line,
+            col,
+            "error",
+            "remove or rename one of them",
+        )
+    if not (
+        msg.startswith("Cannot declare")
+        or msg.startswith("Cannot overwrite")
+        or msg.startswith("Cannot mutate")
+    ):
         hint = None
         if msg == "Illegal character '\\n'":
-            msg, hint = "line break inside a string", "close the string on its line, or use a \"\"\" multi-line string"
+            msg, hint = (
+                "line break inside a string",
+                'close the string on its line, or use a """ multi-line string',
+            )
         return Diagnostic("RG008", msg[:1].lower() + msg[1:], file, line, col, "error", hint)
     # Positions of what came before the error name the first definition of the duplicate.
     prev, scan = _toml_positions(file, "\n".join(lines[: line - 1]) + "\n")
@@ -710,8 +828,15 @@ def _toml_error(file: str, text: str, e: tomllib.TOMLDecodeError) -> Diagnostic:
         names = tuple(_split_key(hm.group(2)))
         first = prev.keys.get(names)
         where = f" (first at line {first.line})" if first else ""
-        return Diagnostic("RG002", f"table [{'.'.join(names)}] is defined twice{where}", file, line, col, "error",
-                          "put all keys of a table under one header")
+        return Diagnostic(
+            "RG002",
+            f"table [{'.'.join(names)}] is defined twice{where}",
+            file,
+            line,
+            col,
+            "error",
+            "put all keys of a table under one header",
+        )
     km = _TOML_KEYLINE.match(src_line)
     if km:
         col = km.start(1) + 1
@@ -723,10 +848,24 @@ def _toml_error(file: str, text: str, e: tomllib.TOMLDecodeError) -> Diagnostic:
             if first:
                 break
         where = f" (first defined at line {first.line})" if first else ""
-        return Diagnostic("RG002", f"duplicate key '{'.'.join(names)}'{where}", file, line, col, "error",
-                          "remove or rename one of them")
-    return Diagnostic("RG002", f"{msg[:1].lower()}{msg[1:]}: a key is defined twice", file, line, col, "error",
-                      "remove or rename one of them")
+        return Diagnostic(
+            "RG002",
+            f"duplicate key '{'.'.join(names)}'{where}",
+            file,
+            line,
+            col,
+            "error",
+            "remove or rename one of them",
+        )
+    return Diagnostic(
+        "RG002",
+        f"{msg[:1].lower()}{msg[1:]}: a key is defined twice",
+        file,
+        line,
+        col,
+        "error",
+        "remove or rename one of them",
+    )
 
 
 def load_toml(file: str, text: str) -> Loaded:
@@ -736,9 +875,26 @@ def load_toml(file: str, text: str) -> Loaded:
     except tomllib.TOMLDecodeError as e:
         return Loaded(file, text, None, smap, [_toml_error(file, text, e)])
     except RecursionError:
-        return Loaded(file, text, None, smap, [Diagnostic("RG009", "document nested too deeply", file, 1, 1)])
+        return Loaded(
+            file, text, None, smap, [Diagnostic("RG009", "document nested too deeply", file, 1, 1)]
+        )
     if not data:
-        return Loaded(file, text, None, smap, [Diagnostic("RG003", "empty document", file, 1, 1, hint="start with 'protocol = \"NAME\"' or 'stack = \"NAME\"'")])
+        return Loaded(
+            file,
+            text,
+            None,
+            smap,
+            [
+                Diagnostic(
+                    "RG003",
+                    "empty document",
+                    file,
+                    1,
+                    1,
+                    hint="start with 'protocol = \"NAME\"' or 'stack = \"NAME\"'",
+                )
+            ],
+        )
     smap, _ = _toml_positions(file, text)
     return Loaded(file, text, data, smap, [])
 
@@ -764,14 +920,23 @@ def read_file(file: str) -> tuple[str | None, Diagnostic | None]:
         line = raw[:nul].count(b"\n") + 1
         line_start = raw.rfind(b"\n", 0, nul) + 1
         col = len(raw[line_start:nul].decode("utf-8", errors="replace")) + 1
-        return None, Diagnostic("RG001", "not a text file (NUL byte)", file, line, col, hint="specs must be UTF-8 text")
+        return None, Diagnostic(
+            "RG001", "not a text file (NUL byte)", file, line, col, hint="specs must be UTF-8 text"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         line_start = raw.rfind(b"\n", 0, e.start) + 1
         col = len(raw[line_start : e.start].decode("utf-8", errors="replace")) + 1
-        return None, Diagnostic("RG001", f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file, line, col, hint="specs must be UTF-8 text")
+        return None, Diagnostic(
+            "RG001",
+            f"not UTF-8 text (byte 0x{raw[e.start]:02x})",
+            file,
+            line,
+            col,
+            hint="specs must be UTF-8 text",
+        )
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, None

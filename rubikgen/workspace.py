@@ -55,7 +55,9 @@ class Workspace:
         text, err = read_file(ap)
         if text is None:
             if err is not None:
-                err.file = shown  # report against the path as displayed, like every other diagnostic
+                err.file = (
+                    shown  # report against the path as displayed, like every other diagnostic
+                )
             doc = Document(shown, ap, None, None, SourceMap(shown), [err] if err else [])
             self.docs[ap] = doc
             return doc
@@ -73,21 +75,33 @@ class Workspace:
         if data is None:
             return Document(shown, ap, None, None, smap, diags)
         if not isinstance(data, dict):
-            diags.append(smap.diag("RG003", "a spec is a mapping with a 'protocol' or 'stack' key", (),
-                                   hint="start the file with 'protocol: NAME' or 'stack: NAME'"))
+            diags.append(
+                smap.diag(
+                    "RG003",
+                    "a spec is a mapping with a 'protocol' or 'stack' key",
+                    (),
+                    hint="start the file with 'protocol: NAME' or 'stack: NAME'",
+                )
+            )
             return Document(shown, ap, None, None, smap, diags)
         kinds = [k for k in ("protocol", "stack") if k in data]
         if len(kinds) != 1:
             hint = "protocols start with 'protocol: NAME', stacks with 'stack: NAME'"
             where: tuple[str, ...] = ("stack",) if kinds else ()
             if not kinds:
-                near = [(k, difflib.get_close_matches(str(k), ("protocol", "stack"), n=1, cutoff=0.6)) for k in data]
+                near = [
+                    (k, difflib.get_close_matches(str(k), ("protocol", "stack"), n=1, cutoff=0.6))
+                    for k in data
+                ]
                 near = [(k, m[0]) for k, m in near if m]
                 if near:
                     where = (near[0][0],)
                     hint = f"did you mean '{near[0][1]}'?"
-            msg = ("a document cannot be both a protocol and a stack" if kinds else
-                   "not a rubikgen document: no top-level 'protocol' or 'stack' key")
+            msg = (
+                "a document cannot be both a protocol and a stack"
+                if kinds
+                else "not a rubikgen document: no top-level 'protocol' or 'stack' key"
+            )
             diags.append(smap.diag("RG003", msg, where, key=bool(where), hint=hint))
             return Document(shown, ap, None, None, smap, diags)
         kind = kinds[0]
@@ -114,7 +128,9 @@ class Workspace:
             doc.info = info
             base = os.path.dirname(doc.abspath)
             for pname, param in doc.model.params.items():  # type: ignore[union-attr]
-                files = [param.protocol] if isinstance(param.protocol, str) else list(param.protocol)
+                files = (
+                    [param.protocol] if isinstance(param.protocol, str) else list(param.protocol)
+                )
                 info.param_files[pname] = [os.path.abspath(os.path.join(base, f)) for f in files]
         return doc
 
@@ -137,13 +153,23 @@ class Workspace:
             for i, f in enumerate(files):
                 ppath = ("params", pname, "protocol") + ((i,) if isinstance(raw, list) else ())
                 if not os.path.isfile(f):
-                    what = "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
-                    doc.diags.append(doc.smap.diag("RG007", f"protocol file '{raw_list[i]}' {what}", ppath,
-                                                   hint="paths are relative to this file"))
+                    what = (
+                        "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
+                    )
+                    doc.diags.append(
+                        doc.smap.diag(
+                            "RG007",
+                            f"protocol file '{raw_list[i]}' {what}",
+                            ppath,
+                            hint="paths are relative to this file",
+                        )
+                    )
                     continue
                 pdoc = self.protocol_info(f)
                 if pdoc.kind == "stack":
-                    doc.diags.append(doc.smap.diag("RG051", f"'{raw_list[i]}' is a stack, not a protocol", ppath))
+                    doc.diags.append(
+                        doc.smap.diag("RG051", f"'{raw_list[i]}' is a stack, not a protocol", ppath)
+                    )
                     continue
                 if pdoc.info is not None:
                     opts.append(pdoc.info)

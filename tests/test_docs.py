@@ -52,7 +52,10 @@ class Block:
     @property
     def first(self) -> str:
         """First line that is neither blank nor a comment."""
-        return next((ln for ln in self.text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
+        return next(
+            (ln for ln in self.text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")),
+            "",
+        )
 
     @property
     def is_document(self) -> bool:
@@ -79,7 +82,14 @@ def blocks(path: Path) -> list[Block]:
         while k >= 0 and not lines[k].strip():
             k -= 1
         cm = COMMENT.match(lines[k].strip()) if k >= 0 else None
-        out.append(Block(m.group(1), "\n".join(lines[i + 1 : j]) + "\n", i + 1, cm.group(1).strip() if cm else ""))
+        out.append(
+            Block(
+                m.group(1),
+                "\n".join(lines[i + 1 : j]) + "\n",
+                i + 1,
+                cm.group(1).strip() if cm else "",
+            )
+        )
         i = j + 1
     return out
 
@@ -92,7 +102,9 @@ def _ids(bs: list[Block]) -> list[str]:
 # docs/spec-language.md
 
 
-REF_BLOCKS = [b for b in blocks(REFERENCE) if b.lang in ("yaml", "toml")] if REFERENCE.exists() else []
+REF_BLOCKS = (
+    [b for b in blocks(REFERENCE) if b.lang in ("yaml", "toml")] if REFERENCE.exists() else []
+)
 MERGED = ("params", "layouts", "temp", "perm", "events")
 
 
@@ -124,7 +136,11 @@ def test_reference_has_examples() -> None:
 
 @pytest.mark.parametrize("block", REF_BLOCKS, ids=_ids(REF_BLOCKS))
 def test_reference_example_validates(block: Block, sandbox: Path) -> None:
-    m = re.fullmatch(r"check:\s*(\w+)((?:\s+expect\s+RG\d{3})*)", block.marker) if block.marker else None
+    m = (
+        re.fullmatch(r"check:\s*(\w+)((?:\s+expect\s+RG\d{3})*)", block.marker)
+        if block.marker
+        else None
+    )
     expect = set(re.findall(r"RG\d{3}", m.group(2))) if m else set()
     suffix = ".toml" if block.lang == "toml" else ".yaml"
     if block.is_document:
@@ -145,11 +161,17 @@ def test_reference_example_validates(block: Block, sandbox: Path) -> None:
     path.write_text(text, encoding="utf-8")
     diags = _diagnose(path)
     errors = {d.code for d in diags if d.severity == "error"}
-    shown = "\n".join(f"{d.file}:{d.line}:{d.col}: {d.severity}[{d.code}] {d.message}" for d in diags)
+    shown = "\n".join(
+        f"{d.file}:{d.line}:{d.col}: {d.severity}[{d.code}] {d.message}" for d in diags
+    )
     if expect:
-        assert expect <= {d.code for d in diags} and errors <= expect, f"line {block.line}:\n{text}\n{shown}"
+        assert expect <= {d.code for d in diags} and errors <= expect, (
+            f"line {block.line}:\n{text}\n{shown}"
+        )
     else:
-        assert not errors, f"docs/spec-language.md line {block.line} does not validate:\n{text}\n{shown}"
+        assert not errors, (
+            f"docs/spec-language.md line {block.line} does not validate:\n{text}\n{shown}"
+        )
 
 
 def test_readme_examples_validate(sandbox: Path) -> None:
@@ -168,14 +190,21 @@ def test_readme_examples_validate(sandbox: Path) -> None:
 
 
 TUT_BLOCKS = blocks(TUTORIAL) if TUTORIAL.exists() else []
-MISTAKE = re.compile(r'mistake:\s*(?P<file>[^:\s]+):\s*(?P<old>"(?:[^"\\]|\\.)*")\s*->\s*(?P<new>"(?:[^"\\]|\\.)*")')
+MISTAKE = re.compile(
+    r'mistake:\s*(?P<file>[^:\s]+):\s*(?P<old>"(?:[^"\\]|\\.)*")\s*->\s*(?P<new>"(?:[^"\\]|\\.)*")'
+)
 
 
 def test_tutorial_files_validate_strict() -> None:
     for f in TUTORIAL_FILES:
         assert f.is_file(), f
-    r = subprocess.run([sys.executable, "-m", "rubikgen", "validate", "--strict", *map(str, TUTORIAL_FILES)],
-                       capture_output=True, text=True, cwd=ROOT, env=_env())
+    r = subprocess.run(
+        [sys.executable, "-m", "rubikgen", "validate", "--strict", *map(str, TUTORIAL_FILES)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == f"{len(TUTORIAL_FILES)} spec files OK"
 
@@ -207,7 +236,9 @@ STEPS = _steps(TUT_BLOCKS)
 YAML_STEPS = [s for s in STEPS if s.block.lang == "yaml"]
 CMD_STEPS = [s for s in STEPS if s.block.lang == "text"]
 # The reference shows real output too: its commands run on the tutorial's files.
-REF_CMD_STEPS = [s for s in _steps(blocks(REFERENCE)) if s.block.lang == "text"] if REFERENCE.exists() else []
+REF_CMD_STEPS = (
+    [s for s in _steps(blocks(REFERENCE)) if s.block.lang == "text"] if REFERENCE.exists() else []
+)
 
 
 def _apply(change: tuple[str, str, str] | None, rel: str, text: str) -> str:
@@ -246,7 +277,9 @@ def test_tutorial_yaml_is_an_excerpt(step: Step) -> None:
         if _is_excerpt(part, _lines(_apply(step.change, rel, f.read_text(encoding="utf-8")))):
             return
     what = "the changed file" if step.change else "docs/tutorial/trp.yaml or trp_stack.yaml"
-    pytest.fail(f"docs/tutorial.md line {step.block.line}: this block is not an excerpt of {what}:\n{step.block.text}")
+    pytest.fail(
+        f"docs/tutorial.md line {step.block.line}: this block is not an excerpt of {what}:\n{step.block.text}"
+    )
 
 
 def _env() -> dict[str, str]:
@@ -255,21 +288,32 @@ def _env() -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("step", CMD_STEPS + REF_CMD_STEPS,
-                         ids=[f"tutorial-line{s.block.line}" for s in CMD_STEPS]
-                         + [f"reference-line{s.block.line}" for s in REF_CMD_STEPS])
+@pytest.mark.parametrize(
+    "step",
+    CMD_STEPS + REF_CMD_STEPS,
+    ids=[f"tutorial-line{s.block.line}" for s in CMD_STEPS]
+    + [f"reference-line{s.block.line}" for s in REF_CMD_STEPS],
+)
 def test_command_output(step: Step, tmp_path: Path) -> None:
     """Runs the command in a copy of specs/ and docs/tutorial/ and compares its output."""
     shutil.copytree(ROOT / "specs", tmp_path / "specs")
     shutil.copytree(DOCS / "tutorial", tmp_path / "docs" / "tutorial")
     if step.change is not None:
         target = tmp_path / step.change[0]
-        target.write_text(_apply(step.change, step.change[0], target.read_text(encoding="utf-8")), encoding="utf-8")
+        target.write_text(
+            _apply(step.change, step.change[0], target.read_text(encoding="utf-8")),
+            encoding="utf-8",
+        )
     command, *expected = step.block.text.splitlines()
     argv = shlex.split(command[2:])
     assert argv[0] == "rubikgen", command
-    r = subprocess.run([sys.executable, "-m", "rubikgen", *argv[1:]], capture_output=True, text=True,
-                       cwd=tmp_path, env=_env())
+    r = subprocess.run(
+        [sys.executable, "-m", "rubikgen", *argv[1:]],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(),
+    )
     got = _lines(r.stdout + r.stderr)
     assert got == _lines("\n".join(expected)), (
         f"docs line {step.block.line}: the output of '{command[2:]}' changed; it is now:\n"
@@ -284,8 +328,14 @@ def test_tutorial_tree_drawing_matches_the_stack() -> None:
     svg = html.unescape((DOCS / "tutorial" / "trp_stack-tree.svg").read_text(encoding="utf-8"))
     stack = yaml.safe_load(TUTORIAL_FILES[1].read_text(encoding="utf-8"))
     texts = set(re.findall(r"<text[^>]*>([^<]*)</text>", svg))
-    want = set(stack["layers"]) | {e["when"] for e in stack["edges"]} | {f"{h}()" for h in stack["handlers"]}
-    assert want <= texts, f"redraw docs/tutorial/trp_stack-tree.svg; missing: {sorted(want - texts)}"
+    want = (
+        set(stack["layers"])
+        | {e["when"] for e in stack["edges"]}
+        | {f"{h}()" for h in stack["handlers"]}
+    )
+    assert want <= texts, (
+        f"redraw docs/tutorial/trp_stack-tree.svg; missing: {sorted(want - texts)}"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -304,7 +354,9 @@ def _spec_loc():  # type: ignore[no-untyped-def]
 def test_spec_loc_is_fresh() -> None:
     mod = _spec_loc()
     text = (DOCS / "spec-loc.md").read_text(encoding="utf-8")
-    assert mod.refreshed(text) == text, "docs/spec-loc.md is stale: run 'python ci/spec_loc.py --write'"
+    assert mod.refreshed(text) == text, (
+        "docs/spec-loc.md is stale: run 'python ci/spec_loc.py --write'"
+    )
 
 
 def test_spec_loc_counts() -> None:

@@ -40,9 +40,14 @@ def test_case(case: Path) -> None:
     assert want, f"{case.name} has no '# expect:' line"
     ws = Workspace()
     ws.check(str(case))
-    got = [(d.code, d.line, d.col, d.severity) for d in ws.all_diagnostics() if d.file.endswith(case.name)]
+    got = [
+        (d.code, d.line, d.col, d.severity)
+        for d in ws.all_diagnostics()
+        if d.file.endswith(case.name)
+    ]
     assert sorted(got) == sorted(want), "\n".join(
-        f"{d.file}:{d.line}:{d.col}: {d.severity}[{d.code}] {d.message}" for d in ws.all_diagnostics()
+        f"{d.file}:{d.line}:{d.col}: {d.severity}[{d.code}] {d.message}"
+        for d in ws.all_diagnostics()
     )
 
 

@@ -26,7 +26,22 @@ PROTOCOLS = sorted((ROOT / "specs" / "protocols").glob("*.yaml"))
 STACKS = sorted((ROOT / "specs" / "stacks").glob("*.yaml"))
 SPECS = PROTOCOLS + STACKS
 
-JUNK: list[Any] = [None, 0, -1, 2**70, 3.5, True, "", "x", "header.nope", "1 +", [], {}, [1, [2]], {"a": {"b": None}}]
+JUNK: list[Any] = [
+    None,
+    0,
+    -1,
+    2**70,
+    3.5,
+    True,
+    "",
+    "x",
+    "header.nope",
+    "1 +",
+    [],
+    {},
+    [1, [2]],
+    {"a": {"b": None}},
+]
 
 
 def _paths(data: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -92,7 +107,9 @@ def check(path: Path) -> None:
     assert code != 3, diags
 
 
-settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+settings.register_profile(
+    "ci", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 settings.load_profile("ci")
 
 
@@ -123,7 +140,9 @@ def test_broken_yaml_text(tmp_path_factory: Any, seed: int, which: int) -> None:
     chars = list(text)
     for _ in range(rnd.randint(1, 5)):
         i = rnd.randrange(len(chars))
-        chars[i] = rnd.choice(["\t", ":", "- ", "{", "]", "&a ", "*a", "\x00", "'", '"', "\n  ", "#", "!!binary "])
+        chars[i] = rnd.choice(
+            ["\t", ":", "- ", "{", "]", "&a ", "*a", "\x00", "'", '"', "\n  ", "#", "!!binary "]
+        )
     d = tmp_path_factory.mktemp("b")
     target = d / src.name
     target.write_text("".join(chars))
@@ -146,7 +165,8 @@ def test_hostile_documents(tmp_path: Path) -> None:
         "bomb.yaml": "a: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
         "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n",
         "huge.yaml": "protocol: x\nlayouts: {a: {f: 99999999999999999999999999999999999}}\nheader: [a]\n",
-        "deep.yaml": "protocol: x\nheader:\n" + "".join("  " * i + "- if: '1'\n" + "  " * i + "  then:\n" for i in range(1, 60)),
+        "deep.yaml": "protocol: x\nheader:\n"
+        + "".join("  " * i + "- if: '1'\n" + "  " * i + "  then:\n" for i in range(1, 60)),
         "nested.yaml": "[" * 3000 + "]" * 3000,
         "aliases.yaml": "protocol: &p x\nlayouts: &l {a: {f: 8}}\nheader: [a]\nperm: *l\n",
         "multi.yaml": "protocol: x\n---\nstack: y\n",

@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_schemas_are_fresh() -> None:
     for name in SCHEMAS:
         on_disk = (ROOT / "schema" / name).read_text(encoding="utf-8")
-        assert on_disk == schema_text(name), f"schema/{name} is stale: run 'rubikgen schema --out schema/'"
+        assert on_disk == schema_text(name), (
+            f"schema/{name} is stale: run 'rubikgen schema --out schema/'"
+        )
 
 
 def test_every_spec_has_a_modeline() -> None:

@@ -61,14 +61,18 @@ def test_handwritten_toml_protocol_validates_with_positions() -> None:
     yaml_doc = ws.check(str(ROOT / "specs" / "protocols" / "udp.yaml"))
     # Same protocol; only the parameter paths (relative to each file) and doc differ.
     skip = {"params", "doc"}
-    assert json.dumps(doc.model.model_dump(exclude=skip)) == json.dumps(yaml_doc.model.model_dump(exclude=skip))
+    assert json.dumps(doc.model.model_dump(exclude=skip)) == json.dumps(
+        yaml_doc.model.model_dump(exclude=skip)
+    )
     ip_yaml = [str(ROOT / "specs" / "protocols" / n) for n in ("ip.yaml", "ipv6.yaml")]
     assert doc.info.param_files["ip"] == ip_yaml
 
 
 def test_toml_error_points_at_the_line(tmp_path: Path) -> None:
     f = tmp_path / "bad.toml"
-    f.write_text('protocol = "bad"\nheader = ["hdr"]\n\n[layouts.hdr]\nsport = 16\ndport = "sixteen"\n')
+    f.write_text(
+        'protocol = "bad"\nheader = ["hdr"]\n\n[layouts.hdr]\nsport = 16\ndport = "sixteen"\n'
+    )
     ws = Workspace()
     ws.check(str(f))
     diags = ws.all_diagnostics()

@@ -13,13 +13,16 @@ class FieldSpec(Model):
     """A field or variable, long form."""
 
     bits: StrictInt | StrictStr | None = Field(
-        None, description="Width in bits (1..64) of a number, or an expression giving a length in bits."
+        None,
+        description="Width in bits (1..64) of a number, or an expression giving a length in bits.",
     )
     bytes: StrictInt | StrictStr | None = Field(
         None, description="Size in bytes of a byte slice, or an expression giving it."
     )
     order: Literal["big", "little"] = Field("big", description="Byte order of a multi-byte number.")
-    const: StrictInt | None = Field(None, description="Required value; the tag in an any_until loop.")
+    const: StrictInt | None = Field(
+        None, description="Required value; the tag in an any_until loop."
+    )
     init: Expr | None = Field(None, description="Initial value of a perm variable.")
     doc: StrictStr | None = None
 
@@ -44,8 +47,14 @@ def _step_tag(v: Any) -> str | None:
 
 
 _MODEL_TAGS = {
-    "IfStep": "if", "ElifStep": "elif", "ElseStep": "else", "AnyUntilStep": "any_until",
-    "IfStmt": "if", "ElifStmt": "elif", "ElseStmt": "else", "Callback": "callback",
+    "IfStep": "if",
+    "ElifStep": "elif",
+    "ElseStep": "else",
+    "AnyUntilStep": "any_until",
+    "IfStmt": "if",
+    "ElifStmt": "elif",
+    "ElseStmt": "else",
+    "Callback": "callback",
 }
 
 
@@ -138,8 +147,12 @@ class Param(Model):
 
 class Selector(Model):
     key: list[StrictStr] | None = Field(None, description="Unidirectional key.")
-    sides: list[list[StrictStr]] | None = Field(None, description="Two half keys: a bidirectional key.")
-    common: list[StrictStr] = Field(default_factory=list, description="Direction-independent key part.")
+    sides: list[list[StrictStr]] | None = Field(
+        None, description="Two half keys: a bidirectional key."
+    )
+    common: list[StrictStr] = Field(
+        default_factory=list, description="Direction-independent key part."
+    )
     create_if: Expr | None = Field(None, description="Create an instance on a miss only when true.")
 
 
@@ -148,7 +161,9 @@ class Sequence(Model):
     data: Expr = Field("payload", description="The bytes to buffer.")
     data_len: Expr | None = Field(None, description="Logical length incl. phantom bytes.")
     zero_based: bool = False
-    window: list[Expr] | None = Field(None, min_length=2, max_length=2, description="[left, right).")
+    window: list[Expr] | None = Field(
+        None, min_length=2, max_length=2, description="[left, right)."
+    )
     overwrite: Literal["first", "last"] = "first"
     buffer_data: bool = True
     max_bytes: StrictInt = 1 << 20
@@ -157,7 +172,9 @@ class Sequence(Model):
 
 class Transition(Model):
     name: StrictStr
-    from_: StrictStr | list[StrictStr] = Field(alias="from", description="State, list of states, or '*'.")
+    from_: StrictStr | list[StrictStr] = Field(
+        alias="from", description="State, list of states, or '*'."
+    )
     to: StrictStr
     when: Expr | None = None
     do: list[Statement] = Field(default_factory=list)
@@ -175,7 +192,9 @@ class PSM(Model):
 class Event(Model):
     when: Expr | None = None
     do: list[Statement] = Field(default_factory=list)
-    before: list[StrictStr] = Field(default_factory=list, description="Events that run after this one.")
+    before: list[StrictStr] = Field(
+        default_factory=list, description="Events that run after this one."
+    )
     with_: StrictStr | list[StrictStr] | None = Field(
         None, alias="with", description="Run only when these events fired, after them."
     )
@@ -184,7 +203,8 @@ class Event(Model):
 
 
 Duration = Annotated[
-    StrictInt | float | StrictStr, Field(description="Seconds, or a string like '30s', '500ms', '2m'.")
+    StrictInt | float | StrictStr,
+    Field(description="Seconds, or a string like '30s', '500ms', '2m'."),
 ]
 
 

@@ -11,7 +11,9 @@ from rubikgen.models.common import CallArg, Expr, Model
 
 class LayerInst(Model):
     protocol: StrictStr = Field(description="Protocol file, relative to this stack file.")
-    args: dict[str, StrictStr] = Field(default_factory=dict, description="Parameter name -> layer name.")
+    args: dict[str, StrictStr] = Field(
+        default_factory=dict, description="Parameter name -> layer name."
+    )
     doc: StrictStr | None = None
 
 

@@ -63,24 +63,52 @@ class Context:
 
 LAYOUT_LEN = Context(
     "a field length",
-    temp=False, perm=False, seq=False, psm=False, fired=False, direction=False,
+    temp=False,
+    perm=False,
+    seq=False,
+    psm=False,
+    fired=False,
+    direction=False,
     why="fields are parsed before the instance is looked up",
 )
 HEADER_COND = Context(
     "the header program",
-    temp=False, perm=False, seq=False, psm=False, fired=False, direction=False,
+    temp=False,
+    perm=False,
+    seq=False,
+    psm=False,
+    fired=False,
+    direction=False,
     why="the header is parsed before the instance is looked up",
 )
 PERM_INIT = Context(
-    "a perm init", temp=False, perm=False, seq=False, psm=False, fired=False,
+    "a perm init",
+    temp=False,
+    perm=False,
+    seq=False,
+    psm=False,
+    fired=False,
     why="init runs when the instance is created, before prep",
 )
 SELECTOR = Context(
-    "the selector", temp=False, perm=False, seq=False, psm=False, fired=False, direction=False,
+    "the selector",
+    temp=False,
+    perm=False,
+    seq=False,
+    psm=False,
+    fired=False,
+    direction=False,
     why="the key is built before the instance is looked up",
 )
-PREP = Context("prep", seq=False, fired=False, why="prep runs before the sequence insert and the PSM step")
-SEQUENCE = Context("the sequence", seq=False, fired=False, why="the sequence is filled before the PSM step and the events")
+PREP = Context(
+    "prep", seq=False, fired=False, why="prep runs before the sequence insert and the PSM step"
+)
+SEQUENCE = Context(
+    "the sequence",
+    seq=False,
+    fired=False,
+    why="the sequence is filled before the PSM step and the events",
+)
 TRANSITION = Context("a transition", virtual=True)
 EVENT = Context("an event", virtual=True)
 EDGE = Context("a parse-tree edge")

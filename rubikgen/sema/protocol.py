@@ -46,7 +46,13 @@ def parse_duration(v: Any) -> float | None:
 class ExprChecker:
     """Parses and type-checks expressions at document paths, turning offsets into columns."""
 
-    def __init__(self, info: ProtocolInfo, params: dict[str, ProtocolInfo], smap: SourceMap, diags: list[Diagnostic]) -> None:
+    def __init__(
+        self,
+        info: ProtocolInfo,
+        params: dict[str, ProtocolInfo],
+        smap: SourceMap,
+        diags: list[Diagnostic],
+    ) -> None:
         self.info = info
         self.params = params
         self.smap = smap
@@ -64,9 +70,15 @@ class ExprChecker:
         its offset."""
         m = _TOKEN.match(text, err.offset)
         end = m.end() if m and m.end() > err.offset else err.offset + 1
-        self.diags.append(self.smap.diag(err.code, err.message, path, hint=err.hint, offset=(err.offset, end), text=text))
+        self.diags.append(
+            self.smap.diag(
+                err.code, err.message, path, hint=err.hint, offset=(err.offset, end), text=text
+            )
+        )
 
-    def _report(self, path: Path, ds: Sequence[Any], scope: ProtocolScope, text: str | None = None) -> None:
+    def _report(
+        self, path: Path, ds: Sequence[Any], scope: ProtocolScope, text: str | None = None
+    ) -> None:
         for d in ds:
             msg, hint, code = d.message, d.hint, d.code
             if code == "RG011":
@@ -81,26 +93,48 @@ class ExprChecker:
                 else:
                     parts = tuple(name.split(".")) if name else ()
                     # A name that exists in the child layer of an edge beats a did-you-mean.
-                    better = self.missing_hint(parts) if parts and self.missing_hint is not None else None
+                    better = (
+                        self.missing_hint(parts)
+                        if parts and self.missing_hint is not None
+                        else None
+                    )
                     if better is None and hint is None and parts:
                         better = scope.why_missing(parts)
                     if better:
                         hint = better
-            if code == "RG014" and scope.ctx.name not in (B.TRANSITION.name, B.EVENT.name, B.HANDLER.name):
+            if code == "RG014" and scope.ctx.name not in (
+                B.TRANSITION.name,
+                B.EVENT.name,
+                B.HANDLER.name,
+            ):
                 # Not an action of a transition or event: no v. anywhere here, conditions included.
                 nm = re.match(r"virtual reference '([^']+)'", msg)
                 if nm:
                     msg = f"virtual reference '{nm.group(1)}' is not allowed in {scope.ctx.name}"
                     plain = nm.group(1).split(".", 1)[-1]
-                    hint = (f"v. is for the conditions of transitions, events and handlers; "
-                            f"write '{plain}' for this packet's value")
+                    hint = (
+                        f"v. is for the conditions of transitions, events and handlers; "
+                        f"write '{plain}' for this packet's value"
+                    )
             if code == "RG018" and msg.endswith("is not allowed here"):
                 msg = msg.replace("here", f"in {scope.ctx.name}")
                 if msg.startswith("assemble()") and scope.ctx.name == B.PREP.name:
                     hint = "prep runs before the sequence insert; call assemble() in an event or a transition"
-            self.diags.append(self.smap.diag(code, msg, path, severity=d.severity, hint=hint, offset=(d.start, d.end), text=text))
+            self.diags.append(
+                self.smap.diag(
+                    code,
+                    msg,
+                    path,
+                    severity=d.severity,
+                    hint=hint,
+                    offset=(d.start, d.end),
+                    text=text,
+                )
+            )
 
-    def expr(self, path: Path, value: Any, ctx: B.Context, want: str = "any") -> tuple[Type | None, Any]:
+    def expr(
+        self, path: Path, value: Any, ctx: B.Context, want: str = "any"
+    ) -> tuple[Type | None, Any]:
         text = expr_text(value)
         try:
             e = parse_expr(text)
@@ -121,23 +155,47 @@ class ExprChecker:
         if not self.uses_virtual or has_sequence or self.first_virtual is None:
             return
         path, start, end, text = self.first_virtual
-        self.diags.append(self.smap.diag(
-            "RG035", f"virtual reference needs a sequence, but {what} has none", path, offset=(start, end), text=text,
-            hint="v.X holds once X was seen and the sequence has no hole up to its end; add a sequence "
-                 "or drop the 'v.'"))
+        self.diags.append(
+            self.smap.diag(
+                "RG035",
+                f"virtual reference needs a sequence, but {what} has none",
+                path,
+                offset=(start, end),
+                text=text,
+                hint="v.X holds once X was seen and the sequence has no hole up to its end; add a sequence "
+                "or drop the 'v.'",
+            )
+        )
 
     def stmts(self, path: Path, stmts: list[Any], ctx: B.Context, calls: frozenset[str]) -> None:
-        self.chain(path, stmts, lambda p, s: self.stmt(p, s, ctx, calls), IfStmt, ElifStmt, ElseStmt)
+        self.chain(
+            path, stmts, lambda p, s: self.stmt(p, s, ctx, calls), IfStmt, ElifStmt, ElseStmt
+        )
 
-    def chain(self, path: Path, items: list[Any], each: Callable[[Path, Any], None], if_t: type, elif_t: type, else_t: type) -> None:
+    def chain(
+        self,
+        path: Path,
+        items: list[Any],
+        each: Callable[[Path, Any], None],
+        if_t: type,
+        elif_t: type,
+        else_t: type,
+    ) -> None:
         """Checks if/elif/else ordering in a list and visits every item."""
         prev_if = False
         for i, item in enumerate(items):
             ipath = path + (i,)
             if isinstance(item, (elif_t, else_t)) and not prev_if:
                 kw = "elif" if isinstance(item, elif_t) else "else"
-                self.diags.append(self.smap.diag("RG036", f"'{kw}' does not follow an 'if' or 'elif'", ipath + (kw,), key=True,
-                                                 hint="elif/else items must come right after the if item they belong to"))
+                self.diags.append(
+                    self.smap.diag(
+                        "RG036",
+                        f"'{kw}' does not follow an 'if' or 'elif'",
+                        ipath + (kw,),
+                        key=True,
+                        hint="elif/else items must come right after the if item they belong to",
+                    )
+                )
             prev_if = isinstance(item, (if_t, elif_t))
             each(ipath, item)
 
@@ -167,7 +225,9 @@ class ExprChecker:
             self.callback(path, s, ctx)
 
     def callback(self, path: Path, cb: Callback, ctx: B.Context) -> None:
-        check_ident(cb.callback, "handler name", self.smap, path + ("callback",), self.diags, key=False)
+        check_ident(
+            cb.callback, "handler name", self.smap, path + ("callback",), self.diags, key=False
+        )
         plain = B.Context(**{**ctx.__dict__, "virtual": False})
         self.args(path + ("args",), cb.args, plain)
 
@@ -178,8 +238,13 @@ class ExprChecker:
             if isinstance(a, TypedArg):
                 t, _ = self.expr(apath + ("value",), a.value, ctx)
                 if t is not None and (a.type == "bytes") != isinstance(t, BytesT):
-                    self.diags.append(self.smap.diag("RG012", f"argument '{name}' is declared {a.type} but its value is a {describe(t)}",
-                                                     apath + ("type",)))
+                    self.diags.append(
+                        self.smap.diag(
+                            "RG012",
+                            f"argument '{name}' is declared {a.type} but its value is a {describe(t)}",
+                            apath + ("type",),
+                        )
+                    )
             else:
                 self.expr(apath, a, ctx)
 
@@ -191,19 +256,35 @@ def _selector_item(ec: ExprChecker, path: Path, text: str) -> Type | None:
         ec.syntax(path, text, err)
         return None
     ok = isinstance(e, Name) or (
-        isinstance(e, Slice) and isinstance(e.value, Name) and (e.lo is None or (isinstance(e.lo, Num) and e.lo.value == 0))
+        isinstance(e, Slice)
+        and isinstance(e.value, Name)
+        and (e.lo is None or (isinstance(e.lo, Num) and e.lo.value == 0))
         and isinstance(e.hi, Num)
     )
     if not ok:
-        ec.diags.append(ec.smap.diag("RG029", f"key item '{text}' is not a field or a fixed-size prefix", path,
-                                     offset=(e.start, e.end), text=text,
-                                     hint="key items are fields, variables or prefixes like header.dcid[:8]; no expressions"))
+        ec.diags.append(
+            ec.smap.diag(
+                "RG029",
+                f"key item '{text}' is not a field or a fixed-size prefix",
+                path,
+                offset=(e.start, e.end),
+                text=text,
+                hint="key items are fields, variables or prefixes like header.dcid[:8]; no expressions",
+            )
+        )
         return None
     t, _ = ec.expr(path, text, B.SELECTOR)
     if isinstance(t, BytesT) and t.size is None:
-        ec.diags.append(ec.smap.diag("RG029", f"key item '{text}' has no fixed size", path,
-                                     offset=(e.start, e.end), text=text,
-                                     hint="take a fixed-size prefix, e.g. x[:8]"))
+        ec.diags.append(
+            ec.smap.diag(
+                "RG029",
+                f"key item '{text}' has no fixed size",
+                path,
+                offset=(e.start, e.end),
+                text=text,
+                hint="take a fixed-size prefix, e.g. x[:8]",
+            )
+        )
     return t
 
 
@@ -228,11 +309,15 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
     def step(path: Path, s: Any) -> None:
         if isinstance(s, str):
             if s not in info.layouts:
-                diags.append(smap.diag("RG011", f"unknown layout '{s}'", path, hint=_dym(s, info.layouts)))
+                diags.append(
+                    smap.diag("RG011", f"unknown layout '{s}'", path, hint=_dym(s, info.layouts))
+                )
             used_layouts.add(s)
         elif isinstance(s, (IfStep, ElifStep)):
             key = "if" if isinstance(s, IfStep) else "elif"
-            ec.expr(path + (key,), s.if_ if isinstance(s, IfStep) else s.elif_, B.HEADER_COND, "bool")
+            ec.expr(
+                path + (key,), s.if_ if isinstance(s, IfStep) else s.elif_, B.HEADER_COND, "bool"
+            )
             ec.chain(path + ("then",), s.then, step, IfStep, ElifStep, ElseStep)
         elif isinstance(s, ElseStep):
             ec.chain(path + ("else",), s.else_, step, IfStep, ElifStep, ElseStep)
@@ -242,8 +327,16 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
     ec.chain(("header",), m.header, step, IfStep, ElifStep, ElseStep)
     for lname in info.layouts:
         if lname not in used_layouts:
-            diags.append(smap.diag("RG042", f"layout '{lname}' is never parsed", ("layouts", lname), key=True, severity="warning",
-                                   hint="add it to the header program or remove it"))
+            diags.append(
+                smap.diag(
+                    "RG042",
+                    f"layout '{lname}' is never parsed",
+                    ("layouts", lname),
+                    key=True,
+                    severity="warning",
+                    hint="add it to the header program or remove it",
+                )
+            )
 
     # Variables.
     for vname, v in info.perms.items():
@@ -258,14 +351,23 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
             for i, item in enumerate(sel):
                 _selector_item(ec, ("selector", i), item)
             if not sel:
-                diags.append(smap.diag("RG029", "empty selector", ("selector",), hint="list the key fields"))
+                diags.append(
+                    smap.diag("RG029", "empty selector", ("selector",), hint="list the key fields")
+                )
         else:
             _check_selector(ec, sel)
 
     if sel is None and m.perm:
         first = next(iter(m.perm))
-        diags.append(smap.diag("RG030", "perm variables need a selector", ("perm", first), key=True,
-                               hint="perm variables live in an instance; add a selector, or use temp"))
+        diags.append(
+            smap.diag(
+                "RG030",
+                "perm variables need a selector",
+                ("perm", first),
+                key=True,
+                hint="perm variables live in an instance; add a selector, or use temp",
+            )
+        )
 
     # prep
     # set_sdu in prep trims the data handed on (e.g. UDP's length); a later assemble() replaces it.
@@ -275,8 +377,15 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
     if m.sequence is not None:
         sq = m.sequence
         if sel is None:
-            diags.append(smap.diag("RG030", "a sequence needs a selector", ("sequence",), key=True,
-                                   hint="sequences belong to instances; add a selector that keys them"))
+            diags.append(
+                smap.diag(
+                    "RG030",
+                    "a sequence needs a selector",
+                    ("sequence",),
+                    key=True,
+                    hint="sequences belong to instances; add a selector that keys them",
+                )
+            )
         ec.expr(("sequence", "meta"), sq.meta, B.SEQUENCE, "num")
         t, _ = ec.expr(("sequence", "data"), sq.data, B.SEQUENCE, "bytes")
         if sq.data_len is not None:
@@ -287,7 +396,9 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
         for k in ("max_bytes", "max_blocks"):
             v = getattr(sq, k)
             if v < 1 or v > 1 << 31:
-                diags.append(smap.diag("RG015", f"{k} {v} is out of range 1..2^31", ("sequence", k)))
+                diags.append(
+                    smap.diag("RG015", f"{k} {v} is out of range 1..2^31", ("sequence", k))
+                )
 
     # PSM.
     if m.psm is not None:
@@ -299,8 +410,14 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
     ec.virtual_needs_sequence(m.sequence is not None, f"protocol '{m.protocol}'")
 
     if m.timeout is not None and parse_duration(m.timeout) is None:
-        diags.append(smap.diag("RG037", f"invalid timeout '{m.timeout}'", ("timeout",),
-                               hint="a positive number of seconds or a string like '30s', '500ms', '2m'"))
+        diags.append(
+            smap.diag(
+                "RG037",
+                f"invalid timeout '{m.timeout}'",
+                ("timeout",),
+                hint="a positive number of seconds or a string like '30s', '500ms', '2m'",
+            )
+        )
     return diags
 
 
@@ -311,13 +428,28 @@ def _check_field_order(ec: ExprChecker, info: ProtocolInfo, lname: str, f: Any) 
     except ExprSyntaxError:
         return
     for n in walk(e):
-        if isinstance(n, Name) and len(n.parts) == 2 and n.parts[0] == "header" and n.parts[1] in later:
+        if (
+            isinstance(n, Name)
+            and len(n.parts) == 2
+            and n.parts[0] == "header"
+            and n.parts[1] in later
+        ):
             key = "bits" if f.length_unit == "bits" else "bytes"
-            ec.diags.append(ec.smap.diag("RG038", f"length of '{f.name}' reads field '{n.parts[1]}', which is parsed after it",
-                                         f.path + (key,), offset=(n.start, n.end), text=f.length_expr, hint="a length may use only earlier fields"))
+            ec.diags.append(
+                ec.smap.diag(
+                    "RG038",
+                    f"length of '{f.name}' reads field '{n.parts[1]}', which is parsed after it",
+                    f.path + (key,),
+                    offset=(n.start, n.end),
+                    text=f.length_expr,
+                    hint="a length may use only earlier fields",
+                )
+            )
 
 
-def _check_any_until(ec: ExprChecker, info: ProtocolInfo, path: Path, s: AnyUntilStep, used: set[str]) -> None:
+def _check_any_until(
+    ec: ExprChecker, info: ProtocolInfo, path: Path, s: AnyUntilStep, used: set[str]
+) -> None:
     smap, diags = ec.smap, ec.diags
     au = s.any_until
     tags: dict[int, str] = {}
@@ -327,25 +459,51 @@ def _check_any_until(ec: ExprChecker, info: ProtocolInfo, path: Path, s: AnyUnti
         lp = path + ("layouts", i)
         used.add(lname)
         if lname not in info.layouts:
-            diags.append(smap.diag("RG011", f"unknown layout '{lname}'", lp, hint=_dym(lname, info.layouts)))
+            diags.append(
+                smap.diag("RG011", f"unknown layout '{lname}'", lp, hint=_dym(lname, info.layouts))
+            )
             continue
         fields = info.layouts[lname]
         if not fields or fields[0].kind != "num" or fields[0].width not in (8, 16):
-            diags.append(smap.diag("RG025", f"layout '{lname}' must start with an 8- or 16-bit tag field", lp,
-                                   hint="any_until dispatches on the first field of each layout"))
+            diags.append(
+                smap.diag(
+                    "RG025",
+                    f"layout '{lname}' must start with an 8- or 16-bit tag field",
+                    lp,
+                    hint="any_until dispatches on the first field of each layout",
+                )
+            )
             continue
         tag = fields[0]
         if width is not None and tag.width != width:
-            diags.append(smap.diag("RG025", f"tag of '{lname}' is {tag.width} bits; earlier layouts use {width}", lp,
-                                   hint="all layouts of one loop need tags of the same width"))
+            diags.append(
+                smap.diag(
+                    "RG025",
+                    f"tag of '{lname}' is {tag.width} bits; earlier layouts use {width}",
+                    lp,
+                    hint="all layouts of one loop need tags of the same width",
+                )
+            )
         width = width or tag.width
         if tag.const is None:
             if default is not None:
-                diags.append(smap.diag("RG025", f"'{lname}' and '{default}' are both default layouts (no const tag)", lp,
-                                       hint="give one of them a const tag"))
+                diags.append(
+                    smap.diag(
+                        "RG025",
+                        f"'{lname}' and '{default}' are both default layouts (no const tag)",
+                        lp,
+                        hint="give one of them a const tag",
+                    )
+                )
             default = lname
         elif tag.const in tags:
-            diags.append(smap.diag("RG025", f"tag {tag.const} of '{lname}' is already used by '{tags[tag.const]}'", lp))
+            diags.append(
+                smap.diag(
+                    "RG025",
+                    f"tag {tag.const} of '{lname}' is already used by '{tags[tag.const]}'",
+                    lp,
+                )
+            )
         else:
             tags[tag.const] = lname
     if au.until is not None:
@@ -357,29 +515,60 @@ def _check_any_until(ec: ExprChecker, info: ProtocolInfo, path: Path, s: AnyUnti
 def _check_selector(ec: ExprChecker, sel: Selector) -> None:
     smap, diags = ec.smap, ec.diags
     if sel.key is not None and sel.sides is not None:
-        diags.append(smap.diag("RG029", "a selector has either 'key' (unidirectional) or 'sides' (bidirectional), not both",
-                               ("selector", "sides"), key=True, hint="remove one of them"))
+        diags.append(
+            smap.diag(
+                "RG029",
+                "a selector has either 'key' (unidirectional) or 'sides' (bidirectional), not both",
+                ("selector", "sides"),
+                key=True,
+                hint="remove one of them",
+            )
+        )
     elif sel.key is None and sel.sides is None:
-        diags.append(smap.diag("RG029", "a selector needs 'key' (unidirectional) or 'sides' (bidirectional)", ("selector",),
-                               key=True, hint="write key: [...] or sides: [[...], [...]], or a plain list for a unidirectional key"))
+        diags.append(
+            smap.diag(
+                "RG029",
+                "a selector needs 'key' (unidirectional) or 'sides' (bidirectional)",
+                ("selector",),
+                key=True,
+                hint="write key: [...] or sides: [[...], [...]], or a plain list for a unidirectional key",
+            )
+        )
     if sel.key is not None:
         for i, item in enumerate(sel.key):
             _selector_item(ec, ("selector", "key", i), item)
     if sel.sides is not None:
         if len(sel.sides) != 2:
-            diags.append(smap.diag("RG029", f"'sides' needs exactly two half keys, not {len(sel.sides)}", ("selector", "sides"),
-                                   hint="e.g. [[ip.header.saddr, header.sport], [ip.header.daddr, header.dport]]"))
+            diags.append(
+                smap.diag(
+                    "RG029",
+                    f"'sides' needs exactly two half keys, not {len(sel.sides)}",
+                    ("selector", "sides"),
+                    hint="e.g. [[ip.header.saddr, header.sport], [ip.header.daddr, header.dport]]",
+                )
+            )
         else:
             a, b = sel.sides
             if len(a) != len(b):
-                diags.append(smap.diag("RG029", f"the half keys have {len(a)} and {len(b)} items", ("selector", "sides", 1),
-                                       hint="both sides list the same kinds of fields in the same order"))
+                diags.append(
+                    smap.diag(
+                        "RG029",
+                        f"the half keys have {len(a)} and {len(b)} items",
+                        ("selector", "sides", 1),
+                        hint="both sides list the same kinds of fields in the same order",
+                    )
+                )
             ta = [_selector_item(ec, ("selector", "sides", 0, i), x) for i, x in enumerate(a)]
             tb = [_selector_item(ec, ("selector", "sides", 1, i), x) for i, x in enumerate(b)]
             for i, (x, y) in enumerate(zip(ta, tb, strict=False)):
                 if x is not None and y is not None and _key_size(x) != _key_size(y):
-                    diags.append(smap.diag("RG012", f"key item {i + 1} is a {describe(x)} on one side and a {describe(y)} on the other",
-                                           ("selector", "sides", 1, i)))
+                    diags.append(
+                        smap.diag(
+                            "RG012",
+                            f"key item {i + 1} is a {describe(x)} on one side and a {describe(y)} on the other",
+                            ("selector", "sides", 1, i),
+                        )
+                    )
     for i, item in enumerate(sel.common):
         _selector_item(ec, ("selector", "common", i), item)
     if sel.create_if is not None:
@@ -392,14 +581,26 @@ def _key_size(t: Type) -> tuple[str, int | None]:
     return ("num", (t.width + 7) // 8 if isinstance(t, NumT) else None)
 
 
-def _assign_compat(ec: ExprChecker, path: Path, target: str, kind: str, size: int | None, t: Type | None) -> None:
+def _assign_compat(
+    ec: ExprChecker, path: Path, target: str, kind: str, size: int | None, t: Type | None
+) -> None:
     if t is None:
         return
     if (kind == "bytes") != isinstance(t, BytesT):
         want = "a byte slice" if kind == "bytes" else "a number"
-        ec.diags.append(ec.smap.diag("RG012", f"{target} is {want} but the value is a {describe(t)}", path))
-    elif kind == "bytes" and size is not None and isinstance(t, BytesT) and t.size is not None and t.size != size:
-        ec.diags.append(ec.smap.diag("RG012", f"{target} holds {size} bytes but the value has {t.size}", path))
+        ec.diags.append(
+            ec.smap.diag("RG012", f"{target} is {want} but the value is a {describe(t)}", path)
+        )
+    elif (
+        kind == "bytes"
+        and size is not None
+        and isinstance(t, BytesT)
+        and t.size is not None
+        and t.size != size
+    ):
+        ec.diags.append(
+            ec.smap.diag("RG012", f"{target} holds {size} bytes but the value has {t.size}", path)
+        )
 
 
 def _dym(name: str, options: Any) -> str | None:
@@ -414,8 +615,15 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
     psm = info.model.psm
     assert psm is not None
     if info.model.selector is None:
-        diags.append(smap.diag("RG030", "a PSM needs a selector", ("psm",), key=True,
-                               hint="the PSM state lives in an instance; add a selector that keys it"))
+        diags.append(
+            smap.diag(
+                "RG030",
+                "a PSM needs a selector",
+                ("psm",),
+                key=True,
+                hint="the PSM state lives in an instance; add a selector that keys it",
+            )
+        )
     states = psm.states
     seen: dict[str, int] = {}
     for i, s in enumerate(states):
@@ -426,16 +634,38 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
     def known(s: str, path: Path, key: bool = False) -> bool:
         if s in seen:
             return True
-        diags.append(smap.diag("RG032", f"undefined state '{s}'", path, key=key, hint=_dym(s, seen) or "add it to psm.states"))
+        diags.append(
+            smap.diag(
+                "RG032",
+                f"undefined state '{s}'",
+                path,
+                key=key,
+                hint=_dym(s, seen) or "add it to psm.states",
+            )
+        )
         return False
 
     start: str | None = None
     if psm.start is None:
-        diags.append(smap.diag("RG031", "the PSM has no start state", ("psm",), key=True, hint=f"add start: {states[0]}"))
+        diags.append(
+            smap.diag(
+                "RG031",
+                "the PSM has no start state",
+                ("psm",),
+                key=True,
+                hint=f"add start: {states[0]}",
+            )
+        )
     elif isinstance(psm.start, list):
         if len(psm.start) != 1:
-            diags.append(smap.diag("RG031", f"the PSM has {len(psm.start)} start states; it needs exactly one", ("psm", "start"),
-                                   hint="an instance begins in one state; keep one and reach the others by transitions"))
+            diags.append(
+                smap.diag(
+                    "RG031",
+                    f"the PSM has {len(psm.start)} start states; it needs exactly one",
+                    ("psm", "start"),
+                    hint="an instance begins in one state; keep one and reach the others by transitions",
+                )
+            )
         if psm.start and known(psm.start[0], ("psm", "start", 0)):
             start = psm.start[0]
     elif known(psm.start, ("psm", "start")):
@@ -450,8 +680,13 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
     bad_target = False  # an undefined target makes reachability meaningless (no RG033 cascade)
     for i, t in enumerate(psm.transitions):
         tp: Path = ("psm", "transitions", i)
-        if check_ident(t.name, "transition name", smap, tp + ("name",), diags, key=False) and t.name in tnames:
-            diags.append(smap.diag("RG022", f"transition '{t.name}' is defined twice", tp + ("name",)))
+        if (
+            check_ident(t.name, "transition name", smap, tp + ("name",), diags, key=False)
+            and t.name in tnames
+        ):
+            diags.append(
+                smap.diag("RG022", f"transition '{t.name}' is defined twice", tp + ("name",))
+            )
         tnames.setdefault(t.name, i)
         if isinstance(t.from_, list):
             srcs = [(s, tp + ("from", j)) for j, s in enumerate(t.from_)]
@@ -469,16 +704,30 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
         ec.stmts(tp + ("do",), t.do, B.TRANSITION, frozenset({"assemble", "set_sdu"}))
         if const_val is False:
             wtext = expr_text(t.when)
-            diags.append(smap.diag("RG034", f"transition '{t.name}' can never fire: its condition is always false",
-                                   tp + ("when",), severity="warning", offset=(0, len(wtext)), text=wtext,
-                                   hint="fix the condition or remove the transition"))
+            diags.append(
+                smap.diag(
+                    "RG034",
+                    f"transition '{t.name}' can never fire: its condition is always false",
+                    tp + ("when",),
+                    severity="warning",
+                    offset=(0, len(wtext)),
+                    text=wtext,
+                    hint="fix the condition or remove the transition",
+                )
+            )
         shadowed = [s for s in valid_srcs if s in always]
         if valid_srcs and len(shadowed) == len(valid_srcs):
             by = always[shadowed[0]]
-            diags.append(smap.diag("RG034", f"transition '{t.name}' can never fire: '{by}' before it always matches from "
-                                   f"{', '.join(shadowed) if len(shadowed) < 4 else 'every source state'}",
-                                   tp + ("name",), severity="warning",
-                                   hint="transitions are tried in order; move this one up or give the earlier one a condition"))
+            diags.append(
+                smap.diag(
+                    "RG034",
+                    f"transition '{t.name}' can never fire: '{by}' before it always matches from "
+                    f"{', '.join(shadowed) if len(shadowed) < 4 else 'every source state'}",
+                    tp + ("name",),
+                    severity="warning",
+                    hint="transitions are tried in order; move this one up or give the earlier one a condition",
+                )
+            )
         always_true = t.when is None or const_val is True
         for s in valid_srcs:
             if to_ok:
@@ -496,8 +745,15 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
                     todo.append(d)
         for i, s in enumerate(states):
             if s not in reach:
-                diags.append(smap.diag("RG033", f"state '{s}' is unreachable from the start state '{start}'", ("psm", "states", i),
-                                       severity="warning", hint="add a transition into it or remove it"))
+                diags.append(
+                    smap.diag(
+                        "RG033",
+                        f"state '{s}' is unreachable from the start state '{start}'",
+                        ("psm", "states", i),
+                        severity="warning",
+                        hint="add a transition into it or remove it",
+                    )
+                )
 
 
 def _const_truth(e: Any) -> bool | None:
@@ -523,8 +779,15 @@ def _check_events(ec: ExprChecker, info: ProtocolInfo) -> None:
         ep: Path = ("events", name)
         check_ident(name, "event name", smap, ep, diags)
         if name in B.BUILTIN_EVENTS:
-            diags.append(smap.diag("RG022", f"event '{name}' has the name of a built-in event", ep, key=True,
-                                   hint="built-in events are raised by the runtime; pick another name"))
+            diags.append(
+                smap.diag(
+                    "RG022",
+                    f"event '{name}' has the name of a built-in event",
+                    ep,
+                    key=True,
+                    hint="built-in events are raised by the runtime; pick another name",
+                )
+            )
         if ev.when is not None:
             ec.expr(ep + ("when",), ev.when, B.EVENT, "bool")
         ec.stmts(ep + ("do",), ev.do, B.EVENT, frozenset({"assemble", "set_sdu"}))
@@ -545,8 +808,9 @@ def _event_hint(name: str, known: set[str]) -> str:
     if dym:
         return dym
     own = sorted(k for k in known if k not in B.BUILTIN_EVENTS)
-    return (f"defined here: {', '.join(own)}; " if own else "no events are defined here; ") + \
-        f"built-in: {', '.join(B.BUILTIN_EVENTS)}"
+    return (
+        f"defined here: {', '.join(own)}; " if own else "no events are defined here; "
+    ) + f"built-in: {', '.join(B.BUILTIN_EVENTS)}"
 
 
 def event_order_edges(
@@ -566,7 +830,9 @@ def event_order_edges(
                 continue
             p = base + (name, "before", i)
             if b not in known:
-                diags.append(smap.diag("RG041", f"event '{b}' is not defined", p, hint=_event_hint(b, known)))
+                diags.append(
+                    smap.diag("RG041", f"event '{b}' is not defined", p, hint=_event_hint(b, known))
+                )
                 continue
             out.setdefault(name, []).append((b, p))
         for i, w in enumerate(_as_list(with_)):
@@ -574,13 +840,17 @@ def event_order_edges(
                 continue
             p = base + (name, "with") + ((i,) if isinstance(with_, list) else ())
             if w not in known:
-                diags.append(smap.diag("RG041", f"event '{w}' is not defined", p, hint=_event_hint(w, known)))
+                diags.append(
+                    smap.diag("RG041", f"event '{w}' is not defined", p, hint=_event_hint(w, known))
+                )
                 continue
             out.setdefault(w, []).append((name, p))
     return out
 
 
-def check_event_cycles(edges: dict[str, list[tuple[str, Path]]], smap: SourceMap, base: Path, diags: list[Diagnostic]) -> None:
+def check_event_cycles(
+    edges: dict[str, list[tuple[str, Path]]], smap: SourceMap, base: Path, diags: list[Diagnostic]
+) -> None:
     """RG040 for each cycle of the order, at the relation that closes it. Edges whose path is
     just `base` come from elsewhere (a stack's view of its protocols' own relations): a cycle
     made only of those is reported there, and one that has any is reported at its first own
@@ -601,8 +871,14 @@ def check_event_cycles(edges: dict[str, list[tuple[str, Path]]], smap: SourceMap
                 own = [x for x in rels if len(x) > len(base)]
                 if own:
                     at = p if len(p) > len(base) else own[0]
-                    diags.append(smap.diag("RG040", f"event order is cyclic: {' -> '.join(cyc)}", at,
-                                           hint="'before' and 'with' must form an order; remove one relation"))
+                    diags.append(
+                        smap.diag(
+                            "RG040",
+                            f"event order is cyclic: {' -> '.join(cyc)}",
+                            at,
+                            hint="'before' and 'with' must form an order; remove one relation",
+                        )
+                    )
             elif state.get(m) is None:
                 visit(m, p)
         stack.pop()

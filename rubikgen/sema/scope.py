@@ -42,7 +42,9 @@ class ProtocolScope:
             if p == "sdu_len":
                 return Resolved(NumT(32), "builtin"), "seq"
             if p in ("to_active", "to_passive"):
-                return (Resolved(BOOL, "builtin"), "direction") if info.bidirectional else (None, None)
+                return (
+                    (Resolved(BOOL, "builtin"), "direction") if info.bidirectional else (None, None)
+                )
             if p == "current_state":
                 return (Resolved(STATE_T, "builtin"), "psm") if info.states else (None, None)
             if p in info.states:
@@ -77,7 +79,9 @@ class ProtocolScope:
             if ns == "header" and name in other.fields:
                 return Resolved(field_type(other.fields[name]), "foreign_field"), "foreign"
             if ns == "perm" and name in other.perms:
-                return Resolved(field_type(other.perms[name]), "foreign_perm", assignable=True), "foreign"
+                return Resolved(
+                    field_type(other.perms[name]), "foreign_perm", assignable=True
+                ), "foreign"
             if ns == "temp" and name in other.temps:
                 return Resolved(field_type(other.temps[name]), "foreign_temp"), "foreign"
         return None, None
@@ -106,7 +110,11 @@ class ProtocolScope:
             return f"declare it under 'perm:', e.g. perm: {{{parts[1]}: {{bits: 32, init: \"0\"}}}}"
         if parts[0] == "v" and len(parts) >= 2 and parts[1] not in ("header", "temp"):
             return "virtual references are v.header.X or v.temp.X"
-        if len(parts) == 3 and parts[0] not in self.params and parts[1] in ("header", "perm", "temp"):
+        if (
+            len(parts) == 3
+            and parts[0] not in self.params
+            and parts[1] in ("header", "perm", "temp")
+        ):
             if info.param_files or self.params:
                 return f"'{parts[0]}' is not a parameter; parameters: {', '.join(info.param_files or self.params)}"
             return f"'{parts[0]}' is not a parameter of this protocol; declare it under params to read another layer"
@@ -151,5 +159,9 @@ class ProtocolScope:
             return list(table)
         if len(prefix) == 2 and prefix[0] in self.params:
             other = self.params[prefix[0]]
-            return list({"header": other.fields, "perm": other.perms, "temp": other.temps}.get(prefix[1], []))
+            return list(
+                {"header": other.fields, "perm": other.perms, "temp": other.temps}.get(
+                    prefix[1], []
+                )
+            )
         return []

@@ -54,23 +54,46 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         f = os.path.abspath(os.path.join(base, layer.protocol))
         if not os.path.isfile(f):
             what = "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
-            diags.append(smap.diag("RG007", f"protocol file '{layer.protocol}' {what}", lp + ("protocol",),
-                                   hint="paths are relative to the stack file"))
+            diags.append(
+                smap.diag(
+                    "RG007",
+                    f"protocol file '{layer.protocol}' {what}",
+                    lp + ("protocol",),
+                    hint="paths are relative to the stack file",
+                )
+            )
             continue
         pdoc = ws.check_protocol(f)
         if pdoc.kind == "stack":
-            diags.append(smap.diag("RG051", f"'{layer.protocol}' is a stack, not a protocol", lp + ("protocol",)))
+            diags.append(
+                smap.diag(
+                    "RG051", f"'{layer.protocol}' is a stack, not a protocol", lp + ("protocol",)
+                )
+            )
             continue
         if pdoc.info is None:
-            diags.append(smap.diag("RG007", f"protocol '{layer.protocol}' has errors; see its diagnostics", lp + ("protocol",),
-                                   severity="note"))
+            diags.append(
+                smap.diag(
+                    "RG007",
+                    f"protocol '{layer.protocol}' has errors; see its diagnostics",
+                    lp + ("protocol",),
+                    severity="note",
+                )
+            )
             continue
         info.layers[lname] = LayerInfo(lname, pdoc.info, dict(layer.args), lp)
 
     for link, ename in entries.items():
         epath: Path = ("entry",) if link == "*" else ("entry", link)
         if ename not in st.layers:
-            diags.append(smap.diag("RG052", f"entry layer '{ename}' is not defined", epath, hint=_dym(ename, st.layers)))
+            diags.append(
+                smap.diag(
+                    "RG052",
+                    f"entry layer '{ename}' is not defined",
+                    epath,
+                    hint=_dym(ename, st.layers),
+                )
+            )
     roots = [e for e in dict.fromkeys(entries.values()) if e in st.layers]
 
     # Arguments against parameters.
@@ -86,27 +109,60 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             misspelt = {a: _dym_name(a, unbound) for a in unknown}
         for pname in unbound:
             if pname not in misspelt.values():
-                diags.append(smap.diag("RG051", f"layer '{lname}' does not bind parameter '{pname}' of protocol '{li.protocol.name}'",
-                                       lp, key=True, hint=f"add args: {{{pname}: LAYER}}"))
+                diags.append(
+                    smap.diag(
+                        "RG051",
+                        f"layer '{lname}' does not bind parameter '{pname}' of protocol '{li.protocol.name}'",
+                        lp,
+                        key=True,
+                        hint=f"add args: {{{pname}: LAYER}}",
+                    )
+                )
         for pname, target in li.bindings.items():
             ap = lp + ("args", pname)
             if pname not in params:
                 guess = misspelt.get(pname) or _dym_name(pname, params)
-                diags.append(smap.diag("RG051", f"protocol '{li.protocol.name}' has no parameter '{pname}'", ap, key=True,
-                                       hint=f"did you mean '{guess}'?" if guess else
-                                       (f"its parameters: {', '.join(params)}" if params else "it takes no parameters; remove args")))
+                diags.append(
+                    smap.diag(
+                        "RG051",
+                        f"protocol '{li.protocol.name}' has no parameter '{pname}'",
+                        ap,
+                        key=True,
+                        hint=f"did you mean '{guess}'?"
+                        if guess
+                        else (
+                            f"its parameters: {', '.join(params)}"
+                            if params
+                            else "it takes no parameters; remove args"
+                        ),
+                    )
+                )
                 continue
             if target not in st.layers:
-                diags.append(smap.diag("RG052", f"unknown layer '{target}'", ap, hint=_dym(target, st.layers)))
+                diags.append(
+                    smap.diag(
+                        "RG052", f"unknown layer '{target}'", ap, hint=_dym(target, st.layers)
+                    )
+                )
                 continue
             tl = info.layers.get(target)
-            if tl is not None and os.path.abspath(tl.protocol.file) not in params[pname] and \
-                    ws.docs.get(os.path.abspath(os.path.join(base, st.layers[target].protocol))) is not None:
+            if (
+                tl is not None
+                and os.path.abspath(tl.protocol.file) not in params[pname]
+                and ws.docs.get(os.path.abspath(os.path.join(base, st.layers[target].protocol)))
+                is not None
+            ):
                 tfile = os.path.abspath(os.path.join(base, st.layers[target].protocol))
                 if tfile not in params[pname]:
                     allowed = ", ".join(os.path.basename(x) for x in params[pname])
-                    diags.append(smap.diag("RG051", f"parameter '{pname}' of '{lname}' must be a layer of {allowed}; "
-                                           f"'{target}' is {os.path.basename(tfile)}", ap))
+                    diags.append(
+                        smap.diag(
+                            "RG051",
+                            f"parameter '{pname}' of '{lname}' must be a layer of {allowed}; "
+                            f"'{target}' is {os.path.basename(tfile)}",
+                            ap,
+                        )
+                    )
 
     # Edges.
     children: dict[str, list[tuple[int, Edge]]] = {}
@@ -115,12 +171,24 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         ok = True
         for key, name in (("from", e.from_), ("to", e.to)):
             if name not in st.layers:
-                diags.append(smap.diag("RG052", f"unknown layer '{name}'", ep + (key,), hint=_dym(name, st.layers)))
+                diags.append(
+                    smap.diag(
+                        "RG052", f"unknown layer '{name}'", ep + (key,), hint=_dym(name, st.layers)
+                    )
+                )
                 ok = False
         if e.max_repeat is not None and e.from_ != e.to:
-            diags.append(smap.diag("RG006", "max_repeat applies to self-loops only", ep + ("max_repeat",)))
+            diags.append(
+                smap.diag("RG006", "max_repeat applies to self-loops only", ep + ("max_repeat",))
+            )
         if e.max_repeat is not None and not 1 <= e.max_repeat <= 1024:
-            diags.append(smap.diag("RG015", f"max_repeat {e.max_repeat} is out of range 1..1024", ep + ("max_repeat",)))
+            diags.append(
+                smap.diag(
+                    "RG015",
+                    f"max_repeat {e.max_repeat} is out of range 1..1024",
+                    ep + ("max_repeat",),
+                )
+            )
         if e.to in entries.values() and e.from_ != e.to and e.from_ in st.layers:
             # An entry may also sit below another entry (raw IP captures enter at ip, Ethernet
             # ones reach ip through eth); only a path back to it is a cycle, found below.
@@ -141,9 +209,15 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         for i, e in lst:
             k = (e.to, _cond_key(e.when))
             if k in seen:
-                diags.append(smap.diag("RG055", f"edge {lname} -> {e.to} repeats the edge at line {smap.pos(('edges', seen[k])).line} with the same condition",
-                                       ("edges", i, "when") if e.when is not None else ("edges", i), severity="warning",
-                                       hint="the later edge is never taken; remove it or change its condition"))
+                diags.append(
+                    smap.diag(
+                        "RG055",
+                        f"edge {lname} -> {e.to} repeats the edge at line {smap.pos(('edges', seen[k])).line} with the same condition",
+                        ("edges", i, "when") if e.when is not None else ("edges", i),
+                        severity="warning",
+                        hint="the later edge is never taken; remove it or change its condition",
+                    )
+                )
             seen.setdefault(k, i)
     info.children = children
 
@@ -158,9 +232,15 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             if e.to == n:
                 continue
             if state.get(e.to) == 1:
-                cyc = path_stack[path_stack.index(e.to):] + [e.to]
-                diags.append(smap.diag("RG050", f"parse-tree cycle: {' -> '.join(cyc)}", ("edges", i, "to"),
-                                       hint="only self-loops (from == to) may repeat; use a second layer instance instead"))
+                cyc = path_stack[path_stack.index(e.to) :] + [e.to]
+                diags.append(
+                    smap.diag(
+                        "RG050",
+                        f"parse-tree cycle: {' -> '.join(cyc)}",
+                        ("edges", i, "to"),
+                        hint="only self-loops (from == to) may repeat; use a second layer instance instead",
+                    )
+                )
             elif state.get(e.to) is None:
                 visit(e.to)
         path_stack.pop()
@@ -172,8 +252,16 @@ def check_stack(ws: Workspace, doc: Document) -> None:
                 visit(r)
         for lname in st.layers:
             if lname not in state:
-                diags.append(smap.diag("RG053", f"layer '{lname}' is unreachable from the entry layer(s) {', '.join(roots)}",
-                                       ("layers", lname), key=True, severity="warning", hint="add an edge into it or remove it"))
+                diags.append(
+                    smap.diag(
+                        "RG053",
+                        f"layer '{lname}' is unreachable from the entry layer(s) {', '.join(roots)}",
+                        ("layers", lname),
+                        key=True,
+                        severity="warning",
+                        hint="add an edge into it or remove it",
+                    )
+                )
         for n in st.layers:
             if n not in state:
                 visit(n)
@@ -183,12 +271,26 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         dom = _dominators(roots, list(st.layers), children)
         for lname, li in info.layers.items():
             for pname, target in li.bindings.items():
-                if target in st.layers and lname in dom and (target == lname or target not in dom[lname]):
+                if (
+                    target in st.layers
+                    and lname in dom
+                    and (target == lname or target not in dom[lname])
+                ):
                     around = _path_avoiding(roots, lname, target, children)
-                    why = f" (the path {' -> '.join(around)} skips it)" if around and target != lname else ""
-                    diags.append(smap.diag("RG054", f"layer '{target}' (parameter '{pname}' of '{lname}') is not parsed before "
-                                           f"'{lname}' on every path{why}", li.path + ("args", pname),
-                                           hint="bind a layer that every path from the entry passes through first"))
+                    why = (
+                        f" (the path {' -> '.join(around)} skips it)"
+                        if around and target != lname
+                        else ""
+                    )
+                    diags.append(
+                        smap.diag(
+                            "RG054",
+                            f"layer '{target}' (parameter '{pname}' of '{lname}') is not parsed before "
+                            f"'{lname}' on every path{why}",
+                            li.path + ("args", pname),
+                            hint="bind a layer that every path from the entry passes through first",
+                        )
+                    )
 
     # Handlers.
     callbacks = _callbacks(info)
@@ -199,35 +301,70 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         check_ident(hname, "handler name", smap, hp, diags)
         if hname in callbacks:
             proto, cpath = callbacks[hname]
-            d = smap.diag("RG060", f"handler '{hname}' has the name of a callback of protocol '{proto.name}'", hp, key=True,
-                          hint="both become C functions of that name in the generated stub; rename the handler")
+            d = smap.diag(
+                "RG060",
+                f"handler '{hname}' has the name of a callback of protocol '{proto.name}'",
+                hp,
+                key=True,
+                hint="both become C functions of that name in the generated stub; rename the handler",
+            )
             cp = proto.smap.pos(cpath)
             d.notes.append(f"the callback is at {proto.file}:{cp.line}:{cp.col}")
             diags.append(d)
         if h.layer not in st.layers:
-            diags.append(smap.diag("RG052", f"unknown layer '{h.layer}'", hp + ("layer",), hint=_dym(h.layer, st.layers)))
+            diags.append(
+                smap.diag(
+                    "RG052",
+                    f"unknown layer '{h.layer}'",
+                    hp + ("layer",),
+                    hint=_dym(h.layer, st.layers),
+                )
+            )
             continue
         li = info.layers.get(h.layer)
         if li is None:
             continue
         if hname in li.protocol.all_events():
-            what = "a built-in event" if hname in B.BUILTIN_EVENTS and hname not in li.protocol.events else \
-                f"an event of protocol '{li.protocol.name}'"
-            diags.append(smap.diag("RG060", f"handler '{hname}' has the name of {what} on layer '{h.layer}'", hp, key=True,
-                                   hint="'with' and 'before' could not tell them apart; rename the handler"))
+            what = (
+                "a built-in event"
+                if hname in B.BUILTIN_EVENTS and hname not in li.protocol.events
+                else f"an event of protocol '{li.protocol.name}'"
+            )
+            diags.append(
+                smap.diag(
+                    "RG060",
+                    f"handler '{hname}' has the name of {what} on layer '{h.layer}'",
+                    hp,
+                    key=True,
+                    hint="'with' and 'before' could not tell them apart; rename the handler",
+                )
+            )
         # Relations name events and handlers of the same layer only.
         for key, names in (("before", h.before), ("with", h.with_)):
             lst = [names] if isinstance(names, str) else list(names or [])
             for j, other in enumerate(lst):
-                if other in layer_of and layer_of[other] != h.layer and other not in li.protocol.all_events():
+                if (
+                    other in layer_of
+                    and layer_of[other] != h.layer
+                    and other not in li.protocol.all_events()
+                ):
                     p = hp + (key,) + ((j,) if not isinstance(names, str) else ())
-                    diags.append(smap.diag("RG060", f"handler '{other}' runs on layer '{layer_of[other]}', not on '{h.layer}'",
-                                           p, hint="'before' and 'with' order the events and handlers of one layer"))
+                    diags.append(
+                        smap.diag(
+                            "RG060",
+                            f"handler '{other}' runs on layer '{layer_of[other]}', not on '{h.layer}'",
+                            p,
+                            hint="'before' and 'with' order the events and handlers of one layer",
+                        )
+                    )
         ec = _layer_checker(ws, info, li, smap, diags)
         if h.when is not None:
             ec.expr(hp + ("when",), h.when, B.HANDLER, "bool")
         ec.args(hp + ("args",), h.args, B.Context(**{**B.HANDLER.__dict__, "virtual": False}))
-        ec.virtual_needs_sequence(li.protocol.model.sequence is not None, f"layer '{h.layer}' (protocol '{li.protocol.name}')")
+        ec.virtual_needs_sequence(
+            li.protocol.model.sequence is not None,
+            f"layer '{h.layer}' (protocol '{li.protocol.name}')",
+        )
         rel.setdefault(h.layer, {})[hname] = (h.before, h.with_)
     for lname, r in rel.items():
         li = info.layers[lname]
@@ -285,16 +422,24 @@ def _edge_hint(src: LayerInfo, dst: LayerInfo) -> Any:
 
     def hint(parts: tuple[str, ...]) -> str | None:
         p = dst.protocol
-        table = {"header": p.fields, "temp": p.temps, "perm": p.perms}.get(parts[0]) if len(parts) == 2 else None
+        table = (
+            {"header": p.fields, "temp": p.temps, "perm": p.perms}.get(parts[0])
+            if len(parts) == 2
+            else None
+        )
         if table is not None and parts[1] in table:
-            return (f"an edge condition is evaluated in the 'from' layer '{src.name}'; '{parts[1]}' belongs to "
-                    f"'{dst.name}', which is not parsed yet")
+            return (
+                f"an edge condition is evaluated in the 'from' layer '{src.name}'; '{parts[1]}' belongs to "
+                f"'{dst.name}', which is not parsed yet"
+            )
         return None
 
     return hint
 
 
-def _path_avoiding(roots: list[str], goal: str, avoid: str, children: dict[str, list[tuple[int, Edge]]]) -> list[str] | None:
+def _path_avoiding(
+    roots: list[str], goal: str, avoid: str, children: dict[str, list[tuple[int, Edge]]]
+) -> list[str] | None:
     """A path from an entry to goal that does not pass through avoid (breadth first)."""
     prev: dict[str, str | None] = {r: None for r in roots if r != avoid}
     todo = list(prev)
@@ -319,16 +464,23 @@ def _dym_name(name: str, options: Any) -> str | None:
     return best[0] if best else None
 
 
-def _layer_checker(ws: Workspace, info: StackInfo, li: LayerInfo, smap: Any, diags: list[Any]) -> ExprChecker:
+def _layer_checker(
+    ws: Workspace, info: StackInfo, li: LayerInfo, smap: Any, diags: list[Any]
+) -> ExprChecker:
     params = {p: info.layers[t].protocol for p, t in li.bindings.items() if t in info.layers}
     return ExprChecker(li.protocol, params, smap, diags)
 
 
-def _dominators(roots: list[str], nodes: list[str], children: dict[str, list[tuple[int, Edge]]]) -> dict[str, set[str]]:
+def _dominators(
+    roots: list[str], nodes: list[str], children: dict[str, list[tuple[int, Edge]]]
+) -> dict[str, set[str]]:
     # A virtual root above every entry layer: a layer dominates another when every path from
     # any entry passes through it.
     entry = "<capture>"
-    children = {**children, entry: [(-1, Edge.model_validate({"from": entry, "to": r})) for r in roots]}
+    children = {
+        **children,
+        entry: [(-1, Edge.model_validate({"from": entry, "to": r})) for r in roots],
+    }
     nodes = [*nodes, entry]
     preds: dict[str, set[str]] = {n: set() for n in nodes}
     for n, lst in children.items():
