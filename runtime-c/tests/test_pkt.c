@@ -190,6 +190,7 @@ static void test_slices(void **state)
     assert_int_equal(rg_index(s, 9), 0xdc);
     assert_int_equal(rg_index(s, 10), 0);
     assert_int_equal(rg_index(s, UINT64_MAX), 0);
+    assert_int_equal(rg_index(s, UINT64_C(1) << 63), 0);
     /* NULL / empty views never give a NULL pointer */
     rg_bytes n = {NULL, 5};
     r = rg_slice(n, 1, 3);
@@ -202,6 +203,28 @@ static void test_slices(void **state)
     assert_true(rg_bytes_eq(rg_slice(s, 0, 2), rg_bytes_make(B, 2)));
     assert_false(rg_bytes_eq(rg_slice(s, 0, 2), rg_slice(s, 1, 3)));
     assert_true(rg_bytes_eq(rg_bytes_empty(), rg_slice(s, 5, 5)));
+}
+
+static void test_bytes_store(void **state)
+{
+    (void)state;
+    uint8_t d[6];
+    memset(d, 0xaa, sizeof d);
+    rg_bytes_store(d, 4, rg_bytes_make(B, 3)); /* short: zero-padded, d[4..] untouched */
+    const uint8_t e1[6] = {0x01, 0x23, 0x45, 0x00, 0xaa, 0xaa};
+    assert_memory_equal(d, e1, 6);
+    rg_bytes_store(d, 2, rg_bytes_make(B + 8, 5)); /* long: truncated */
+    const uint8_t e2[6] = {0xfe, 0xdc, 0x45, 0x00, 0xaa, 0xaa};
+    assert_memory_equal(d, e2, 6);
+    rg_bytes_store(d, 4, rg_slice_from(rg_bytes_make(d, 4), 1)); /* overlapping source */
+    const uint8_t e3[6] = {0xdc, 0x45, 0x00, 0x00, 0xaa, 0xaa};
+    assert_memory_equal(d, e3, 6);
+    rg_bytes nul = {NULL, 3}; /* a NULL view is empty */
+    rg_bytes_store(d, 3, nul);
+    const uint8_t e4[6] = {0x00, 0x00, 0x00, 0x00, 0xaa, 0xaa};
+    assert_memory_equal(d, e4, 6);
+    rg_bytes_store(d, 0, rg_bytes_make(B, 16)); /* size 0 writes nothing */
+    assert_memory_equal(d, e4, 6);
 }
 
 static void test_varint(void **state)
@@ -239,6 +262,35 @@ static void test_varint(void **state)
     assert_int_equal(c.off, 8);
     assert_int_equal(rg_cur_varint(&c, &v), RG_ETRUNC);
     assert_int_equal(c.off, 8);
+}
+
+static void test_expr_ops(void **state)
+{
+    (void)state;
+    const uint64_t M = UINT64_MAX;
+    assert_true(rg_op_div(7, 2) == 3);
+    assert_true(rg_op_div(7, 0) == 0);
+    assert_true(rg_op_div(M, 1) == M);
+    assert_true(rg_op_mod(7, 4) == 3);
+    assert_true(rg_op_mod(7, 0) == 0);
+    assert_true(rg_op_shl(1, 63) == UINT64_C(1) << 63);
+    assert_true(rg_op_shl(1, 64) == 0);
+    assert_true(rg_op_shl(M, 200) == 0);
+    assert_true(rg_op_shl(3, M) == 0);
+    assert_true(rg_op_shr(M, 63) == 1);
+    assert_true(rg_op_shr(M, 64) == 0);
+    assert_true(rg_op_shr(M, M) == 0);
+    assert_true(rg_op_min(3, M) == 3 && rg_op_max(3, M) == M);
+    assert_true(rg_op_min(5, 5) == 5 && rg_op_max(0, 0) == 0);
+    assert_int_equal(rg_op_truth(0), 0);
+    assert_int_equal(rg_op_truth(UINT64_C(1) << 63), 1);
+    assert_true(rg_op_eq(M, M) == 1 && rg_op_eq(M, 0) == 0);
+    assert_true(rg_op_ne(M, M) == 0 && rg_op_ne(M, 0) == 1);
+    /* unsigned: M is the largest value, not -1 */
+    assert_true(rg_op_lt(0, M) == 1 && rg_op_lt(M, 0) == 0 && rg_op_lt(4, 4) == 0);
+    assert_true(rg_op_le(4, 4) == 1 && rg_op_le(M, 0) == 0);
+    assert_true(rg_op_gt(M, 0) == 1 && rg_op_gt(4, 4) == 0);
+    assert_true(rg_op_ge(4, 4) == 1 && rg_op_ge(0, M) == 0);
 }
 
 static void test_checksum(void **state)
@@ -283,10 +335,11 @@ static void test_strerror(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loads),    cmocka_unit_test(test_checked_gets),
-        cmocka_unit_test(test_cursor),   cmocka_unit_test(test_bits),
-        cmocka_unit_test(test_slices),   cmocka_unit_test(test_varint),
-        cmocka_unit_test(test_checksum), cmocka_unit_test(test_strerror),
+        cmocka_unit_test(test_loads),       cmocka_unit_test(test_checked_gets),
+        cmocka_unit_test(test_cursor),      cmocka_unit_test(test_bits),
+        cmocka_unit_test(test_slices),      cmocka_unit_test(test_varint),
+        cmocka_unit_test(test_bytes_store), cmocka_unit_test(test_expr_ops),
+        cmocka_unit_test(test_checksum),    cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests_name("rg_pkt", tests, NULL, NULL);
 }

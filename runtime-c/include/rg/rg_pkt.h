@@ -250,15 +250,88 @@ RG_INLINE rg_bytes rg_slice_to(rg_bytes s, uint64_t b)
 {
     return rg_slice(s, 0, b);
 }
-/* s[i], 0 when out of range. */
+/* s[i], 0 when out of range.  No object is larger than PTRDIFF_MAX; saying so
+ * lets gcc -O2 drop the load for a constant index of 2^63 rather than report it
+ * (-Warray-bounds, an error in -Werror builds of generated code). */
 RG_INLINE uint64_t rg_index(rg_bytes s, uint64_t i)
 {
-    return (s.ptr && i < s.len) ? s.ptr[i] : 0;
+    return (s.ptr && i < s.len && i <= (uint64_t)PTRDIFF_MAX) ? s.ptr[i] : 0;
 }
 /* s == t (same length and bytes). */
 RG_INLINE int rg_bytes_eq(rg_bytes s, rg_bytes t)
 {
     return s.len == t.len && (s.len == 0 || memcmp(s.ptr, t.ptr, s.len) == 0);
+}
+/* Assignment to a fixed-size bytes variable: copy the first min(len(v), size)
+ * bytes of v into dst and zero the rest of its size bytes.  v may overlap
+ * dst (`temp.x = temp.x[1:]`). */
+RG_INLINE void rg_bytes_store(uint8_t *dst, size_t size, rg_bytes v)
+{
+    size_t n = v.ptr ? (v.len < size ? v.len : size) : 0;
+    if (n) memmove(dst, v.ptr, n);
+    if (n < size) memset(dst + n, 0, size - n);
+}
+
+/* ---- spec expression operators (docs/spec-language.md 4.2, 4.5) ---- */
+/* Numbers are uint64_t.  Generated code calls these instead of writing the C
+ * operator so that no input is undefined behaviour (x / 0, x << 64) and so
+ * that comparisons with constants a spec may legitimately contain
+ * (`header.version == 16` on a 4-bit field, `x >= 0`) do not trip
+ * -Wtype-limits or -Wtautological-compare under -Werror.  Each argument is
+ * evaluated once. */
+RG_INLINE uint64_t rg_op_div(uint64_t a, uint64_t b)
+{
+    return b ? a / b : 0;
+}
+RG_INLINE uint64_t rg_op_mod(uint64_t a, uint64_t b)
+{
+    return b ? a % b : 0;
+}
+RG_INLINE uint64_t rg_op_shl(uint64_t a, uint64_t b)
+{
+    return b < 64 ? a << b : 0;
+}
+RG_INLINE uint64_t rg_op_shr(uint64_t a, uint64_t b)
+{
+    return b < 64 ? a >> b : 0;
+}
+RG_INLINE uint64_t rg_op_min(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+RG_INLINE uint64_t rg_op_max(uint64_t a, uint64_t b)
+{
+    return a < b ? b : a;
+}
+/* Truth value (non-zero is true); also keeps -Wint-in-bool-context quiet for
+ * `a * b && c`. */
+RG_INLINE int rg_op_truth(uint64_t a)
+{
+    return a != 0;
+}
+RG_INLINE uint64_t rg_op_eq(uint64_t a, uint64_t b)
+{
+    return a == b;
+}
+RG_INLINE uint64_t rg_op_ne(uint64_t a, uint64_t b)
+{
+    return a != b;
+}
+RG_INLINE uint64_t rg_op_lt(uint64_t a, uint64_t b)
+{
+    return a < b;
+}
+RG_INLINE uint64_t rg_op_le(uint64_t a, uint64_t b)
+{
+    return a <= b;
+}
+RG_INLINE uint64_t rg_op_gt(uint64_t a, uint64_t b)
+{
+    return a > b;
+}
+RG_INLINE uint64_t rg_op_ge(uint64_t a, uint64_t b)
+{
+    return a >= b;
 }
 
 /* ---- QUIC variable-length integer (RFC 9000 section 16) ---- */
