@@ -488,54 +488,39 @@ def _precheck_with(file: str, text: str, loader: Any) -> Diagnostic | None:
     return None
 
 
+def _failed(smap: SourceMap, text: str, diag: Diagnostic) -> Loaded:
+    """A document that could not be loaded: no data, one diagnostic."""
+    return Loaded(smap.file, text, None, smap, [diag])
+
+
+def _too_deep(file: str) -> Diagnostic:
+    return Diagnostic("RG009", "document nested too deeply", file, 1, 1)
+
+
+def _empty(file: str, example: str) -> Diagnostic:
+    return Diagnostic("RG003", "empty document", file, 1, 1, hint=f"start with {example}")
+
+
 def load_yaml(file: str, text: str) -> Loaded:
     smap = SourceMap(file, text=text)
     try:
         pre = _precheck(file, text)
         if pre is not None:
-            return Loaded(file, text, None, smap, [pre])
+            return _failed(smap, text, pre)
         nodes = list(yaml.compose_all(text, Loader=_NoDupLoader))
     except yaml.YAMLError as e:
-        return Loaded(file, text, None, smap, [_yaml_error(file, text, e)])
+        return _failed(smap, text, _yaml_error(file, text, e))
     except RecursionError:
-        return Loaded(
-            file, text, None, smap, [Diagnostic("RG009", "document nested too deeply", file, 1, 1)]
-        )
+        return _failed(smap, text, _too_deep(file))
     nodes = [n for n in nodes if n is not None]
     if not nodes:
-        return Loaded(
-            file,
-            text,
-            None,
-            smap,
-            [
-                Diagnostic(
-                    "RG003",
-                    "empty document",
-                    file,
-                    1,
-                    1,
-                    hint="start with 'protocol: NAME' or 'stack: NAME'",
-                )
-            ],
-        )
+        return _failed(smap, text, _empty(file, "'protocol: NAME' or 'stack: NAME'"))
     if len(nodes) > 1:
         m = nodes[1].start_mark
-        return Loaded(
-            file,
-            text,
-            None,
-            smap,
-            [
-                Diagnostic(
-                    "RG001",
-                    "more than one YAML document in the file",
-                    file,
-                    m.line + 1,
-                    m.column + 1,
-                    hint="put each protocol or stack in its own file",
-                )
-            ],
+        msg = "more than one YAML document in the file"
+        hint = "put each protocol or stack in its own file"
+        return _failed(
+            smap, text, Diagnostic("RG001", msg, file, m.line + 1, m.column + 1, hint=hint)
         )
     b = _Builder(file)
     b.smap.text = text
@@ -543,17 +528,9 @@ def load_yaml(file: str, text: str) -> Loaded:
         data = b.build(nodes[0], (), ())
     except _TooBig as e:
         m = e.node.start_mark
-        return Loaded(
-            file, text, None, b.smap, [Diagnostic("RG009", str(e), file, m.line + 1, m.column + 1)]
-        )
+        return _failed(b.smap, text, Diagnostic("RG009", str(e), file, m.line + 1, m.column + 1))
     except RecursionError:
-        return Loaded(
-            file,
-            text,
-            None,
-            b.smap,
-            [Diagnostic("RG009", "document nested too deeply", file, 1, 1)],
-        )
+        return _failed(b.smap, text, _too_deep(file))
     return Loaded(file, text, data, b.smap, b.diags)
 
 
@@ -873,28 +850,11 @@ def load_toml(file: str, text: str) -> Loaded:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        return Loaded(file, text, None, smap, [_toml_error(file, text, e)])
+        return _failed(smap, text, _toml_error(file, text, e))
     except RecursionError:
-        return Loaded(
-            file, text, None, smap, [Diagnostic("RG009", "document nested too deeply", file, 1, 1)]
-        )
+        return _failed(smap, text, _too_deep(file))
     if not data:
-        return Loaded(
-            file,
-            text,
-            None,
-            smap,
-            [
-                Diagnostic(
-                    "RG003",
-                    "empty document",
-                    file,
-                    1,
-                    1,
-                    hint="start with 'protocol = \"NAME\"' or 'stack = \"NAME\"'",
-                )
-            ],
-        )
+        return _failed(smap, text, _empty(file, "'protocol = \"NAME\"' or 'stack = \"NAME\"'"))
     smap, _ = _toml_positions(file, text)
     return Loaded(file, text, data, smap, [])
 
