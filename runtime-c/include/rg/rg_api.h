@@ -1,0 +1,179 @@
+/* rg_api.h - the contract between a generated stack, the capture driver and
+ * network functions (NFs).
+ *
+ * A generated stack S (S_gen.c) exports one `const rg_stack_desc S_desc`
+ * describing its layers, handlers and entry points, and the functions it
+ * points to.  All mutable state lives in the per-core context the stack
+ * creates (no globals), so one context per worker gives shared-nothing
+ * run-to-completion.
+ *
+ * Observers (rg_obs) see a stack from outside without knowing its specs:
+ * every handler call with its named arguments, and the life of every
+ * instance ("flow") of layers with a selector.  The NFs of handlers/
+ * (streams, events, flowstats, count) are observers; the driver (rg_main)
+ * attaches the one chosen on its command line.  Observer callbacks may be
+ * NULL. */
+#ifndef RG_API_H
+#define RG_API_H
+
+#include "rg_common.h"
+#include "rg_stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- values passed to observers ---- */
+
+enum { RG_VAL_NUM = 0, RG_VAL_BYTES = 1 };
+
+typedef struct rg_val {
+    uint8_t kind; /* RG_VAL_NUM or RG_VAL_BYTES */
+    uint64_t num;
+    rg_bytes bytes; /* valid during the callback only */
+} rg_val;
+
+/* ---- static descriptions (const data in the generated code) ---- */
+
+/* One item of a selector key.  Numbers are stored big-endian in `size`
+ * bytes; byte slices as they are. */
+typedef struct rg_keypart {
+    const char *name; /* the spec's name, e.g. "ip.header.saddr", "header.sport" */
+    uint8_t kind;     /* RG_VAL_NUM or RG_VAL_BYTES */
+    uint8_t common;   /* 1: a direction-independent part (selector `common`) */
+    uint16_t off;     /* offset in the key */
+    uint16_t size;    /* bytes */
+} rg_keypart;
+
+typedef struct rg_layer_desc {
+    const char *name;     /* layer name in the stack */
+    const char *protocol; /* protocol name ("tcp") */
+    const char *spec;     /* protocol file, relative to the stack file */
+    uint8_t has_instance; /* has a selector */
+    uint8_t bidir;        /* selector with sides */
+    uint8_t has_psm;
+    uint8_t has_seq;
+    uint16_t key_len; /* bytes of one key (a half key plus the common parts) */
+    uint16_t nparts;  /* parts of the forward key: side a, then common */
+    const rg_keypart *parts;
+    uint16_t nstates;
+    const char *const *states; /* PSM state names by id */
+    uint64_t timeout_ns;       /* idle timeout; 0 = none */
+} rg_layer_desc;
+
+typedef struct rg_handler_desc {
+    const char *name;
+    uint16_t layer;
+    uint16_t nargs;
+    const char *const *arg_names;
+    const uint8_t *arg_kinds; /* RG_VAL_* */
+} rg_handler_desc;
+
+/* ---- flows (instances) ---- */
+
+/* Kept inside every instance of a layer with a selector. */
+typedef struct rg_flow_info {
+    uint64_t uid;         /* unique within a context, in creation order (from 1) */
+    uint16_t layer;       /* index into rg_stack_desc.layers */
+    uint16_t state;       /* current PSM state (0 without a PSM) */
+    uint32_t pad_;
+    const uint8_t *key_a; /* forward key: the creator's side ("side a") first */
+    const uint8_t *key_p; /* swapped key (== key_a for unidirectional layers) */
+    void *user[2];        /* handler-owned pointers, per direction (0 = to_passive) */
+} rg_flow_info;
+
+/* Why an instance ended. */
+enum rg_close_reason {
+    RG_CLOSE_ACCEPT = 0,  /* the PSM reached an accept state */
+    RG_CLOSE_EVICTED = 1, /* instance cap reached: least recently used evicted */
+    RG_CLOSE_EXPIRED = 2, /* idle longer than the layer's timeout */
+    RG_CLOSE_FLUSHED = 3, /* end of capture / shutdown */
+};
+
+/* ---- handler calls ---- */
+
+typedef struct rg_call {
+    uint16_t handler;           /* index into rg_stack_desc.handlers */
+    uint16_t layer;             /* the handler's layer */
+    uint8_t dir;                /* 0 = to_passive (the creator's direction), 1 = to_active */
+    const rg_flow_info *flow;   /* the layer's instance; NULL if none */
+    uint64_t ts_ns;             /* packet timestamp */
+    uint64_t pkt_no;            /* 1-based packet number in this context */
+    const rg_val *args;         /* rg_handler_desc.nargs values */
+} rg_call;
+
+/* What a user handler (S_handlers.c) receives besides its arguments. */
+typedef struct rg_hctx {
+    const rg_flow_info *flow; /* the layer's instance; NULL if none */
+    void **user;              /* &flow->user[dir] (a per-direction slot), NULL if none */
+    uint8_t dir;              /* 0 = to_passive, 1 = to_active */
+    uint16_t layer;
+    uint64_t ts_ns;
+    void *ctx; /* the stack context */
+} rg_hctx;
+
+/* ---- observers ---- */
+
+typedef struct rg_obs {
+    void *self;
+    /* every handler call, in order */
+    void (*on_call)(void *self, const rg_call *c);
+    /* an instance was created (f->key_* valid until on_close returns) */
+    void (*on_open)(void *self, const rg_flow_info *f, uint64_t ts_ns);
+    /* a packet reached an instance: dir, bytes of the layer's input */
+    void (*on_packet)(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns);
+    /* an instance ends; complete = its PSM saw the setup transitions and reached accept */
+    void (*on_close)(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns);
+} rg_obs;
+
+/* ---- contexts ---- */
+
+typedef struct rg_ctx_cfg {
+    uint32_t inst_cap;   /* live instances per layer; 0 = default (1 << 20) */
+    uint64_t seed;       /* hash seed; 0 = random */
+    const rg_obs *obs;   /* may be NULL */
+    int no_timeouts;     /* 1: never expire idle instances */
+} rg_ctx_cfg;
+
+/* Link kinds a stack may name an entry for (rubikgen stack `entry:`). */
+enum rg_link_kind {
+    RG_LINK_ETHERNET = 0,
+    RG_LINK_NULL,
+    RG_LINK_RAW_IPV4,
+    RG_LINK_RAW_IPV6,
+    RG_LINK_SLL,
+    RG_LINK_SLL2,
+    RG_LINK_KINDS
+};
+
+/* Return values of process. */
+enum { RG_PKT_OK = 0, RG_PKT_ERROR = 1, RG_PKT_DROPPED = 2 };
+
+typedef struct rg_stack_desc {
+    const char *name;
+    const char *spec_hash; /* hash of the spec files the code was generated from */
+    uint16_t nlayers;
+    const rg_layer_desc *layers;
+    uint16_t nhandlers;
+    const rg_handler_desc *handlers;
+    int16_t entry[RG_LINK_KINDS]; /* entry layer per link kind, -1 = none */
+    void *(*ctx_new)(const rg_ctx_cfg *cfg);
+    void (*ctx_free)(void *ctx);
+    /* one packet: the layer's input starts at data (caplen bytes available) */
+    int (*process)(void *ctx, unsigned entry_layer, const uint8_t *data, uint32_t caplen,
+                   uint64_t ts_ns);
+    /* destroy instances idle at time now (packet time) */
+    size_t (*expire)(void *ctx, uint64_t now_ns);
+    /* destroy every instance (RG_CLOSE_FLUSHED) */
+    void (*flush)(void *ctx);
+    const rg_stats *(*stats)(const void *ctx);
+} rg_stack_desc;
+
+/* The capture driver (runtime-c/src/rg_driver.c): a generated binary's main
+ * calls it.  Options: see `BINARY --help`. */
+int rg_main(int argc, char **argv, const rg_stack_desc *stack);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RG_API_H */
