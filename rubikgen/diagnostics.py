@@ -40,7 +40,7 @@ CODES: dict[str, str] = {
     "RG029": "malformed selector",
     "RG030": "sequence or PSM without a selector",
     "RG031": "no start state or several start states",
-    "RG032": "undefined state",
+    "RG032": "undefined state or transition",
     "RG033": "unreachable state (warning)",
     "RG034": "transition that can never fire (warning)",
     "RG035": "virtual reference without a sequence",

@@ -186,6 +186,11 @@ class PSM(Model):
     start: StrictStr | list[StrictStr] | None = None
     accept: list[StrictStr] = Field(default_factory=list)
     on_fail: Literal["continue", "drop", "reset"] = "continue"
+    setup: list[StrictStr] = Field(
+        default_factory=list,
+        description="Transitions that make up the setup (a handshake): a flow is complete when "
+        "all of them fired and it reached an accept state.",
+    )
     transitions: list[Transition] = Field(default_factory=list)
 
 

@@ -734,6 +734,16 @@ def _check_psm(ec: ExprChecker, info: ProtocolInfo) -> None:
                 edges.setdefault(s, set()).add(t.to)
             if always_true:
                 always.setdefault(s, t.name)
+    for i, name in enumerate(psm.setup):
+        if name not in tnames:
+            diags.append(
+                smap.diag(
+                    "RG032",
+                    f"undefined transition '{name}' in setup",
+                    ("psm", "setup", i),
+                    hint=_dym(name, tnames) or "setup lists transitions of this PSM",
+                )
+            )
     if start is not None and not bad_target:
         reach = {start}
         todo = [start]

@@ -438,6 +438,20 @@ int rg_seq_ready(const rg_seq *s)
     return 1;
 }
 
+int rg_seq_ready_upto(const rg_seq *s, uint32_t upto)
+{
+    if (!(s->flags & RG_SEQF_INIT)) return 0;
+    /* Phantom bytes (a FIN) are never present: the data ends at the marker. */
+    if ((s->flags & RG_SEQF_END) && rg_sdiff(upto, s->end) > 0) upto = s->end;
+    uint32_t cov = s->next;
+    if (s->borrow_len) {
+        cov = s->next + s->borrow_len;
+    } else if (s->nblk && s->st->blk[0].start == s->next) {
+        cov = s->st->blk[0].end;
+    }
+    return rg_sdiff(cov, upto) >= 0;
+}
+
 int rg_seq_pending(const rg_seq *s)
 {
     if (s->borrow_len) return 1;

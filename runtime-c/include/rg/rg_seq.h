@@ -211,6 +211,10 @@ uint32_t rg_seq_buffered(const rg_seq *s);
 /* No hole between next and the end marker (or, without an end marker, no
  * hole between next and the last buffered byte). */
 int rg_seq_ready(const rg_seq *s);
+/* Every byte from the start of the sequence up to upto (exclusive; capped at
+ * the end marker) was delivered or is buffered contiguously at next: the
+ * "no hole" half of a virtual condition.  0 before the first insert. */
+int rg_seq_ready_upto(const rg_seq *s, uint32_t upto);
 /* The end marker is set and every byte up to it is present. */
 RG_INLINE int rg_seq_complete(const rg_seq *s)
 {
