@@ -1,0 +1,674 @@
+"""C back-end: a checked stack -> S_gen.h, S_gen.c (one big per-packet function), S_main.c
+and the handler stubs S_handlers.c. File skeletons are Jinja2 templates in templates/."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from rubikgen import __version__
+from rubikgen.diagnostics import Diagnostic
+from rubikgen.expr import parse_expr
+from rubikgen.expr.ast import unparse
+from rubikgen.expr.types import BytesT, NumT
+from rubikgen.ir import Branch, Call, Done, Jump, Program, Return, lower_stack, prune, verify
+from rubikgen.ir.lower import LINK_KINDS
+from rubikgen.ir.nodes import Block, Cond, Instr
+from rubikgen.models.common import TypedArg, expr_text
+from rubikgen.workspace import Workspace
+
+from .cexpr import cond_to_c, stmt_to_c, to_c
+from .layer_c import LayerC, c_comment, c_string, ctype_of_width
+
+# Bump when the generated code changes for the same specs (part of the spec hash).
+GENERATOR_VERSION = "1"
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+_TYPED = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
+
+
+@dataclass
+class Generated:
+    stack: str
+    spec_hash: str
+    files: dict[str, str]
+    handlers_file: str
+    handlers_stub: str
+    prototypes: dict[str, str]
+
+
+class GenerateError(Exception):
+    def __init__(self, diagnostics: list[Diagnostic], message: str = "") -> None:
+        super().__init__(message or f"{len(diagnostics)} error(s) in the specs")
+        self.diagnostics = diagnostics
+
+
+@dataclass
+class HandlerC:
+    name: str
+    layer: str  # first layer that calls it
+    args: list[tuple[str, str, str]] = field(default_factory=list)  # (name, ctype, kind)
+    src: str = ""
+
+    @property
+    def struct(self) -> str:
+        return f"struct {self.name}_args"
+
+    @property
+    def prototype(self) -> str:
+        return f"void {self.name}(const {self.struct} *args, rg_hctx *h)"
+
+
+def spec_hash(files: list[str]) -> str:
+    h = hashlib.sha256()
+    h.update(f"rubikgen {__version__} gen {GENERATOR_VERSION}\n".encode())
+    for f in sorted(set(files)):
+        h.update(os.path.basename(f).encode() + b"\0")
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def generate(stack_path: str, *, opt_level: int = 2) -> Generated:
+    ws = Workspace()
+    doc = ws.check_stack(stack_path)
+    errors = [d for d in ws.all_diagnostics() if d.severity == "error"]
+    if errors or doc.kind != "stack" or doc.stack_info is None:
+        if not errors:
+            errors = doc.diags or [
+                Diagnostic("RG001", f"'{stack_path}' is not a stack", doc.path, 1, 1)
+            ]
+        raise GenerateError(errors)
+    prog = lower_stack(doc.model, doc.stack_info, doc.smap, doc.abspath)
+    prune(prog)
+    problems = verify(prog)
+    if problems:
+        raise RuntimeError("IR verification failed: " + "; ".join(problems[:5]))
+    files = [doc.abspath] + [li.protocol.file for li in doc.stack_info.layers.values()]
+    return CGen(prog, doc, spec_hash(files), opt_level).render()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _label(block: str) -> str:
+    return "B_" + re.sub(r"\W", "_", block)
+
+
+class CGen:
+    def __init__(self, prog: Program, doc: Any, hash_: str, opt_level: int) -> None:
+        self.prog = prog
+        self.doc = doc
+        self.stack = doc.model
+        self.info = doc.stack_info
+        self.hash = hash_
+        self.opt = opt_level
+        self.S = prog.stack
+        stack_dir = os.path.dirname(doc.abspath)
+        self.layers: dict[str, LayerC] = {}
+        for name, lir in prog.layers.items():
+            li = self.info.layers[name]
+            self.layers[name] = LayerC(li, lir.index, self.layers, stack_dir)
+        for name, lc in self.layers.items():
+            lc.atoms = len(prog.layers[name].atoms)
+            lc.prepare([h for h, hd in self.stack.handlers.items() if hd.layer == name])
+        self.handlers = self._handlers()
+        self.ret_ids: dict[str, dict[str, int]] = {}
+        for name, lir in prog.layers.items():
+            self.ret_ids[name] = {ret: i + 1 for i, (_, ret) in enumerate(lir.callers)}
+            # one id per call site: callers are (call block, ret block)
+            self.ret_ids[name] = {}
+            for i, (call, _ret) in enumerate(lir.callers):
+                self.ret_ids[name][call] = i + 1
+
+    # -- handlers ---------------------------------------------------------------------------
+    def _arg_types(self, lc: LayerC, args: dict[str, Any]) -> list[tuple[str, str, str]]:
+        out = []
+        for an, a in args.items():
+            if isinstance(a, TypedArg):
+                kind = "bytes" if a.type == "bytes" else "num"
+                ct = "rg_bytes" if a.type == "bytes" else _TYPED[a.type]
+            else:
+                ce = to_c(parse_expr(expr_text(a)), lc.env())
+                if isinstance(ce.type, NumT):
+                    kind, ct = "num", ctype_of_width(ce.type.width)
+                else:
+                    kind, ct = "bytes", "rg_bytes"
+            out.append((an, ct, kind))
+        return out
+
+    def _handlers(self) -> dict[str, HandlerC]:
+        hs: dict[str, HandlerC] = {}
+        smap = self.doc.smap
+        for hn, h in self.stack.handlers.items():
+            lc = self.layers[h.layer]
+            hc = HandlerC(hn, h.layer, self._arg_types(lc, h.args))
+            hc.src = f"{os.path.basename(self.doc.abspath)}:{smap.pos(('handlers', hn)).line}"
+            hs[hn] = hc
+        for b in self.prog.blocks.values():
+            for ins in b.instrs:
+                if ins.op != "callback":
+                    continue
+                lc = self.layers[ins.layer]
+                types = self._arg_types(lc, ins.args["call"].args)
+                old = hs.get(ins.args["name"])
+                if old is None:
+                    hs[ins.args["name"]] = HandlerC(
+                        ins.args["name"], ins.layer, types, str(ins.src)
+                    )
+                else:  # the widest type of every layer that calls it
+                    merged = []
+                    for (n1, t1, k1), (_n2, t2, _k2) in zip(old.args, types, strict=False):
+                        merged.append((n1, t1 if t1 >= t2 or k1 == "bytes" else t2, k1))
+                    old.args = merged
+        return hs
+
+    # -- rendering --------------------------------------------------------------------------
+    def render(self) -> Generated:
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+            keep_trailing_newline=True,
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,
+        )
+        ctx = {
+            "S": self.S,
+            "hash": self.hash,
+            "version": __version__,
+            "stack_file": os.path.basename(self.doc.abspath),
+            "handlers": list(self.handlers.values()),
+            "layers": list(self.layers.values()),
+            "process_body": self.process_body(),
+            "locals": self.locals(),
+            "descriptors": self.descriptors(),
+            "layer_support": self.layer_support(),
+            "entry_table": self.entry_table(),
+        }
+        files = {
+            f"{self.S}_gen.h": env.get_template("stack_gen.h.j2").render(ctx),
+            f"{self.S}_gen.c": env.get_template("stack_gen.c.j2").render(ctx),
+            f"{self.S}_main.c": env.get_template("stack_main.c.j2").render(ctx),
+        }
+        stub = env.get_template("stack_handlers.c.j2").render(ctx)
+        return Generated(
+            self.S,
+            self.hash,
+            files,
+            f"{self.S}_handlers.c",
+            stub,
+            {h.name: h.prototype for h in self.handlers.values()},
+        )
+
+    # -- per-layer support code -------------------------------------------------------------
+    def layer_support(self) -> str:
+        out: list[str] = []
+        for lc in self.layers.values():
+            out.append(lc.hdr_struct())
+            out.append(lc.tmp_struct())
+            out.append(lc.inst_struct())
+            if lc.has_seq:
+                sq = lc.model.sequence
+                out.append(
+                    f"static const rg_seq_cfg {lc.t('seqcfg')} = {{{sq.max_bytes}u, {sq.max_blocks}u, "
+                    f"{'RG_SEQ_LAST' if sq.overwrite == 'last' else 'RG_SEQ_FIRST'}, "
+                    f"{1 if sq.buffer_data else 0}, {1 if sq.zero_based else 0}, 0}};"
+                )
+            if lc.atoms:
+                terms = []
+                for d in range(lc.ndirs):
+                    s = "&in->seq[{d}]".format(d=d) if lc.has_seq else "NULL"
+                    terms.append(f"(in->vl[k][{d}] && rg_seq_ready_upto({s}, in->vend[k][{d}]))")
+                out.append(
+                    f"/* virtual atoms: seen on a packet and no hole up to its end (spec section 7) */\n"
+                    f"static inline uint64_t {lc.t('vtest')}(const struct {lc.t('inst')} *in, unsigned k)\n"
+                    f"{{\n    return (uint64_t)({' || '.join(terms)});\n}}"
+                )
+        return "\n\n".join(out)
+
+    def locals(self) -> str:
+        out = []
+        for lc in self.layers.values():
+            n = lc.name
+            out.append(f"    /* layer {n} */")
+            out.append(f"    struct {lc.t('hdr')} h_{n} RG_MAYBE_UNUSED;")
+            out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED;")
+            out.append(f"    struct {lc.t('inst')} *inst_{n} RG_MAYBE_UNUSED = &ctx->scratch_{n};")
+            out.append(f"    int has_inst_{n} RG_MAYBE_UNUSED = 0, dir_{n} RG_MAYBE_UNUSED = 0;")
+            out.append(f"    unsigned err_{n} RG_MAYBE_UNUSED = 0;")
+            out.append(
+                f"    rg_bytes in_{n} RG_MAYBE_UNUSED = rg_bytes_empty(), sdu_{n} RG_MAYBE_UNUSED = rg_bytes_empty();"
+            )
+            out.append(f"    uint32_t cur_{n} RG_MAYBE_UNUSED = 0, vend_{n} RG_MAYBE_UNUSED = 0;")
+            out.append(f"    uint8_t ev_{n}[{len(lc.events)}] RG_MAYBE_UNUSED;")
+            out.append(f"    unsigned psm_{n} RG_MAYBE_UNUSED = 0, ret_{n} RG_MAYBE_UNUSED = 0;")
+            out.append(f"    unsigned rep_{n} RG_MAYBE_UNUSED = 0, loop_{n} RG_MAYBE_UNUSED = 0;")
+            out.append(f"    rg_seq_res sres_{n} RG_MAYBE_UNUSED;")
+            if lc.has_instance:
+                out.append(f"    uint8_t kf_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
+                if lc.bidir:
+                    out.append(f"    uint8_t kr_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
+        return "\n".join(out)
+
+    # -- descriptors ------------------------------------------------------------------------
+    def descriptors(self) -> str:
+        S = self.S
+        out: list[str] = []
+        for lc in self.layers.values():
+            n = lc.name
+            parts = ",\n    ".join(
+                f"{{{c_string(p.name)}, {'RG_VAL_NUM' if p.kind == 'num' else 'RG_VAL_BYTES'}, "
+                f"{1 if p.common else 0}, {p.off}, {p.size}}}"
+                for p in lc.key_fwd
+            )
+            out.append(
+                f"static const rg_keypart {S}_keyparts_{n}[] = {{\n    {parts or '{0}'}\n}};"
+            )
+            states = ", ".join(c_string(s) for s in lc.states) or "NULL"
+            out.append(f"static const char *const {S}_states_{n}[] = {{{states}}};")
+        rows = []
+        for lc in self.layers.values():
+            rows.append(
+                f"    {{{c_string(lc.name)}, {c_string(lc.proto.name)}, {c_string(lc.spec_file)}, "
+                f"{int(lc.has_instance)}, {int(lc.bidir)}, {int(lc.model.psm is not None)}, "
+                f"{int(lc.has_seq)}, {lc.key_len if lc.has_instance else 0}, "
+                f"{len(lc.key_fwd)}, {S}_keyparts_{lc.name}, {len(lc.states)}, "
+                f"{S}_states_{lc.name}, UINT64_C({lc.timeout_ns})}},"
+            )
+        out.append(f"static const rg_layer_desc {S}_layers[] = {{\n" + "\n".join(rows) + "\n};")
+        hrows = []
+        for h in self.handlers.values():
+            names = ", ".join(c_string(a[0]) for a in h.args) or "NULL"
+            kinds = (
+                ", ".join("RG_VAL_BYTES" if a[2] == "bytes" else "RG_VAL_NUM" for a in h.args)
+                or "0"
+            )
+            out.append(f"static const char *const {S}_argn_{h.name}[] = {{{names}}};")
+            out.append(f"static const uint8_t {S}_argk_{h.name}[] = {{{kinds}}};")
+            hrows.append(
+                f"    {{{c_string(h.name)}, {self.layers[h.layer].index}, {len(h.args)}, "
+                f"{S}_argn_{h.name}, {S}_argk_{h.name}}},"
+            )
+        if not hrows:
+            hrows.append("    {NULL, 0, 0, NULL, NULL},")
+        out.append(
+            f"static const rg_handler_desc {S}_handlers[] = {{\n" + "\n".join(hrows) + "\n};"
+        )
+        return "\n".join(out)
+
+    def entry_table(self) -> list[int]:
+        return [
+            self.layers[self.prog.entries[k]].index if k in self.prog.entries else -1
+            for k in LINK_KINDS
+        ]
+
+    # -- the per-packet function ------------------------------------------------------------
+    def process_body(self) -> str:
+        out: list[str] = []
+        targets = self._targets()
+        entries = sorted({self.prog.entries[k] for k in self.prog.entries})
+        out.append("    switch (entry) {")
+        for e in entries:
+            lc = self.layers[e]
+            out.append(f"    case {lc.index}: /* entry layer {e} */")
+            out.append(f"        in_{e} = rg_bytes_make(data, caplen);")
+            out.append(f"        ret_{e} = 0;")
+            out.append(f"        rep_{e} = 0;")
+            out.append(f"        goto {_label(self.prog.layers[e].entry)};")
+        out.append("    default:")
+        out.append("        return RG_PKT_ERROR;")
+        out.append("    }")
+        for name, b in self.prog.blocks.items():
+            out.append("")
+            src = f" {c_comment(str(b.src))}" if b.src else ""
+            if name in targets:
+                out.append(f"{_label(name)}: /* {name}{src} */")
+            else:
+                out.append(f"    /* {name}{src} */")
+            out.append(f"    {{")
+            for ins in b.instrs:
+                if ins.src is not None and ins.src != b.src:
+                    out.append(f"        /* {c_comment(str(ins.src))} */")
+                for line in self.instr(ins).splitlines():
+                    out.append(f"        {line}" if line else "")
+            out.append(f"    }}")
+            out += ["    " + x for x in self.term(b)]
+        out.append("")
+        out.append("R_done:")
+        out.append("    return rc;")
+        return "\n".join(out)
+
+    def _targets(self) -> set[str]:
+        t: set[str] = set()
+        for lir in self.prog.layers.values():
+            t.add(lir.entry)
+        for b in self.prog.blocks.values():
+            t.update(b.successors())
+        return t
+
+    def term(self, b: Block) -> list[str]:
+        t = b.term
+        if isinstance(t, Jump):
+            return [f"goto {_label(t.target)};"]
+        if isinstance(t, Branch):
+            c = self.cond(t.cond, self.layers[t.layer])
+            return [f"if ({c}) goto {_label(t.then)};", f"goto {_label(t.else_)};"]
+        if isinstance(t, Call):
+            child = self.layers[t.child]
+            k = self.ret_ids[t.child][b.name]
+            return [
+                f"in_{t.child} = sdu_{t.layer};",
+                f"ret_{t.child} = {k};",
+                f"rep_{t.child} = 0;",
+                f"goto {_label(self.prog.layers[child.name].entry)};",
+            ]
+        if isinstance(t, Return):
+            lir = self.prog.layers[t.layer]
+            out = [f"switch (ret_{t.layer}) {{"]
+            for i, (_call, ret) in enumerate(lir.callers):
+                out.append(f"case {i + 1}: goto {_label(ret)};")
+            out.append("default: goto R_done;")
+            out.append("}")
+            return out
+        if isinstance(t, Done):
+            return ["goto R_done;"]
+        raise ValueError(f"block {b.name} is not terminated")
+
+    def cond(self, c: Cond, lc: LayerC) -> str:
+        n = lc.name
+        if c.kind == "parse_ok":
+            return f"err_{n} == 0"
+        if c.kind == "found":
+            return f"inst_{n} != NULL"
+        if c.kind == "has_inst":
+            return f"has_inst_{n}"
+        if c.kind == "accept":
+            psm = lc.model.psm
+            acc = " || ".join(f"inst_{n}->fi.state == {lc.states.index(s)}" for s in psm.accept)
+            return f"has_inst_{n} && ({acc})"
+        if c.kind == "loop":
+            mr = self._max_repeat(lc)
+            return f"loop_{n} && rep_{n} < {mr}u"
+        assert c.expr is not None
+        return cond_to_c(c.expr, lc.env())
+
+    def _max_repeat(self, lc: LayerC) -> int:
+        for b in self.prog.blocks.values():
+            for ins in b.instrs:
+                if ins.op == "loop_decide" and ins.layer == lc.name:
+                    return int(ins.args["max_repeat"])
+        return 0
+
+    # -- instructions -----------------------------------------------------------------------
+    def instr(self, ins: Instr) -> str:
+        lc = self.layers[ins.layer]
+        fn = getattr(self, f"i_{ins.op}")
+        return fn(ins, lc)
+
+    def i_enter(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        return "\n".join(
+            [
+                f"h_{n} = {lc.t('hdr_init')};",
+                f"t_{n} = {lc.t('tmp_init')};",
+                f"memset(ev_{n}, 0, sizeof ev_{n});",
+                f"memset(&sres_{n}, 0, sizeof sres_{n});",
+                f"psm_{n} = 0; cur_{n} = 0; err_{n} = 0; loop_{n} = 0;",
+                f"has_inst_{n} = 0; dir_{n} = 0; inst_{n} = &ctx->scratch_{n};",
+                f"sdu_{n} = rg_bytes_empty();",
+                f"rg_stats_layer_packet(&ctx->stats->layer[{lc.index}], in_{n}.len);",
+            ]
+        )
+
+    def i_parse_header(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        code = lc.header_code()
+        lines = [code] if code else []
+        if lc._hc_jumps:
+            lines.append(f"HE_{n}:")
+        lines.append(
+            f"if (err_{n} == 0) sdu_{n} = rg_bytes_make(in_{n}.ptr + cur_{n}, in_{n}.len - cur_{n});"
+        )
+        return "\n".join(lines)
+
+    def i_error(self, ins: Instr, lc: LayerC) -> str:
+        return f"rg_stats_error(&ctx->stats->layer[{lc.index}], err_{lc.name});\nrc = RG_PKT_ERROR;"
+
+    def _store_key(self, buf: str, parts: list[Any], lc: LayerC) -> list[str]:
+        out = []
+        env = lc.env()
+        for p in parts:
+            ce = to_c(p.expr, env)
+            if p.kind == "num":
+                out.append(
+                    f"rg__put_be({buf} + {p.off}, {ce.text}, {p.size}); /* {c_comment(p.name)} */"
+                )
+            else:
+                out.append(
+                    f"rg_bytes_store({buf} + {p.off}, {p.size}, {ce.text}); /* {c_comment(p.name)} */"
+                )
+        return out
+
+    def i_build_key(self, ins: Instr, lc: LayerC) -> str:
+        out = self._store_key(f"kf_{lc.name}", lc.key_fwd, lc)
+        if lc.bidir:
+            out += self._store_key(f"kr_{lc.name}", lc.key_rev, lc)
+        return "\n".join(out)
+
+    def i_lookup(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        return "\n".join(
+            [
+                f"rg_flow_set_time(ctx->tbl_{n}, ctx->now);",
+                f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup(ctx->tbl_{n}, kf_{n}, &dir_{n});",
+                f"has_inst_{n} = inst_{n} != NULL;",
+            ]
+        )
+
+    def i_create(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        rev = f"kr_{n}" if lc.bidir else "NULL"
+        env = lc.env(create=True)
+        lines = [
+            f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_create(ctx->tbl_{n}, kf_{n}, {rev});",
+            f"if (inst_{n} == NULL) {{ /* pool full and eviction impossible */",
+            f"    rg_stats_error(&ctx->stats->layer[{lc.index}], RG_REASON_CAP);",
+            "    rc = RG_PKT_ERROR;",
+            f"    inst_{n} = &ctx->scratch_{n};",
+            f"    memset(inst_{n}, 0, sizeof *inst_{n});",
+            f"    inst_{n}->fi.state = {lc.start_state};",
+            f"    has_inst_{n} = 0;",
+            "} else {",
+            f"    has_inst_{n} = 1;",
+            f"    dir_{n} = 0;",
+            f"    inst_{n}->fi.uid = ++ctx->uid;",
+            f"    inst_{n}->fi.layer = {lc.index};",
+            f"    inst_{n}->fi.state = {lc.start_state};",
+            f"    inst_{n}->fi.key_a = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, inst_{n}, 0);",
+            f"    inst_{n}->fi.key_p = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, inst_{n}, 1);",
+            f"    if (inst_{n}->fi.key_p == NULL) inst_{n}->fi.key_p = inst_{n}->fi.key_a;",
+        ]
+        for v in lc.proto.perms.values():
+            if v.init is None:
+                continue
+            from rubikgen.expr.ast import Assign, Name
+
+            st = Assign(Name(("perm", v.name)), parse_expr(v.init))
+            lines.append(f"    {stmt_to_c(st, env)} /* init, {lc.spec_file}:{lc.line(v.path)} */")
+        lines += [
+            f"    ev_{n}[{lc.ev_index('created')}] = 1;",
+            f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->now);",
+            "}",
+        ]
+        return "\n".join(lines)
+
+    def i_no_instance(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        return "\n".join(
+            [
+                f"inst_{n} = &ctx->scratch_{n};",
+                f"memset(inst_{n}, 0, sizeof *inst_{n});",
+                f"inst_{n}->fi.state = {lc.start_state};",
+                f"has_inst_{n} = 0;",
+            ]
+        )
+
+    def i_observe(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        return (
+            f"if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
+            f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->now);"
+        )
+
+    def i_assign(self, ins: Instr, lc: LayerC) -> str:
+        return stmt_to_c(ins.args["stmt"], lc.env())
+
+    def i_set_sdu(self, ins: Instr, lc: LayerC) -> str:
+        return f"sdu_{lc.name} = {to_c(ins.args['value'], lc.env()).text};"
+
+    def i_assemble(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        s = lc.env().assemble()
+        if lc.has_seq:
+            s += f"\nctx->stats->layer[{lc.index}].seq.bytes_delivered += sdu_{n}.len;"
+        return s
+
+    def i_insert_seq(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        sq = lc.model.sequence
+        env = lc.env()
+        data = to_c(parse_expr(expr_text(sq.data)), env).text
+        meta = to_c(parse_expr(expr_text(sq.meta)), env).text
+        lines = [f"rg_bytes d_ = {data};", f"uint64_t m_ = {meta};"]
+        if sq.data_len is not None:
+            lines.append(f"uint64_t tl_ = {to_c(parse_expr(expr_text(sq.data_len)), env).text};")
+        else:
+            lines.append("uint64_t tl_ = d_.len;")
+        lines.append("uint32_t take_ = tl_ > UINT32_MAX ? UINT32_MAX : (uint32_t)tl_;")
+        lines.append("uint32_t len_ = d_.len > UINT32_MAX ? UINT32_MAX : (uint32_t)d_.len;")
+        win = "NULL"
+        if sq.window:
+            lft = to_c(parse_expr(expr_text(sq.window[0])), env).text
+            rgt = to_c(parse_expr(expr_text(sq.window[1])), env).text
+            lines.append(f"rg_seq_win w_ = {{(uint32_t){lft}, (uint32_t){rgt}}};")
+            win = "&w_"
+        d = lc.dir_expr()
+        ev = lc.ev_index
+        lines += [
+            f"uint32_t fl_ = rg_seq_insert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, (uint32_t)m_, d_.ptr, len_, take_, {win}, 0, &sres_{n});",
+            f"vend_{n} = (uint32_t)m_ + take_;",
+            f"ev_{n}[{ev('rexmit')}] = (fl_ & RG_SEQ_EV_REXMIT) != 0;",
+            f"ev_{n}[{ev('out_of_wnd')}] = (fl_ & RG_SEQ_EV_OUT_OF_WINDOW) != 0;",
+            f"ev_{n}[{ev('overlap')}] = (fl_ & RG_SEQ_EV_CONFLICT) != 0;",
+            f"ev_{n}[{ev('buffer_full')}] = (fl_ & RG_SEQ_EV_BUFFER_FULL) != 0;",
+            f"rg_seq_stats *ss_ = &ctx->stats->layer[{lc.index}].seq;",
+            "ss_->inserts++;",
+            "ss_->rexmit += (fl_ & RG_SEQ_EV_REXMIT) != 0;",
+            "ss_->overlap += (fl_ & RG_SEQ_EV_OVERLAP) != 0;",
+            "ss_->out_of_window += (fl_ & RG_SEQ_EV_OUT_OF_WINDOW) != 0;",
+            "ss_->buffer_full += (fl_ & RG_SEQ_EV_BUFFER_FULL) != 0;",
+            "ss_->conflict += (fl_ & RG_SEQ_EV_CONFLICT) != 0;",
+            f"ss_->bytes_new += sres_{n}.new_bytes;",
+            f"ss_->bytes_dup += sres_{n}.dup_bytes;",
+            f"ss_->bytes_dropped += sres_{n}.oow_bytes + sres_{n}.cap_bytes;",
+        ]
+        return "\n".join(lines)
+
+    def i_vupdate(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        k = ins.args["atom"]
+        d = lc.dir_expr()
+        c = cond_to_c(ins.args["expr"], lc.env())
+        return (
+            f"/* latch {c_comment(ins.args['text'])} */\n"
+            f"if (!inst_{n}->vl[{k}][{d}] && ({c})) {{\n"
+            f"    inst_{n}->vl[{k}][{d}] = 1;\n"
+            f"    inst_{n}->vend[{k}][{d}] = vend_{n};\n"
+            "}"
+        )
+
+    def i_set_state(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        t = ins.args["transition"]
+        mask = f"inst_{n}->tmask |= UINT64_C(1) << {t - 1};\n" if t <= 64 else ""
+        return (
+            f"inst_{n}->fi.state = {ins.args['state']}; /* -> {lc.states[ins.args['state']]} */\n"
+            f"psm_{n} = {t}; /* {ins.args['name']} */\n" + mask
+        ).rstrip()
+
+    def i_fire(self, ins: Instr, lc: LayerC) -> str:
+        return f"ev_{lc.name}[{lc.ev_index(ins.args['event'])}] = 1;"
+
+    def i_fail(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        s = f"ev_{n}[{lc.ev_index('fail')}] = 1; /* on_fail: {ins.args['policy']} */"
+        if ins.args["policy"] == "reset":
+            s += f"\ninst_{n}->fi.state = {ins.args['start']};"
+        return s
+
+    def _call(self, h: HandlerC, args: dict[str, Any], lc: LayerC) -> str:
+        n = lc.name
+        env = lc.env()
+        inits = []
+        vals = []
+        for (an, ct, kind), a in zip(h.args, args.values(), strict=True):
+            e = parse_expr(expr_text(a.value if isinstance(a, TypedArg) else a))
+            ce = to_c(e, env)
+            if kind == "bytes":
+                inits.append(f".{an} = {ce.text}")
+                vals.append(f"{{RG_VAL_BYTES, 0, a_.{an}}}")
+            else:
+                inits.append(f".{an} = ({ct}){ce.text}")
+                vals.append(f"{{RG_VAL_NUM, a_.{an}, {{rg_empty_byte, 0}}}}")
+        hidx = list(self.handlers).index(h.name)
+        lines = [
+            f"{h.struct} a_ = {{{', '.join(inits) or '0'}}};",
+            f"rg_hctx hc_ = {{has_inst_{n} ? &inst_{n}->fi : NULL, has_inst_{n} ? &inst_{n}->fi.user[dir_{n}] : NULL, "
+            f"(uint8_t)dir_{n}, {lc.index}, ctx->now, ctx}};",
+            f"{h.name}(&a_, &hc_);",
+            "ctx->calls++;",
+            "if (ctx->obs && ctx->obs->on_call) {",
+            f"    const rg_val v_[{max(1, len(vals))}] = {{{', '.join(vals) or '{0, 0, {rg_empty_byte, 0}}'}}};",
+            f"    rg_call c_ = {{{hidx}, {lc.index}, (uint8_t)dir_{n}, has_inst_{n} ? &inst_{n}->fi : NULL, "
+            "ctx->now, ctx->pkt_no, v_};",
+            "    ctx->obs->on_call(ctx->obs->self, &c_);",
+            "}",
+        ]
+        return "\n".join(lines)
+
+    def i_handler(self, ins: Instr, lc: LayerC) -> str:
+        name = ins.args["name"]
+        return self._call(self.handlers[name], self.stack.handlers[name].args, lc)
+
+    def i_callback(self, ins: Instr, lc: LayerC) -> str:
+        return self._call(self.handlers[ins.args["name"]], ins.args["call"].args, lc)
+
+    def i_loop_decide(self, ins: Instr, lc: LayerC) -> str:
+        c = ins.args["cond"]
+        if c is None:
+            return f"loop_{lc.name} = 1;"
+        return f"loop_{lc.name} = ({cond_to_c(c.expr, lc.env())}) ? 1u : 0u; /* {c_comment(unparse(c.expr))} */"
+
+    def i_reenter(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        return f"in_{n} = sdu_{n};\nrep_{n}++;"
+
+    def i_destroy(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        lines = []
+        if self._max_repeat(lc):
+            # the sdu may point into the instance's sequence: keep it for the self-loop
+            lines.append(f"if (loop_{n}) sdu_{n} = rg__keep(&ctx->keep_{n}, sdu_{n});")
+        lines += [
+            f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);",
+            f"rg_flow_delete(ctx->tbl_{n}, inst_{n});",
+            f"inst_{n} = &ctx->scratch_{n};",
+            f"has_inst_{n} = 0;",
+        ]
+        return "\n".join(lines)
+
+
+__all__ = ["CGen", "Generated", "GenerateError", "generate", "spec_hash"]

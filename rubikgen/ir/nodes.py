@@ -1,0 +1,205 @@
+"""The control-flow-graph IR: blocks of typed instructions ending in one terminator.
+
+One :class:`Program` holds the whole per-packet function of a stack: every layer's pipeline
+(REQUIREMENTS R8.1) as blocks, joined by :class:`Call` terminators (enter a child layer with
+an emulated return target) and :class:`Return` (back to whichever block called the layer).
+
+Every instruction and terminator declares the resources it reads and writes, so passes can
+compute dependencies (R8.3). Resources are strings ``KIND:layer``:
+
+=========  =====================================================================
+HEADER     the layer's parsed header fields, its input, cursor and payload
+TEMP       temp variables
+PERM       perm variables of the layer's instance (a foreign write names the owner layer)
+STATE      the PSM state
+SEQ        the reassembly sequence(s) of the instance
+INST       which instance the packet has (lookup, create, destroy)
+SDU        the data handed to the next layer
+FIRED      per-packet fired flags of transitions and events
+KEY        the selector key built from the packet
+LOOP       the self-loop decision and repeat counter
+RUNTIME    anything outside the function: handlers, observers, counters, tables
+=========  =====================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubikgen.expr.ast import Expr
+
+RESOURCE_KINDS = (
+    "HEADER",
+    "TEMP",
+    "PERM",
+    "STATE",
+    "SEQ",
+    "INST",
+    "SDU",
+    "FIRED",
+    "KEY",
+    "LOOP",
+    "RUNTIME",
+)
+
+# Instructions with an effect outside the function's own registers: never removed, never
+# reordered across one another ("commands", as opposed to pure updates).
+COMMANDS = frozenset(
+    {"create", "destroy", "insert_seq", "assemble", "callback", "handler", "observe", "error"}
+)
+
+# Every instruction opcode and what its ``args`` hold.
+OPCODES: dict[str, str] = {
+    "enter": "start a pass over the layer: clear header, temps and fired flags",
+    "parse_header": "run the header program (sets the parse result that a branch tests)",
+    "build_key": "build the forward (and swapped) selector key",
+    "lookup": "look the key up in the layer's instance table",
+    "create": "create an instance: perm := init, state := start, latches := 0; raise created",
+    "no_instance": "the packet has no instance: use the zeroed scratch instance",
+    "observe": "tell observers a packet reached the instance",
+    "assign": "args: stmt (an Assign)",
+    "set_sdu": "args: value (a byte-slice expression)",
+    "assemble": "take the contiguous data of the packet's sequence as the sdu",
+    "insert_seq": "insert the packet's data into its direction's sequence; raise its events",
+    "vupdate": "args: atom (index), expr: latch a virtual atom that holds on this packet",
+    "set_state": "args: state (id), transition (id): the PSM transition fired",
+    "fire": "args: event (name): set the fired flag of an event or handler",
+    "fail": "no transition matched: raise fail; args: policy",
+    "callback": "args: name, call (the Callback model): a protocol callback statement",
+    "handler": "args: name: call a stack handler with its arguments",
+    "loop_decide": "args: cond (Cond): remember whether the self-loop edge holds",
+    "destroy": "destroy the instance (accept state)",
+    "reenter": "self-loop: the sdu becomes the layer's input for another pass",
+    "error": "args: reason: count an error of the layer",
+}
+
+
+@dataclass(frozen=True)
+class Src:
+    """Where something comes from in the specs: file (as displayed) and line."""
+
+    file: str
+    line: int
+    what: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" + (f" {self.what}" if self.what else "")
+
+
+@dataclass(frozen=True)
+class Cond:
+    """A branch condition.
+
+    kind ``expr``: ``expr`` (an AST over the layer's names, virtual atoms already replaced by
+    ``__v.K`` names); ``parse_ok``: the header parsed; ``found``: the lookup hit;
+    ``has_inst``: the packet has a real instance; ``accept``: the state is an accept state;
+    ``loop``: the self-loop decision holds and the repeat bound is not reached;
+    ``create_if``: like expr, for the selector's guard."""
+
+    kind: str
+    expr: Expr | None = None
+    text: str = ""  # the source text, for dumps
+
+    def show(self) -> str:
+        return self.text if self.kind in ("expr", "create_if") else self.kind
+
+
+@dataclass
+class Instr:
+    op: str
+    layer: str
+    args: dict[str, Any] = field(default_factory=dict)
+    reads: frozenset[str] = frozenset()
+    writes: frozenset[str] = frozenset()
+    src: Src | None = None
+
+    @property
+    def is_command(self) -> bool:
+        return self.op in COMMANDS
+
+
+@dataclass
+class Jump:
+    target: str
+
+
+@dataclass
+class Branch:
+    cond: Cond
+    then: str
+    else_: str
+    layer: str
+    reads: frozenset[str] = frozenset()
+
+
+@dataclass
+class Call:
+    """Enter layer ``child`` on this layer's sdu; it returns to ``ret``."""
+
+    child: str
+    ret: str
+    layer: str
+
+
+@dataclass
+class Return:
+    """The layer is done: back to the block after the Call that entered it."""
+
+    layer: str
+
+
+@dataclass
+class Done:
+    """The packet is done (the end of the function)."""
+
+
+Terminator = Jump | Branch | Call | Return | Done
+
+
+@dataclass
+class Block:
+    name: str
+    layer: str
+    instrs: list[Instr] = field(default_factory=list)
+    term: Terminator | None = None
+    src: Src | None = None
+
+    def successors(self) -> list[str]:
+        t = self.term
+        if isinstance(t, Jump):
+            return [t.target]
+        if isinstance(t, Branch):
+            return [t.then, t.else_]
+        if isinstance(t, Call):
+            return [t.ret]
+        return []
+
+
+@dataclass
+class LayerIR:
+    """What the back-end needs about one layer beyond its blocks."""
+
+    name: str
+    index: int
+    entry: str  # name of the layer's first block
+    # virtual atoms: index -> (atom expression without v., source text)
+    atoms: list[tuple[Expr, str]] = field(default_factory=list)
+    # events and handlers in run order (names); handlers are marked in ``handlers``
+    order: list[str] = field(default_factory=list)
+    handlers: list[str] = field(default_factory=list)
+    callers: list[tuple[str, str]] = field(default_factory=list)  # (calling block, ret block)
+
+
+@dataclass
+class Program:
+    stack: str
+    blocks: dict[str, Block] = field(default_factory=dict)
+    layers: dict[str, LayerIR] = field(default_factory=dict)
+    entries: dict[str, str] = field(default_factory=dict)  # link kind -> entry layer
+
+    def add(self, b: Block) -> Block:
+        if b.name in self.blocks:
+            raise ValueError(f"duplicate block {b.name}")
+        self.blocks[b.name] = b
+        return b

@@ -1,0 +1,67 @@
+"""IR invariants, checked after lowering and after every pass."""
+
+from __future__ import annotations
+
+from .nodes import OPCODES, RESOURCE_KINDS, Branch, Call, Program, Return
+
+
+def reachable(prog: Program) -> set[str]:
+    roots = [prog.layers[x].entry for x in set(prog.entries.values()) if x in prog.layers]
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in prog.blocks:
+            continue
+        seen.add(n)
+        b = prog.blocks[n]
+        todo.extend(b.successors())
+        if isinstance(b.term, Call):
+            todo.append(prog.layers[b.term.child].entry)
+    return seen
+
+
+def prune(prog: Program) -> int:
+    """Remove blocks no entry reaches; drop call sites that went with them."""
+    live = reachable(prog)
+    dead = [n for n in prog.blocks if n not in live]
+    for n in dead:
+        del prog.blocks[n]
+    for lir in prog.layers.values():
+        lir.callers = [(c, r) for c, r in lir.callers if c in live]
+    return len(dead)
+
+
+def verify(prog: Program) -> list[str]:
+    """Problems found (empty when the IR is well formed): every block terminated, every target
+    defined, every opcode and resource known, calls only into layers, returns only from the
+    block's own layer, every reachable layer entered."""
+    errs: list[str] = []
+    for name, b in prog.blocks.items():
+        if b.term is None:
+            errs.append(f"{name}: not terminated")
+            continue
+        for s in b.successors():
+            if s not in prog.blocks:
+                errs.append(f"{name}: jumps to undefined block {s!r}")
+        t = b.term
+        if isinstance(t, Call):
+            if t.child not in prog.layers:
+                errs.append(f"{name}: calls unknown layer {t.child}")
+            elif prog.layers[t.child].entry not in prog.blocks:
+                errs.append(f"{name}: layer {t.child} has no entry block")
+        if isinstance(t, Return) and t.layer != b.layer:
+            errs.append(f"{name}: returns from {t.layer} inside layer {b.layer}")
+        if isinstance(t, Branch) and t.cond.kind in ("expr", "create_if") and t.cond.expr is None:
+            errs.append(f"{name}: expression branch without an expression")
+        for ins in b.instrs:
+            if ins.op not in OPCODES:
+                errs.append(f"{name}: unknown opcode {ins.op}")
+            for r in ins.reads | ins.writes:
+                kind, _, layer = r.partition(":")
+                if kind not in RESOURCE_KINDS or (kind != "RUNTIME" and layer not in prog.layers):
+                    errs.append(f"{name}: {ins.op} has a bad resource {r!r}")
+    for lname, lir in prog.layers.items():
+        if lir.entry not in prog.blocks and (lir.callers or lname in prog.entries.values()):
+            errs.append(f"layer {lname}: entry block {lir.entry!r} missing")
+    return errs
