@@ -16,7 +16,7 @@ from rubikgen import __version__
 from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import unparse
-from rubikgen.expr.types import BytesT, NumT
+from rubikgen.expr.types import NumT
 from rubikgen.ir import Branch, Call, Done, Jump, Program, Return, lower_stack, prune, verify
 from rubikgen.ir.lower import LINK_KINDS
 from rubikgen.ir.nodes import Block, Cond, Instr
@@ -220,7 +220,7 @@ class CGen:
             if lc.atoms:
                 terms = []
                 for d in range(lc.ndirs):
-                    s = "&in->seq[{d}]".format(d=d) if lc.has_seq else "NULL"
+                    s = f"&in->seq[{d}]" if lc.has_seq else "NULL"
                     terms.append(f"(in->vl[k][{d}] && rg_seq_ready_upto({s}, in->vend[k][{d}]))")
                 out.append(
                     f"/* virtual atoms: seen on a packet and no hole up to its end (spec section 7) */\n"
@@ -328,13 +328,13 @@ class CGen:
                 out.append(f"{_label(name)}: /* {name}{src} */")
             else:
                 out.append(f"    /* {name}{src} */")
-            out.append(f"    {{")
+            out.append("    {")
             for ins in b.instrs:
                 if ins.src is not None and ins.src != b.src:
                     out.append(f"        /* {c_comment(str(ins.src))} */")
                 for line in self.instr(ins).splitlines():
                     out.append(f"        {line}" if line else "")
-            out.append(f"    }}")
+            out.append("    }")
             out += ["    " + x for x in self.term(b)]
         out.append("")
         out.append("R_done:")
