@@ -261,7 +261,7 @@ class CGen:
             n = lc.name
             parts = ",\n    ".join(
                 f"{{{c_string(p.name)}, {'RG_VAL_NUM' if p.kind == 'num' else 'RG_VAL_BYTES'}, "
-                f"{1 if p.common else 0}, {p.off}, {p.size}}}"
+                f"{p.side}, {p.off}, {p.size}}}"
                 for p in lc.key_fwd
             )
             out.append(

@@ -16,7 +16,7 @@ function each layer owns these locals (all declared at the top of the function):
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rubikgen.expr import parse_expr
@@ -60,7 +60,7 @@ class KeyPart:
     expr: Any
     kind: str  # "num" | "bytes"
     size: int
-    common: bool
+    side: int  # 0 side a, 1 common, 2 side p (rg_keypart.common)
     off: int = 0
 
 
@@ -177,29 +177,36 @@ class LayerC:
             else:
                 fwd, rev = sel.key or [], None
 
-        def parts(items: list[str], is_common: bool) -> list[KeyPart]:
+        def parts(items: list[str], side: int) -> list[KeyPart]:
             out = []
             for it in items:
                 e = parse_expr(it)
                 ce = to_c(e, self.env())
                 if isinstance(ce.type, NumT):
-                    out.append(KeyPart(it, e, "num", (ce.type.width + 7) // 8, is_common))
+                    out.append(KeyPart(it, e, "num", (ce.type.width + 7) // 8, side))
                 else:
                     assert isinstance(ce.type, BytesT) and ce.type.size is not None
-                    out.append(KeyPart(it, e, "bytes", ce.type.size, is_common))
+                    out.append(KeyPart(it, e, "bytes", ce.type.size, side))
             return out
 
-        self.key_fwd = parts(fwd, False) + parts(common, True)
-        self.key_rev = parts(rev, False) + parts(common, True) if rev is not None else []
-        off = 0
-        for p in self.key_fwd:
-            p.off = off
-            off += p.size
-        off = 0
-        for p in self.key_rev:
-            p.off = off
-            off += p.size
-        self.key_len = max(1, sum(p.size for p in self.key_fwd))
+        # A bidirectional key is both half keys: (a, p, common) stored forward and
+        # (p, a, common) swapped, so one probe with the packet's (src half, dst half) finds
+        # the instance from either side.
+        a = parts(fwd, 0)
+        c = parts(common, 1)
+        if rev is not None:
+            p = parts(rev, 2)
+            self.key_fwd = a + p + c
+            self.key_rev = [replace(kp) for kp in p + a + c]  # own offsets
+        else:
+            self.key_fwd = a + c
+            self.key_rev = []
+        for keyparts in (self.key_fwd, self.key_rev):
+            off = 0
+            for kp in keyparts:
+                kp.off = off
+                off += kp.size
+        self.key_len = max(1, sum(kp.size for kp in self.key_fwd))
 
     def env(self, **kw: Any) -> LayerEnv:
         return LayerEnv(self, **kw)

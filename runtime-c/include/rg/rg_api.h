@@ -36,11 +36,14 @@ typedef struct rg_val {
 /* ---- static descriptions (const data in the generated code) ---- */
 
 /* One item of a selector key.  Numbers are stored big-endian in `size`
- * bytes; byte slices as they are. */
+ * bytes; byte slices as they are.  A bidirectional key is side a's items,
+ * then side p's, then the common ones (the swapped key: p, a, common), so the
+ * forward key alone names both ends of a flow. */
 typedef struct rg_keypart {
     const char *name; /* the spec's name, e.g. "ip.header.saddr", "header.sport" */
     uint8_t kind;     /* RG_VAL_NUM or RG_VAL_BYTES */
-    uint8_t common;   /* 1: a direction-independent part (selector `common`) */
+    uint8_t common;   /* 0: side a, 1: a direction-independent part (selector
+                         `common`), 2: side p */
     uint16_t off;     /* offset in the key */
     uint16_t size;    /* bytes */
 } rg_keypart;
@@ -53,8 +56,8 @@ typedef struct rg_layer_desc {
     uint8_t bidir;        /* selector with sides */
     uint8_t has_psm;
     uint8_t has_seq;
-    uint16_t key_len; /* bytes of one key (a half key plus the common parts) */
-    uint16_t nparts;  /* parts of the forward key: side a, then common */
+    uint16_t key_len; /* bytes of one key */
+    uint16_t nparts;  /* parts of the forward key: side a, side p, common */
     const rg_keypart *parts;
     uint16_t nstates;
     const char *const *states; /* PSM state names by id */
