@@ -1,0 +1,169 @@
+"""The CFG IR: invariants after lowering every stock stack, the per-layer pipeline order
+(REQUIREMENTS R8.1), declared effects, and the dumps."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rubikgen.ir import Branch, Call, Program, Return, lower_stack, prune, to_dot, to_text, verify
+from rubikgen.ir.nodes import Block, Jump
+from rubikgen.workspace import Workspace
+
+REPO = Path(__file__).resolve().parents[1]
+STACKS = sorted((REPO / "specs" / "stacks").glob("*.yaml"))
+
+
+def lower(path: Path) -> Program:
+    ws = Workspace()
+    doc = ws.check_stack(str(path))
+    assert not [d for d in ws.all_diagnostics() if d.severity == "error"]
+    prog = lower_stack(doc.model, doc.stack_info, doc.smap, doc.abspath)
+    prune(prog)
+    return prog
+
+
+@pytest.fixture(scope="module")
+def tcp_ip() -> Program:
+    return lower(REPO / "specs" / "stacks" / "tcp_ip.yaml")
+
+
+@pytest.mark.parametrize("stack", STACKS, ids=lambda p: p.stem)
+def test_invariants_hold_on_every_stock_stack(stack: Path) -> None:
+    prog = lower(stack)
+    assert verify(prog) == []
+    # every block is terminated and every branch has two distinct targets
+    for b in prog.blocks.values():
+        assert b.term is not None
+        if isinstance(b.term, Branch):
+            assert b.term.then in prog.blocks and b.term.else_ in prog.blocks
+
+
+def test_verify_reports_broken_ir(tcp_ip: Program) -> None:
+    b = next(iter(tcp_ip.blocks.values()))
+    saved = b.term
+    b.term = Jump("nowhere")
+    try:
+        assert any("undefined block 'nowhere'" in e for e in verify(tcp_ip))
+    finally:
+        b.term = saved
+    b.term = None
+    try:
+        assert any("not terminated" in e for e in verify(tcp_ip))
+    finally:
+        b.term = saved
+    assert verify(tcp_ip) == []
+
+
+def _walk_layer(prog: Program, layer: str) -> list[str]:
+    """Opcodes of a layer's blocks in a depth-first order from its entry (calls not followed)."""
+    seen: set[str] = set()
+    ops: list[str] = []
+    todo = [prog.layers[layer].entry]
+    while todo:
+        n = todo.pop(0)
+        if n in seen:
+            continue
+        seen.add(n)
+        blk: Block = prog.blocks[n]
+        ops += [i.op for i in blk.instrs]
+        todo += blk.successors()
+    return ops
+
+
+def test_pipeline_order_of_a_layer(tcp_ip: Program) -> None:
+    ops = _walk_layer(tcp_ip, "tcp")
+
+    def first(op: str) -> int:
+        return ops.index(op)
+
+    order = ["enter", "parse_header", "build_key", "lookup", "insert_seq", "set_state", "fire"]
+    idx = [first(o) for o in order]
+    assert idx == sorted(idx), list(zip(order, idx, strict=True))
+    assert "destroy" in ops and first("destroy") > first("fire")
+
+
+def test_transitions_are_tried_in_order_first_match_wins(tcp_ip: Program) -> None:
+    chain = []
+    blk = next(b for b in tcp_ip.blocks.values() if b.layer == "tcp" and ".psm." in b.name)
+    while isinstance(blk.term, Branch):
+        fire = tcp_ip.blocks[blk.term.then]
+        chain.append(fire.instrs[0].args["name"])
+        # a fired transition goes straight to the end of the PSM step
+        assert isinstance(fire.term, Jump) or isinstance(fire.term, Branch)
+        blk = tcp_ip.blocks[blk.term.else_]
+    assert chain == [
+        "rst",
+        "closed",
+        "syn",
+        "synack",
+        "midstream",
+        "fin",
+        "ack",
+        "fin2",
+        "fin_acked",
+    ]
+    assert blk.instrs[-1].op == "fail"
+
+
+def test_virtual_atoms_are_latched_right_after_the_insert(tcp_ip: Program) -> None:
+    ins = next(
+        b for b in tcp_ip.blocks.values() if any(i.op == "insert_seq" for i in b.instrs)
+        and b.layer == "ip"
+    )  # fmt: skip
+    ops = [i.op for i in ins.instrs]
+    assert ops == ["insert_seq", "vupdate"]
+    assert tcp_ip.layers["ip"].atoms[0][1] == "!v.header.more_frag"
+    # tcp: v.temp.afin and v.temp.pfin, each one latch shared by every transition using it
+    assert [t for _, t in tcp_ip.layers["tcp"].atoms] == ["v.temp.afin", "v.temp.pfin"]
+
+
+def test_edges_are_calls_with_return_targets(tcp_ip: Program) -> None:
+    calls = [b for b in tcp_ip.blocks.values() if isinstance(b.term, Call)]
+    targets = {(b.layer, b.term.child) for b in calls if isinstance(b.term, Call)}
+    assert ("ip", "tcp") in targets and ("eth", "vlan") in targets
+    # ip is entered from eth, loopback, sll, sll2 and vlan: one return target each
+    assert len(tcp_ip.layers["ip"].callers) == 5
+    assert all(isinstance(b.term, Return) for b in tcp_ip.blocks.values() if b.term
+               and isinstance(b.term, Return))  # fmt: skip
+
+
+def test_self_loop_is_bounded_and_runs_after_destroy() -> None:
+    prog = lower(REPO / "specs" / "stacks" / "quic.yaml")
+    loops = [b for b in prog.blocks.values() if any(i.op == "reenter" for i in b.instrs)]
+    assert loops, "quic_frame's self-loop is lowered"
+    decide = [
+        i for b in prog.blocks.values() for i in b.instrs if i.op == "loop_decide"
+    ]  # fmt: skip
+    assert decide and all(i.args["max_repeat"] >= 1 for i in decide)
+
+
+def test_effects_name_foreign_perm_writes() -> None:
+    prog = lower(REPO / "specs" / "stacks" / "quic.yaml")
+    writes = {
+        w for b in prog.blocks.values() for i in b.instrs if i.op == "assign" for w in i.writes
+    }
+    # quic_header writes quic_udp's perm (a cross-layer write, R8.3)
+    assert any(w.startswith("PERM:quic_udp") for w in writes), writes
+
+
+def test_event_order_respects_before_and_with() -> None:
+    prog = lower(REPO / "specs" / "stacks" / "sctp.yaml")
+    order = prog.layers["chunk"].order
+    # sctp_data runs with asm (after it) and before next_chunk
+    assert order.index("asm") < order.index("sctp_data") < order.index("next_chunk")
+
+
+def test_text_and_dot_dumps(tcp_ip: Program, tmp_path: Path) -> None:
+    text = to_text(tcp_ip, "ip")
+    assert "insert_seq" in text and "reads" in text and "../protocols/ip.yaml:" in text
+    dot = to_dot(tcp_ip, "tcp")
+    assert dot.startswith('digraph "tcp_ip"')
+    if shutil.which("dot"):
+        f = tmp_path / "g.dot"
+        f.write_text(to_dot(tcp_ip))
+        r = subprocess.run(["dot", "-Tsvg", str(f)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
