@@ -76,9 +76,9 @@ typedef struct rg_handler_desc {
 
 /* Kept inside every instance of a layer with a selector. */
 typedef struct rg_flow_info {
-    uint64_t uid;         /* unique within a context, in creation order (from 1) */
-    uint16_t layer;       /* index into rg_stack_desc.layers */
-    uint16_t state;       /* current PSM state (0 without a PSM) */
+    uint64_t uid;   /* unique within a context, in creation order (from 1) */
+    uint16_t layer; /* index into rg_stack_desc.layers */
+    uint16_t state; /* current PSM state (0 without a PSM) */
     uint32_t pad_;
     const uint8_t *key_a; /* forward key: the creator's side ("side a") first */
     const uint8_t *key_p; /* swapped key (== key_a for unidirectional layers) */
@@ -96,13 +96,13 @@ enum rg_close_reason {
 /* ---- handler calls ---- */
 
 typedef struct rg_call {
-    uint16_t handler;           /* index into rg_stack_desc.handlers */
-    uint16_t layer;             /* the handler's layer */
-    uint8_t dir;                /* 0 = to_passive (the creator's direction), 1 = to_active */
-    const rg_flow_info *flow;   /* the layer's instance; NULL if none */
-    uint64_t ts_ns;             /* packet timestamp */
-    uint64_t pkt_no;            /* 1-based packet number in this context */
-    const rg_val *args;         /* rg_handler_desc.nargs values */
+    uint16_t handler;         /* index into rg_stack_desc.handlers */
+    uint16_t layer;           /* the handler's layer */
+    uint8_t dir;              /* 0 = to_passive (the creator's direction), 1 = to_active */
+    const rg_flow_info *flow; /* the layer's instance; NULL if none */
+    uint64_t ts_ns;           /* packet timestamp */
+    uint64_t pkt_no;          /* 1-based packet number in this context */
+    const rg_val *args;       /* rg_handler_desc.nargs values */
 } rg_call;
 
 /* What a user handler (S_handlers.c) receives besides its arguments. */
@@ -132,10 +132,10 @@ typedef struct rg_obs {
 /* ---- contexts ---- */
 
 typedef struct rg_ctx_cfg {
-    uint32_t inst_cap;   /* live instances per layer; 0 = default (1 << 20) */
-    uint64_t seed;       /* hash seed; 0 = random */
-    const rg_obs *obs;   /* may be NULL */
-    int no_timeouts;     /* 1: never expire idle instances */
+    uint32_t inst_cap; /* live instances per layer; 0 = default (1 << 20) */
+    uint64_t seed;     /* hash seed; 0 = random */
+    const rg_obs *obs; /* may be NULL */
+    int no_timeouts;   /* 1: never expire idle instances */
 } rg_ctx_cfg;
 
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`). */

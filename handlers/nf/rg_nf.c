@@ -1,0 +1,359 @@
+/* rg_nf.c - NF creation and helpers shared by the stock NFs (see rg_nf.h). */
+#include "rg_nf_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
+                     size_t errlen)
+{
+    static const struct {
+        const char *name;
+        rg_nf *(*make)(const rg_stack_desc *, const char *, char *, size_t);
+    } kinds[] = {
+        {"count", rg_nf_count_new},
+        {"events", rg_nf_events_new},
+        {"flowstats", rg_nf_flowstats_new},
+        {"streams", rg_nf_streams_new},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strcmp(name, kinds[i].name)) continue;
+        rg_nf *nf = kinds[i].make(stack, outdir, err, errlen);
+        if (!nf) return NULL;
+        nf->name = kinds[i].name;
+        nf->stack = stack;
+        nf->obs.self = nf;
+        return &nf->obs;
+    }
+    snprintf(err, errlen, "unknown NF '%s' (count, events, flowstats, streams)", name);
+    return NULL;
+}
+
+int rg_nf_finish(rg_obs *obs)
+{
+    if (!obs) return RG_OK;
+    rg_nf *nf = (rg_nf *)obs; /* obs is the first member */
+    int rc = nf->finish(nf);
+    if (nf->err[0]) {
+        fprintf(stderr, "nf %s: %s\n", nf->name, nf->err);
+        rc = RG_EIO;
+    }
+    free(nf);
+    return rc;
+}
+
+void rg_nf_fail(rg_nf *nf, const char *what, const char *path)
+{
+    if (nf->err[0]) return; /* the first error is the informative one */
+    snprintf(nf->err, sizeof nf->err, "%s%s%s: %s", what, path ? " " : "", path ? path : "",
+             strerror(errno));
+}
+
+int rg_nf_mkdirs(const char *dir, char *err, size_t errlen)
+{
+    if (!dir || !*dir) {
+        snprintf(err, errlen, "no output directory given");
+        return RG_EINVAL;
+    }
+    size_t n = strlen(dir);
+    char *p = malloc(n + 1);
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return RG_ENOMEM;
+    }
+    memcpy(p, dir, n + 1);
+    /* create each prefix ending before a '/', then the whole path */
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != 0) continue;
+        char c = p[i];
+        p[i] = 0;
+        struct stat st;
+        if (mkdir(p, 0777) && (errno != EEXIST || stat(p, &st) || !S_ISDIR(st.st_mode))) {
+            if (errno == EEXIST) errno = ENOTDIR;
+            snprintf(err, errlen, "cannot create directory %s: %s", p, strerror(errno));
+            free(p);
+            return RG_EIO;
+        }
+        p[i] = c;
+    }
+    free(p);
+    return RG_OK;
+}
+
+FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t errlen)
+{
+    size_t n = strlen(outdir) + strlen(name) + 2;
+    char *path = malloc(n);
+    if (!path) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    snprintf(path, n, "%s/%s", outdir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+    free(path);
+    return f;
+}
+
+void rg_nf_close_out(rg_nf *nf, FILE *f, const char *what)
+{
+    if (!f) return;
+    int bad = ferror(f);
+    if (fclose(f) || bad) rg_nf_fail(nf, "cannot write", what);
+}
+
+int16_t *rg_nf_data_args(const rg_stack_desc *stack)
+{
+    int16_t *a = malloc((stack->nhandlers ? stack->nhandlers : 1) * sizeof *a);
+    if (!a) return NULL;
+    for (unsigned h = 0; h < stack->nhandlers; h++) {
+        const rg_handler_desc *d = &stack->handlers[h];
+        a[h] = -1;
+        for (unsigned i = 0; i < d->nargs && i < INT16_MAX; i++) {
+            if (d->arg_kinds[i] == RG_VAL_BYTES && !strcmp(d->arg_names[i], "data")) {
+                a[h] = (int16_t)i;
+                break;
+            }
+        }
+    }
+    return a;
+}
+
+const char *rg_nf_close_name(int reason)
+{
+    switch (reason) {
+    case RG_CLOSE_ACCEPT:
+        return "accept";
+    case RG_CLOSE_EVICTED:
+        return "evicted";
+    case RG_CLOSE_EXPIRED:
+        return "expired";
+    case RG_CLOSE_FLUSHED:
+        return "flushed";
+    default:
+        return "unknown";
+    }
+}
+
+/* ---- endpoints ---- */
+
+static void addr_text(const rg_keypart *p, const uint8_t *key, char *out, size_t n)
+{
+    /* copy first: key bytes need not be aligned for in_addr / in6_addr */
+    if (p->size == 4) {
+        struct in_addr a;
+        memcpy(&a, key + p->off, 4);
+        inet_ntop(AF_INET, &a, out, (socklen_t)n);
+    } else {
+        struct in6_addr a;
+        memcpy(&a, key + p->off, 16);
+        inet_ntop(AF_INET6, &a, out, (socklen_t)n);
+    }
+}
+
+static uint16_t port_of(const rg_keypart *p, const uint8_t *key)
+{
+    return (uint16_t)(key[p->off] << 8 | key[p->off + 1]);
+}
+
+void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf_endpoints *ep)
+{
+    memset(ep, 0, sizeof *ep);
+    if (!f->key_a || !f->key_p) return;
+    const rg_keypart *addr[2] = {NULL, NULL}, *port[2] = {NULL, NULL};
+    for (unsigned i = 0; i < layer->nparts; i++) {
+        const rg_keypart *p = &layer->parts[i];
+        if (p->common || (uint32_t)p->off + p->size > layer->key_len) continue;
+        if (p->kind == RG_VAL_BYTES && (p->size == 4 || p->size == 16)) {
+            if (!addr[0])
+                addr[0] = p;
+            else if (!addr[1])
+                addr[1] = p;
+        } else if (p->kind == RG_VAL_NUM && p->size == 2) {
+            if (!port[0])
+                port[0] = p;
+            else if (!port[1])
+                port[1] = p;
+        }
+    }
+    /* dst: side p's copy of the part, or a unidirectional key's second part */
+    const uint8_t *dkey = layer->bidir ? f->key_p : f->key_a;
+    const rg_keypart *daddr = layer->bidir ? addr[0] : addr[1];
+    const rg_keypart *dport = layer->bidir ? port[0] : port[1];
+    if (addr[0]) addr_text(addr[0], f->key_a, ep->src, sizeof ep->src);
+    if (daddr) addr_text(daddr, dkey, ep->dst, sizeof ep->dst);
+    if (port[0]) {
+        ep->sport = port_of(port[0], f->key_a);
+        ep->has_sport = 1;
+    }
+    if (dport) {
+        ep->dport = port_of(dport, dkey);
+        ep->has_dport = 1;
+    }
+}
+
+/* ---- JSON ---- */
+
+void rg_nf_json_string(FILE *out, const char *s)
+{
+    if (!s) {
+        fputs("null", out);
+        return;
+    }
+    putc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"':
+            fputs("\\\"", out);
+            break;
+        case '\\':
+            fputs("\\\\", out);
+            break;
+        case '\n':
+            fputs("\\n", out);
+            break;
+        case '\r':
+            fputs("\\r", out);
+            break;
+        case '\t':
+            fputs("\\t", out);
+            break;
+        default:
+            if (*p < 0x20)
+                fprintf(out, "\\u%04x", *p);
+            else
+                putc(*p, out);
+        }
+    }
+    putc('"', out);
+}
+
+void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep)
+{
+    fputs(",\"src\":", out);
+    rg_nf_json_string(out, ep->src[0] ? ep->src : NULL);
+    fputs(",\"dst\":", out);
+    rg_nf_json_string(out, ep->dst[0] ? ep->dst : NULL);
+    if (ep->has_sport) fprintf(out, ",\"sport\":%u", (unsigned)ep->sport);
+    if (ep->has_dport) fprintf(out, ",\"dport\":%u", (unsigned)ep->dport);
+}
+
+/* ---- uid map ---- */
+
+static size_t slot_of(uint64_t uid, size_t cap)
+{
+    /* uids are consecutive: a multiplicative hash spreads them */
+    return (size_t)((uid * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (cap - 1);
+}
+
+int rg_nf_map_init(rg_nf_map *m)
+{
+    m->cap = 64;
+    m->n = 0;
+    m->keys = calloc(m->cap, sizeof *m->keys);
+    m->vals = calloc(m->cap, sizeof *m->vals);
+    if (m->keys && m->vals) return RG_OK;
+    rg_nf_map_free(m);
+    return RG_ENOMEM;
+}
+
+void rg_nf_map_free(rg_nf_map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    m->keys = NULL;
+    m->vals = NULL;
+    m->cap = m->n = 0;
+}
+
+static size_t find(const rg_nf_map *m, uint64_t uid)
+{
+    size_t i = slot_of(uid, m->cap);
+    while (m->keys[i] && m->keys[i] != uid)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+void *rg_nf_map_get(const rg_nf_map *m, uint64_t uid)
+{
+    size_t i = find(m, uid);
+    return m->keys[i] ? m->vals[i] : NULL;
+}
+
+int rg_nf_map_put(rg_nf_map *m, uint64_t uid, void *val)
+{
+    if ((m->n + 1) * 2 > m->cap) { /* keep the load at most 1/2 */
+        rg_nf_map big = {calloc(m->cap * 2, sizeof *m->keys), calloc(m->cap * 2, sizeof *m->vals),
+                         m->cap * 2, m->n};
+        if (!big.keys || !big.vals) {
+            rg_nf_map_free(&big);
+            return RG_ENOMEM;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            size_t j = find(&big, m->keys[i]);
+            big.keys[j] = m->keys[i];
+            big.vals[j] = m->vals[i];
+        }
+        rg_nf_map_free(m);
+        *m = big;
+    }
+    size_t i = find(m, uid);
+    m->keys[i] = uid;
+    m->vals[i] = val;
+    m->n++;
+    return RG_OK;
+}
+
+void *rg_nf_map_del(rg_nf_map *m, uint64_t uid)
+{
+    size_t mask = m->cap - 1, i = find(m, uid);
+    if (!m->keys[i]) return NULL;
+    void *v = m->vals[i];
+    /* backward-shift deletion: move later entries of the probe run into the
+     * hole unless their home slot lies cyclically in (hole, their slot] */
+    for (size_t j = (i + 1) & mask; m->keys[j]; j = (j + 1) & mask) {
+        size_t home = slot_of(m->keys[j], m->cap);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            m->keys[i] = m->keys[j];
+            m->vals[i] = m->vals[j];
+            i = j;
+        }
+    }
+    m->keys[i] = 0;
+    m->vals[i] = NULL;
+    m->n--;
+    return v;
+}
+
+typedef struct uid_val {
+    uint64_t uid;
+    void *val;
+} uid_val;
+
+static int by_uid(const void *a, const void *b)
+{
+    uint64_t x = ((const uid_val *)a)->uid, y = ((const uid_val *)b)->uid;
+    return (x > y) - (x < y);
+}
+
+void rg_nf_map_drain(rg_nf_map *m, void (*fn)(void *ctx, void *val), void *ctx)
+{
+    uid_val *tmp = m->n ? malloc(m->n * sizeof *tmp) : NULL;
+    if (tmp) {
+        size_t k = 0;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) tmp[k++] = (uid_val){m->keys[i], m->vals[i]};
+        qsort(tmp, k, sizeof *tmp, by_uid);
+        for (size_t i = 0; i < k; i++)
+            fn(ctx, tmp[i].val);
+        free(tmp);
+    } else {
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) fn(ctx, m->vals[i]);
+    }
+    rg_nf_map_free(m);
+}

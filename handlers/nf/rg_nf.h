@@ -1,0 +1,104 @@
+/* rg_nf.h - the stock network functions (NFs) of rubikgen.
+ *
+ * An NF is an observer (rg_obs, see rg_api.h) whose `self` holds its state.
+ * It works with any generated stack: everything it knows about the stack
+ * comes from the rg_stack_desc descriptors.  The capture driver (rg_main,
+ * `--nf NAME`) creates one, attaches it to the stack context, and calls
+ * rg_nf_finish after flushing the context (so every instance has closed).
+ *
+ *   count      counts handler calls, instance opens and closes, and payload
+ *              bytes (see "data" below); writes nothing (rg_nf_counts_of).
+ *   events     OUT/events.jsonl: one line per handler call, in call order:
+ *              {"pkt","ts","handler","layer","flow": uid|null,"dir": "c2s"|"s2c",
+ *               "args": {name: number | {"len","hex","sha256"}}}
+ *              ("hex": the first 64 bytes; "sha256": of all the bytes).
+ *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes:
+ *              {"layer","proto","uid","src","dst","sport","dport",
+ *               "packets":[c2s,s2c],"bytes":[c2s,s2c],"first_ts","last_ts",
+ *               "state": final PSM state name | null,
+ *               "close": "accept"|"evicted"|"expired"|"flushed","complete": bool}
+ *              (packets and bytes as reported by on_packet).
+ *   streams    the delivered payload of every flow direction: the
+ *              concatenation, in call order, of the "data" argument of every
+ *              handler call on that instance in that direction, written to
+ *              OUT/streams/<uid>-<c2s|s2c>.bin (created on the first byte);
+ *              at close, two lines (c2s then s2c, even with 0 bytes) in
+ *              OUT/flows.jsonl:
+ *              {"layer","proto","src","dst","sport","dport","dir","bytes",
+ *               "sha256","file": "streams/<uid>-<dir>.bin" | null,
+ *               "complete": bool | null (no PSM),"uid","close"}
+ *              (src/sport: the sender of that line's direction, so the s2c
+ *              line has the c2s line's dst/dport as its src/sport).  Only
+ *              flows of layers with a handler that has a "data" argument are
+ *              streams (a TCP stack's IPv4 datagram instances are not).
+ *              Data of calls without an instance goes to
+ *              OUT/streams/noflow.bin; OUT/streams.json sums it all up:
+ *              {"flows","directions","bytes","noflow_calls","noflow_bytes",
+ *               "noflow_file"}.  At most 256 stream files are open at once
+ *              (least recently written closed, reopened to append).
+ *
+ * "data": a handler call's payload is its first argument of kind
+ * RG_VAL_BYTES named "data" (none: the call carries no payload).
+ *
+ * Times are packet times in nanoseconds; "c2s" is direction 0 (to_passive,
+ * the direction of the instance's first packet), "s2c" direction 1.
+ * Instances that never closed by rg_nf_finish are reported with
+ * "close": "open". */
+#ifndef RG_NF_H
+#define RG_NF_H
+
+#include <stdio.h>
+
+#include "rg/rg_api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Create the NF `name` ("count", "events", "flowstats", "streams") for
+ * `stack`.  outdir: where NFs that write files put them (created with its
+ * parents; may be NULL for "count").  NULL on error, with a message in err. */
+rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
+                     size_t errlen);
+
+/* Write the NF's outputs, close its files and free it.  RG_OK, or RG_EIO
+ * when an output could not be written (the reason is printed on stderr). */
+int rg_nf_finish(rg_obs *nf);
+
+/* Counters of the "count" NF. */
+typedef struct rg_nf_counts {
+    uint64_t calls;         /* handler calls */
+    uint64_t opened;        /* instances created */
+    uint64_t closed;        /* instances ended, for any reason */
+    uint64_t payload_bytes; /* total length of the calls' "data" arguments */
+} rg_nf_counts;
+
+/* The counters of a "count" NF; NULL for any other NF. */
+const rg_nf_counts *rg_nf_counts_of(const rg_obs *nf);
+
+/* Addresses and ports of an instance, read from its keys with the layer's
+ * rg_keypart list (side a parts, then common parts):
+ *   src   = side a's first non-common RG_VAL_BYTES part of size 4 (IPv4,
+ *           dotted quad) or 16 (IPv6, RFC 5952 text), read from key_a;
+ *   dst   = the same part read from key_p (the swapped key holds side p's
+ *           values at the same offsets);
+ *   sport = the first non-common RG_VAL_NUM part of size 2 (big-endian)
+ *           from key_a, dport the same part from key_p.
+ * A unidirectional layer (bidir = 0, key_p == key_a) has no swapped key:
+ * dst and dport come from the second such part of key_a, if any. */
+typedef struct rg_nf_endpoints {
+    char src[48]; /* "" when the key has no address */
+    char dst[48];
+    uint16_t sport, dport;
+    uint8_t has_sport, has_dport;
+} rg_nf_endpoints;
+
+void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf_endpoints *ep);
+
+/* s as a JSON string (quoted, escaped); NULL as null. */
+void rg_nf_json_string(FILE *out, const char *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RG_NF_H */

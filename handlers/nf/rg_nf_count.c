@@ -1,0 +1,63 @@
+/* rg_nf_count.c - the "count" NF: handler calls, instances, payload bytes. */
+#include "rg_nf_int.h"
+
+#include <stdlib.h>
+
+typedef struct nf_count {
+    rg_nf base;
+    rg_nf_counts n;
+    int16_t *data_arg; /* per handler: index of its "data" argument or -1 */
+} nf_count;
+
+static void on_call(void *self, const rg_call *c)
+{
+    nf_count *nf = self;
+    nf->n.calls++;
+    const rg_bytes *d = rg_nf_call_data(nf->data_arg, nf->base.stack, c);
+    if (d) nf->n.payload_bytes += d->len;
+}
+
+static void on_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
+{
+    (void)f;
+    (void)ts_ns;
+    ((nf_count *)self)->n.opened++;
+}
+
+static void on_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    (void)f;
+    (void)reason;
+    (void)complete;
+    (void)ts_ns;
+    ((nf_count *)self)->n.closed++;
+}
+
+static int finish(rg_nf *base)
+{
+    free(((nf_count *)base)->data_arg);
+    return RG_OK;
+}
+
+rg_nf *rg_nf_count_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
+{
+    (void)outdir; /* writes nothing: the driver prints the numbers */
+    nf_count *nf = calloc(1, sizeof *nf);
+    if (nf) nf->data_arg = rg_nf_data_args(stack);
+    if (!nf || !nf->data_arg) {
+        free(nf);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    nf->base.obs.on_call = on_call;
+    nf->base.obs.on_open = on_open;
+    nf->base.obs.on_close = on_close;
+    nf->base.finish = finish;
+    return &nf->base;
+}
+
+const rg_nf_counts *rg_nf_counts_of(const rg_obs *obs)
+{
+    if (!obs || obs->on_call != on_call) return NULL; /* not a count NF */
+    return &((const nf_count *)obs)->n;
+}

@@ -1,0 +1,82 @@
+/* rg_nf_events.c - the "events" NF: every handler call as one JSON line of
+ * OUT/events.jsonl (format in rg_nf.h). */
+#include "rg_nf_int.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "rg_sha256.h"
+
+enum { HEX_MAX = 64 }; /* bytes shown in "hex"; "sha256" covers them all */
+
+typedef struct nf_events {
+    rg_nf base;
+    FILE *out;
+} nf_events;
+
+static void put_bytes(FILE *out, const rg_bytes *b)
+{
+    static const char hex[] = "0123456789abcdef";
+    char sha[65];
+    rg_sha256_hex_of(b->ptr, b->len, sha);
+    fprintf(out, "{\"len\":%zu,\"hex\":\"", b->len);
+    for (size_t i = 0; i < b->len && i < HEX_MAX; i++) {
+        putc(hex[b->ptr[i] >> 4], out);
+        putc(hex[b->ptr[i] & 15], out);
+    }
+    fprintf(out, "\",\"sha256\":\"%s\"}", sha);
+}
+
+static void on_call(void *self, const rg_call *c)
+{
+    nf_events *nf = self;
+    const rg_stack_desc *s = nf->base.stack;
+    const rg_handler_desc *h = c->handler < s->nhandlers ? &s->handlers[c->handler] : NULL;
+    const rg_layer_desc *l = rg_nf_layer(s, c->layer);
+    FILE *out = nf->out;
+    fprintf(out, "{\"pkt\":%" PRIu64 ",\"ts\":%" PRIu64 ",\"handler\":", c->pkt_no, c->ts_ns);
+    rg_nf_json_string(out, h ? h->name : NULL);
+    fputs(",\"layer\":", out);
+    rg_nf_json_string(out, l ? l->name : NULL);
+    if (c->flow)
+        fprintf(out, ",\"flow\":%" PRIu64, c->flow->uid);
+    else
+        fputs(",\"flow\":null", out);
+    fprintf(out, ",\"dir\":\"%s\",\"args\":{", c->dir ? "s2c" : "c2s");
+    for (unsigned i = 0; h && i < h->nargs; i++) {
+        if (i) putc(',', out);
+        rg_nf_json_string(out, h->arg_names[i]);
+        putc(':', out);
+        if (c->args[i].kind == RG_VAL_BYTES)
+            put_bytes(out, &c->args[i].bytes);
+        else
+            fprintf(out, "%" PRIu64, c->args[i].num);
+    }
+    fputs("}}\n", out);
+}
+
+static int finish(rg_nf *base)
+{
+    nf_events *nf = (nf_events *)base;
+    rg_nf_close_out(base, nf->out, "events.jsonl");
+    return RG_OK;
+}
+
+rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
+{
+    (void)stack;
+    if (rg_nf_mkdirs(outdir, err, errlen)) return NULL;
+    nf_events *nf = calloc(1, sizeof *nf);
+    if (!nf) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    nf->out = rg_nf_open_out(outdir, "events.jsonl", err, errlen);
+    if (!nf->out) {
+        free(nf);
+        return NULL;
+    }
+    nf->base.obs.on_call = on_call;
+    nf->base.finish = finish;
+    return &nf->base;
+}

@@ -1,0 +1,88 @@
+/* rg_nf_int.h - internals shared by the stock NFs (not for users). */
+#ifndef RG_NF_INT_H
+#define RG_NF_INT_H
+
+#include <stdio.h>
+
+#include "rg_nf.h"
+
+/* Every NF starts with this, so an rg_obs * is an rg_nf *. */
+typedef struct rg_nf rg_nf;
+struct rg_nf {
+    rg_obs obs; /* obs.self == this NF */
+    const char *name;
+    const rg_stack_desc *stack;
+    /* write outputs and release everything but the struct; RG_OK or RG_EIO */
+    int (*finish)(rg_nf *nf);
+    char err[512]; /* first output error ("" if none), printed by rg_nf_finish */
+};
+
+/* Constructors (rg_nf_create dispatches on the name).  Each fills in
+ * base.obs callbacks and base.finish; rg_nf_create sets the rest. */
+rg_nf *rg_nf_count_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
+rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
+rg_nf *rg_nf_flowstats_new(const rg_stack_desc *stack, const char *outdir, char *err,
+                           size_t errlen);
+rg_nf *rg_nf_streams_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
+
+/* Record the first output error of an NF: "what [path]: strerror(errno)"
+ * (later ones add nothing new). */
+void rg_nf_fail(rg_nf *nf, const char *what, const char *path);
+
+/* mkdir -p (dir NULL or "": an error); RG_OK or an error with a message in err. */
+int rg_nf_mkdirs(const char *dir, char *err, size_t errlen);
+
+/* Open outdir/name for writing (truncated); NULL with a message in err. */
+FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t errlen);
+
+/* fclose, recording a write error (full disk, ...) in nf. */
+void rg_nf_close_out(rg_nf *nf, FILE *f, const char *what);
+
+/* Per handler, the index of its "data" argument or -1 (see rg_nf.h);
+ * malloc'ed, at least one entry. */
+int16_t *rg_nf_data_args(const rg_stack_desc *stack);
+
+/* The "data" bytes of a call, or NULL if it has none. */
+static inline const rg_bytes *rg_nf_call_data(const int16_t *data_arg, const rg_stack_desc *stack,
+                                              const rg_call *c)
+{
+    if (c->handler >= stack->nhandlers) return NULL;
+    int i = data_arg[c->handler];
+    if (i < 0 || c->args[i].kind != RG_VAL_BYTES) return NULL;
+    return &c->args[i].bytes;
+}
+
+/* The layer of an instance, or NULL if its index is out of range. */
+static inline const rg_layer_desc *rg_nf_layer(const rg_stack_desc *stack, unsigned layer)
+{
+    return layer < stack->nlayers ? &stack->layers[layer] : NULL;
+}
+
+/* "accept", "evicted", "expired", "flushed" ("unknown" otherwise). */
+const char *rg_nf_close_name(int reason);
+
+/* The JSON fields "src":..,"dst":..,"sport":..,"dport":.. (ports omitted
+ * when absent), each preceded by a comma. */
+void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep);
+
+/* ---- uid -> pointer map (open addressing, linear probing) ---- */
+typedef struct rg_nf_map {
+    uint64_t *keys; /* 0 = empty slot (uids start at 1) */
+    void **vals;
+    size_t cap; /* power of two */
+    size_t n;
+} rg_nf_map;
+
+int rg_nf_map_init(rg_nf_map *m);
+void rg_nf_map_free(rg_nf_map *m);
+void *rg_nf_map_get(const rg_nf_map *m, uint64_t uid);
+/* RG_OK or RG_ENOMEM; uid must not be present. */
+int rg_nf_map_put(rg_nf_map *m, uint64_t uid, void *val);
+/* Remove and return the value (NULL if absent). */
+void *rg_nf_map_del(rg_nf_map *m, uint64_t uid);
+/* Call fn(ctx, value) for every entry, in uid order (in table order if
+ * sorting runs out of memory), then free the map: instances still open at
+ * the end are reported, deterministically. */
+void rg_nf_map_drain(rg_nf_map *m, void (*fn)(void *ctx, void *val), void *ctx);
+
+#endif /* RG_NF_INT_H */

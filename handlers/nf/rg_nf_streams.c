@@ -1,0 +1,308 @@
+/* rg_nf_streams.c - the "streams" NF: the payload delivered to handlers per
+ * flow direction, in OUT/streams/<uid>-<dir>.bin, and one line per flow
+ * direction of OUT/flows.jsonl at close (format in rg_nf.h).
+ *
+ * Memory stays bounded: bytes go straight to the files (stdio buffers
+ * only), at most MAX_OPEN files are open (the least recently written one is
+ * closed and later reopened to append), and a flow's state is freed when it
+ * closes. */
+#include "rg_nf_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rg_sha256.h"
+
+enum { MAX_OPEN = 256 };
+
+typedef struct sdir {
+    FILE *fp;                 /* open stream file or NULL */
+    struct sdir *prev, *next; /* list of open files, most recently written first */
+    uint64_t uid;
+    uint64_t bytes;
+    rg_sha256 sha;
+    uint8_t dir;
+    uint8_t created; /* the file exists: reopen it to append */
+} sdir;
+
+typedef struct st_flow {
+    uint16_t layer;
+    rg_nf_endpoints ep; /* read at open: the keys are gone after on_close */
+    sdir d[2];
+} st_flow;
+
+typedef struct nf_streams {
+    rg_nf base;
+    int16_t *data_arg; /* per handler: index of its "data" argument or -1 */
+    rg_nf_map flows;   /* uid -> st_flow */
+    sdir *head, *tail; /* open files */
+    unsigned nopen;
+    char *outdir;
+    char *path; /* scratch for file names */
+    size_t pathlen;
+    FILE *flows_out;
+    FILE *noflow;
+    uint64_t noflow_calls, noflow_bytes;
+    uint64_t nflows, bytes;
+} nf_streams;
+
+static const char *dir_name(unsigned dir)
+{
+    return dir ? "s2c" : "c2s";
+}
+
+/* path relative to OUT of a direction's file */
+static void rel_name(char *buf, size_t n, const sdir *d)
+{
+    snprintf(buf, n, "streams/%" PRIu64 "-%s.bin", d->uid, dir_name(d->dir));
+}
+
+static void unlink_open(nf_streams *nf, sdir *d)
+{
+    if (d->prev)
+        d->prev->next = d->next;
+    else
+        nf->head = d->next;
+    if (d->next)
+        d->next->prev = d->prev;
+    else
+        nf->tail = d->prev;
+    d->prev = d->next = NULL;
+    nf->nopen--;
+}
+
+static void close_file(nf_streams *nf, sdir *d)
+{
+    if (!d->fp) return;
+    unlink_open(nf, d);
+    char rel[64];
+    rel_name(rel, sizeof rel, d);
+    rg_nf_close_out(&nf->base, d->fp, rel);
+    d->fp = NULL;
+}
+
+static void link_head(nf_streams *nf, sdir *d)
+{
+    d->prev = NULL;
+    d->next = nf->head;
+    if (nf->head) nf->head->prev = d;
+    nf->head = d;
+    if (!nf->tail) nf->tail = d;
+    nf->nopen++;
+}
+
+/* d's file, open and first in the list; NULL on error (recorded). */
+static FILE *file_of(nf_streams *nf, sdir *d)
+{
+    if (d->fp) {
+        if (nf->head == d) return d->fp;
+        unlink_open(nf, d); /* relinked first below */
+    } else {
+        if (nf->nopen >= MAX_OPEN) close_file(nf, nf->tail);
+        char rel[64];
+        rel_name(rel, sizeof rel, d);
+        snprintf(nf->path, nf->pathlen, "%s/%s", nf->outdir, rel);
+        d->fp = fopen(nf->path, d->created ? "ab" : "wb");
+        if (!d->fp) {
+            rg_nf_fail(&nf->base, "cannot open", nf->path);
+            return NULL;
+        }
+        d->created = 1;
+    }
+    link_head(nf, d);
+    return d->fp;
+}
+
+static st_flow *flow_of(nf_streams *nf, const rg_flow_info *f)
+{
+    st_flow *r = rg_nf_map_get(&nf->flows, f->uid);
+    if (r) return r;
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
+    r = calloc(1, sizeof *r);
+    if (!r || rg_nf_map_put(&nf->flows, f->uid, r)) {
+        free(r);
+        errno = ENOMEM;
+        rg_nf_fail(&nf->base, "cannot track flows", NULL);
+        return NULL;
+    }
+    r->layer = f->layer;
+    if (l) rg_nf_endpoints_of(l, f, &r->ep);
+    for (unsigned i = 0; i < 2; i++) {
+        r->d[i].uid = f->uid;
+        r->d[i].dir = (uint8_t)i;
+        rg_sha256_init(&r->d[i].sha);
+    }
+    return r;
+}
+
+static void on_call(void *self, const rg_call *c)
+{
+    nf_streams *nf = self;
+    const rg_bytes *data = rg_nf_call_data(nf->data_arg, nf->base.stack, c);
+    if (!c->flow) {
+        nf->noflow_calls++;
+        if (!data || !data->len) return;
+        if (!nf->noflow) {
+            snprintf(nf->path, nf->pathlen, "%s/streams/noflow.bin", nf->outdir);
+            nf->noflow = fopen(nf->path, "wb");
+            if (!nf->noflow) {
+                rg_nf_fail(&nf->base, "cannot open", nf->path);
+                return;
+            }
+        }
+        nf->noflow_bytes += data->len;
+        if (fwrite(data->ptr, 1, data->len, nf->noflow) != data->len)
+            rg_nf_fail(&nf->base, "cannot write", "streams/noflow.bin");
+        return;
+    }
+    if (!data || !data->len) return;
+    st_flow *r = flow_of(nf, c->flow);
+    if (!r) return;
+    sdir *d = &r->d[c->dir != 0];
+    /* count and hash even if the file fails: flows.jsonl stays right and
+     * the failure is reported by rg_nf_finish */
+    d->bytes += data->len;
+    rg_sha256_update(&d->sha, data->ptr, data->len);
+    FILE *fp = file_of(nf, d);
+    if (fp && fwrite(data->ptr, 1, data->len, fp) != data->len) {
+        char rel[64];
+        rel_name(rel, sizeof rel, d);
+        rg_nf_fail(&nf->base, "cannot write", rel);
+    }
+}
+
+/* Does any handler of this layer deliver data?  Only such layers' flows are streams: an
+ * IPv4 datagram's instance under a TCP stack is not one. */
+static int delivers(const nf_streams *nf, uint16_t layer)
+{
+    const rg_stack_desc *st = nf->base.stack;
+    for (unsigned h = 0; h < st->nhandlers; h++)
+        if (st->handlers[h].layer == layer && nf->data_arg[h] >= 0) return 1;
+    return 0;
+}
+
+static void on_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
+{
+    (void)ts_ns;
+    if (delivers(self, f->layer)) flow_of(self, f);
+}
+
+/* Both directions' lines; frees r.  complete: 1/0, or -1 for null. */
+static void report(nf_streams *nf, st_flow *r, const char *close, int complete)
+{
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, r->layer);
+    FILE *out = nf->flows_out;
+    for (unsigned i = 0; i < 2; i++) {
+        sdir *d = &r->d[i];
+        close_file(nf, d);
+        uint8_t digest[32];
+        char sha[65], rel[64];
+        rg_sha256_final(&d->sha, digest);
+        rg_sha256_hex(digest, sha);
+        rel_name(rel, sizeof rel, d);
+        fputs("{\"layer\":", out);
+        rg_nf_json_string(out, l ? l->name : NULL);
+        fputs(",\"proto\":", out);
+        rg_nf_json_string(out, l ? l->protocol : NULL);
+        /* each line names its own direction's sender first */
+        rg_nf_endpoints ep = r->ep;
+        if (i == 1) {
+            memcpy(ep.src, r->ep.dst, sizeof ep.src);
+            memcpy(ep.dst, r->ep.src, sizeof ep.dst);
+            ep.sport = r->ep.dport;
+            ep.dport = r->ep.sport;
+            ep.has_sport = r->ep.has_dport;
+            ep.has_dport = r->ep.has_sport;
+        }
+        rg_nf_json_endpoints(out, &ep);
+        fprintf(out,
+                ",\"dir\":\"%s\",\"bytes\":%" PRIu64 ",\"sha256\":\"%s\",\"file\":", dir_name(i),
+                d->bytes, sha);
+        rg_nf_json_string(out, d->bytes ? rel : NULL);
+        fprintf(out, ",\"complete\":%s,\"uid\":%" PRIu64 ",\"close\":\"%s\"}\n",
+                complete < 0 ? "null"
+                : complete   ? "true"
+                             : "false",
+                d->uid, close);
+        nf->bytes += d->bytes;
+    }
+    nf->nflows++;
+    free(r);
+}
+
+static void on_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    (void)ts_ns;
+    nf_streams *nf = self;
+    if (!delivers(nf, f->layer)) return;
+    st_flow *r = flow_of(nf, f);
+    if (!r) return;
+    rg_nf_map_del(&nf->flows, f->uid);
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
+    report(nf, r, rg_nf_close_name(reason), l && l->has_psm ? complete != 0 : -1);
+}
+
+/* An instance that never closed (the context was not flushed). */
+static void report_open(void *self, void *r)
+{
+    report(self, r, "open", -1);
+}
+
+static int finish(rg_nf *base)
+{
+    nf_streams *nf = (nf_streams *)base;
+    rg_nf_map_drain(&nf->flows, report_open, nf);
+    rg_nf_close_out(base, nf->flows_out, "flows.jsonl");
+    rg_nf_close_out(base, nf->noflow, "streams/noflow.bin");
+    char e[256];
+    FILE *sum = rg_nf_open_out(nf->outdir, "streams.json", e, sizeof e);
+    if (sum) {
+        fprintf(sum,
+                "{\"flows\":%" PRIu64 ",\"directions\":%" PRIu64 ",\"bytes\":%" PRIu64
+                ",\"noflow_calls\":%" PRIu64 ",\"noflow_bytes\":%" PRIu64 ",\"noflow_file\":%s}\n",
+                nf->nflows, 2 * nf->nflows, nf->bytes, nf->noflow_calls, nf->noflow_bytes,
+                nf->noflow_bytes ? "\"streams/noflow.bin\"" : "null");
+        rg_nf_close_out(base, sum, "streams.json");
+    } else if (!base->err[0]) {
+        snprintf(base->err, sizeof base->err, "%s", e);
+    }
+    free(nf->data_arg);
+    free(nf->outdir);
+    free(nf->path);
+    return RG_OK;
+}
+
+rg_nf *rg_nf_streams_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
+{
+    if (rg_nf_mkdirs(outdir, err, errlen)) return NULL;
+    size_t n = strlen(outdir);
+    nf_streams *nf = calloc(1, sizeof *nf);
+    if (!nf) goto oom;
+    nf->pathlen = n + 64; /* "/streams/" + uid + "-c2s.bin" */
+    nf->outdir = strdup(outdir);
+    nf->path = malloc(nf->pathlen);
+    nf->data_arg = rg_nf_data_args(stack);
+    if (!nf->outdir || !nf->path || !nf->data_arg || rg_nf_map_init(&nf->flows)) goto oom;
+    snprintf(nf->path, nf->pathlen, "%s/streams", outdir);
+    if (rg_nf_mkdirs(nf->path, err, errlen)) goto fail;
+    nf->flows_out = rg_nf_open_out(outdir, "flows.jsonl", err, errlen);
+    if (!nf->flows_out) goto fail;
+    nf->base.obs.on_call = on_call;
+    nf->base.obs.on_open = on_open;
+    nf->base.obs.on_close = on_close;
+    nf->base.finish = finish;
+    return &nf->base;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    if (nf) {
+        rg_nf_map_free(&nf->flows);
+        free(nf->data_arg);
+        free(nf->outdir);
+        free(nf->path);
+        free(nf);
+    }
+    return NULL;
+}

@@ -1,0 +1,517 @@
+/* rg_driver.c - the capture driver: the main of every generated stack binary
+ * (rg_main, see rg_api.h).
+ *
+ * Reads a capture, picks the stack's entry layer from the link type, feeds
+ * every frame to the stack with an NF attached (handlers/nf), drives idle
+ * expiry on packet time, flushes at the end so the NF sees every instance
+ * close, and prints a summary.  --bench times the processing loop on a
+ * capture loaded into memory instead. */
+#include "rg/rg_api.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pcap/pcap.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rg/rg_pcap.h"
+#include "rg_nf.h"
+
+#define NS_PER_S UINT64_C(1000000000)
+
+enum { EXIT_USAGE = 2, DEFAULT_PASSES = 3 };
+
+typedef struct opts {
+    const char *prog;
+    const char *capture;
+    const char *nf;
+    const char *out;
+    uint64_t cap;
+    uint64_t seed;
+    uint64_t passes;
+    int passes_set;
+    int no_timeouts;
+    int json;
+    int stats;
+    int bench;
+} opts;
+
+static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
+{
+    fprintf(out,
+            "usage: %s CAPTURE [options]\n"
+            "Run the %s stack on a pcap or pcapng capture (CAPTURE '-' = stdin).\n"
+            "  --nf NAME        streams|events|flowstats|count|none (default count)\n"
+            "  --out DIR        output directory of streams/events/flowstats (default rg-out)\n"
+            "  --cap N          live instances per layer (default 1048576)\n"
+            "  --seed N         hash seed (default random)\n"
+            "  --no-timeouts    never expire idle instances\n"
+            "  --summary FMT    summary on stdout: text or json (default text)\n"
+            "  --stats          runtime counters on stderr\n"
+            "  --bench          time the processing of the capture loaded in memory; one JSON\n"
+            "                   line on stdout (--nf count or none)\n"
+            "  --passes N       passes of --bench (default %d; the best one counts)\n"
+            "  --help           this text\n",
+            prog, stack->name, DEFAULT_PASSES);
+}
+
+/* Decimal number in [min, max]. */
+static int parse_num(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (*s < '0' || *s > '9') return -1; /* strtoull would accept "-1" and spaces */
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+/* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
+static int parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
+{
+    enum { O_NF = 256, O_OUT, O_CAP, O_SEED, O_NOTO, O_SUMMARY, O_STATS, O_BENCH, O_PASSES };
+    static const struct option longopts[] = {
+        {"nf", required_argument, NULL, O_NF},
+        {"out", required_argument, NULL, O_OUT},
+        {"cap", required_argument, NULL, O_CAP},
+        {"seed", required_argument, NULL, O_SEED},
+        {"no-timeouts", no_argument, NULL, O_NOTO},
+        {"summary", required_argument, NULL, O_SUMMARY},
+        {"stats", no_argument, NULL, O_STATS},
+        {"bench", no_argument, NULL, O_BENCH},
+        {"passes", required_argument, NULL, O_PASSES},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static const char *const nfs[] = {"streams", "events", "flowstats", "count", "none"};
+    memset(o, 0, sizeof *o);
+    o->prog = argc > 0 && argv[0] ? argv[0] : "rg";
+    o->nf = "count";
+    o->out = "rg-out";
+    o->passes = DEFAULT_PASSES;
+    optind = 0; /* full reset: rg_main may run more than once in a process */
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (c) {
+        case 'h':
+            usage(stdout, o->prog, stack);
+            return 1;
+        case O_NF: {
+            size_t i = 0;
+            while (i < sizeof nfs / sizeof nfs[0] && strcmp(optarg, nfs[i]))
+                i++;
+            if (i == sizeof nfs / sizeof nfs[0]) bad = "--nf";
+            o->nf = optarg;
+            break;
+        }
+        case O_OUT:
+            o->out = optarg;
+            break;
+        case O_CAP:
+            if (parse_num(optarg, 1, UINT32_MAX, &o->cap)) bad = "--cap";
+            break;
+        case O_SEED:
+            if (parse_num(optarg, 0, UINT64_MAX, &o->seed)) bad = "--seed";
+            break;
+        case O_NOTO:
+            o->no_timeouts = 1;
+            break;
+        case O_SUMMARY:
+            if (!strcmp(optarg, "json"))
+                o->json = 1;
+            else if (strcmp(optarg, "text"))
+                bad = "--summary";
+            break;
+        case O_STATS:
+            o->stats = 1;
+            break;
+        case O_BENCH:
+            o->bench = 1;
+            break;
+        case O_PASSES:
+            if (parse_num(optarg, 1, 1000000, &o->passes)) bad = "--passes";
+            o->passes_set = 1;
+            break;
+        default: /* getopt_long printed the reason */
+            fprintf(stderr, "Try '%s --help'.\n", o->prog);
+            return EXIT_USAGE;
+        }
+        if (bad) {
+            fprintf(stderr, "%s: invalid value '%s' for %s (see --help)\n", o->prog, optarg, bad);
+            return EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 1) {
+        fprintf(stderr, "%s: expected one CAPTURE argument (see --help)\n", o->prog);
+        return EXIT_USAGE;
+    }
+    o->capture = argv[optind];
+    if (o->passes_set && !o->bench) {
+        fprintf(stderr, "%s: --passes needs --bench\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if (o->bench && strcmp(o->nf, "count") && strcmp(o->nf, "none")) {
+        fprintf(stderr, "%s: --bench runs with --nf count or none, not %s\n", o->prog, o->nf);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ---- entry layer per frame ---- */
+
+typedef struct entry_map {
+    int fixed;      /* entry layer of every frame, or -1: by IP version (raw IP) */
+    int16_t v4, v6; /* raw IP: the entry layers (-1 = none) */
+    rg_linkinfo li;
+} entry_map;
+
+/* RG_OK, or an error with the message printed. */
+static int entry_map_init(entry_map *m, const rg_stack_desc *stack, const rg_linkinfo *li,
+                          const opts *o)
+{
+    int kind = -1;
+    m->li = *li;
+    m->fixed = -1;
+    m->v4 = m->v6 = -1;
+    switch (li->dlt) {
+    case DLT_EN10MB:
+        kind = RG_LINK_ETHERNET;
+        break;
+    case DLT_NULL:
+    case DLT_LOOP:
+        kind = RG_LINK_NULL;
+        break;
+    case DLT_LINUX_SLL:
+        kind = RG_LINK_SLL;
+        break;
+    case DLT_LINUX_SLL2:
+        kind = RG_LINK_SLL2;
+        break;
+    default:
+        /* raw IP link types: IPv4 or IPv6 at offset 0, decided per frame */
+        if (li->entry == RG_ENTRY_IP || li->entry == RG_ENTRY_IPV4)
+            m->v4 = stack->entry[RG_LINK_RAW_IPV4];
+        if (li->entry == RG_ENTRY_IP || li->entry == RG_ENTRY_IPV6)
+            m->v6 = stack->entry[RG_LINK_RAW_IPV6];
+        if (li->entry == RG_ENTRY_UNKNOWN) {
+            fprintf(stderr, "%s: %s: link type %d is not supported\n", o->prog, o->capture,
+                    li->dlt);
+            return RG_EUNSUPPORTED;
+        }
+    }
+    if (kind >= 0) m->fixed = stack->entry[kind];
+    if (m->fixed < 0 && m->v4 < 0 && m->v6 < 0) {
+        fprintf(stderr, "%s: %s: link type %s (%d): stack %s has no entry layer for it\n", o->prog,
+                o->capture, li->name, li->dlt, stack->name);
+        return RG_EUNSUPPORTED;
+    }
+    return RG_OK;
+}
+
+/* The entry layer and the offset of its input in f; 0 if the frame cannot be
+ * given to the stack (link header cut, no entry for its network protocol). */
+static inline int entry_pick(const entry_map *m, const rg_frame *f, unsigned *layer, uint32_t *off)
+{
+    if (m->fixed >= 0) {
+        *layer = (unsigned)m->fixed;
+        *off = 0;
+        return 1;
+    }
+    rg_netpos np;
+    if (rg_link_locate(&m->li, f->data, f->caplen, &np)) return 0;
+    int e = np.proto == RG_ENTRY_IPV4 ? m->v4 : np.proto == RG_ENTRY_IPV6 ? m->v6 : -1;
+    if (e < 0 || np.off > f->caplen) return 0;
+    *layer = (unsigned)e;
+    *off = np.off;
+    return 1;
+}
+
+/* ---- observer: the count NF around the chosen NF ---- */
+
+typedef struct obs_chain {
+    const rg_obs *a, *b;
+} obs_chain;
+
+static void chain_call(void *self, const rg_call *c)
+{
+    const obs_chain *ch = self;
+    ch->a->on_call(ch->a->self, c);
+    if (ch->b->on_call) ch->b->on_call(ch->b->self, c);
+}
+
+static void chain_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->a->on_open(ch->a->self, f, ts_ns);
+    if (ch->b->on_open) ch->b->on_open(ch->b->self, f, ts_ns);
+}
+
+static void chain_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->b->on_packet(ch->b->self, f, dir, len, ts_ns); /* the count NF has none */
+}
+
+static void chain_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->a->on_close(ch->a->self, f, reason, complete, ts_ns);
+    if (ch->b->on_close) ch->b->on_close(ch->b->self, f, reason, complete, ts_ns);
+}
+
+/* The observer for the stack: the count NF alone (--nf count), only its
+ * instance callbacks (--nf none: no per-call cost, calls are not counted),
+ * or the count NF chained before nf. */
+static rg_obs make_observer(const rg_obs *counter, const rg_obs *nf, const char *name,
+                            obs_chain *ch)
+{
+    rg_obs obs = *counter;
+    if (!strcmp(name, "none")) {
+        obs.on_call = NULL;
+    } else if (nf) {
+        ch->a = counter;
+        ch->b = nf;
+        obs.self = ch;
+        obs.on_call = chain_call;
+        obs.on_open = chain_open;
+        obs.on_packet = nf->on_packet ? chain_packet : NULL;
+        obs.on_close = chain_close;
+    }
+    return obs;
+}
+
+/* ---- processing ---- */
+
+typedef struct feeder {
+    const rg_stack_desc *stack;
+    const entry_map *em;
+    void *ctx;
+    uint64_t next_expire; /* packet time of the next expire call */
+    int expire_on;        /* a first packet has set the clock */
+    uint64_t pkts, bytes, skipped;
+} feeder;
+
+static void feeder_init(feeder *fd, const rg_stack_desc *stack, const entry_map *em, void *ctx,
+                        int no_timeouts)
+{
+    memset(fd, 0, sizeof *fd);
+    fd->stack = stack;
+    fd->em = em;
+    fd->ctx = ctx;
+    fd->next_expire = no_timeouts ? UINT64_MAX : 0;
+}
+
+static inline void feed(feeder *fd, const rg_frame *f)
+{
+    fd->pkts++;
+    fd->bytes += f->caplen;
+    /* idle expiry on packet time, once per second of it: no clock reads */
+    if (RG_UNLIKELY(f->ts_ns >= fd->next_expire)) {
+        if (fd->expire_on) fd->stack->expire(fd->ctx, f->ts_ns);
+        fd->expire_on = 1;
+        fd->next_expire = f->ts_ns + NS_PER_S;
+    }
+    unsigned layer;
+    uint32_t off;
+    if (RG_UNLIKELY(!entry_pick(fd->em, f, &layer, &off))) {
+        fd->skipped++;
+        return;
+    }
+    /* the result needs no action here: the stack counts its own errors */
+    (void)fd->stack->process(fd->ctx, layer, f->data + off, f->caplen - off, f->ts_ns);
+}
+
+static uint64_t stack_errors(const rg_stack_desc *stack, const void *ctx)
+{
+    const rg_stats *s = stack->stats ? stack->stats(ctx) : NULL;
+    return s ? rg_stats_total_errors(s) : 0;
+}
+
+typedef struct summary {
+    const char *link;
+    uint64_t pkts, bytes, opened, closed, live, calls, payload, errors, skipped;
+} summary;
+
+static void print_summary(const opts *o, const rg_stack_desc *stack, const summary *s)
+{
+    if (o->json) {
+        fputs("{\"stack\":", stdout);
+        rg_nf_json_string(stdout, stack->name);
+        fputs(",\"capture\":", stdout);
+        rg_nf_json_string(stdout, o->capture);
+        fputs(",\"link\":", stdout);
+        rg_nf_json_string(stdout, s->link);
+        fputs(",\"nf\":", stdout);
+        rg_nf_json_string(stdout, o->nf);
+        printf(",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"flows_opened\":%" PRIu64
+               ",\"flows_closed\":%" PRIu64 ",\"live_at_end\":%" PRIu64 ",\"calls\":%" PRIu64
+               ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"skipped\":%" PRIu64 "}\n",
+               s->pkts, s->bytes, s->opened, s->closed, s->live, s->calls, s->payload, s->errors,
+               s->skipped);
+        return;
+    }
+    printf("stack          %s\n"
+           "capture        %s\n"
+           "link           %s\n"
+           "nf             %s\n"
+           "packets        %" PRIu64 "\n"
+           "bytes          %" PRIu64 "\n"
+           "flows_opened   %" PRIu64 "\n"
+           "flows_closed   %" PRIu64 "\n"
+           "live_at_end    %" PRIu64 "  (before the final flush)\n"
+           "calls          %" PRIu64 "%s\n"
+           "payload_bytes  %" PRIu64 "\n"
+           "errors         %" PRIu64 "  (stack errors + frames skipped)\n"
+           "skipped        %" PRIu64 "  (link header cut or no entry layer)\n",
+           stack->name, o->capture, s->link, o->nf, s->pkts, s->bytes, s->opened, s->closed,
+           s->live, s->calls, strcmp(o->nf, "none") ? "" : "  (--nf none observes no calls)",
+           s->payload, s->errors, s->skipped);
+}
+
+static int run_capture(const opts *o, const rg_stack_desc *stack)
+{
+    char err[512];
+    rg_pcap *cap = rg_pcap_open(o->capture, err, sizeof err);
+    if (!cap) {
+        fprintf(stderr, "%s: %s\n", o->prog, err);
+        return 1;
+    }
+    entry_map em;
+    if (entry_map_init(&em, stack, rg_pcap_link(cap), o)) {
+        rg_pcap_close(cap);
+        return 1;
+    }
+    int wants_nf = strcmp(o->nf, "count") && strcmp(o->nf, "none");
+    rg_obs *counter = rg_nf_create("count", stack, NULL, err, sizeof err);
+    rg_obs *nf = counter && wants_nf ? rg_nf_create(o->nf, stack, o->out, err, sizeof err) : NULL;
+    if (!counter || (wants_nf && !nf)) {
+        fprintf(stderr, "%s: --nf %s: %s\n", o->prog, o->nf, err);
+        rg_nf_finish(counter);
+        rg_pcap_close(cap);
+        return 1;
+    }
+    obs_chain ch;
+    rg_obs obs = make_observer(counter, nf, o->nf, &ch);
+    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts};
+    void *ctx = stack->ctx_new(&cfg);
+    if (!ctx) {
+        fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
+                stack->name);
+        rg_nf_finish(nf);
+        rg_nf_finish(counter);
+        rg_pcap_close(cap);
+        return 1;
+    }
+
+    feeder fd;
+    feeder_init(&fd, stack, &em, ctx, o->no_timeouts);
+    rg_frame f;
+    int rc, status = 0;
+    while ((rc = rg_pcap_next(cap, &f)) == 1)
+        feed(&fd, &f);
+    if (rc < 0) {
+        /* keep what was read: flush and report it, but fail */
+        fprintf(stderr, "%s: %s: %s\n", o->prog, o->capture, rg_pcap_error(cap));
+        status = 1;
+    }
+
+    const rg_nf_counts *n = rg_nf_counts_of(counter);
+    uint64_t live = n->opened - n->closed;
+    stack->flush(ctx);
+    if (nf && rg_nf_finish(nf)) status = 1;
+    summary s = {.link = em.li.name,
+                 .pkts = fd.pkts,
+                 .bytes = fd.bytes,
+                 .opened = n->opened,
+                 .closed = n->closed,
+                 .live = live,
+                 .calls = n->calls,
+                 .payload = n->payload_bytes,
+                 .errors = stack_errors(stack, ctx) + fd.skipped,
+                 .skipped = fd.skipped};
+    print_summary(o, stack, &s);
+    fflush(stdout);
+    if (o->stats && stack->stats) rg_stats_print(stack->stats(ctx), stderr);
+    stack->ctx_free(ctx);
+    rg_nf_finish(counter);
+    rg_pcap_close(cap);
+    return status;
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+    struct timespec t;
+    clock_gettime(clk, &t);
+    return (uint64_t)t.tv_sec * NS_PER_S + (uint64_t)t.tv_nsec;
+}
+
+static int run_bench(const opts *o, const rg_stack_desc *stack)
+{
+    char err[512];
+    rg_capture cap;
+    if (rg_capture_load(o->capture, &cap, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", o->prog, err);
+        return 1;
+    }
+    entry_map em;
+    if (entry_map_init(&em, stack, &cap.link, o)) {
+        rg_capture_free(&cap);
+        return 1;
+    }
+    uint64_t best_cpu = UINT64_MAX, best_wall = UINT64_MAX;
+    rg_nf_counts last = {0, 0, 0, 0};
+    for (uint64_t pass = 0; pass < o->passes; pass++) {
+        rg_obs *counter = rg_nf_create("count", stack, NULL, err, sizeof err);
+        if (!counter) {
+            fprintf(stderr, "%s: %s\n", o->prog, err);
+            rg_capture_free(&cap);
+            return 1;
+        }
+        rg_obs obs = make_observer(counter, NULL, o->nf, NULL);
+        rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts};
+        void *ctx = stack->ctx_new(&cfg);
+        if (!ctx) {
+            fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
+                    stack->name);
+            rg_nf_finish(counter);
+            rg_capture_free(&cap);
+            return 1;
+        }
+        feeder fd;
+        feeder_init(&fd, stack, &em, ctx, o->no_timeouts);
+        uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
+        for (size_t i = 0; i < cap.count; i++)
+            feed(&fd, &cap.frames[i]);
+        uint64_t c1 = now_ns(CLOCK_THREAD_CPUTIME_ID), w1 = now_ns(CLOCK_MONOTONIC);
+        if (c1 - c0 < best_cpu) best_cpu = c1 - c0;
+        if (w1 - w0 < best_wall) best_wall = w1 - w0;
+        stack->flush(ctx);
+        last = *rg_nf_counts_of(counter);
+        if (o->stats && stack->stats && pass + 1 == o->passes)
+            rg_stats_print(stack->stats(ctx), stderr);
+        stack->ctx_free(ctx);
+        rg_nf_finish(counter);
+    }
+    double pkts = cap.count ? (double)cap.count : 1.0;
+    printf("{\"pkts\":%zu,\"passes\":%" PRIu64 ",\"cpu_ns_per_pkt\":%.2f,\"wall_ns_per_pkt\":%.2f"
+           ",\"payload_bytes\":%" PRIu64 ",\"flows_opened\":%" PRIu64 ",\"flows_closed\":%" PRIu64
+           ",\"calls\":%" PRIu64 "}\n",
+           cap.count, o->passes, (double)best_cpu / pkts, (double)best_wall / pkts,
+           last.payload_bytes, last.opened, last.closed, last.calls);
+    fflush(stdout);
+    rg_capture_free(&cap);
+    return 0;
+}
+
+int rg_main(int argc, char **argv, const rg_stack_desc *stack)
+{
+    opts o;
+    int rc = parse_opts(argc, argv, stack, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+    return o.bench ? run_bench(&o, stack) : run_capture(&o, stack);
+}
