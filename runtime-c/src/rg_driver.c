@@ -23,6 +23,7 @@
 #define NS_PER_S UINT64_C(1000000000)
 
 enum { EXIT_USAGE = 2, DEFAULT_PASSES = 3 };
+#define RG_DRIVER_MAX_LAYERS 256
 
 typedef struct opts {
     const char *prog;
@@ -30,6 +31,7 @@ typedef struct opts {
     const char *nf;
     const char *out;
     uint64_t cap;
+    uint32_t layer_cap[RG_DRIVER_MAX_LAYERS]; /* --cap LAYER=N, by layer index; 0 = cap */
     uint64_t seed;
     uint64_t passes;
     int passes_set;
@@ -46,7 +48,9 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "Run the %s stack on a pcap or pcapng capture (CAPTURE '-' = stdin).\n"
             "  --nf NAME        streams|events|flowstats|count|none (default count)\n"
             "  --out DIR        output directory of streams/events/flowstats (default rg-out)\n"
-            "  --cap N          live instances per layer (default 1048576)\n"
+            "  --cap N          live instances per layer (default 262144; the least\n"
+            "                   recently used is evicted when a layer is full)\n"
+            "  --cap LAYER=N    the same for one layer (repeatable)\n"
             "  --seed N         hash seed (default random)\n"
             "  --no-timeouts    never expire idle instances\n"
             "  --summary FMT    summary on stdout: text or json (default text)\n"
@@ -112,9 +116,26 @@ static int parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o
         case O_OUT:
             o->out = optarg;
             break;
-        case O_CAP:
-            if (parse_num(optarg, 1, UINT32_MAX, &o->cap)) bad = "--cap";
+        case O_CAP: {
+            /* N for every layer, or LAYER=N for one */
+            const char *eq = strchr(optarg, '=');
+            uint64_t v;
+            if (!eq) {
+                if (parse_num(optarg, 1, UINT32_MAX, &o->cap)) bad = "--cap";
+                break;
+            }
+            unsigned i = 0;
+            while (i < stack->nlayers && i < RG_DRIVER_MAX_LAYERS &&
+                   (strlen(stack->layers[i].name) != (size_t)(eq - optarg) ||
+                    strncmp(stack->layers[i].name, optarg, (size_t)(eq - optarg))))
+                i++;
+            if (i == stack->nlayers || i == RG_DRIVER_MAX_LAYERS ||
+                parse_num(eq + 1, 1, UINT32_MAX, &v))
+                bad = "--cap";
+            else
+                o->layer_cap[i] = (uint32_t)v;
             break;
+        }
         case O_SEED:
             if (parse_num(optarg, 0, UINT64_MAX, &o->seed)) bad = "--seed";
             break;
@@ -397,7 +418,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     }
     obs_chain ch;
     rg_obs obs = make_observer(counter, nf, o->nf, &ch);
-    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts};
+    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap};
     void *ctx = stack->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
@@ -473,7 +494,7 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
             return 1;
         }
         rg_obs obs = make_observer(counter, NULL, o->nf, NULL);
-        rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts};
+        rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap};
         void *ctx = stack->ctx_new(&cfg);
         if (!ctx) {
             fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,

@@ -22,6 +22,7 @@ static struct {
     uint64_t expires, last_expire, short_gaps;
     uint64_t ctx_new, ctx_free;
     rg_ctx_cfg cfg;
+    uint32_t layer_cap[NLAYERS]; /* copied: cfg.layer_cap points into the driver's frame */
 } rec;
 
 typedef struct tctx {
@@ -59,6 +60,8 @@ static void *t_new(const rg_ctx_cfg *cfg)
     t->stats = rg_stats_new(NLAYERS, NAMES);
     rec.ctx_new++;
     rec.cfg = *cfg;
+    for (unsigned i = 0; i < NLAYERS; i++)
+        rec.layer_cap[i] = cfg->layer_cap ? cfg->layer_cap[i] : 0;
     return t;
 }
 
@@ -269,9 +272,14 @@ static void test_ethernet(void **state)
 {
     (void)state;
     char *cap = trace("http-post-upload.pcap"); /* 34 frames over 30 s */
+    assert_int_equal(RUN(&STACK, cap, "--cap", "ip4=5", "--cap", "sll=6"), 0);
+    assert_int_equal(rec.layer_cap[L_IP4], 5);
+    assert_int_equal(rec.layer_cap[L_SLL], 6);
+    assert_int_equal(rec.layer_cap[L_ETH], 0);
     assert_int_equal(RUN(&STACK, cap, "--cap", "1000", "--seed", "99"), 0);
     check_entry(L_ETH, 34);
     assert_int_equal(rec.cfg.inst_cap, 1000);
+    assert_int_equal(rec.layer_cap[L_IP4], 0);
     assert_int_equal(rec.cfg.seed, 99);
     assert_int_equal(rec.cfg.no_timeouts, 0);
     assert_int_equal(field(out, "packets"), 34);
@@ -496,6 +504,9 @@ static void test_usage(void **state)
     assert_int_equal(RUN(&STACK, "a.pcap", "--cap", "0"), 2);
     assert_int_equal(RUN(&STACK, "a.pcap", "--cap", "-5"), 2);
     assert_int_equal(RUN(&STACK, "a.pcap", "--cap", "4294967296"), 2);
+    assert_int_equal(RUN(&STACK, "a.pcap", "--cap", "nosuch=3"), 2);
+    assert_int_equal(RUN(&STACK, "a.pcap", "--cap", "ip4=0"), 2);
+    assert_int_equal(RUN(&STACK, "a.pcap", "--cap", "ip=3"), 2); /* a prefix is not a name */
     assert_int_equal(RUN(&STACK, "a.pcap", "--seed", "x"), 2);
     assert_int_equal(RUN(&STACK, "a.pcap", "--summary", "xml"), 2);
     assert_int_equal(RUN(&STACK, "a.pcap", "--passes", "2"), 2); /* needs --bench */

@@ -312,6 +312,43 @@ static void test_holes(void **state)
     free(st);
 }
 
+/* The "no hole up to X" half of a virtual condition: IP fragments F3, F1, F2. */
+static void test_ready_upto(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(30);
+    rg_seq s;
+    rg_seq_init(&s);
+    assert_false(rg_seq_ready_upto(&s, 0)); /* nothing inserted yet */
+    ins(&s, &CFG_LAST0, 20, st + 20, 10, NULL);
+    assert_false(rg_seq_ready_upto(&s, 30));
+    ins(&s, &CFG_LAST0, 0, st, 10, NULL);
+    assert_true(rg_seq_ready_upto(&s, 10));
+    assert_false(rg_seq_ready_upto(&s, 11));
+    ins(&s, &CFG_LAST0, 10, st + 10, 10, NULL);
+    assert_true(rg_seq_ready_upto(&s, 30));
+    assert_false(rg_seq_ready_upto(&s, 31)); /* no end marker: a byte not seen */
+    rg_bytes all = rg_seq_assemble(&s, &CFG_LAST0, NULL);
+    assert_int_equal(all.len, 30);
+    assert_true(rg_seq_ready_upto(&s, 30)); /* delivered counts as present */
+    rg_seq_free(&s);
+
+    /* a FIN (phantom byte) at 1000 + 5: ready up to the marker, not past the data */
+    rg_seq_init(&s);
+    assert_int_equal(rg_seq_insert(&s, &CFG_FIRST, 1000, st, 5, 6, NULL, 0, NULL) & RG_SEQ_EV_END,
+                     RG_SEQ_EV_END);
+    assert_true(rg_seq_ready_upto(&s, 1006));
+    rg_seq_free(&s);
+    rg_seq_init(&s);
+    rg_seq_insert(&s, &CFG_FIRST, 1000, st, 0, 0, NULL, 0, NULL);     /* a bare SYN sets the base */
+    rg_seq_insert(&s, &CFG_FIRST, 1005, st + 5, 5, 6, NULL, 0, NULL); /* FIN after a hole */
+    assert_false(rg_seq_ready_upto(&s, 1011));
+    rg_seq_insert(&s, &CFG_FIRST, 1000, st, 5, 5, NULL, 0, NULL);
+    assert_true(rg_seq_ready_upto(&s, 1011));
+    rg_seq_free(&s);
+    free(st);
+}
+
 /* ---- overlap shapes ---- */
 /* An existing block B = [10, 20) of 'A' behind a hole [0, 5); insert N of 'B'
  * with the given shape; then fill the hole and read everything back. */
@@ -1256,6 +1293,7 @@ int main(void)
         cmocka_unit_test(test_in_order_copy_path),
         cmocka_unit_test(test_five_segments_all_orders),
         cmocka_unit_test(test_holes),
+        cmocka_unit_test(test_ready_upto),
         cmocka_unit_test(test_overlap_shapes),
         cmocka_unit_test(test_overlap_spanning_blocks),
         cmocka_unit_test(test_overlap_same_content),

@@ -132,10 +132,12 @@ typedef struct rg_obs {
 /* ---- contexts ---- */
 
 typedef struct rg_ctx_cfg {
-    uint32_t inst_cap; /* live instances per layer; 0 = default (1 << 20) */
+    uint32_t inst_cap; /* live instances per layer; 0 = default (1 << 18) */
     uint64_t seed;     /* hash seed; 0 = random */
     const rg_obs *obs; /* may be NULL */
     int no_timeouts;   /* 1: never expire idle instances */
+    /* per layer index: live instances, 0 = inst_cap; NULL = none */
+    const uint32_t *layer_cap;
 } rg_ctx_cfg;
 
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`). */
