@@ -30,8 +30,9 @@ epan/dissectors/packet-tcp.c `follow_tcp_tap_listener` / `check_follow_fragments
 - a snaplen-truncated segment contributes only its captured bytes, with no marker, while the
   next expected sequence number still advances by the full length (`Direction.truncated_frames`;
   a truncated segment that arrives out of order advances it by the captured length only);
-- IPv4 fragments (reassembled before TCP/UDP see them): where fragments overlap, the newest
-  copy wins;
+- IPv4 fragments (reassembled before TCP/UDP see them): where fragments overlap, each byte
+  comes from the covering fragment with the lowest offset (ties: the first to arrive), and
+  fragments after the datagram completed are ignored (tests/captures.py ipv4_frag_overlap);
 - UDP: every datagram's captured payload is appended, even when the UDP or IP length field
   says more (or less) was sent (see udp-bad-length-truncated.pcap);
 - the first sequence number of a direction is taken from the first packet of that direction
@@ -87,7 +88,7 @@ ELIGIBLE: dict[str, str] = {
     "ipv4-frag-socks5-http.pcap": "TCP segments in IPv4 fragments (62 fragment frames)",
     "ipv4-frag-tcp-overlap-ooo-crafted.pcap": (
         "crafted overlapping, out-of-order IPv4 fragments carrying TCP: the bytes depend on the"
-        " fragment overlap policy (tshark: the newest copy wins). Neither stream has a"
+        " fragment overlap policy (tshark: the lowest offset wins). Neither stream has a"
         " handshake (one is a lone SYN, the data one starts mid-stream)"
     ),
     "ipv6-http-atomic-frag.pcap": (
