@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   build-essential pkg-config
-  libpcap-dev libcmocka-dev       # runtime-c: capture driver, unit tests
+  libpcap-dev libcmocka-dev       # runtime-c: capture driver, unit tests; built stacks link libpcap
   graphviz                        # rubikgen graph --format svg
   tshark                          # reference oracle in end-to-end tests
 )
@@ -32,5 +32,10 @@ installed=$(cd / && $PY -c 'import os, rubikgen, lark, hypothesis, tomli_w, json
 if [ "$installed" != "$HERE" ] || [ "${RUBIKGEN_REINSTALL:-}" = 1 ]; then
   echo "setup: installing the rubikgen Python package (editable) with test extras"
   $PY -m pip install -q --disable-pip-version-check -e '.[test]'
+fi
+# The C runtime and network-function libraries every built stack links against.
+if [ -f runtime-c/Makefile ]; then
+  echo "setup: building the C runtime libraries (make -s -C runtime-c lib)"
+  make -s -C runtime-c lib
 fi
 echo "setup: done"

@@ -1,14 +1,18 @@
-"""Command-line interface: rubikgen validate | schema | graph."""
+"""Command-line interface: rubikgen validate | schema | graph | build | run | check."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import signal
+import subprocess
 import sys
 import traceback
+from pathlib import Path
 
 from rubikgen import __version__
-from rubikgen.diagnostics import CODES, Diagnostic, render
+from rubikgen.diagnostics import CODES, Diagnostic, SourceCache, render
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -55,7 +59,68 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--format", choices=("dot", "svg"), default="dot")
     g.add_argument("-o", "--output", help="write here instead of standard output")
+
+    b = sub.add_parser("build", help="compile a stack into a binary")
+    b.add_argument("stack", help="stack spec file")
+    b.add_argument("-o", "--out-dir", metavar="DIR", help="build directory (default: build/STACK)")
+    _build_options(b)
+    b.add_argument(
+        "--cc", default=os.environ.get("CC") or "cc", help="C compiler (default: $CC or cc)"
+    )
+    b.add_argument("--cflags", default="", help='extra compiler flags, e.g. "-O3 -march=native"')
+    b.add_argument(
+        "-O",
+        dest="opt_level",
+        metavar="LEVEL",
+        type=int,
+        choices=(0, 1, 2),
+        default=2,
+        help="generator optimisation level: -O0, -O1 or -O2 (default)",
+    )
+
+    r = sub.add_parser(
+        "run",
+        help="build a stack when stale, then run it on a capture",
+        epilog="Arguments after '--' go to the binary (see BINARY --help).",
+    )
+    r.add_argument("stack", help="stack spec file")
+    r.add_argument("capture", help="pcap or pcapng file ('-': standard input)")
+    r.add_argument(
+        "--nf",
+        choices=("streams", "events", "flowstats", "count", "none"),
+        default="streams",
+        help="network function (default: streams)",
+    )
+    r.add_argument(
+        "--out", metavar="DIR", help="output directory of the NF (default: out/STACK-CAPTURE)"
+    )
+    r.add_argument("--build-dir", metavar="DIR", help="build directory (default: build/STACK)")
+    _build_options(r)
+    r.add_argument("--summary", choices=("text", "json"), default="text")
+
+    i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
+    i.add_argument("stack", help="stack spec file")
+    i.add_argument("--layer", metavar="L", help="only the blocks of this layer")
+    i.add_argument("--dot", action="store_true", help="Graphviz instead of text")
+    i.add_argument("--no-effects", action="store_true", help="text without read/write sets")
+    i.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+    c = sub.add_parser("check", help="report stale generated files and mismatched handlers")
+    c.add_argument("stack", help="stack spec file")
+    c.add_argument("-o", "--out-dir", metavar="DIR", help="build directory (default: build/STACK)")
+    c.add_argument(
+        "--handlers", metavar="F.c", help="the handler file (default: DIR/STACK_handlers.c)"
+    )
     return p
+
+
+def _build_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--handlers",
+        metavar="F.c",
+        help="compile this handler file instead of DIR/STACK_handlers.c",
+    )
+    p.add_argument("--sanitize", action="store_true", help="ASan + UBSan build (binary STACK-asan)")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -116,14 +181,179 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return graph_command(args)
 
 
+def _render_spec_errors(diagnostics: list[Diagnostic]) -> None:
+    """Spec errors found while generating, rendered like `rubikgen validate` (on stderr)."""
+    sources = SourceCache()
+    for f in {d.file for d in diagnostics}:
+        try:
+            sources.add(f, Path(f).read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            pass
+    render(diagnostics, sources, "text", stream=sys.stderr)
+
+
+def _build_dir(args: argparse.Namespace, given: str | None) -> Path:
+    from rubikgen.build import stack_name
+
+    return Path(given) if given else Path("build") / stack_name(args.stack)
+
+
+def cmd_ir(args: argparse.Namespace) -> int:
+    from rubikgen.backend.emit import GenerateError, lower_checked
+    from rubikgen.ir import to_dot, to_text
+
+    try:
+        prog, _ = lower_checked(args.stack)
+    except GenerateError as e:
+        _render_spec_errors(e.diagnostics)
+        return EXIT_ERRORS
+    if args.layer is not None and args.layer not in prog.layers:
+        known = ", ".join(prog.layers)
+        sys.stderr.write(
+            f"rubikgen: error: no layer '{args.layer}' in the stack (layers: {known})\n"
+        )
+        return EXIT_USAGE
+    text = (
+        to_dot(prog, args.layer)
+        if args.dot
+        else to_text(prog, args.layer, effects=not args.no_effects)
+    )
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from rubikgen.backend.emit import GenerateError
+    from rubikgen.build import BuildError, build
+
+    try:
+        res = build(
+            args.stack,
+            _build_dir(args, args.out_dir),
+            handlers=Path(args.handlers) if args.handlers else None,
+            cc=args.cc,
+            cflags=shlex.split(args.cflags),
+            opt_level=args.opt_level,
+            sanitize=args.sanitize,
+        )
+    except GenerateError as e:
+        _render_spec_errors(e.diagnostics)
+        return EXIT_ERRORS
+    except BuildError as e:
+        sys.stderr.write(f"rubikgen: error: {e}\n")
+        return EXIT_ERRORS
+    if not res.rebuilt:
+        print(f"rubikgen: {res.binary} is up to date", file=sys.stderr)
+    print(res.binary)
+    return EXIT_OK
+
+
+def _exit_status(returncode: int) -> int:
+    """A child's exit status as a shell reports it (128 + N when killed by signal N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rubikgen.backend.emit import GenerateError
+    from rubikgen.build import BuildError, build, stack_name
+
+    capture = Path(args.capture)
+    if args.capture != "-" and not capture.is_file():  # '-': the binary reads standard input
+        sys.stderr.write(f"rubikgen: error: {capture}: no such capture file\n")
+        return EXIT_ERRORS
+    try:
+        res = build(
+            args.stack,
+            _build_dir(args, args.build_dir),
+            handlers=Path(args.handlers) if args.handlers else None,
+            cc=os.environ.get("CC") or "cc",
+            sanitize=args.sanitize,
+            quiet=True,
+        )
+    except GenerateError as e:
+        _render_spec_errors(e.diagnostics)
+        return EXIT_ERRORS
+    except BuildError as e:
+        sys.stderr.write(f"rubikgen: error: {e}\n")
+        return EXIT_ERRORS
+    if res.rebuilt:
+        sys.stderr.write(f"rubikgen: rebuilt {res.binary}: {res.command}\n")
+    stem = "stdin" if args.capture == "-" else capture.stem
+    out = Path(args.out) if args.out else Path("out") / f"{stack_name(args.stack)}-{stem}"
+    cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
+    cmd += ["--summary", args.summary, *args.extra]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        proc = subprocess.run(cmd)
+    except OSError as e:
+        sys.stderr.write(f"rubikgen: error: cannot run {res.binary}: {e}\n")
+        return EXIT_ERRORS
+    if proc.returncode < 0:
+        name = signal.Signals(-proc.returncode).name
+        sys.stderr.write(f"rubikgen: {res.binary} was killed by {name}\n")
+    return _exit_status(proc.returncode)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from rubikgen.backend.emit import GenerateError
+    from rubikgen.build import check
+
+    out = _build_dir(args, args.out_dir)
+    try:
+        problems = check(args.stack, out, handlers=Path(args.handlers) if args.handlers else None)
+    except GenerateError as e:
+        _render_spec_errors(e.diagnostics)
+        return EXIT_ERRORS
+    for p in problems:
+        print(p)
+    if not problems:
+        print(f"{out}: up to date with {args.stack}")
+    return EXIT_ERRORS if problems else EXIT_OK
+
+
+def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`rubikgen run ... -- ARGS`: ARGS go to the binary untouched."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command == "run" and "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
+
+
+def _join_cflags(argv: list[str]) -> list[str]:
+    """`--cflags "-O1 -g"` as `--cflags=-O1 -g`: argparse would read a value starting with
+    '-O' as the -O option."""
+    out: list[str] = []
+    it = iter(argv)
+    for a in it:
+        out.append(a if a != "--cflags" else "--cflags=" + next(it, ""))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
+    argv, extra = _split_extra(list(sys.argv[1:] if argv is None else argv))
+    argv = _join_cflags(argv)
     args = parser.parse_args(argv)
+    args.extra = extra
     if args.cmd is None:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return {"validate": cmd_validate, "schema": cmd_schema, "graph": cmd_graph}[args.cmd](args)
+        commands = {
+            "validate": cmd_validate,
+            "schema": cmd_schema,
+            "graph": cmd_graph,
+            "build": cmd_build,
+            "run": cmd_run,
+            "check": cmd_check,
+            "ir": cmd_ir,
+        }
+        return commands[args.cmd](args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

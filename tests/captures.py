@@ -37,14 +37,12 @@ import ipaddress
 import itertools
 import json
 import random
-import shutil
 import struct
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -1182,30 +1180,9 @@ def build(name: str, out: Path) -> tuple[Path, Expectation]:
 # ---------------------------------------------------------------------------------------------
 
 
-@cache
-def rubikgen_command() -> tuple[str, ...] | None:
-    """How to call a rubikgen that has `run`: the console script, else `python -m rubikgen`
-    from this checkout (what CI uses). None while `rubikgen run` does not exist."""
-    candidates: list[tuple[str, ...]] = []
-    exe = shutil.which("rubikgen")
-    if exe:
-        candidates.append((exe,))
-    candidates.append((sys.executable, "-m", "rubikgen"))
-    for cmd in candidates:
-        try:
-            proc = subprocess.run(
-                [*cmd, "run", "--help"], cwd=REPO, capture_output=True, timeout=120, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if proc.returncode == 0:
-            return cmd
-    return None
-
-
-RUBIKGEN_MISSING = (
-    "`rubikgen run` is not available yet (the compiler back-end and CLI land in issue 3)"
-)
+def rubikgen_command() -> tuple[str, ...]:
+    """rubikgen from this checkout, as CI calls it."""
+    return (sys.executable, "-m", "rubikgen")
 
 
 @dataclass
@@ -1287,8 +1264,6 @@ def run_stack(
 ) -> Run:
     """`rubikgen run specs/stacks/tcp_ip.yaml PCAP --nf streams --out OUT --summary json`."""
     cmd = rubikgen_command()
-    if cmd is None:
-        raise RuntimeError(RUBIKGEN_MISSING)
     argv = [*cmd, "run", str(STACK.relative_to(REPO)), str(pcap), "--nf", "streams"]
     argv += ["--out", str(out), "--summary", "json"]
     if sanitize:

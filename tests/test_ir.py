@@ -167,3 +167,19 @@ def test_text_and_dot_dumps(tcp_ip: Program, tmp_path: Path) -> None:
         f.write_text(to_dot(tcp_ip))
         r = subprocess.run(["dot", "-Tsvg", str(f)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
+
+
+def test_ir_command(tmp_path: Path) -> None:
+    from rubikgen.cli import main
+
+    stack = str(REPO / "specs" / "stacks" / "tcp_ip.yaml")
+    out = tmp_path / "ir.txt"
+    assert main(["ir", stack, "--layer", "ip", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "; entry raw_ipv4: ip" in text and "insert_seq" in text and "tcp.enter" not in text
+    assert main(["ir", stack, "--dot", "-o", str(tmp_path / "ir.dot")]) == 0
+    assert (tmp_path / "ir.dot").read_text().startswith("digraph")
+    assert main(["ir", stack, "--layer", "nope"]) == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("stack: bad\nentry: eth\nlayers: {eth: {protocol: missing.yaml}}\n")
+    assert main(["ir", str(bad)]) == 1

@@ -73,7 +73,9 @@ def spec_hash(files: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def generate(stack_path: str, *, opt_level: int = 2) -> Generated:
+def lower_checked(stack_path: str) -> tuple[Program, Any]:
+    """Check the stack like `rubikgen validate` and lower it to verified IR.
+    GenerateError carries the diagnostics when the specs have errors."""
     ws = Workspace()
     doc = ws.check_stack(stack_path)
     errors = [d for d in ws.all_diagnostics() if d.severity == "error"]
@@ -88,6 +90,11 @@ def generate(stack_path: str, *, opt_level: int = 2) -> Generated:
     problems = verify(prog)
     if problems:
         raise RuntimeError("IR verification failed: " + "; ".join(problems[:5]))
+    return prog, doc
+
+
+def generate(stack_path: str, *, opt_level: int = 2) -> Generated:
+    prog, doc = lower_checked(stack_path)
     files = [doc.abspath] + [li.protocol.file for li in doc.stack_info.layers.values()]
     return CGen(prog, doc, spec_hash(files), opt_level).render()
 
@@ -671,4 +678,4 @@ class CGen:
         return "\n".join(lines)
 
 
-__all__ = ["CGen", "Generated", "GenerateError", "generate", "spec_hash"]
+__all__ = ["CGen", "Generated", "GenerateError", "generate", "lower_checked", "spec_hash"]

@@ -54,9 +54,8 @@ def block_text(b: Block, effects: bool = True) -> str:
 
 
 def to_text(prog: Program, layer: str | None = None, effects: bool = True) -> str:
-    out = [f"; stack {prog.stack}"]
-    for k, v in prog.entries.items():
-        out.append(f"; entry {k}: {v}")
+    head = [f"; stack {prog.stack}"] + [f"; entry {k}: {v}" for k, v in prog.entries.items()]
+    out = ["\n".join(head)]
     for b in prog.blocks.values():
         if layer is None or b.layer == layer:
             out.append(block_text(b, effects))

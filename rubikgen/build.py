@@ -1,0 +1,438 @@
+"""Build a stack into a binary, and check what is on disk against the specs.
+
+* `emit` writes the generated files of a stack into a directory; the handler file only when it
+  does not exist yet, so regeneration never touches user code.
+* `build` generates, emits, makes sure the C runtime libraries are built and compiles
+  `S_gen.c`, the handlers and `S_main.c` into `out_dir/S` (`S-asan` with sanitizers). A stamp
+  file next to the binary (`S.stamp`) records the compiler command and the spec hash; the
+  compile is skipped while they are unchanged and the binary is newer than all its inputs.
+* `check` reports generated files that are missing or stale and handler definitions that no
+  longer match the stack's handlers. It never writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import rubikgen
+
+if TYPE_CHECKING:
+    from rubikgen.backend.emit import Generated
+
+REPO = Path(rubikgen.__file__).resolve().parents[1]
+RUNTIME_DIR = REPO / "runtime-c"
+NF_DIR = REPO / "handlers" / "nf"
+
+BASE_CFLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_DEFAULT_SOURCE")
+SAN_CFLAGS = (
+    "-fsanitize=address,undefined",
+    "-fno-omit-frame-pointer",
+    "-fno-sanitize-recover=all",
+    "-g",
+)
+HASH_RE = re.compile(r"rubikgen:spec-hash=([0-9A-Fa-f]+)")
+
+
+class BuildError(Exception):
+    """A build step failed. `output` holds the tool's own messages (the compiler's stderr)."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.output = output
+
+    def __str__(self) -> str:
+        return self.message + ("\n" + self.output.rstrip() if self.output else "")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    binary: Path
+    command: str  # the compiler command, shell-quoted
+    rebuilt: bool  # False when the binary was up to date
+    generated: Generated
+
+
+# -- emitting ---------------------------------------------------------------------------------
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Writes text unless the file already holds it (its mtime then stays). True if written."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return True
+
+
+def emit(gen: Generated, out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Writes the generated files into out_dir; returns the paths actually written.
+
+    Generated files are rewritten only when their text changed. The handler stub is written
+    only when the handler file does not exist: it is the user's code from then on.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [
+        out / name for name, text in gen.files.items() if _write_if_changed(out / name, text)
+    ]
+    handlers = out / gen.handlers_file
+    if not handlers.exists():
+        handlers.write_text(gen.handlers_stub, encoding="utf-8")
+        written.append(handlers)
+    return written
+
+
+# -- runtime libraries ------------------------------------------------------------------------
+
+
+def runtime_libs(sanitize: bool) -> list[Path]:
+    """The libraries a stack links against, in link order: the runtime, whose capture driver
+    creates the network functions, then the network functions (runtime-c/Makefile)."""
+    suffix = "-asan" if sanitize else ""
+    return [
+        RUNTIME_DIR / "build" / f"librgrt{suffix}.a",
+        RUNTIME_DIR / "build" / f"librgnf{suffix}.a",
+    ]
+
+
+def ensure_runtime(sanitize: bool, quiet: bool) -> list[Path]:
+    """Runs `make -s -C runtime-c lib` (or `asan-lib`); returns the libraries."""
+    if not (RUNTIME_DIR / "Makefile").is_file():
+        raise BuildError(
+            f"the C runtime is not where rubikgen expects it ({RUNTIME_DIR}): building a stack "
+            "needs a rubikgen source checkout (install it with 'pip install -e .')"
+        )
+    target = "asan-lib" if sanitize else "lib"
+    cmd = ["make", "-s", "-C", str(RUNTIME_DIR), target]
+    try:
+        proc = subprocess.run(cmd, capture_output=quiet, text=True)
+    except FileNotFoundError as e:
+        raise BuildError("'make' not found: install a C toolchain (bash ci/setup.sh)") from e
+    if proc.returncode != 0:
+        out = (proc.stdout or "") + (proc.stderr or "") if quiet else ""
+        raise BuildError(f"building the C runtime failed: {shlex.join(cmd)}", out)
+    libs = runtime_libs(sanitize)
+    missing = [str(p) for p in libs if not p.is_file()]
+    if missing:
+        raise BuildError(f"'{shlex.join(cmd)}' did not produce {', '.join(missing)}")
+    return libs
+
+
+def pcap_libs() -> list[str]:
+    """Linker flags for libpcap (pkg-config, or plain -lpcap)."""
+    try:
+        proc = subprocess.run(
+            ["pkg-config", "--libs", "libpcap"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return ["-lpcap"]
+    return shlex.split(proc.stdout) or ["-lpcap"]
+
+
+# -- compiling --------------------------------------------------------------------------------
+
+
+def binary_path(out_dir: Path, stack: str, sanitize: bool) -> Path:
+    return out_dir / (f"{stack}-asan" if sanitize else stack)
+
+
+def compile_command(
+    gen: Generated,
+    out_dir: Path,
+    handlers: Path,
+    libs: Sequence[Path],
+    *,
+    cc: str,
+    cflags: Sequence[str],
+    sanitize: bool,
+) -> list[str]:
+    """The compiler command. User cflags come last, so they override ours (-O3, -Wno-error)."""
+    sources = [out_dir / f"{gen.stack}_gen.c", handlers, out_dir / f"{gen.stack}_main.c"]
+    return [
+        *shlex.split(cc),
+        *BASE_CFLAGS,
+        *(SAN_CFLAGS if sanitize else ()),
+        f"-I{out_dir}",
+        f"-I{RUNTIME_DIR / 'include'}",
+        f"-I{NF_DIR}",
+        *map(str, sources),
+        "-o",
+        str(binary_path(out_dir, gen.stack, sanitize)),
+        *map(str, libs),
+        *pcap_libs(),
+        *cflags,
+    ]
+
+
+def spec_files(stack_path: str | os.PathLike[str]) -> list[Path]:
+    """The stack file and the protocol files its layers name (those that exist)."""
+    from rubikgen.models import Stack
+    from rubikgen.workspace import Workspace
+
+    path = Path(stack_path)
+    files = [path]
+    model = Workspace().load(str(path)).model
+    if isinstance(model, Stack):
+        files += [path.parent / layer.protocol for layer in model.layers.values()]
+    return [f for f in files if f.is_file()]
+
+
+def stack_name(stack_path: str | os.PathLike[str]) -> str:
+    """The `stack:` name of a stack file (its file name stem if it cannot be read)."""
+    from rubikgen.models import Stack
+    from rubikgen.workspace import Workspace
+
+    model = Workspace().load(str(stack_path)).model
+    return model.stack if isinstance(model, Stack) else Path(stack_path).stem
+
+
+def _stamp_path(binary: Path) -> Path:
+    return binary.with_name(binary.name + ".stamp")
+
+
+def _read_stamp(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _newest_mtime(paths: Iterable[Path]) -> int:
+    return max((p.stat().st_mtime_ns for p in paths if p.exists()), default=0)
+
+
+def _up_to_date(binary: Path, command: str, spec_hash: str, inputs: Iterable[Path]) -> bool:
+    stamp = _read_stamp(_stamp_path(binary))
+    if stamp.get("command") != command or stamp.get("spec_hash") != spec_hash:
+        return False
+    if not binary.is_file():
+        return False
+    return binary.stat().st_mtime_ns > _newest_mtime(inputs)
+
+
+def _build_inputs(
+    sources: Sequence[Path], libs: Sequence[Path], specs: Sequence[Path]
+) -> list[Path]:
+    headers = sorted((RUNTIME_DIR / "include").rglob("*.h")) + sorted(NF_DIR.glob("*.h"))
+    return [*sources, *libs, *specs, *headers]
+
+
+def build(
+    stack_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    handlers: Path | None = None,
+    cc: str = "cc",
+    cflags: Sequence[str] = (),
+    opt_level: int = 2,
+    sanitize: bool = False,
+    quiet: bool = False,
+) -> BuildResult:
+    """Generates, emits and compiles a stack; skips the compile when nothing changed.
+
+    `handlers` replaces out_dir/S_handlers.c in the compile (the file is used where it is).
+    Unless quiet, prints the compiler command before compiling. Raises GenerateError when the
+    specs have errors and BuildError when the runtime or the compile fails.
+    """
+    from rubikgen.backend.emit import generate
+
+    gen = generate(str(stack_path), opt_level=opt_level)
+    out = Path(out_dir)
+    emit(gen, out)
+    hfile = Path(handlers) if handlers is not None else out / gen.handlers_file
+    if not hfile.is_file():
+        raise BuildError(f"{hfile}: handler file not found")
+    libs = ensure_runtime(sanitize, quiet)
+    cmd = compile_command(gen, out, hfile, libs, cc=cc, cflags=list(cflags), sanitize=sanitize)
+    command = shlex.join(cmd)
+    binary = binary_path(out, gen.stack, sanitize)
+    sources = [out / name for name in gen.files] + [hfile]
+    inputs = _build_inputs(sources, libs, spec_files(stack_path))
+    if not quiet:
+        print(command, flush=True)
+    if _up_to_date(binary, command, gen.spec_hash, inputs):
+        return BuildResult(binary, command, False, gen)
+    stamp = _stamp_path(binary)
+    stamp.unlink(missing_ok=True)  # a failed compile leaves no stamp: the next build retries
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except FileNotFoundError as e:
+        raise BuildError(f"C compiler '{cc}' not found") from e
+    if proc.returncode != 0:
+        raise BuildError(
+            f"compiling {gen.stack} failed (exit status {proc.returncode})",
+            proc.stderr + proc.stdout,
+        )
+    if not quiet and (proc.stderr or proc.stdout):
+        sys.stderr.write(proc.stderr + proc.stdout)
+    record = {"command": command, "spec_hash": gen.spec_hash, "opt_level": opt_level}
+    stamp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return BuildResult(binary, command, True, gen)
+
+
+# -- checking ---------------------------------------------------------------------------------
+
+_LEXEMES = re.compile(
+    r"""(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')""",
+    re.S,
+)
+_PREPROCESSOR = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d\w*|\S")
+
+
+def _blank(m: re.Match[str]) -> str:
+    """Replaces a comment, string or directive, keeping its newlines (for line numbers)."""
+    if m.lastgroup == "string":
+        return '""'
+    return "\n" * m.group(0).count("\n") or " "
+
+
+def normalise_signature(sig: str) -> str:
+    """A C declarator with whitespace normalised: one space between tokens."""
+    return " ".join(_TOKEN.findall(sig))
+
+
+@dataclass(frozen=True)
+class FunctionDef:
+    name: str
+    signature: str  # normalised
+    line: int
+    static: bool
+
+
+def _function_name(sig: str) -> str | None:
+    """The name of a function whose declarator ends with its parameter list."""
+    depth = 0
+    for i in range(len(sig) - 1, -1, -1):
+        if sig[i] == ")":
+            depth += 1
+        elif sig[i] == "(":
+            depth -= 1
+            if depth == 0:
+                m = re.search(r"([A-Za-z_]\w*)\s*$", sig[:i])
+                return m.group(1) if m else None
+    return None
+
+
+def function_definitions(text: str) -> list[FunctionDef]:
+    """Top-level function definitions of a C file (comments, strings and directives ignored)."""
+    code = _LEXEMES.sub(_blank, text)
+    code = _PREPROCESSOR.sub(_blank, code)
+    defs: list[FunctionDef] = []
+    depth = 0
+    start = 0  # where the current top-level declaration began
+    for i, ch in enumerate(code):
+        if ch == "{":
+            if depth == 0:
+                decl = code[start:i]
+                sig = decl.strip()
+                if re.fullmatch(r'extern\s*""', sig):  # extern "C" { ... }: look inside
+                    start = i + 1
+                    continue
+                name = _function_name(sig) if sig.endswith(")") and "=" not in sig else None
+                if name:
+                    line = code.count("\n", 0, start + len(decl) - len(decl.lstrip())) + 1
+                    norm = normalise_signature(sig)
+                    static = "static" in _TOKEN.findall(sig.split(name, 1)[0])
+                    defs.append(FunctionDef(name, norm, line, static))
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+            if depth == 0:
+                start = i + 1
+        elif ch == ";" and depth == 0:
+            start = i + 1
+    return defs
+
+
+def check_handlers(path: Path, prototypes: dict[str, str]) -> list[str]:
+    """Handler definitions in path that do not match the stack's handler prototypes."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return [f"{path}: missing (the handler file; 'rubikgen build' writes a stub)"]
+    problems: list[str] = []
+    defs = {d.name: d for d in function_definitions(text)}
+    for name, proto in prototypes.items():
+        d = defs.get(name)
+        if d is None:
+            problems.append(f"{path}: handler '{name}' is not defined; declare it as: {proto}")
+        elif d.signature != normalise_signature(proto):
+            problems.append(
+                f"{path}:{d.line}: handler '{name}' does not match the stack's declaration\n"
+                f"    found:    {d.signature}\n"
+                f"    expected: {normalise_signature(proto)}"
+            )
+    for d in defs.values():
+        if d.name not in prototypes and not d.static and "rg_hctx" in d.signature.split():
+            problems.append(
+                f"{path}:{d.line}: '{d.name}' looks like a handler but the stack declares no "
+                "handler of that name (removed or renamed?)"
+            )
+    return problems
+
+
+def _recorded_opt_level(out: Path, stack: str) -> int:
+    stamps = [_stamp_path(binary_path(out, stack, s)) for s in (False, True)]
+    stamps = sorted((p for p in stamps if p.is_file()), key=lambda p: p.stat().st_mtime_ns)
+    level = _read_stamp(stamps[-1]).get("opt_level") if stamps else None
+    return level if isinstance(level, int) else 2
+
+
+def check(
+    stack_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    handlers: Path | None = None,
+) -> list[str]:
+    """Problems of a build directory: missing or stale generated files, handler mismatches.
+
+    Compares with what `generate` produces now (at the -O level of the last build, read from
+    its stamp). Never writes. Raises GenerateError when the specs have errors.
+    """
+    from rubikgen.backend.emit import generate
+
+    out = Path(out_dir)
+    gen = generate(str(stack_path), opt_level=2)
+    level = _recorded_opt_level(out, gen.stack)
+    if level != 2:
+        gen = generate(str(stack_path), opt_level=level)
+    problems: list[str] = []
+    for name, text in gen.files.items():
+        path = out / name
+        try:
+            current = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            problems.append(f"{path}: missing (run 'rubikgen build {stack_path} -o {out}')")
+            continue
+        if current == text:
+            continue
+        found = HASH_RE.search(current)
+        if found and found.group(1) != gen.spec_hash:
+            problems.append(
+                f"{path}: stale: generated from specs with hash {found.group(1)[:16]}, "
+                f"the specs now hash to {gen.spec_hash[:16]} (run 'rubikgen build')"
+            )
+        else:
+            problems.append(
+                f"{path}: stale: differs from what rubikgen generates now "
+                "(edited by hand? run 'rubikgen build' to regenerate it)"
+            )
+    hfile = Path(handlers) if handlers is not None else out / gen.handlers_file
+    problems += check_handlers(hfile, gen.prototypes)
+    return problems
