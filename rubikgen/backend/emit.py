@@ -40,6 +40,7 @@ class Generated:
     handlers_file: str
     handlers_stub: str
     prototypes: dict[str, str]
+    dumps: dict[str, str] = field(default_factory=dict)  # --dump-after: pass -> IR text
 
 
 class GenerateError(Exception):
@@ -64,9 +65,9 @@ class HandlerC:
         return f"void {self.name}(const {self.struct} *args, rg_hctx *h)"
 
 
-def spec_hash(files: list[str]) -> str:
+def spec_hash(files: list[str], opt_level: int = 2) -> str:
     h = hashlib.sha256()
-    h.update(f"rubikgen {__version__} gen {GENERATOR_VERSION}\n".encode())
+    h.update(f"rubikgen {__version__} gen {GENERATOR_VERSION} -O{opt_level}\n".encode())
     for f in sorted(set(files)):
         h.update(os.path.basename(f).encode() + b"\0")
         h.update(Path(f).read_bytes())
@@ -93,10 +94,32 @@ def lower_checked(stack_path: str) -> tuple[Program, Any]:
     return prog, doc
 
 
-def generate(stack_path: str, *, opt_level: int = 2) -> Generated:
+def generate(
+    stack_path: str,
+    *,
+    opt_level: int = 2,
+    disable: tuple[str, ...] = (),
+    dump_after: tuple[str, ...] = (),
+    timings: dict[str, float] | None = None,
+) -> Generated:
+    import time
+
+    from rubikgen.opt import optimize
+
+    t0 = time.perf_counter()
     prog, doc = lower_checked(stack_path)
+    t1 = time.perf_counter()
+    res = optimize(prog, opt_level, disable=disable, dump_after=dump_after)
+    t2 = time.perf_counter()
     files = [doc.abspath] + [li.protocol.file for li in doc.stack_info.layers.values()]
-    return CGen(prog, doc, spec_hash(files), opt_level).render()
+    gen = CGen(prog, doc, spec_hash(files, opt_level), opt_level).render()
+    gen.dumps = res.dumps
+    if timings is not None:
+        timings["check+lower"] = t1 - t0
+        for r in res.records:
+            timings[f"pass {r.name}"] = timings.get(f"pass {r.name}", 0.0) + r.seconds
+        timings["C back-end"] = time.perf_counter() - t2
+    return gen
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,6 +277,7 @@ class CGen:
             out.append(f"    unsigned psm_{n} RG_MAYBE_UNUSED = 0, ret_{n} RG_MAYBE_UNUSED = 0;")
             out.append(f"    unsigned rep_{n} RG_MAYBE_UNUSED = 0, loop_{n} RG_MAYBE_UNUSED = 0;")
             out.append(f"    rg_seq_res sres_{n} RG_MAYBE_UNUSED;")
+            out.append(f"    unsigned lazy_{n} RG_MAYBE_UNUSED = 0;")
             if lc.has_instance:
                 out.append(f"    uint8_t kf_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
                 if lc.bidir:
@@ -417,18 +441,21 @@ class CGen:
 
     def i_enter(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
-        return "\n".join(
-            [
-                f"h_{n} = {lc.t('hdr_init')};",
-                f"t_{n} = {lc.t('tmp_init')};",
-                f"memset(ev_{n}, 0, sizeof ev_{n});",
-                f"memset(&sres_{n}, 0, sizeof sres_{n});",
-                f"psm_{n} = 0; cur_{n} = 0; err_{n} = 0; loop_{n} = 0;",
-                f"has_inst_{n} = 0; dir_{n} = 0; inst_{n} = &ctx->scratch_{n};",
-                f"sdu_{n} = rg_bytes_empty();",
-                f"rg_stats_layer_packet(&ctx->stats->layer[{lc.index}], in_{n}.len);",
-            ]
-        )
+        lines = []
+        if ins.args.get("zero") == "conditional":
+            lines += lc.zero_conditional()
+        else:
+            lines.append(f"h_{n} = {lc.t('hdr_init')};")
+        lines += [
+            f"t_{n} = {lc.t('tmp_init')};",
+            f"memset(ev_{n}, 0, sizeof ev_{n});",
+            f"memset(&sres_{n}, 0, sizeof sres_{n});",
+            f"psm_{n} = 0; cur_{n} = 0; err_{n} = 0; loop_{n} = 0;",
+            f"has_inst_{n} = 0; dir_{n} = 0; inst_{n} = &ctx->scratch_{n};",
+            f"sdu_{n} = rg_bytes_empty();",
+            f"rg_stats_layer_packet(&ctx->stats->layer[{lc.index}], in_{n}.len);",
+        ]
+        return "\n".join(lines)
 
     def i_parse_header(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
@@ -475,10 +502,46 @@ class CGen:
             ]
         )
 
+    def _perm_init(self, lc: LayerC, pad: str) -> list[str]:
+        from rubikgen.expr.ast import Assign, Name
+
+        env = lc.env(create=True)
+        out = []
+        for v in lc.proto.perms.values():
+            if v.init is None:
+                continue
+            st = Assign(Name(("perm", v.name)), parse_expr(v.init))
+            out.append(f"{pad}{stmt_to_c(st, env)} /* init, {lc.spec_file}:{lc.line(v.path)} */")
+        return out
+
     def i_create(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
         rev = f"kr_{n}" if lc.bidir else "NULL"
-        env = lc.env(create=True)
+        opened = [
+            f"    ev_{n}[{lc.ev_index('created')}] = 1;",
+            f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->now);",
+        ]
+        if ins.args.get("lazy"):
+            # fast-destroy: built in the scratch record; `finish` commits it to the table
+            # unless the packet destroys it first
+            return "\n".join(
+                [
+                    "{ /* created lazily (fast-destroy) */",
+                    f"    inst_{n} = &ctx->scratch_{n};",
+                    f"    memset(inst_{n}, 0, sizeof *inst_{n});",
+                    f"    lazy_{n} = 1;",
+                    f"    has_inst_{n} = 1;",
+                    f"    dir_{n} = 0;",
+                    f"    inst_{n}->fi.uid = ++ctx->uid;",
+                    f"    inst_{n}->fi.layer = {lc.index};",
+                    f"    inst_{n}->fi.state = {lc.start_state};",
+                    f"    inst_{n}->fi.key_a = kf_{n};",
+                    f"    inst_{n}->fi.key_p = {rev if lc.bidir else f'kf_{n}'};",
+                    *self._perm_init(lc, "    "),
+                    *opened,
+                    "}",
+                ]
+            )
         lines = [
             f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_create(ctx->tbl_{n}, kf_{n}, {rev});",
             f"if (inst_{n} == NULL) {{ /* pool full and eviction impossible */",
@@ -497,17 +560,8 @@ class CGen:
             f"    inst_{n}->fi.key_a = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, inst_{n}, 0);",
             f"    inst_{n}->fi.key_p = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, inst_{n}, 1);",
             f"    if (inst_{n}->fi.key_p == NULL) inst_{n}->fi.key_p = inst_{n}->fi.key_a;",
-        ]
-        for v in lc.proto.perms.values():
-            if v.init is None:
-                continue
-            from rubikgen.expr.ast import Assign, Name
-
-            st = Assign(Name(("perm", v.name)), parse_expr(v.init))
-            lines.append(f"    {stmt_to_c(st, env)} /* init, {lc.spec_file}:{lc.line(v.path)} */")
-        lines += [
-            f"    ev_{n}[{lc.ev_index('created')}] = 1;",
-            f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->now);",
+            *self._perm_init(lc, "    "),
+            *opened,
             "}",
         ]
         return "\n".join(lines)
@@ -565,7 +619,9 @@ class CGen:
         d = lc.dir_expr()
         ev = lc.ev_index
         lines += [
-            f"uint32_t fl_ = rg_seq_insert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, (uint32_t)m_, d_.ptr, len_, take_, {win}, 0, &sres_{n});",
+            f"uint32_t fl_ = rg_seq_insert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, (uint32_t)m_, "
+            f"d_.ptr, len_, take_, {win}, {'RG_SEQ_BORROW' if ins.args.get('borrow') else '0'}, "
+            f"&sres_{n});",
             f"vend_{n} = (uint32_t)m_ + take_;",
             f"ev_{n}[{ev('rexmit')}] = (fl_ & RG_SEQ_EV_REXMIT) != 0;",
             f"ev_{n}[{ev('out_of_wnd')}] = (fl_ & RG_SEQ_EV_OUT_OF_WINDOW) != 0;",
@@ -669,13 +725,51 @@ class CGen:
         if self._max_repeat(lc):
             # the sdu may point into the instance's sequence: keep it for the self-loop
             lines.append(f"if (loop_{n}) sdu_{n} = rg__keep(&ctx->keep_{n}, sdu_{n});")
-        lines += [
-            f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);",
-            f"rg_flow_delete(ctx->tbl_{n}, inst_{n});",
-            f"inst_{n} = &ctx->scratch_{n};",
-            f"has_inst_{n} = 0;",
-        ]
+        lines.append(f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);")
+        if ins.args.get("lazy"):
+            st = f"ctx->stats->layer[{lc.index}].inst"
+            lines += [
+                f"if (lazy_{n}) {{ /* never entered the table (fast-destroy) */",
+                f"    lazy_{n} = 0;",
+                f"    {st}.created++;",
+                f"    {st}.destroyed++;",
+                "} else {",
+                f"    rg_flow_delete(ctx->tbl_{n}, inst_{n});",
+                "}",
+            ]
+        else:
+            lines.append(f"rg_flow_delete(ctx->tbl_{n}, inst_{n});")
+        lines += [f"inst_{n} = &ctx->scratch_{n};", f"has_inst_{n} = 0;"]
         return "\n".join(lines)
+
+    def i_finish(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        lines = []
+        if ins.args.get("commit"):
+            rev = f"kr_{n}" if lc.bidir else "NULL"
+            lines += [
+                f"if (lazy_{n}) {{ /* the instance outlives the packet: into the table */",
+                f"    void *p_ = rg_flow_create(ctx->tbl_{n}, kf_{n}, {rev});",
+                f"    lazy_{n} = 0;",
+                "    if (p_ == NULL) {",
+                f"        rg_stats_error(&ctx->stats->layer[{lc.index}], RG_REASON_CAP);",
+                "        rc = RG_PKT_ERROR;",
+                f"        {lc.t('close')}(ctx, inst_{n}, RG_CLOSE_EVICTED);",
+                f"        has_inst_{n} = 0;",
+                "    } else {",
+                f"        memcpy(p_, inst_{n}, sizeof *inst_{n});",
+                f"        inst_{n} = (struct {lc.t('inst')} *)p_;",
+                f"        inst_{n}->fi.key_a = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, p_, 0);",
+                f"        inst_{n}->fi.key_p = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, p_, 1);",
+                f"        if (inst_{n}->fi.key_p == NULL) inst_{n}->fi.key_p = inst_{n}->fi.key_a;",
+                "    }",
+                "}",
+            ]
+        if ins.args.get("settle") and lc.has_seq:
+            lines.append(
+                f"if (has_inst_{n}) rg_seq_settle(&inst_{n}->seq[{lc.dir_expr()}], &{lc.t('seqcfg')});"
+            )
+        return "\n".join(lines) or "/* nothing to finish */"
 
 
 __all__ = ["CGen", "Generated", "GenerateError", "generate", "lower_checked", "spec_hash"]

@@ -232,7 +232,8 @@ class LayerC:
             f".{f.name} = {{rg_empty_byte, 0}}" for f in self.header_fields() if f.kind != "num"
         ]
         lines.append(
-            f"static const struct {self.t('hdr')} {self.t('hdr_init')} = {{{', '.join(init) or '0'}}};"
+            f"static const struct {self.t('hdr')} {self.t('hdr_init')} RG_MAYBE_UNUSED = "
+            f"{{{', '.join(init) or '0'}}};"
         )
         return "\n".join(lines)
 
@@ -271,6 +272,26 @@ class LayerC:
             lines.append(f"    {self._var_decl(v)} /* {self.spec_file}:{self.line(v.path)} */")
         lines.append("};")
         return "\n".join(lines)
+
+    def always_parsed(self) -> set[str]:
+        """Layouts the header program parses on every packet that parses at all."""
+        return {s for s in self.model.header if isinstance(s, str)}
+
+    def zero_conditional(self) -> list[str]:
+        """Clear what a packet may leave unparsed (header-zeroing): fields and has-flags of
+        layouts under an if or in an any_until. Many fields: one struct copy is cheaper."""
+        always = self.always_parsed()
+        h = self.v("h")
+        cond = [f for f in self.header_fields() if f.layout not in always]
+        if len(cond) > 8:
+            return [f"{h} = {self.t('hdr_init')};"]
+        out = []
+        for f in cond:
+            out.append(f"{h}.{f.name} = " + ("0;" if f.kind == "num" else "rg_bytes_empty();"))
+        for lay in self.proto.layouts:
+            if lay not in always:
+                out.append(f"{h}.has__{lay} = 0;")
+        return out
 
     # -- header parser ----------------------------------------------------------------------
     def header_code(self) -> str:

@@ -46,7 +46,17 @@ RESOURCE_KINDS = (
 # Instructions with an effect outside the function's own registers: never removed, never
 # reordered across one another ("commands", as opposed to pure updates).
 COMMANDS = frozenset(
-    {"create", "destroy", "insert_seq", "assemble", "callback", "handler", "observe", "error"}
+    {
+        "create",
+        "destroy",
+        "insert_seq",
+        "assemble",
+        "callback",
+        "handler",
+        "observe",
+        "error",
+        "finish",
+    }
 )
 
 # Every instruction opcode and what its ``args`` hold.
@@ -71,6 +81,8 @@ OPCODES: dict[str, str] = {
     "loop_decide": "args: cond (Cond): remember whether the self-loop edge holds",
     "destroy": "destroy the instance (accept state)",
     "reenter": "self-loop: the sdu becomes the layer's input for another pass",
+    "finish": "the layer is left: args settle (copy borrowed data), commit (a lazily created "
+    "instance enters the table)",
     "error": "args: reason: count an error of the layer",
 }
 
