@@ -223,3 +223,12 @@ def test_edge_case(name: str, sanitize: bool, runner: Runner) -> None:
     if exp.tshark_note:
         head += f"\ntshark: {exp.tshark_note}"
     assert not problems, head + "\n" + "\n".join(problems[:60])
+
+
+@pytest.mark.parametrize("name", ["garbage", "truncated"])
+def test_bad_packets_are_counted_as_errors(name: str, runner: Runner) -> None:
+    """Truncated and malformed headers end their layer with an error the summary counts
+    (a regression: a truncation once read as "parsed", because its reason code is 0)."""
+    run, _ = runner.get(name, False)
+    assert run.returncode == 0, run.describe()
+    assert run.summary()["errors"] > 0, run.stdout

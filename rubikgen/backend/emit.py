@@ -469,7 +469,10 @@ class CGen:
         return "\n".join(lines)
 
     def i_error(self, ins: Instr, lc: LayerC) -> str:
-        return f"rg_stats_error(&ctx->stats->layer[{lc.index}], err_{lc.name});\nrc = RG_PKT_ERROR;"
+        return (
+            f"rg_stats_error(&ctx->stats->layer[{lc.index}], err_{lc.name} - 1u);\n"
+            "rc = RG_PKT_ERROR;"
+        )
 
     def _store_key(self, buf: str, parts: list[Any], lc: LayerC) -> list[str]:
         out = []

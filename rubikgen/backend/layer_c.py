@@ -304,7 +304,8 @@ class LayerC:
 
     def _fail(self, reason: str) -> str:
         self._hc_jumps += 1
-        return f"{{ {self.v('err')} = {reason}; goto HE_{self.name}; }}"
+        # err_L is the reason + 1: 0 means "parsed" (RG_REASON_TRUNCATED is 0)
+        return f"{{ {self.v('err')} = 1u + {reason}; goto HE_{self.name}; }}"
 
     def _steps(self, steps: list[Any], ind: int) -> list[str]:
         out: list[str] = []
