@@ -242,6 +242,8 @@ def build(
     opt_level: int = 2,
     sanitize: bool = False,
     quiet: bool = False,
+    disable: Sequence[str] = (),
+    timings: dict[str, float] | None = None,
 ) -> BuildResult:
     """Generates, emits and compiles a stack; skips the compile when nothing changed.
 
@@ -251,7 +253,7 @@ def build(
     """
     from rubikgen.backend.emit import generate
 
-    gen = generate(str(stack_path), opt_level=opt_level)
+    gen = generate(str(stack_path), opt_level=opt_level, disable=tuple(disable), timings=timings)
     out = Path(out_dir)
     emit(gen, out)
     hfile = Path(handlers) if handlers is not None else out / gen.handlers_file

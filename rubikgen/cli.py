@@ -77,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         default=2,
         help="generator optimisation level: -O0, -O1 or -O2 (default)",
     )
+    _pass_options(b)
 
     r = sub.add_parser(
         "run",
@@ -104,6 +105,24 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--dot", action="store_true", help="Graphviz instead of text")
     i.add_argument("--no-effects", action="store_true", help="text without read/write sets")
     i.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    i.add_argument(
+        "-O",
+        dest="opt_level",
+        metavar="LEVEL",
+        type=int,
+        choices=(0, 1, 2),
+        default=0,
+        help="run the middle-end first: -O1 or -O2 (default -O0: the IR as lowered)",
+    )
+    _pass_options(i)
+    i.add_argument(
+        "--dump-after",
+        metavar="PASS",
+        action="append",
+        default=[],
+        help="print the IR after this pass (repeatable) instead of the final IR",
+    )
+    i.add_argument("--list-passes", action="store_true", help="list the passes and exit")
 
     c = sub.add_parser("check", help="report stale generated files and mismatched handlers")
     c.add_argument("stack", help="stack spec file")
@@ -112,6 +131,21 @@ def _parser() -> argparse.ArgumentParser:
         "--handlers", metavar="F.c", help="the handler file (default: DIR/STACK_handlers.c)"
     )
     return p
+
+
+def _pass_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--disable-pass", metavar="PASS", action="append", default=[], help="skip a pass"
+    )
+    p.add_argument(
+        "--timings", action="store_true", help="print the time of each compiler phase (stderr)"
+    )
+
+
+def _print_timings(t: dict[str, float]) -> None:
+    for k, v in t.items():
+        sys.stderr.write(f"rubikgen: {k:28} {v * 1000:8.1f} ms\n")
+    sys.stderr.write(f"rubikgen: {'total':28} {sum(t.values()) * 1000:8.1f} ms\n")
 
 
 def _build_options(p: argparse.ArgumentParser) -> None:
@@ -199,25 +233,50 @@ def _build_dir(args: argparse.Namespace, given: str | None) -> Path:
 
 
 def cmd_ir(args: argparse.Namespace) -> int:
+    import time
+
     from rubikgen.backend.emit import GenerateError, lower_checked
     from rubikgen.ir import to_dot, to_text
+    from rubikgen.opt import PassError, describe, optimize
 
+    if args.list_passes:
+        print(describe())
+        return EXIT_OK
+    t0 = time.perf_counter()
     try:
         prog, _ = lower_checked(args.stack)
     except GenerateError as e:
         _render_spec_errors(e.diagnostics)
         return EXIT_ERRORS
+    timings = {"check+lower": time.perf_counter() - t0}
+    try:
+        res = optimize(
+            prog, args.opt_level, disable=args.disable_pass, dump_after=args.dump_after, check=True
+        )
+    except PassError as e:
+        sys.stderr.write(f"rubikgen: error: {e}\n")
+        return EXIT_USAGE
+    for r in res.records:
+        timings[f"pass {r.name}"] = timings.get(f"pass {r.name}", 0.0) + r.seconds
+    if args.timings:
+        _print_timings(timings)
     if args.layer is not None and args.layer not in prog.layers:
         known = ", ".join(prog.layers)
         sys.stderr.write(
             f"rubikgen: error: no layer '{args.layer}' in the stack (layers: {known})\n"
         )
         return EXIT_USAGE
-    text = (
-        to_dot(prog, args.layer)
-        if args.dot
-        else to_text(prog, args.layer, effects=not args.no_effects)
-    )
+    if args.dump_after:
+        missing = [p for p in args.dump_after if p not in res.dumps]
+        if missing:
+            sys.stderr.write(
+                f"rubikgen: note: not run at -O{args.opt_level}: {', '.join(missing)}\n"
+            )
+        text = "".join(f"; after pass {name}\n{txt}" for name, txt in res.dumps.items())
+    elif args.dot:
+        text = to_dot(prog, args.layer)
+    else:
+        text = to_text(prog, args.layer, effects=not args.no_effects)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
@@ -226,9 +285,19 @@ def cmd_ir(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    import time
+
     from rubikgen.backend.emit import GenerateError
     from rubikgen.build import BuildError, build
+    from rubikgen.opt import PassError, check_names
 
+    try:
+        check_names(args.disable_pass)
+    except PassError as e:
+        sys.stderr.write(f"rubikgen: error: {e}\n")
+        return EXIT_USAGE
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
     try:
         res = build(
             args.stack,
@@ -238,6 +307,8 @@ def cmd_build(args: argparse.Namespace) -> int:
             cflags=shlex.split(args.cflags),
             opt_level=args.opt_level,
             sanitize=args.sanitize,
+            disable=args.disable_pass,
+            timings=timings,
         )
     except GenerateError as e:
         _render_spec_errors(e.diagnostics)
@@ -245,6 +316,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     except BuildError as e:
         sys.stderr.write(f"rubikgen: error: {e}\n")
         return EXIT_ERRORS
+    if args.timings:
+        timings["C compile (cached)" if not res.rebuilt else "C compile"] = (
+            time.perf_counter() - t0 - sum(timings.values())
+        )
+        _print_timings(timings)
     if not res.rebuilt:
         print(f"rubikgen: {res.binary} is up to date", file=sys.stderr)
     print(res.binary)

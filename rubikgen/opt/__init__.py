@@ -118,8 +118,18 @@ def optimize(
 def describe() -> str:
     lines = []
     for p in PASSES.values():
-        lines.append(f"{p.name:16} -O{p.level}  {p.doc.strip().splitlines()[0]}")
+        first = " ".join(p.doc.split()).split(". ")[0].rstrip(".")
+        lines.append(f"{p.name:16} -O{p.level}  {first}")
     return "\n".join(lines)
 
 
-__all__ = ["PASSES", "PIPELINE", "OptResult", "Pass", "PassError", "describe", "optimize"]
+__all__ = [
+    "PASSES",
+    "PIPELINE",
+    "OptResult",
+    "Pass",
+    "PassError",
+    "check_names",
+    "describe",
+    "optimize",
+]
