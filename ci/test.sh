@@ -6,8 +6,8 @@ bash ci/setup.sh
 PY=${PYTHON:-python3}
 
 echo "== lint =="
-$PY -m ruff check rubikgen tests ci
-$PY -m ruff format --check rubikgen tests ci
+$PY -m ruff check rubikgen tests ci bench
+$PY -m ruff format --check rubikgen tests ci bench
 echo "== specs =="
 $PY -m rubikgen validate --strict specs/
 echo "== schema freshness =="
