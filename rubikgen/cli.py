@@ -68,15 +68,7 @@ def _parser() -> argparse.ArgumentParser:
         "--cc", default=os.environ.get("CC") or "cc", help="C compiler (default: $CC or cc)"
     )
     b.add_argument("--cflags", default="", help='extra compiler flags, e.g. "-O3 -march=native"')
-    b.add_argument(
-        "-O",
-        dest="opt_level",
-        metavar="LEVEL",
-        type=int,
-        choices=(0, 1, 2),
-        default=2,
-        help="generator optimisation level: -O0, -O1 or -O2 (default)",
-    )
+    _opt_level(b, 2, "generator optimisation level: -O0, -O1 or -O2 (default)")
     _pass_options(b)
 
     r = sub.add_parser(
@@ -105,15 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--dot", action="store_true", help="Graphviz instead of text")
     i.add_argument("--no-effects", action="store_true", help="text without read/write sets")
     i.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    i.add_argument(
-        "-O",
-        dest="opt_level",
-        metavar="LEVEL",
-        type=int,
-        choices=(0, 1, 2),
-        default=0,
-        help="run the middle-end first: -O1 or -O2 (default -O0: the IR as lowered)",
-    )
+    _opt_level(i, 0, "run the middle-end first: -O1 or -O2 (default -O0: the IR as lowered)")
     _pass_options(i)
     i.add_argument(
         "--dump-after",
@@ -131,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
         "--handlers", metavar="F.c", help="the handler file (default: DIR/STACK_handlers.c)"
     )
     return p
+
+
+def _opt_level(p: argparse.ArgumentParser, default: int, help: str) -> None:
+    p.add_argument(
+        "-O", dest="opt_level", metavar="LEVEL", type=int, choices=(0, 1, 2), default=default,
+        help=help,
+    )  # fmt: skip
 
 
 def _pass_options(p: argparse.ArgumentParser) -> None:

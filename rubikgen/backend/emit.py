@@ -147,13 +147,11 @@ class CGen:
             lc.atoms = len(prog.layers[name].atoms)
             lc.prepare([h for h, hd in self.stack.handlers.items() if hd.layer == name])
         self.handlers = self._handlers()
-        self.ret_ids: dict[str, dict[str, int]] = {}
-        for name, lir in prog.layers.items():
-            self.ret_ids[name] = {ret: i + 1 for i, (_, ret) in enumerate(lir.callers)}
-            # one id per call site: callers are (call block, ret block)
-            self.ret_ids[name] = {}
-            for i, (call, _ret) in enumerate(lir.callers):
-                self.ret_ids[name][call] = i + 1
+        # one return id per call site of each layer (callers are (call block, ret block))
+        self.ret_ids = {
+            name: {call: i + 1 for i, (call, _) in enumerate(lir.callers)}
+            for name, lir in prog.layers.items()
+        }
 
     # -- handlers ---------------------------------------------------------------------------
     def _arg_types(self, lc: LayerC, args: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -571,6 +569,10 @@ class CGen:
 
     def i_no_instance(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
+        if not lc.has_instance and not lc.proto.perms:
+            # nothing reads the scratch record of a layer without selector and perm
+            # variables (enter already pointed inst at it): skip zeroing it every packet
+            return "/* no instance: scratch record unused */"
         return "\n".join(
             [
                 f"inst_{n} = &ctx->scratch_{n};",
