@@ -12,7 +12,8 @@ configuration's best run, because the machine is shared and noisy.  With --callg
 counts the instructions per packet of every configuration (valgrind's callgrind, the second
 pass's processing loop only).  Writes bench/results/<timestamp>.json and .md and prints the
 Markdown tables.  Correctness is checked on the way: bytes delivered by rubikgen against libnids
-and the capture manifest, TCP connections closed against the manifest's connection count.
+and the capture manifest, TCP connections closed against the manifest's connection count, and
+the signature matches (SF) of rubikgen against libnids, pattern by pattern.
 
 Not part of the test suite; see bench/README.md and BENCHMARKS.md.
 """
@@ -46,6 +47,7 @@ SEED = 1  # hash seed of the stack binaries (--seed): the same work on every run
 TCP_SPEC = ROOT / "specs" / "protocols" / "tcp.yaml"
 FT_PROTOCOL = BENCH / "specs" / "tcp_ft.yaml"
 FT_STACK = BENCH / "specs" / "tcp_ip_ft.yaml"
+SF_PATTERNS = BENCH / "sf_patterns.txt"  # the SF workload's patterns (id = line number)
 
 Json = dict[str, Any]
 
@@ -91,14 +93,25 @@ BUILDS: dict[str, Build] = {
 @dataclass(frozen=True)
 class Config:
     name: str
-    group: str  # "DA" (data assembly), "FT" (flow tracking) or "bound"
+    group: str  # "DA" (data assembly), "FT" (flow tracking), "SF" (signatures) or "bound"
     build: str | None = None  # key of BUILDS (rubikgen configurations)
     peer: str | None = None  # peer binary name (bench/build/peers/)
     doc: str = ""
+    sf: bool = False  # the build's SF binary (`make -C bench sf`), matching bench/sf_patterns.txt
 
     @property
     def is_rubikgen(self) -> bool:
         return self.build is not None
+
+    def binary(self) -> Path:
+        if self.build is not None:
+            b = BUILDS[self.build]
+            return b.dir / f"{b.stack}-sf" if self.sf else b.binary
+        assert self.peer is not None
+        return PEERS_DIR / self.peer
+
+
+SF_RUBIKGEN_DOC = "-O2 stack + SF NF (a Hyperscan stream per direction)"
 
 
 def configs_for(stack: str) -> list[Config]:
@@ -107,6 +120,7 @@ def configs_for(stack: str) -> list[Config]:
         return [
             Config("rubikgen-O0", "DA", build="gtp-O0", doc="gtp stack, generator -O0"),
             Config("rubikgen-O2", "DA", build="gtp-O2", doc="gtp stack, generator -O2"),
+            Config("rubikgen-SF-O2", "SF", build="gtp-O2", sf=True, doc=SF_RUBIKGEN_DOC),
             Config("parse_only", "bound", peer="parse_only", doc="Eth/IPv4/UDP/GTP-U/IPv4/TCP"),
             Config("parse_hash", "bound", peer="parse_hash", doc="parse + inner 4-tuple lookup"),
         ]
@@ -116,23 +130,24 @@ def configs_for(stack: str) -> list[Config]:
         Config("nids_da", "DA", peer="nids_da", doc="libnids, both directions collected"),
         Config("rubikgen-FT-O2", "FT", build="tcp_ip_ft-O2", doc="tcp_ip, TCP buffer_data: false"),
         Config("nids_ft", "FT", peer="nids_ft", doc="libnids, no data collected"),
+        Config("rubikgen-SF-O2", "SF", build="tcp_ip-O2", sf=True, doc=SF_RUBIKGEN_DOC),
+        Config("nids_sf", "SF", peer="nids_sf", doc="nids_da + a Hyperscan stream per direction"),
         Config("parse_only", "bound", peer="parse_only", doc="Eth/IPv4/TCP header parse"),
         Config("parse_hash", "bound", peer="parse_hash", doc="parse + 4-tuple hash lookup"),
     ]
 
 
 ALL_CONFIGS = ["rubikgen-O0", "rubikgen-O2", "nids_da", "rubikgen-FT-O2", "nids_ft"]
-ALL_CONFIGS += ["parse_only", "parse_hash"]
+ALL_CONFIGS += ["rubikgen-SF-O2", "nids_sf", "parse_only", "parse_hash"]
 
 
 def config_command(c: Config, capture: Path, passes: int, cap: int | None) -> list[str]:
+    sf = ["--patterns", rel(SF_PATTERNS)] if c.group == "SF" else []
     if c.build is not None:
-        b = BUILDS[c.build]
-        cmd = [rel(b.binary), rel(capture), "--bench", "--passes", str(passes)]
-        cmd += ["--nf", "count", "--seed", str(SEED)]
+        cmd = [rel(c.binary()), rel(capture), "--bench", "--passes", str(passes)]
+        cmd += ["--nf", "count", "--seed", str(SEED), *sf]
         return cmd + (["--cap", str(cap)] if cap else [])
-    assert c.peer is not None
-    cmd = [rel(PEERS_DIR / c.peer), rel(capture), "--passes", str(passes)]
+    cmd = [rel(c.binary()), rel(capture), "--passes", str(passes), *sf]
     if cap:
         cmd += ["--cap", str(cap)]
     return cmd
@@ -237,16 +252,24 @@ def rubikgen_cmd() -> list[str]:
     return [sys.executable, "-m", "rubikgen"]
 
 
-def build_all(builds: list[Build], need_peers: bool) -> Json:
-    """Build the runtime, the peers, the stacks and their flow checkers; what was built."""
+def build_all(builds: list[Build], need_peers: bool, sf_builds: set[str], sf_peer: bool) -> Json:
+    """Build the runtime, the peers, the stacks, their flow checkers and (for the builds in
+    sf_builds) their SF binaries; what was built."""
     info: Json = {}
     print(
         "bench: building (make -C runtime-c lib, make -C bench peers, rubikgen build)",
         file=sys.stderr,
     )
+    if (sf_builds or sf_peer) and subprocess.run(["pkg-config", "--exists", "libhs"]).returncode:
+        sys.exit(
+            "bench: the SF configurations need Hyperscan (apt-get install libhyperscan-dev, "
+            "or bash ci/setup.sh); or leave them out with --configs"
+        )
     run(["make", "-s", "-C", "runtime-c", "lib"])
     if need_peers:
         run(["make", "-s", "-C", "bench", "peers"])
+    if sf_peer:
+        run(["make", "-s", "-C", "bench", "sf-peer"])
     run(rubikgen_cmd() + ["validate", "--strict", "bench/specs"])
     for b in builds:
         cmd = rubikgen_cmd() + ["build", rel(b.spec), "-o", rel(b.dir), f"-O{b.opt}"]
@@ -264,6 +287,12 @@ def build_all(builds: list[Build], need_peers: bool) -> Json:
             "spec_hash": stamp.get("spec_hash"),
             "cc_command": stamp.get("command"),
         }
+        if b.key in sf_builds:
+            # the same generated code and flags, with bench/nf's SF network function linked in
+            sf_cmd = ["make", "-s", "-C", "bench", "sf", f"STACK={b.stack}", f"STACK_DIR={b.dir}"]
+            run(sf_cmd)
+            info[b.key]["sf_command"] = shlex.join(sf_cmd)
+            info[b.key]["sf_binary"] = rel(b.dir / f"{b.stack}-sf")
     # how much the generator's -O2 changes the code today
     for stack in ("tcp_ip", "gtp"):
         o0, o2 = BUILD / f"{stack}-O0" / f"{stack}_gen.c", BUILD / f"{stack}-O2" / f"{stack}_gen.c"
@@ -609,6 +638,8 @@ def summarise(m: Measure, c: Capture, ref_payload: int | None) -> Json:
         out["wire_gbps"] = wire * 8 / seconds / 1e9
         if ref_payload is not None:
             out["payload_gbps"] = ref_payload * 8 / seconds / 1e9
+    if m.config.group == "SF":
+        out["sf"] = sf_summary(last)
     if m.config.is_rubikgen:
         tf = tcp_flows(m.flows)
         out["flows"] = m.flows
@@ -618,6 +649,73 @@ def summarise(m: Measure, c: Capture, ref_payload: int | None) -> Json:
         out["instances_closed_all_layers"] = last.get("flows_closed")
         out["flows_opened"] = tf["opened"]
         out["flows_closed"] = tf["accept"]
+    return out
+
+
+def sf_by_id(per: list[int] | None) -> str | None:
+    """The patterns that matched as "id:count ..." (ids are line numbers of the pattern file)."""
+    if per is None:
+        return None
+    return " ".join(f"{i + 1}:{n}" for i, n in enumerate(per) if n) or "none"
+
+
+def sf_summary(o: Json) -> Json:
+    """The SF counts of a run's output line (sf_hs.h: sf_counts_json)."""
+    per = o.get("sf_pattern_matches")
+    return {
+        "matches": o.get("sf_matches"),
+        "patterns": o.get("sf_patterns"),
+        "patterns_hit": o.get("sf_patterns_hit"),
+        "pattern_matches": per,  # index i: pattern id i + 1 (its line in the pattern file)
+        "matched": sf_by_id(per),
+        "streams": o.get("sf_streams"),
+        "chunks": o.get("sf_chunks"),
+        "scanned_bytes": o.get("sf_scanned_bytes"),
+        "errors": o.get("sf_errors"),
+        "consistent": o.get("sf_consistent"),
+    }
+
+
+def sf_checks(c: Capture, res: dict[str, Json], exp_payload: int | None) -> list[Json]:
+    """The SF workload's correctness: rubikgen and libnids chunk the payload differently, but
+    Hyperscan's streaming mode makes the matches independent of the chunking, so both must
+    report the same match count for every pattern."""
+    out: list[Json] = []
+    sf = {k: r["sf"] for k, r in res.items() if r.get("group") == "SF" and r.get("sf")}
+    rg, nids = sf.get("rubikgen-SF-O2"), sf.get("nids_sf")
+    if rg and nids and rg["pattern_matches"] is not None and nids["pattern_matches"] is not None:
+        a, b = rg["pattern_matches"], nids["pattern_matches"]
+        diff = [
+            f"id {i + 1}: {x} vs {y}" for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y
+        ]
+        if len(a) != len(b):
+            diff.insert(0, f"{len(a)} vs {len(b)} patterns")
+        same = not diff and rg["matches"] == nids["matches"]
+        verdict = "every pattern's count equal" if same else "differ: " + ", ".join(diff[:10])
+        detail = (
+            f"{rg['matches']} vs {nids['matches']} matches; {rg['patterns_hit']} of "
+            f"{rg['patterns']} patterns matched; {verdict}; "
+            f"chunks scanned {rg['chunks']} vs {nids['chunks']}"
+        )
+        out.append(check("sf matches: rubikgen-SF-O2 == nids_sf (per pattern)", same, detail))
+    for cfg, v in sf.items():
+        out.append(
+            check(
+                f"sf matches > 0: {cfg}",
+                bool(v["matches"]),
+                f"{v['matches']} matches (id:count {v['matched']})",
+            )
+        )
+        if exp_payload is not None:
+            out.append(
+                check(
+                    f"sf bytes scanned: {cfg} == manifest",
+                    v["scanned_bytes"] == exp_payload,
+                    f"{v['scanned_bytes']} vs {exp_payload}",
+                )
+            )
+        if v["errors"]:
+            out.append(check(f"sf Hyperscan errors: {cfg}", False, str(v["errors"])))
     return out
 
 
@@ -669,7 +767,8 @@ def correctness(c: Capture, res: dict[str, Json]) -> list[Json]:
                 f"{nids} vs {exp_payload} (diff {nids - exp_payload:+d})",
             )
         )
-    for cfg in ("rubikgen-O2", "rubikgen-O0", "rubikgen-FT-O2", "nids_da", "nids_ft"):
+    flow_cfgs = ["rubikgen-O2", "rubikgen-O0", "rubikgen-FT-O2", "rubikgen-SF-O2"]
+    for cfg in flow_cfgs + ["nids_da", "nids_ft", "nids_sf"]:
         closed = val(cfg, "flows_closed")
         if closed is None:
             continue
@@ -696,7 +795,7 @@ def correctness(c: Capture, res: dict[str, Json]) -> list[Json]:
         )
     for cfg, r in res.items():
         o = r.get("output", {})
-        if o.get("consistent") is False:
+        if o.get("consistent") is False or o.get("sf_consistent") is False:
             out.append(
                 check(
                     f"passes agree: {cfg}", False, "the passes of a run reported different counters"
@@ -720,7 +819,7 @@ def correctness(c: Capture, res: dict[str, Json]) -> list[Json]:
                     f"{flows['errors']} (rubikgen --stats tells which)",
                 )
             )
-    return out
+    return out + sf_checks(c, res, exp_payload)
 
 
 def ratios(res: dict[str, Json]) -> Json:
@@ -736,6 +835,7 @@ def ratios(res: dict[str, Json]) -> Json:
 
     pairs = [("rubikgen-O2", p) for p in ("rubikgen-O0", "nids_da", "parse_only", "parse_hash")]
     pairs += [("rubikgen-FT-O2", "nids_ft"), ("rubikgen-FT-O2", "parse_hash")]
+    pairs += [("rubikgen-SF-O2", "nids_sf")]
     for mine, other in pairs:
         a, b = ns(mine), ns(other)
         ia, ib = ir(mine), ir(other)
@@ -836,6 +936,7 @@ def machine_info() -> Json:
     except OSError:
         pass
     nids = first_line(["dpkg-query", "-W", "-f=${Version}", "libnids-dev"])
+    hs = first_line(["dpkg-query", "-W", "-f=${Version}", "libhyperscan-dev"])
     commit = first_line(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
     dirty = subprocess.run(
         ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
@@ -850,6 +951,7 @@ def machine_info() -> Json:
         "gcc": first_line(["cc", "--version"]),
         "libnids": f"libnids-dev {nids}" if nids != "unknown" else "unknown",
         "libpcap": first_line(["pkg-config", "--modversion", "libpcap"]),
+        "hyperscan": f"libhyperscan-dev {hs}" if hs != "unknown" else "unknown",
         "valgrind": first_line(["valgrind", "--version"]) if shutil.which("valgrind") else None,
         "python": platform.python_version(),
         "git_commit": commit + (" (with local changes)" if dirty else ""),
@@ -885,6 +987,24 @@ def markdown(doc: Json) -> str:
                 f"{fmt(ipp, 0) if ipp else '–'} | {fmt(r['payload_bytes'])} | {fmt(r['flows_closed'])} |"
             )
     add("")
+    sf_rows = [
+        (w, name, r["sf"])
+        for w, wr in doc["workloads"].items()
+        for name, r in wr["configs"].items()
+        if r.get("sf")
+    ]
+    if sf_rows:
+        add(
+            "| workload | SF config | matches | patterns matched | matches by pattern id | streams | chunks scanned | bytes scanned |"
+        )
+        add("|---|---|---:|---:|---|---:|---:|---:|")
+        for w, name, v in sf_rows:
+            by_id = v["matched"] or "–"
+            add(
+                f"| {w} | {name} | {fmt(v['matches'])} | {fmt(v['patterns_hit'])}/{fmt(v['patterns'])} | "
+                f"{by_id} | {fmt(v['streams'])} | {fmt(v['chunks'])} | {fmt(v['scanned_bytes'])} |"
+            )
+        add("")
     add("| workload | comparison | speedup (packets/s) | instructions ratio |")
     add("|---|---|---:|---:|")
     for w, wr in doc["workloads"].items():
@@ -986,11 +1106,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.configs:
             cfgs = [x for x in cfgs if x.name in args.configs]
         plan[c.workload] = cfgs
-    needed = sorted({x.build for cfgs in plan.values() for x in cfgs if x.build})
+    planned = [x for cfgs in plan.values() for x in cfgs]
+    needed = sorted({x.build for x in planned if x.build})
     builds_info: Json = {}
     if not args.no_build:
         builds_info = build_all(
-            [BUILDS[k] for k in needed], any(x.peer for v in plan.values() for x in v)
+            [BUILDS[k] for k in needed],
+            any(x.peer and x.group != "SF" for x in planned),
+            {x.build for x in planned if x.build and x.sf},
+            any(x.peer == "nids_sf" for x in planned),
         )
 
     measures: dict[str, dict[str, Measure]] = {}
@@ -1016,11 +1140,14 @@ def main(argv: list[str] | None = None) -> int:
                 + (f"  ERROR {m.errors[-1]}" if m.errors else ""),
                 file=sys.stderr,
             )
-    # correctness counters of the stacks (untimed)
+    # correctness counters of the stacks (untimed; the SF binary shares its build's checker)
     for c in captures:
+        checked: dict[str, Json | None] = {}
         for m in measures[c.workload].values():
             if m.config.build:
-                m.flows = run_flows(m.config.build, c)
+                if m.config.build not in checked:
+                    checked[m.config.build] = run_flows(m.config.build, c)
+                m.flows = checked[m.config.build]
     if args.callgrind:
         for c in captures:
             for m in measures[c.workload].values():
@@ -1069,6 +1196,17 @@ def main(argv: list[str] | None = None) -> int:
             "captures": rel(args.captures.resolve()),
             "seed": SEED,
             "cpu": args.cpu,
+            "sf_patterns": {
+                "file": rel(SF_PATTERNS),
+                "sha256": hashlib.sha256(SF_PATTERNS.read_bytes()).hexdigest()
+                if SF_PATTERNS.exists()
+                else None,
+                "count": len(SF_PATTERNS.read_text().splitlines())
+                if SF_PATTERNS.exists()
+                else None,
+                "engine": "Hyperscan streaming mode (HS_MODE_STREAM), one stream per flow "
+                "direction; flags HS_FLAG_DOTALL | HS_FLAG_MULTILINE; every match report counts",
+            },
             "rates_from": "best pass CPU time (CLOCK_THREAD_CPUTIME_ID); wall time reported alongside",
         },
         "builds": builds_info,

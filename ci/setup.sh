@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libpcap-dev libcmocka-dev       # runtime-c: capture driver, unit tests; built stacks link libpcap
   graphviz                        # rubikgen graph --format svg
   tshark                          # reference oracle in end-to-end tests
-  libnids-dev libpcre2-dev valgrind  # benchmarks: libnids peers (make -C bench peers), callgrind
+  libnids-dev libhyperscan-dev libpcre2-dev valgrind  # benchmarks: libnids peers (make -C bench peers), Hyperscan (SF workload), callgrind
 )
 
 missing=()

@@ -5,6 +5,13 @@
  *            the callback, which counts them (client.collect and
  *            server.collect are raised in NIDS_JUST_EST; NIDS_DATA adds
  *            client.count_new + server.count_new).
+ *   nids_sf  (NIDS_SF=1, implies NIDS_COLLECT=1)  signature matching: nids_da
+ *            plus a Hyperscan stream per half-connection (../nf/sf_hs.h: the
+ *            same database, flags and counting as the rubikgen SF NF),
+ *            opened on its first data, scanned with every chunk NIDS_DATA
+ *            delivers, closed when the connection ends (NIDS_CLOSE,
+ *            NIDS_RESET, NIDS_TIMED_OUT, and NIDS_EXITING after the loop);
+ *            the counts are the "sf_*" fields of the JSON line.
  *   nids_ft  (NIDS_COLLECT=0)  flow tracking: no data is collected.  libnids
  *            frees a connection whose callbacks ask for nothing at
  *            NIDS_JUST_EST (it would then never report its close), so the
@@ -36,8 +43,55 @@
 
 #include "peer.h"
 
+#ifndef NIDS_SF
+#define NIDS_SF 0
+#endif
 #ifndef NIDS_COLLECT
 #define NIDS_COLLECT 1
+#endif
+#if NIDS_SF && !NIDS_COLLECT
+#error "NIDS_SF needs NIDS_COLLECT"
+#endif
+
+#if NIDS_SF
+#include "sf_hs.h"
+
+#ifndef SF_PATTERNS_DEFAULT
+#define SF_PATTERNS_DEFAULT "bench/sf_patterns.txt"
+#endif
+
+static sf_db sf;                 /* compiled once (prepare) */
+static sf_counts sf_c, sf_first; /* this pass; the first pass */
+static int sf_passes, sf_consistent = 1;
+static const char *sf_patterns;
+
+/* A connection's streams: [0] the data sent to the server (c2s), [1] the
+ * data sent to the client (s2c), as rubikgen's directions 0 and 1. */
+typedef struct sf_conn {
+    hs_stream_t *s[2];
+} sf_conn;
+
+/* The count_new bytes just added to a half-stream: libnids keeps
+ * count - offset bytes in data, the new ones last. */
+static void sf_half(struct half_stream *h, sf_conn **conn, int dir)
+{
+    if (h->count_new <= 0) return;
+    if (!*conn && !(*conn = calloc(1, sizeof **conn))) {
+        sf_c.errors++;
+        return;
+    }
+    const char *p = h->data + (h->count - h->offset) - h->count_new;
+    sf_scan(&sf, &(*conn)->s[dir], (const uint8_t *)p, (size_t)h->count_new, &sf_c);
+}
+
+static void sf_end(sf_conn **conn)
+{
+    if (!*conn) return;
+    sf_close(&sf, &(*conn)->s[0], &sf_c);
+    sf_close(&sf, &(*conn)->s[1], &sf_c);
+    free(*conn);
+    *conn = NULL;
+}
 #endif
 
 typedef struct nids_counts {
@@ -76,7 +130,19 @@ static uint64_t stream_bytes(const struct tcp_stream *a)
 
 static void on_tcp(struct tcp_stream *a, void **param)
 {
+#if NIDS_SF
+    sf_conn **conn = (sf_conn **)param; /* per connection */
+    if (a->nids_state == NIDS_JUST_EST) {
+        *conn = NULL; /* libnids hands an uninitialised pointer here */
+    } else if (a->nids_state == NIDS_DATA) {
+        sf_half(&a->server, conn, 0);
+        sf_half(&a->client, conn, 1);
+    } else {
+        sf_end(conn);
+    }
+#else
     (void)param;
+#endif
     switch (a->nids_state) {
     case NIDS_JUST_EST:
         g.opened++;
@@ -116,6 +182,18 @@ static void on_tcp(struct tcp_stream *a, void **param)
 static int prepare(const rg_capture *cap, const peer_opts *o)
 {
     (void)o;
+#if NIDS_SF
+    char err[512];
+    sf_patterns = o->patterns;
+    if (sf_db_load(&sf, o->patterns, err, sizeof err)) {
+        fprintf(stderr, "nids_sf: --patterns: %s\n", err);
+        return -1;
+    }
+    if (sf_counts_init(&sf_c, sf.n) || sf_counts_init(&sf_first, sf.n)) {
+        fprintf(stderr, "nids_sf: out of memory\n");
+        return -1;
+    }
+#endif
     dead = pcap_open_dead(cap->link.dlt, cap->snaplen ? (int)cap->snaplen : 262144);
     hdrs = calloc(cap->count ? cap->count : 1, sizeof *hdrs);
     if (!dead || !hdrs) {
@@ -136,6 +214,9 @@ static int setup(const rg_capture *cap, const peer_opts *o)
 {
     (void)cap;
     memset(&g, 0, sizeof g);
+#if NIDS_SF
+    sf_counts_reset(&sf_c);
+#endif
     nids_params.pcap_desc = dead;
     nids_params.filename = NULL;
     nids_params.device = NULL;
@@ -177,16 +258,35 @@ static void teardown(peer_counts *out)
     peer_count_set(out, "warn_tcp_toomuch", g.warn_tcp_toomuch);
     peer_count_set(out, "warn_tcp_bigqueue", g.warn_tcp_bigqueue);
     peer_count_set(out, "warn_other", g.warn_other);
+#if NIDS_SF
+    if (sf_passes++ == 0)
+        sf_counts_copy(&sf_first, &sf_c);
+    else if (!sf_counts_equal(&sf_first, &sf_c))
+        sf_consistent = 0;
+#endif
 }
+
+#if NIDS_SF
+static void sf_json(FILE *out)
+{
+    sf_counts_json(out, &sf_c, sf_consistent, sf_patterns);
+}
+#endif
 
 int main(int argc, char **argv)
 {
     static const peer_ops ops = {
-        .name = NIDS_COLLECT ? "nids_da" : "nids_ft",
+        .name = NIDS_SF        ? "nids_sf"
+                : NIDS_COLLECT ? "nids_da"
+                               : "nids_ft",
         .prepare = prepare,
         .setup = setup,
         .run = run,
         .teardown = teardown,
+#if NIDS_SF
+        .extra_json = sf_json,
+        .patterns_default = SF_PATTERNS_DEFAULT,
+#endif
     };
     return peer_main(argc, argv, &ops);
 }

@@ -110,12 +110,13 @@ static int run_pass_forked(const peer_ops *ops, const rg_capture *cap, const pee
 static void usage(FILE *out, const char *prog, const char *name)
 {
     fprintf(out,
-            "usage: %s CAPTURE [--passes N] [--fork] [--cap N]\n"
+            "usage: %s CAPTURE [--passes N] [--fork] [--cap N] [--patterns FILE]\n"
             "Benchmark peer %s: load CAPTURE into memory, process it N times (default 3),\n"
             "each pass from a fresh state, and print one JSON line (best pass).\n"
             "  --passes N   passes (the best one counts)\n"
             "  --fork       run every pass in a fresh child process\n"
-            "  --cap N      table size (flows) instead of the peer's default\n",
+            "  --cap N      table size (flows) instead of the peer's default\n"
+            "  --patterns FILE  pattern file (signature-matching peers only)\n",
             prog, name);
 }
 
@@ -152,6 +153,8 @@ int peer_main(int argc, char **argv, const peer_ops *ops)
                 fprintf(stderr, "%s: invalid --cap '%s'\n", prog, argv[i]);
                 return 2;
             }
+        } else if (!strcmp(a, "--patterns") && i + 1 < argc && ops->patterns_default) {
+            o.patterns = argv[++i];
         } else if (!strcmp(a, "--fork")) {
             use_fork = 1;
         } else if (a[0] == '-' && a[1]) {
@@ -169,6 +172,11 @@ int peer_main(int argc, char **argv, const peer_ops *ops)
         usage(stderr, prog, ops->name);
         return 2;
     }
+    if (use_fork && ops->extra_json) {
+        fprintf(stderr, "%s: --fork is not supported by this peer\n", prog);
+        return 2;
+    }
+    if (!o.patterns) o.patterns = ops->patterns_default;
 
     char err[512];
     rg_capture cap;
@@ -211,6 +219,7 @@ int peer_main(int argc, char **argv, const peer_ops *ops)
         if (strcmp(n, "payload_bytes") && strcmp(n, "flows_opened") && strcmp(n, "flows_closed"))
             printf(",\"%s\":%" PRIu64, n, r.counts.value[i]);
     }
+    if (ops->extra_json) ops->extra_json(stdout);
     printf(",\"wire_bytes\":%" PRIu64 ",\"mode\":\"%s\",\"consistent\":%s}\n", cap.bytes,
            use_fork ? "fork" : "in-process", consistent ? "true" : "false");
     fflush(stdout);

@@ -1,9 +1,10 @@
 /* peer.h - the common harness of the benchmark peers (bench/peers/).
  *
- * A peer is a program `PEER CAPTURE --passes N [--fork] [--cap N]` that loads
- * the whole capture into memory first (rg_capture_load), then runs N passes
- * over it, each from a fresh state, and prints ONE JSON line in the format of
- * the rubikgen stack binaries' `--bench` mode:
+ * A peer is a program `PEER CAPTURE --passes N [--fork] [--cap N]
+ * [--patterns FILE]` that loads the whole capture into memory first
+ * (rg_capture_load), then runs N passes over it, each from a fresh state, and
+ * prints ONE JSON line in the format of the rubikgen stack binaries' `--bench`
+ * mode:
  *
  *   {"peer","pkts","passes","cpu_ns_per_pkt","wall_ns_per_pkt",
  *    "payload_bytes","flows_opened","flows_closed", ...extra counters,
@@ -23,6 +24,7 @@
 #define BENCH_PEER_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "rg/rg_pcap.h"
 
@@ -39,7 +41,8 @@ typedef struct peer_counts {
 void peer_count_set(peer_counts *c, const char *name, uint64_t value);
 
 typedef struct peer_opts {
-    uint64_t cap; /* --cap N: table size hint (0 = the peer's default) */
+    uint64_t cap;         /* --cap N: table size hint (0 = the peer's default) */
+    const char *patterns; /* --patterns FILE (peers with patterns_default only) */
 } peer_opts;
 
 typedef struct peer_ops {
@@ -52,6 +55,12 @@ typedef struct peer_ops {
     void (*run)(const rg_capture *cap);
     /* end of a pass: report and release (untimed) */
     void (*teardown)(peer_counts *out);
+    /* optional: more JSON fields (each preceded by a comma) after the
+     * counters of the last pass.  They come from the peer's own state, which
+     * a --fork pass does not bring back: such peers refuse --fork. */
+    void (*extra_json)(FILE *out);
+    /* the default of --patterns; NULL: the peer takes no --patterns */
+    const char *patterns_default;
 } peer_ops;
 
 /* Parse the command line, load the capture, run the passes, print the JSON
