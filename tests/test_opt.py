@@ -135,3 +135,144 @@ def test_cli_ir_and_build_options(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["ir", TCP_IP, "--disable-pass", "bogus"]) == 2
     assert main(["ir", "--list-passes", TCP_IP]) == 0
     assert "fast-destroy" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# const-prop, tail-dup, dead-stores
+
+
+def _prepared() -> Program:
+    """tcp_ip after the passes that precede the constant group at -O2."""
+    prog = lowered()
+    for name in ("fold-branches", "jump-threading", "dead-blocks", "header-zeroing",
+                 "fast-forward", "fast-destroy"):  # fmt: skip
+        PASSES[name].run(prog)
+    return prog
+
+
+def _branch_texts(prog: Program, layer: str) -> list[str]:
+    from rubikgen.expr.ast import unparse
+
+    return [unparse(b.term.cond.expr) for b in prog.blocks.values() if b.layer == layer
+            and isinstance(b.term, Branch) and b.term.cond.expr is not None]  # fmt: skip
+
+
+def test_const_prop_folds_branches_implied_by_the_path() -> None:
+    from rubikgen.opt.constprop import const_prop
+
+    prog = _prepared()
+    before = [b.term.cond.kind for b in prog.blocks.values()
+              if b.layer == "ip" and isinstance(b.term, Branch)]  # fmt: skip
+    assert before.count("has_inst") >= 2
+    assert const_prop(prog)
+    while const_prop(prog):  # a folded branch removes an edge: the join below learns more
+        pass
+    # every path to "has the packet an instance?" knows it: found, or lazily created
+    assert not [b for b in prog.blocks.values() if b.layer == "ip"
+                and isinstance(b.term, Branch) and b.term.cond.kind == "has_inst"]  # fmt: skip
+    assert verify(prog) == []
+    dead_blocks(prog)
+    assert verify(prog) == []
+
+
+def _reach(prog: Program, start: str, layer: str, depth: int) -> set[str]:
+    seen, todo = set(), [(start, 0)]
+    while todo:
+        n, d = todo.pop()
+        if n in seen or d > depth:
+            continue
+        seen.add(n)
+        todo += [(s, d + 1) for s in prog.blocks[n].successors()]
+    return seen - {start}
+
+
+def test_tail_dup_specialises_the_created_path() -> None:
+    from rubikgen.opt.constprop import const_prop, tail_dup
+
+    prog = _prepared()
+    n0 = len(prog.blocks)
+    for _ in range(16):
+        changed = False
+        for p in (const_prop, tail_dup, fold_branches, jump_threading, dead_blocks):
+            changed = p(prog) or changed
+        if not changed:
+            break
+    assert verify(prog) == []
+    texts = _branch_texts(prog, "ip")
+    # the created datagram's path tests the fragment bits alone (the state is known to be DUMP)
+    # while the found path still tests the state
+    assert "!header.more_frag && header.frag_off == 0" in texts
+    assert any(t.startswith("current_state == 0 &&") for t in texts)
+    # branch lifting: the event decision after the PSM moved into each transition's path;
+    # after `frag` (psm.frag) `psm.dump || psm.last` is false, asm is not reachable from there
+    frag = next(b for b in prog.blocks.values() if b.name.startswith("ip.t_frag"))
+    assert not any(s.startswith("ip.ev_asm") for s in _reach(prog, frag.name, "ip", 3))
+    dump = next(b for b in prog.blocks.values() if b.name.startswith("ip.t_dump"))
+    assert prog.blocks[dump.term.target].name.startswith("ip.ev_asm")
+    # bounded: each layer grew by at most the budget
+    from rubikgen.opt.constprop import BUDGET
+
+    assert all(v <= BUDGET for v in prog.dup_spent.values())
+    assert len(prog.blocks) < n0 * 2
+
+
+def test_simplify_short_circuits_and_keeps_truthiness() -> None:
+    from rubikgen.expr import parse_expr
+    from rubikgen.expr.ast import unparse
+    from rubikgen.opt.constprop import _context, simplify
+
+    prog = lowered()
+    ctx = _context(prog)
+    f = {("state", "tcp"): 0, ("ev*", "tcp"): 0, ("psm", "tcp"): 0}
+
+    def s(text: str) -> str:
+        return unparse(simplify(ctx, f, "tcp", parse_expr(text)))
+
+    assert s("current_state == 0 && header.syn") == "!!header.syn"
+    assert s("current_state == 1 && header.syn") == "0"
+    assert s("event.asm || header.ack == 1") == "header.ack == 1"
+    assert s("header.fin || !event.asm") == "1"
+    assert s("header.x + 1") == "header.x + 1"
+
+
+def test_dead_stores_drop_unread_flags_and_variables(tmp_path: Path) -> None:
+    from rubikgen.opt.deadstore import dead_stores
+
+    prog = lowered()
+    fires = {i.args["event"] for i in ops(prog, "tcp", "fire")}
+    assert "tcp_data" in fires and "asm" in fires
+    assert dead_stores(prog) and not dead_stores(prog)
+    after = {i.args["event"] for i in ops(prog, "tcp", "fire")}
+    # nothing tests event.tcp_data (a handler); stack edges test event.asm
+    assert "tcp_data" not in after and "asm" in after
+    # the handler call itself stays
+    assert any(i.args["name"] == "tcp_data" for i in ops(prog, "tcp", "handler"))
+    # a temp nobody reads loses its assignment; one that is read keeps it
+    spec = tmp_path / "p.yaml"
+    spec.write_text(
+        "protocol: toy\n"
+        "layouts:\n  h:\n    a: 8\n    b: 8\n"
+        "header: [h]\n"
+        "temp:\n  unused: {bits: 8}\n  used: {bits: 8}\n"
+        "prep:\n  - 'temp.unused = header.a'\n  - 'temp.used = header.b'\n"
+        "  - if: 'temp.used == 1'\n    then: ['set_sdu(payload)']\n"
+    )
+    st = tmp_path / "s.yaml"
+    st.write_text("stack: s\nentry: toy\nlayers:\n  toy: {protocol: p.yaml}\n")
+    p2 = lowered(str(st))
+    targets = lambda: {i.args["stmt"].target.parts[1] for i in ops(p2, "toy", "assign")}  # noqa: E731
+    assert targets() == {"unused", "used"}
+    assert dead_stores(p2)
+    assert targets() == {"used"}
+
+
+def test_cheap_first_tests_virtual_atoms_last() -> None:
+    from rubikgen.opt.constprop import cheap_first
+
+    prog = lowered()
+    t0 = [t for t in _branch_texts(prog, "tcp") if "__v.0 && __v.1 && perm.afin_acked" in t]
+    assert t0  # the spec writes the virtual atoms first
+    assert cheap_first(prog) and not cheap_first(prog)
+    texts = _branch_texts(prog, "tcp")
+    assert "perm.afin_acked && perm.pfin_acked && __v.0 && __v.1" in texts
+    assert verify(prog) == []

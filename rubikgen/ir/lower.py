@@ -175,12 +175,42 @@ class Lowerer:
             self.prog.layers[name] = LayerIR(name, i, "")
         for name in self.stack.layers:
             self.lower_layer(info.layers[name])
+        seen: set[int] = set()
+        self._scan_reads(self.stack.model_dump(), seen)
+        for li in info.layers.values():
+            if id(li.protocol.model) not in seen:
+                seen.add(id(li.protocol.model))
+                self._scan_reads(li.protocol.model.model_dump(by_alias=True), set())
         entries = entries_of(self.stack.entry)
         if "*" in entries:
             self.prog.entries = {k: entries["*"] for k in LINK_KINDS}
         else:
             self.prog.entries = dict(entries)
         return self.prog
+
+    def _scan_reads(self, node: Any, _seen: set[int]) -> None:
+        """Every name read by any expression or statement value among the model's strings
+        (a string that parses as neither reads nothing)."""
+        from rubikgen.expr.ast import Assign
+
+        if isinstance(node, dict):
+            for v in node.values():
+                self._scan_reads(v, _seen)
+        elif isinstance(node, list | tuple):
+            for v in node:
+                self._scan_reads(v, _seen)
+        elif isinstance(node, str):
+            try:
+                st: Any = parse_stmt(node)
+                e: Any = st.value if isinstance(st, Assign) else st
+            except Exception:
+                try:
+                    e = parse_expr(node)
+                except Exception:
+                    return
+            for n in walk(e):
+                if isinstance(n, Name):
+                    self.prog.read_names.add(n.parts)
 
     # -- one layer --------------------------------------------------------------------------
     def lower_layer(self, li: LayerInfo) -> None:
@@ -286,6 +316,9 @@ class Lowerer:
 
         # 5. PSM
         if m.psm is not None:
+            lir.states = list(proto.states)
+            lir.start = proto.states.index(_start(m.psm))
+            lir.accept = [proto.states.index(s) for s in m.psm.accept or []]
             cur = self.psm(cur, li)
 
         # 7. events and handlers

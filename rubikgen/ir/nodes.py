@@ -201,6 +201,10 @@ class LayerIR:
     order: list[str] = field(default_factory=list)
     handlers: list[str] = field(default_factory=list)
     callers: list[tuple[str, str]] = field(default_factory=list)  # (calling block, ret block)
+    # the PSM, for constant analysis: state names (index = C value), start, accept states
+    states: list[str] = field(default_factory=list)
+    start: int | None = None
+    accept: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -209,6 +213,10 @@ class Program:
     blocks: dict[str, Block] = field(default_factory=dict)
     layers: dict[str, LayerIR] = field(default_factory=dict)
     entries: dict[str, str] = field(default_factory=dict)  # link kind -> entry layer
+    dup_spent: dict[str, int] = field(default_factory=dict)  # layer -> instrs tail-dup added
+    # every name any spec expression reads (statements: their values), as written; a superset
+    # of what the per-packet function reads, for dead-store elimination
+    read_names: set[tuple[str, ...]] = field(default_factory=set)
 
     def add(self, b: Block) -> Block:
         if b.name in self.blocks:

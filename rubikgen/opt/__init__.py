@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from rubikgen.ir import Program, to_text, verify
 
-from . import cleanup, lifecycle
+from . import cleanup, constprop, deadstore, lifecycle
 
 PassFn = Callable[[Program], bool]
 
@@ -38,6 +38,10 @@ PASSES: dict[str, Pass] = {
         Pass("header-zeroing", 1, lifecycle.header_zeroing, lifecycle.header_zeroing.__doc__ or ""),
         Pass("fast-forward", 2, lifecycle.fast_forward, lifecycle.fast_forward.__doc__ or ""),
         Pass("fast-destroy", 2, lifecycle.fast_destroy, lifecycle.fast_destroy.__doc__ or ""),
+        Pass("const-prop", 2, constprop.const_prop, constprop.const_prop.__doc__ or ""),
+        Pass("tail-dup", 2, constprop.tail_dup, constprop.tail_dup.__doc__ or ""),
+        Pass("cheap-first", 2, constprop.cheap_first, constprop.cheap_first.__doc__ or ""),
+        Pass("dead-stores", 2, deadstore.dead_stores, deadstore.dead_stores.__doc__ or ""),
     )
 }
 
@@ -47,8 +51,11 @@ PIPELINE: list[str | tuple[str, ...]] = [
     "header-zeroing",
     "fast-forward",
     "fast-destroy",
+    ("const-prop", "tail-dup", "fold-branches", "jump-threading", "dead-blocks"),
+    "dead-stores",
+    "cheap-first",
 ]
-MAX_ROUNDS = 8
+MAX_ROUNDS = 16
 
 
 class PassError(Exception):

@@ -1,0 +1,482 @@
+"""Constant analysis and propagation over the CFG, and branch lifting by tail duplication.
+
+Facts are what a block knows about its layer's per-packet registers and instance when it
+starts: the PSM state (``current_state``), which transition fired (``psm.T``), which events
+fired (``event.E``) and whether the packet has an instance (``has_inst``). Instructions set
+and kill them (``enter`` clears the fired flags, ``create`` sets the start state, a transition
+its target, ``insert_seq`` makes the sequence events unknown, ...), and so do taken branches:
+the arm of ``current_state == ESTABLISHED && header.fin`` knows the state, the else arm of
+``event.asm || x`` knows ``event.asm`` is 0. Facts meet (agree or are dropped) where paths join.
+
+* const-prop: every branch condition is simplified under the facts that hold at the branch;
+  one that becomes constant is a jump to the arm it selects (the other arm is left to
+  dead-blocks), one that only shrinks keeps the rest (``current_state == 0 && !mf`` with the
+  state known to be 0 tests ``!mf``).
+* tail-dup (branch lifting): a join block whose branch would fold on one incoming path is
+  copied onto that path, so the decision is taken where the facts are known — the created
+  instance's path learns its start state, each PSM transition learns which events its firing
+  implies. Bounded: copied blocks are small and a layer grows by at most ``BUDGET``
+  instructions.
+
+Handlers, callbacks and observers may not change the PSM state or the fired flags (they are
+read-only views of the instance), so they kill no fact; a child layer cannot touch them
+either, so facts survive a call.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+from rubikgen.expr.ast import Binary, Bool, Expr, Name, Num, Unary, unparse
+from rubikgen.expr.check import is_const
+from rubikgen.ir import Program
+from rubikgen.ir.nodes import Block, Branch, Call, Cond, Instr, Jump
+
+# (kind, layer[, name]) -> value; a value of None is "unknown" and overrides the wildcards
+# ("ev*", layer) (every event flag) and ("psm", layer) (the fired transition, 0 for none).
+Fact = tuple[str, ...]
+Facts = dict[Fact, int | None]
+
+SEQ_EVENTS = ("rexmit", "out_of_wnd", "overlap", "buffer_full")
+BUDGET = 64  # instructions a layer may gain by tail duplication
+MAX_COPY = 8  # instructions of a block that may be copied
+
+
+class _Ctx:
+    """What the analysis needs to know about the program beyond the blocks."""
+
+    def __init__(self, prog: Program) -> None:
+        self.prog = prog
+        self.tid: dict[tuple[str, str], int] = {}  # (layer, transition) -> id
+        self.start: dict[str, int] = {}
+        self.accept: dict[str, list[int]] = {}
+        self.states: dict[str, list[str]] = {}
+        for b in prog.blocks.values():
+            for ins in b.instrs:
+                if ins.op == "set_state":
+                    self.tid[(ins.layer, ins.args["name"])] = ins.args["transition"]
+                elif ins.op == "fail":
+                    self.start[ins.layer] = ins.args["start"]
+        self.entries = {lir.entry for lir in prog.layers.values()}
+
+    def set_layer_info(self, layer: str, states: list[str], start: int, accept: list[int]) -> None:
+        self.states[layer] = states
+        self.start[layer] = start
+        self.accept[layer] = accept
+
+
+def _get(f: Facts, key: Fact) -> int | None:
+    if key in f:
+        return f[key]
+    if key[0] == "ev":
+        return f.get(("ev*", key[1]))
+    return None
+
+
+def _clear_layer(f: Facts, layer: str) -> None:
+    for k in [k for k in f if k[1] == layer]:
+        del f[k]
+
+
+# ---------------------------------------------------------------------------------------------
+# Transfer functions
+
+
+def transfer(ctx: _Ctx, f: Facts, ins: Instr) -> None:
+    L = ins.layer
+    op = ins.op
+    if op == "enter":
+        _clear_layer(f, L)
+        f[("psm", L)] = 0
+        f[("ev*", L)] = 0
+        f[("has_inst", L)] = 0
+    elif op == "lookup":
+        f[("has_inst", L)] = None
+    elif op == "create":
+        f[("has_inst", L)] = 1 if ins.args.get("lazy") else None
+        if L in ctx.start:
+            f[("state", L)] = ctx.start[L]
+        f[("ev", L, "created")] = 1
+    elif op == "no_instance":
+        f[("has_inst", L)] = 0
+        f[("state", L)] = None
+    elif op == "insert_seq":
+        for e in SEQ_EVENTS:
+            f[("ev", L, e)] = None
+    elif op == "set_state":
+        f[("state", L)] = ins.args["state"]
+        f[("psm", L)] = ins.args["transition"]
+    elif op == "fire":
+        f[("ev", L, ins.args["event"])] = 1
+    elif op == "fail":
+        f[("ev", L, "fail")] = 1
+        if ins.args.get("policy") == "reset":
+            f[("state", L)] = ins.args["start"]
+    elif op == "destroy":
+        f[("has_inst", L)] = 0
+        f[("state", L)] = None
+    elif op == "finish" and ins.args.get("commit"):
+        f[("has_inst", L)] = None  # the commit may fail (pool full)
+
+
+def _conjuncts(e: Expr) -> Iterator[Expr]:
+    if isinstance(e, Binary) and e.op == "&&":
+        yield from _conjuncts(e.left)
+        yield from _conjuncts(e.right)
+    else:
+        yield e
+
+
+def _disjuncts(e: Expr) -> Iterator[Expr]:
+    if isinstance(e, Binary) and e.op == "||":
+        yield from _disjuncts(e.left)
+        yield from _disjuncts(e.right)
+    else:
+        yield e
+
+
+def _learn(ctx: _Ctx, f: Facts, L: str, atom: Expr, value: bool) -> None:
+    """Record what `atom` being true (value) or false says about the layer's registers."""
+    if isinstance(atom, Unary) and atom.op == "!":
+        _learn(ctx, f, L, atom.operand, not value)
+        return
+    if isinstance(atom, Name) and len(atom.parts) == 2:
+        kind, name = atom.parts
+        if kind == "event":
+            f[("ev", L, name)] = int(value)
+        elif kind == "psm" and value and (L, name) in ctx.tid:
+            f[("psm", L)] = ctx.tid[(L, name)]
+        return
+    if isinstance(atom, Binary) and atom.op in ("==", "!=") and value == (atom.op == "=="):
+        a, b = atom.left, atom.right
+        if isinstance(b, Name) and b.parts == ("current_state",):
+            a, b = b, a
+        if isinstance(a, Name) and a.parts == ("current_state",):
+            k = _state_value(ctx, L, b)
+            if k is not None:
+                f[("state", L)] = k
+
+
+def _state_value(ctx: _Ctx, L: str, e: Expr) -> int | None:
+    if isinstance(e, Name) and len(e.parts) == 1 and e.parts[0] in ctx.states.get(L, []):
+        return ctx.states[L].index(e.parts[0])
+    return is_const(e)
+
+
+def edge_facts(ctx: _Ctx, f: Facts, t: Branch, taken: bool) -> Facts:
+    """The facts along one arm of a branch."""
+    g = dict(f)
+    L = t.layer
+    c = t.cond
+    if c.kind in ("found", "has_inst"):
+        g[("has_inst", L)] = int(taken)
+    elif c.kind == "accept" and taken and len(ctx.accept.get(L, [])) == 1:
+        g[("state", L)] = ctx.accept[L][0]
+        g[("has_inst", L)] = 1
+    elif c.kind == "expr" and c.expr is not None:
+        if taken:
+            for a in _conjuncts(c.expr):
+                _learn(ctx, g, L, a, True)
+        else:
+            for a in _disjuncts(c.expr):
+                _learn(ctx, g, L, a, False)
+    return g
+
+
+# ---------------------------------------------------------------------------------------------
+# Simplification of conditions under facts
+
+
+def _is_bool(e: Expr) -> bool:
+    if isinstance(e, Unary) and e.op == "!":
+        return True
+    if isinstance(e, Binary) and e.op in ("&&", "||", "==", "!=", "<", "<=", ">", ">="):
+        return True
+    return isinstance(e, Name) and len(e.parts) == 2 and e.parts[0] in ("event", "psm")
+
+
+def _truth(e: Expr) -> Expr:
+    return e if _is_bool(e) else Unary("!", Unary("!", e))
+
+
+def simplify(ctx: _Ctx, f: Facts, L: str, e: Expr) -> Expr:
+    """e with known names replaced by their values and constant parts folded (expressions have
+    no side effects, so a constant operand of && or || decides or drops the other one)."""
+    if isinstance(e, Name):
+        p = e.parts
+        if p == ("current_state",):
+            v = _get(f, ("state", L))
+            return Num(v) if v is not None else e
+        if len(p) == 1 and p[0] in ctx.states.get(L, []):
+            return Num(ctx.states[L].index(p[0]))
+        if len(p) == 2 and p[0] == "event":
+            v = _get(f, ("ev", L, p[1]))
+            return Num(v) if v is not None else e
+        if len(p) == 2 and p[0] == "psm" and (L, p[1]) in ctx.tid:
+            v = _get(f, ("psm", L))
+            return Num(int(v == ctx.tid[(L, p[1])])) if v is not None else e
+        return e
+    if isinstance(e, Unary):
+        o = simplify(ctx, f, L, e.operand)
+        n = Unary(e.op, o)
+        k = is_const(n)
+        return Num(k) if k is not None else n
+    if isinstance(e, Binary):
+        a = simplify(ctx, f, L, e.left)
+        b = simplify(ctx, f, L, e.right)
+        ka, kb = is_const(a), is_const(b)
+        if e.op in ("&&", "||"):
+            short = 0 if e.op == "&&" else 1  # the operand value that decides
+            for k, other in ((ka, b), (kb, a)):
+                if k is None:
+                    continue
+                if bool(k) == bool(short):
+                    return Num(short)
+                return (
+                    Num(int(bool(is_const(other))))
+                    if is_const(other) is not None
+                    else _truth(other)
+                )
+        n = Binary(e.op, a, b)
+        k = is_const(n)
+        return Num(k) if k is not None else n
+    if isinstance(e, Bool):
+        return Num(int(e.value))
+    return e
+
+
+def decide(ctx: _Ctx, f: Facts, t: Branch) -> tuple[bool | None, Expr | None]:
+    """(the arm a branch takes under the facts or None, the simplified expression if any)."""
+    L = t.layer
+    c = t.cond
+    if c.kind == "has_inst":
+        v = _get(f, ("has_inst", L))
+        return (None if v is None else bool(v)), None
+    if c.kind == "accept":
+        if _get(f, ("has_inst", L)) == 0:
+            return False, None
+        s = _get(f, ("state", L))
+        if s is not None and _get(f, ("has_inst", L)) == 1:
+            return s in ctx.accept.get(L, []), None
+        return None, None
+    if c.kind == "expr" and c.expr is not None:
+        s = simplify(ctx, f, L, c.expr)
+        k = is_const(s)
+        return (None if k is None else bool(k)), s
+    return None, None
+
+
+# ---------------------------------------------------------------------------------------------
+# The analysis
+
+
+def _preds(prog: Program) -> dict[str, list[tuple[str, bool | None]]]:
+    """block -> [(predecessor, arm)]: arm True/False for a branch, None for a jump or call."""
+    out: dict[str, list[tuple[str, bool | None]]] = {n: [] for n in prog.blocks}
+    for b in prog.blocks.values():
+        t = b.term
+        if isinstance(t, Jump):
+            out[t.target].append((b.name, None))
+        elif isinstance(t, Branch):
+            out[t.then].append((b.name, True))
+            out[t.else_].append((b.name, False))
+        elif isinstance(t, Call):
+            out[t.ret].append((b.name, None))
+    return out
+
+
+def _meet(a: Facts | None, b: Facts) -> Facts:
+    if a is None:
+        return dict(b)
+    keys = set(a) | set(b)
+    out: Facts = {}
+    for k in keys:
+        va = a[k] if k in a else _get(a, k)
+        vb = b[k] if k in b else _get(b, k)
+        if va is not None and va == vb:
+            out[k] = va
+        elif k[0] == "ev" and (("ev*", k[1]) in a or ("ev*", k[1]) in b):
+            out[k] = None  # an explicit unknown, so a wildcard kept elsewhere does not apply
+    return out
+
+
+def block_out(ctx: _Ctx, f: Facts, b: Block) -> Facts:
+    g = dict(f)
+    for ins in b.instrs:
+        transfer(ctx, g, ins)
+    return g
+
+
+def analyse(ctx: _Ctx) -> dict[str, Facts]:
+    """Facts at the start of every block (a forward data-flow problem solved to a fixpoint;
+    layer entries start knowing nothing)."""
+    prog = ctx.prog
+    preds = _preds(prog)
+    facts_in: dict[str, Facts] = {}
+    outs: dict[str, Facts] = {}
+    order = list(prog.blocks)
+    for _ in range(4 * len(order) + 8):
+        changed = False
+        for n in order:
+            b = prog.blocks[n]
+            if n in ctx.entries:
+                fin: Facts = {}
+            else:
+                acc: Facts | None = None
+                for p, arm in preds[n]:
+                    if p not in outs:
+                        continue  # not reached yet: optimistic
+                    pt = prog.blocks[p].term
+                    pf = outs[p]
+                    if arm is not None and isinstance(pt, Branch):
+                        pf = edge_facts(ctx, pf, pt, arm)
+                    acc = _meet(acc, pf)
+                fin = acc or {}
+            if facts_in.get(n) != fin or n not in outs:
+                facts_in[n] = fin
+                outs[n] = block_out(ctx, fin, b)
+                changed = True
+        if not changed:
+            break
+    return facts_in
+
+
+def _context(prog: Program) -> _Ctx:
+    ctx = _Ctx(prog)
+    for L, lir in prog.layers.items():
+        if lir.start is not None:
+            ctx.set_layer_info(L, lir.states, lir.start, lir.accept)
+    return ctx
+
+
+def const_prop(prog: Program) -> bool:
+    """Branch conditions are simplified under the facts known where they are tested (the PSM
+    state, fired transitions and events, whether there is an instance, including what taken
+    branches imply); constant ones become jumps to the arm they select."""
+    ctx = _context(prog)
+    facts = analyse(ctx)
+    changed = False
+    for b in prog.blocks.values():
+        t = b.term
+        if not isinstance(t, Branch) or b.name not in facts:
+            continue
+        arm, s = decide(ctx, block_out(ctx, facts[b.name], b), t)
+        if arm is not None:
+            b.term = Jump(t.then if arm else t.else_)
+            changed = True
+        elif s is not None and t.cond.expr is not None and s != t.cond.expr:
+            t.cond = Cond(t.cond.kind, s, unparse(s))
+            changed = True
+    return changed
+
+
+def _weight(b: Block) -> int:
+    return sum(4 if i.op in ("handler", "callback") else 1 for i in b.instrs)
+
+
+def _folds_ahead(ctx: _Ctx, f: Facts, prog: Program, b: Block, depth: int = 3) -> bool:
+    """Whether, entering b with facts f, a branch is decided or its condition shrinks within
+    `depth` jump-linked blocks (the first of them is the one worth copying)."""
+    for _ in range(depth):
+        f = block_out(ctx, f, b)
+        t = b.term
+        if isinstance(t, Branch):
+            arm, s = decide(ctx, f, t)
+            return arm is not None or (s is not None and s != t.cond.expr)
+        if not isinstance(t, Jump) or t.target in ctx.entries:
+            return False
+        b = prog.blocks[t.target]
+    return False
+
+
+def tail_dup(prog: Program) -> bool:
+    """Branch lifting: a small join block that leads to a branch which folds on one incoming
+    path is copied onto that path (within a per-layer budget), so that const-prop can decide
+    the branch there."""
+    ctx = _context(prog)
+    facts = analyse(ctx)
+    preds = _preds(prog)
+    spent = prog.dup_spent
+    changed = False
+    for name in list(prog.blocks):
+        b = prog.blocks.get(name)
+        if b is None or name in ctx.entries or not isinstance(b.term, (Branch, Jump)):
+            continue
+        if len(preds[name]) < 2 or _weight(b) > MAX_COPY:
+            continue
+        for p, arm in preds[name]:
+            pb = prog.blocks[p]
+            if p not in facts:
+                continue
+            f = block_out(ctx, facts[p], pb)
+            if arm is not None and isinstance(pb.term, Branch):
+                f = edge_facts(ctx, f, pb.term, arm)
+            if not _folds_ahead(ctx, f, prog, b):
+                continue
+            if spent.get(b.layer, 0) + _weight(b) > BUDGET:
+                continue
+            clone = Block(_fresh(prog, name), b.layer, copy.deepcopy(b.instrs),
+                          copy.deepcopy(b.term), b.src)  # fmt: skip
+            prog.add(clone)
+            spent[b.layer] = spent.get(b.layer, 0) + max(1, _weight(b))
+            t = pb.term
+            if isinstance(t, Jump):
+                t.target = clone.name
+            elif isinstance(t, Branch):
+                if arm:
+                    t.then = clone.name
+                else:
+                    t.else_ = clone.name
+            elif isinstance(t, Call):
+                lir = prog.layers[t.child]
+                lir.callers = [(c, clone.name if c == p else r) for c, r in lir.callers]
+                t.ret = clone.name
+            changed = True
+    return changed
+
+
+def _fresh(prog: Program, name: str) -> str:
+    i = 1
+    while f"{name}.d{i}" in prog.blocks:
+        i += 1
+    return f"{name}.d{i}"
+
+
+__all__ = ["analyse", "const_prop", "decide", "simplify", "tail_dup"]
+
+
+def _cost(e: Expr) -> int:
+    """Rough cost of evaluating e: a virtual atom is a call into the sequence, the rest is
+    loads and compares."""
+    from rubikgen.expr.ast import walk
+
+    return sum(10 if isinstance(n, Name) and n.parts[0] == "__v" else 1 for n in walk(e))
+
+
+def _reorder(e: Expr) -> Expr:
+    if isinstance(e, Binary) and e.op in ("&&", "||"):
+        ops = [_reorder(x) for x in (_conjuncts(e) if e.op == "&&" else _disjuncts(e))]
+        ops = sorted(ops, key=_cost)  # stable: equal costs keep the spec's order
+        out = ops[0]
+        for x in ops[1:]:
+            out = Binary(e.op, out, x)
+        return out
+    if isinstance(e, Unary):
+        return Unary(e.op, _reorder(e.operand))
+    return e
+
+
+def cheap_first(prog: Program) -> bool:
+    """Operands of && and || in branch conditions are tested cheapest first (expressions have
+    no side effects, so the order does not change the value): a virtual atom, which asks the
+    sequence, is evaluated only when the cheap tests do not already decide."""
+    changed = False
+    for b in prog.blocks.values():
+        t = b.term
+        if isinstance(t, Branch) and t.cond.kind == "expr" and t.cond.expr is not None:
+            r = _reorder(t.cond.expr)
+            if r != t.cond.expr:
+                t.cond = Cond(t.cond.kind, r, unparse(r))
+                changed = True
+    return changed
