@@ -276,3 +276,20 @@ def test_cheap_first_tests_virtual_atoms_last() -> None:
     texts = _branch_texts(prog, "tcp")
     assert "perm.afin_acked && perm.pfin_acked && __v.0 && __v.1" in texts
     assert verify(prog) == []
+
+
+def test_dead_stores_set_only_the_sequence_flags_something_reads() -> None:
+    c2 = generate(TCP_IP, opt_level=2).files["tcp_ip_gen.c"]
+    c1 = generate(TCP_IP, opt_level=1).files["tcp_ip_gen.c"]
+    # nothing in tcp_ip reads event.rexmit etc.: -O2 stores none of the four flags
+    assert "] = (fl_ & RG_SEQ_EV_REXMIT) != 0;" in c1
+    assert "] = (fl_ & RG_SEQ_EV_REXMIT) != 0;" not in c2
+    prog = lowered()
+    optimize(prog, 2)
+    assert all(i.args["events"] == [] for i in ops(prog, "tcp", "insert_seq"))
+
+
+def test_bit_fields_are_read_with_one_load() -> None:
+    c = generate(TCP_IP, opt_level=0).files["tcp_ip_gen.c"]
+    assert "h_ip.frag_off = (uint16_t)((rg_load_be16(p_ + 6)) & 0x1fffu);" in c
+    assert "h_ip.version = (uint8_t)((rg_load_u8(p_) >> 4) & 0xfu);" in c

@@ -521,7 +521,7 @@ class CGen:
         n = lc.name
         rev = f"kr_{n}" if lc.bidir else "NULL"
         opened = [
-            f"    ev_{n}[{lc.ev_index('created')}] = 1;",
+            f"    ev_{n}[{lc.ev_index('created')}] = 1;" if ins.args.get("flag_created", True) else "",
             f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->now);",
         ]
         if ins.args.get("lazy"):
@@ -630,10 +630,13 @@ class CGen:
             f"d_.ptr, len_, take_, {win}, {'RG_SEQ_BORROW' if ins.args.get('borrow') else '0'}, "
             f"&sres_{n});",
             f"vend_{n} = (uint32_t)m_ + take_;",
-            f"ev_{n}[{ev('rexmit')}] = (fl_ & RG_SEQ_EV_REXMIT) != 0;",
-            f"ev_{n}[{ev('out_of_wnd')}] = (fl_ & RG_SEQ_EV_OUT_OF_WINDOW) != 0;",
-            f"ev_{n}[{ev('overlap')}] = (fl_ & RG_SEQ_EV_CONFLICT) != 0;",
-            f"ev_{n}[{ev('buffer_full')}] = (fl_ & RG_SEQ_EV_BUFFER_FULL) != 0;",
+        ]
+        flag = {"rexmit": "REXMIT", "out_of_wnd": "OUT_OF_WINDOW", "overlap": "CONFLICT",
+                "buffer_full": "BUFFER_FULL"}  # fmt: skip
+        # dead-stores lists the flags something reads; without it (-O0/-O1) all are set
+        for e in ins.args.get("events", list(flag)):
+            lines.append(f"ev_{n}[{ev(e)}] = (fl_ & RG_SEQ_EV_{flag[e]}) != 0;")
+        lines += [
             f"rg_seq_stats *ss_ = &ctx->stats->layer[{lc.index}].seq;",
             "ss_->inserts++;",
             f"ss_->bytes_new += sres_{n}.new_bytes;",

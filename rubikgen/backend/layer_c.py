@@ -343,6 +343,16 @@ class LayerC:
         if bit % 8 == 0 and w % 8 == 0 and f.order == "big":
             p = f"{base} + {bit // 8}" if bit else base
             return f"rg_load_ben({p}, {w // 8})"
+        # a bit field inside one 1-, 2- or 4-byte big-endian word: one load, shift and mask
+        # (rg_bits_u's general byte loop does not always fold away)
+        lead = bit % 8
+        for nb, load in ((1, "rg_load_u8"), (2, "rg_load_be16"), (4, "rg_load_be32")):
+            if lead + w <= nb * 8:
+                p = f"{base} + {bit // 8}" if bit // 8 else base
+                sh = nb * 8 - lead - w
+                mask = (1 << w) - 1
+                v = f"{load}({p})" + (f" >> {sh}" if sh else "")
+                return f"(({v}) & {mask:#x}u)"
         return f"rg_bits_u({base}, {bit}, {w})"
 
     def _layout(self, lname: str, ind: int, skip_tag: bool = False) -> list[str]:

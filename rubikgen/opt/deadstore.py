@@ -49,8 +49,12 @@ def _dead(ins: Instr, live: set[tuple[str, str]]) -> bool:
     return False
 
 
+SEQ_FLAGS = ("rexmit", "out_of_wnd", "overlap", "buffer_full")
+
+
 def dead_stores(prog: Program) -> bool:
-    """Assignments to temp/perm variables and event flags that nothing reads are removed."""
+    """Assignments to temp/perm variables and event flags that nothing reads are removed (the
+    flags an insert or a creation raises are set only when read)."""
     live = _reads(prog)
     changed = False
     for b in prog.blocks.values():
@@ -58,4 +62,15 @@ def dead_stores(prog: Program) -> bool:
         if len(keep) != len(b.instrs):
             b.instrs = keep
             changed = True
+        for i in keep:
+            if i.op == "insert_seq":
+                ev = [e for e in SEQ_FLAGS if ("event", e) in live]
+                if i.args.get("events") != ev:
+                    i.args["events"] = ev
+                    changed = True
+            elif i.op == "create":
+                c = ("event", "created") in live
+                if i.args.get("flag_created") != c:
+                    i.args["flag_created"] = c
+                    changed = True
     return changed
