@@ -521,7 +521,9 @@ class CGen:
         n = lc.name
         rev = f"kr_{n}" if lc.bidir else "NULL"
         opened = [
-            f"    ev_{n}[{lc.ev_index('created')}] = 1;" if ins.args.get("flag_created", True) else "",
+            f"    ev_{n}[{lc.ev_index('created')}] = 1;"
+            if ins.args.get("flag_created", True)
+            else "",
             f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->now);",
         ]
         if ins.args.get("lazy"):
