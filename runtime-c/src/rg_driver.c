@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "rg/rg_pcap.h"
+#include "rg/rg_seq.h"
 #include "rg_nf.h"
 
 #define NS_PER_S UINT64_C(1000000000)
@@ -471,6 +472,33 @@ static uint64_t now_ns(clockid_t clk)
     return (uint64_t)t.tv_sec * NS_PER_S + (uint64_t)t.tv_nsec;
 }
 
+/* The --bench line (of the last pass, its context still alive): timings and
+ * counts, then the state per tracked instance of every layer with a
+ * selector ("state_bytes": the table's record: header, keys, payload) and
+ * the peak heap held by reassembly buffers during the pass. */
+static void print_bench(const opts *o, const rg_stack_desc *stack, const void *ctx,
+                        const rg_capture *cap, uint64_t best_cpu, uint64_t best_wall,
+                        const rg_nf_counts *last, size_t seq_peak)
+{
+    double pkts = cap->count ? (double)cap->count : 1.0;
+    printf("{\"pkts\":%zu,\"passes\":%" PRIu64 ",\"cpu_ns_per_pkt\":%.2f,\"wall_ns_per_pkt\":%.2f"
+           ",\"payload_bytes\":%" PRIu64 ",\"flows_opened\":%" PRIu64 ",\"flows_closed\":%" PRIu64
+           ",\"calls\":%" PRIu64 ",\"state_bytes\":{",
+           cap->count, o->passes, (double)best_cpu / pkts, (double)best_wall / pkts,
+           last->payload_bytes, last->opened, last->closed, last->calls);
+    const rg_stats *st = stack->stats ? stack->stats(ctx) : NULL;
+    int first = 1;
+    for (unsigned i = 0; st && i < stack->nlayers && i < st->nlayers; i++) {
+        if (!stack->layers[i].has_instance) continue;
+        if (!first) fputc(',', stdout);
+        first = 0;
+        rg_nf_json_string(stdout, stack->layers[i].name);
+        printf(":%" PRIu64, st->layer[i].inst.record_bytes);
+    }
+    printf("},\"seq_heap_peak_bytes\":%zu}\n", seq_peak);
+    fflush(stdout);
+}
+
 static int run_bench(const opts *o, const rg_stack_desc *stack)
 {
     char err[512];
@@ -505,6 +533,7 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
         }
         feeder fd;
         feeder_init(&fd, stack, &em, ctx, o->no_timeouts);
+        rg_seq_heap_reset_peak();
         uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
         for (size_t i = 0; i < cap.count; i++)
             feed(&fd, &cap.frames[i]);
@@ -513,18 +542,14 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
         if (w1 - w0 < best_wall) best_wall = w1 - w0;
         stack->flush(ctx);
         last = *rg_nf_counts_of(counter);
+        size_t seq_peak = rg_seq_heap_stats().peak; /* this pass's (the context is alive) */
+        if (pass + 1 == o->passes)
+            print_bench(o, stack, ctx, &cap, best_cpu, best_wall, &last, seq_peak);
         if (o->stats && stack->stats && pass + 1 == o->passes)
             rg_stats_print(stack->stats(ctx), stderr);
         stack->ctx_free(ctx);
         rg_nf_finish(counter);
     }
-    double pkts = cap.count ? (double)cap.count : 1.0;
-    printf("{\"pkts\":%zu,\"passes\":%" PRIu64 ",\"cpu_ns_per_pkt\":%.2f,\"wall_ns_per_pkt\":%.2f"
-           ",\"payload_bytes\":%" PRIu64 ",\"flows_opened\":%" PRIu64 ",\"flows_closed\":%" PRIu64
-           ",\"calls\":%" PRIu64 "}\n",
-           cap.count, o->passes, (double)best_cpu / pkts, (double)best_wall / pkts,
-           last.payload_bytes, last.opened, last.closed, last.calls);
-    fflush(stdout);
     rg_capture_free(&cap);
     return 0;
 }

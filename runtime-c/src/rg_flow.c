@@ -42,6 +42,11 @@ static size_t index_bytes(const rg_flow *t)
     return ((size_t)t->mask + 1) * sizeof(uint64_t);
 }
 
+static size_t slots_bytes(uint32_t mask)
+{
+    return ((size_t)mask + 1) * sizeof(uint64_t);
+}
+
 static uint64_t slot_make(uint32_t tag, uint32_t idx, uint32_t dir)
 {
     return (uint64_t)tag << 32 | (uint64_t)(((idx + 1) << 1) | dir);
@@ -68,11 +73,14 @@ rg_flow *rg_flow_new(const rg_flow_cfg *cfg)
     t->payload_off = (uint32_t)ALIGN_UP(t->key_off + keys, 16);
     t->stride = (uint32_t)ALIGN_UP((size_t)t->payload_off + cfg->payload_size, 16);
 
+    /* the largest index keeps the load <= 1/2 with every key of a full
+     * pool; the first one is small and grows with the live keys */
     size_t nkeys = (size_t)cfg->cap * (t->bidir ? 2 : 1);
     size_t nslots = 16;
     while (nslots < nkeys * 2)
         nslots <<= 1;
-    t->mask = (uint32_t)(nslots - 1);
+    t->max_mask = (uint32_t)(nslots - 1);
+    t->mask = (uint32_t)((nslots < RG_FLOW_MIN_SLOTS ? nslots : RG_FLOW_MIN_SLOTS) - 1);
     t->slot = big_zalloc(index_bytes(t));
     t->pool = big_zalloc(pool_bytes(t));
     if (!t->slot || !t->pool) {
@@ -81,6 +89,7 @@ rg_flow *rg_flow_new(const rg_flow_cfg *cfg)
         free(t);
         return NULL;
     }
+    t->stats->record_bytes = t->stride;
     t->free_head = RG_FLOW_NIL;
     t->lru_head = t->lru_tail = RG_FLOW_NIL;
     t->iter_next = RG_FLOW_NIL;
@@ -96,7 +105,7 @@ void rg_flow_free(rg_flow *t)
     free(t);
 }
 
-/* ---- LRU list ---- */
+/* ---- LRU list (moving to the front is inline in rg_flow.h) ---- */
 static void lru_unlink(rg_flow *t, rg_flow_rec *r)
 {
     if (r->prev != RG_FLOW_NIL)
@@ -121,28 +130,48 @@ static void lru_push_front(rg_flow *t, uint32_t idx, rg_flow_rec *r)
     t->lru_head = idx;
 }
 
-void rg_flow__lru_move_front(rg_flow *t, uint32_t idx, rg_flow_rec *r)
+/* ---- hash index ---- */
+static void slots_put(uint64_t *slot, uint32_t mask, uint64_t s)
 {
-    /* idx is not the head, so r->prev is valid */
-    rg_flow_rec *p = rg_flow__rec(t, r->prev);
-    p->next = r->next;
-    if (r->next != RG_FLOW_NIL)
-        rg_flow__rec(t, r->next)->prev = r->prev;
-    else
-        t->lru_tail = r->prev;
-    r->prev = RG_FLOW_NIL;
-    r->next = t->lru_head;
-    rg_flow__rec(t, t->lru_head)->prev = idx;
-    t->lru_head = idx;
+    uint32_t i = (uint32_t)(s >> 32) & mask;
+    while (slot[i])
+        i = (i + 1) & mask;
+    slot[i] = s;
 }
 
-/* ---- hash index ---- */
+/* Double the index (rehash every key).  On allocation failure the old one
+ * stays: it still has room (see room_for). */
+static int index_grow(rg_flow *t)
+{
+    uint32_t nmask = t->mask * 2 + 1;
+    uint64_t *ns = big_zalloc(slots_bytes(nmask));
+    if (!ns) return -1;
+    for (uint32_t i = 0; i <= t->mask; i++)
+        if (t->slot[i]) slots_put(ns, nmask, t->slot[i]);
+    big_free(t->slot, index_bytes(t));
+    t->slot = ns;
+    t->mask = nmask;
+    return 0;
+}
+
+/* Make room for n more keys: grow while the load would pass 1/2.  Fails
+ * only when the index cannot grow (memory) and would be more than 3/4 full
+ * (probe lengths explode; an empty slot must always remain). */
+static int room_for(rg_flow *t, uint32_t n)
+{
+    while ((uint64_t)(t->nkeys + n) * 2 > (uint64_t)t->mask + 1) {
+        if (t->mask >= t->max_mask || index_grow(t)) {
+            if ((uint64_t)(t->nkeys + n) * 4 > (uint64_t)(t->mask + 1) * 3) return -1;
+            break;
+        }
+    }
+    return 0;
+}
+
 static void index_insert(rg_flow *t, uint32_t tag, uint32_t idx, uint32_t dir)
 {
-    uint32_t i = tag & t->mask;
-    while (t->slot[i])
-        i = (i + 1) & t->mask;
-    t->slot[i] = slot_make(tag, idx, dir);
+    slots_put(t->slot, t->mask, slot_make(tag, idx, dir));
+    t->nkeys++;
 }
 
 /* Remove the exact slot value s (backward-shift deletion). */
@@ -154,6 +183,7 @@ static void index_remove(rg_flow *t, uint64_t s)
         if (!t->slot[i]) return; /* not present: nothing to do */
         i = (i + 1) & mask;
     }
+    t->nkeys--;
     uint32_t j = i;
     for (;;) {
         j = (j + 1) & mask;
@@ -212,6 +242,10 @@ void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev
             return NULL;
         }
     }
+    if (RG_UNLIKELY(room_for(t, t->bidir ? 2u : 1u))) { /* index full, out of memory */
+        t->stats->create_failed++;
+        return NULL;
+    }
     uint32_t idx;
     if (t->free_head != RG_FLOW_NIL) {
         idx = t->free_head;
@@ -228,7 +262,7 @@ void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev
     r->last = t->now;
     index_insert(t, r->tag[0], idx, 0);
     if (t->bidir) {
-        if (!rev || memcmp(fwd, rev, t->key_len) == 0) {
+        if (!rev || rg_flow__keyeq(fwd, rev, t->key_len)) {
             r->flags |= RG_FLOW_F_SINGLE;
             r->tag[1] = r->tag[0];
             memcpy(keys + t->key_len, fwd, t->key_len);

@@ -8,6 +8,47 @@
 #define RG_SEQ_SHRINK_BYTES (64u * 1024u)
 #define RG_SEQ_MIN_BUF      2048u
 
+/* Heap bytes held by the sequences of this thread (one worker = one thread,
+ * so the counters need no atomics); updated on the slow paths only. */
+static _Thread_local rg_seq_heap heap;
+
+static void heap_add(size_t n)
+{
+    heap.cur += n;
+    if (heap.cur > heap.peak) heap.peak = heap.cur;
+}
+
+static void heap_sub(size_t n)
+{
+    heap.cur -= n;
+}
+
+rg_seq_heap rg_seq_heap_stats(void)
+{
+    return heap;
+}
+
+void rg_seq_heap_reset_peak(void)
+{
+    heap.peak = heap.cur;
+}
+
+/* An empty sequence gives back a large data buffer at the next insert (not
+ * at assemble: the view it returned points into the buffer).  Assemble sets
+ * RG_SEQF_SHRINK when it empties a large one, which keeps the next insert
+ * off the inline path. */
+static void maybe_shrink(rg_seq *s)
+{
+    rg_seq_store *st = s->st;
+    s->flags &= (uint16_t)~RG_SEQF_SHRINK;
+    if (st && s->nblk == 0 && st->buf_cap > RG_SEQ_SHRINK_BYTES) {
+        free(st->data);
+        heap_sub(st->buf_cap);
+        st->data = NULL;
+        st->buf_cap = 0;
+    }
+}
+
 static uint32_t cfg_max_blocks(const rg_seq_cfg *cfg)
 {
     uint32_t m = cfg->max_blocks ? cfg->max_blocks : RG_SEQ_DEFAULT_MAX_BLOCKS;
@@ -62,6 +103,7 @@ static int buf_reserve(rg_seq *s, const rg_seq_cfg *cfg, uint32_t upto)
     if (ncap < need) ncap = need;
     uint8_t *p = realloc(st->data, (size_t)ncap);
     if (!p) return -1;
+    heap_add((size_t)ncap - st->buf_cap);
     st->data = p;
     st->buf_cap = (uint32_t)ncap;
     return 0;
@@ -75,6 +117,7 @@ static int blk_reserve(rg_seq_store *st, uint32_t n)
         ncap *= 2;
     rg_seq_blk *b = realloc(st->blk, (size_t)ncap * sizeof *b);
     if (!b) return -1;
+    heap_add((size_t)(ncap - st->blk_cap) * sizeof *b);
     st->blk = b;
     st->blk_cap = ncap;
     return 0;
@@ -94,6 +137,7 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
             drop_cap(res, len);
             return -1;
         }
+        heap_add(sizeof *s->st);
     }
     rg_seq_store *st = s->st;
     uint32_t n = s->nblk;
@@ -221,9 +265,9 @@ static uint32_t highest_seen(const rg_seq *s, const rg_seq_cfg *cfg, uint32_t se
     return hi;
 }
 
-uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
-                       uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
-                       rg_seq_res *res)
+uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
+                        uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
+                        rg_seq_res *res)
 {
     rg_seq_res tmp;
     if (!res) {
@@ -237,12 +281,12 @@ uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uin
         if (!cfg->zero_based) s->next = seq;
         s->flags |= RG_SEQF_INIT;
     }
-    if (s->borrow) rg_seq__unborrow(s, cfg, res);
-    if (s->st && s->nblk == 0 && s->st->buf_cap > RG_SEQ_SHRINK_BYTES) {
-        free(s->st->data);
-        s->st->data = NULL;
-        s->st->buf_cap = 0;
-    }
+    /* Borrowed bytes into the own buffer before anything moves.  Without
+     * buffering a pending region at next is kept as it is (the same as a
+     * block there for every step below) and extended by the next in-order
+     * segment; it becomes a block only if a segment needs one. */
+    if (s->borrow && cfg->buffer_data) rg_seq__unborrow(s, cfg, res);
+    maybe_shrink(s);
     const uint32_t dup0 = res->dup_bytes, new0 = res->new_bytes;
 
     /* window: right edge trims, left edge past next arms gap skipping */
@@ -307,7 +351,7 @@ uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uin
             len = (uint32_t)de;
         }
     } else if (phantom) {
-        uint32_t highest = s->nblk ? s->st->blk[s->nblk - 1].end : s->next;
+        uint32_t highest = s->nblk ? s->st->blk[s->nblk - 1].end : s->next + s->borrow_len;
         uint32_t cand = seq + len;
         if (rg_sdiff(cand, highest) >= 0) {
             s->end = cand;
@@ -330,9 +374,21 @@ uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uin
             drop_cap(res, len - (maxspan - rel));
             len = maxspan - rel;
         }
+        if (len && s->borrow_len) { /* without buffering: a pending region at next */
+            if (s->nblk == 0 && rel == s->borrow_len) {
+                s->borrow_len += len; /* continues it, as a block would be merged */
+                res->new_bytes += len;
+                len = 0;
+            } else {
+                rg_seq__unborrow(s, cfg, res);
+            }
+        }
         if (len) {
-            if ((iflags & RG_SEQ_BORROW) && cfg->buffer_data && s->nblk == 0 && rel == 0) {
-                s->borrow = data;
+            /* aligned into an empty sequence: reference the bytes (without
+             * buffering there is nothing to reference: a pending region at
+             * next, the same as a block there, without allocating one) */
+            if (((iflags & RG_SEQ_BORROW) || !cfg->buffer_data) && s->nblk == 0 && rel == 0) {
+                s->borrow = cfg->buffer_data ? data : rg_empty_byte;
                 s->borrow_len = len;
                 res->new_bytes += len;
             } else {
@@ -346,7 +402,7 @@ uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uin
     return res->flags;
 }
 
-rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
+rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 {
     rg_seq_res tmp;
     rg_bytes out;
@@ -357,8 +413,10 @@ rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         res = &tmp;
     }
     if (s->borrow) { /* zero-copy: the caller's bytes, nothing else is buffered */
-        out.ptr = s->borrow;
-        out.len = s->borrow_len;
+        if (cfg->buffer_data) {
+            out.ptr = s->borrow;
+            out.len = s->borrow_len;
+        }
         s->next += s->borrow_len;
         res->adv_bytes += s->borrow_len;
         s->borrow = NULL;
@@ -381,6 +439,7 @@ rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
             s->nblk--;
             memmove(&st->blk[0], &st->blk[1], (size_t)s->nblk * sizeof st->blk[0]);
             res->adv_bytes += n;
+            if (s->nblk == 0 && st->buf_cap > RG_SEQ_SHRINK_BYTES) s->flags |= RG_SEQF_SHRINK;
         }
     }
     if ((s->flags & RG_SEQF_FLOOR) &&
@@ -395,12 +454,14 @@ rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     return out;
 }
 
-void rg_seq_free(rg_seq *s)
+void rg_seq__release(rg_seq *s)
 {
-    if (s->st) {
-        free(s->st->blk);
-        free(s->st->data);
-        free(s->st);
+    rg_seq_store *st = s->st;
+    if (st) {
+        heap_sub(sizeof *st + st->buf_cap + (size_t)st->blk_cap * sizeof *st->blk);
+        free(st->blk);
+        free(st->data);
+        free(st);
     }
     rg_seq_init(s);
 }
@@ -413,6 +474,7 @@ void rg_seq_set_base(rg_seq *s, uint32_t next)
     s->next = next;
     s->end = s->lend = s->floor = 0;
     s->flags = RG_SEQF_INIT;
+    maybe_shrink(s);
 }
 
 uint32_t rg_seq_buffered(const rg_seq *s)
@@ -438,7 +500,7 @@ int rg_seq_ready(const rg_seq *s)
     return 1;
 }
 
-int rg_seq_ready_upto(const rg_seq *s, uint32_t upto)
+int rg_seq__ready_upto(const rg_seq *s, uint32_t upto)
 {
     if (!(s->flags & RG_SEQF_INIT)) return 0;
     /* Phantom bytes (a FIN) are never present: the data ends at the marker. */

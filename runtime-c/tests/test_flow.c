@@ -506,10 +506,142 @@ static void test_hash(void **state)
     assert_true(used > B / 2);
 }
 
+/* ---- adaptive index ---- */
+/* Key of a given length from an id: the id's bytes at both ends, a filler in
+ * between, so keys differ in their first and in their last bytes. */
+static void idkey(uint8_t *k, size_t n, uint32_t id, int rev)
+{
+    uint32_t v = id * 2 + (rev ? 1 : 0);
+    for (size_t i = 0; i < n; i++)
+        k[i] = (uint8_t)(0x5a + i);
+    for (size_t i = 0; i < 4 && i < n; i++)
+        k[i] ^= (uint8_t)(v >> (8 * i));
+    for (size_t i = 0; i < 4 && n >= 8; i++)
+        k[n - 1 - i] ^= (uint8_t)(v >> (8 * i));
+}
+
+/* The index starts small, doubles while instances are added (load <= 1/2),
+ * and every live key stays findable in both directions through random
+ * creates and deletes; deleted keys are gone.  Key lengths cover the word
+ * compare's shapes (1..3 bytes, 4..7, multiples of 8, overlapping tails). */
+static void growth_run(uint32_t key_len, uint32_t cap, uint64_t seed)
+{
+    rg_flow_cfg cfg = {
+        .key_len = key_len, .payload_size = sizeof(payload), .cap = cap, .bidir = 1, .seed = seed};
+    rg_flow *t = rg_flow_new(&cfg);
+    assert_non_null(t);
+    size_t first = rg_flow_index_bytes(t);
+    assert_true(first <= RG_FLOW_MIN_SLOTS * sizeof(uint64_t));
+    uint32_t nid = key_len >= 3 ? 3 * cap : 1u << (8 * key_len - 1); /* ids that fit */
+    if (nid > 3 * cap) nid = 3 * cap;
+    void **live = calloc(nid, sizeof *live);
+    uint8_t *k = malloc(key_len), *r = malloc(key_len); /* exact size: ASan sees over-reads */
+    assert_non_null(live);
+    rg_rng rng = {seed};
+    uint32_t nlive = 0;
+    size_t grew = first;
+    for (int step = 0; step < 60000; step++) {
+        uint32_t id = rng_below(&rng, nid);
+        idkey(k, key_len, id, 0);
+        idkey(r, key_len, id, 1);
+        int dir = -1;
+        void *f = rg_flow_find(t, k, &dir);
+        assert_ptr_equal(f, live[id]);
+        if (f) assert_int_equal(dir, RG_DIR_TO_PASSIVE);
+        dir = -1;
+        f = rg_flow_lookup(t, r, &dir);
+        assert_ptr_equal(f, live[id]);
+        if (f) assert_int_equal(dir, RG_DIR_TO_ACTIVE);
+        /* grow phase first (mostly creates), then churn */
+        int create = step < 30000 ? rng_below(&rng, 8) != 0 : rng_below(&rng, 2);
+        if (!live[id] && create && nlive < cap) {
+            payload *p = rg_flow_create(t, k, r);
+            assert_non_null(p);
+            p->id = id;
+            live[id] = p;
+            nlive++;
+        } else if (live[id] && !create) {
+            rg_flow_delete(t, live[id]);
+            live[id] = NULL;
+            nlive--;
+        }
+        assert_int_equal(rg_flow_live(t), nlive);
+        assert_true((size_t)t->nkeys * 2 <= (size_t)t->mask + 1); /* load <= 1/2 */
+        assert_true(t->mask <= t->max_mask);
+        if (rg_flow_index_bytes(t) > grew) grew = rg_flow_index_bytes(t);
+    }
+    if (cap > 2000 && nid > 2000) assert_true(grew > first); /* it grew */
+    /* every live instance is found with its payload intact */
+    for (uint32_t id = 0; id < nid; id++) {
+        idkey(k, key_len, id, 0);
+        payload *p = rg_flow_find_hn(t, k, key_len, rg_flow_hash(t, k), NULL);
+        assert_ptr_equal(p, live[id]);
+        if (p) assert_int_equal(p->id, id);
+    }
+    /* an empty table finds nothing (and answers without probing) */
+    rg_flow_flush(t);
+    assert_int_equal(t->nkeys, 0);
+    for (uint32_t id = 0; id < 100; id++) {
+        idkey(k, key_len, id, 0);
+        assert_null(rg_flow_lookup(t, k, NULL));
+    }
+    free(k);
+    free(r);
+    free(live);
+    rg_flow_free(t);
+}
+
+static void test_index_growth(void **state)
+{
+    (void)state;
+    static const uint32_t lens[] = {1, 2, 3, 4, 5, 7, 8, 11, 12, 13, 16, 36, 37};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        growth_run(lens[i], 5000, 100 + i);
+    growth_run(12, 40, 7);       /* a cap smaller than the first index */
+    growth_run(12, 1u << 18, 9); /* the benchmark default: small index, large cap */
+}
+
+/* The word compare agrees with memcmp for every length and every position of
+ * a difference (exact-size buffers). */
+static void test_keyeq(void **state)
+{
+    (void)state;
+    for (size_t n = 1; n <= 72; n++) {
+        uint8_t *a = malloc(n), *b = malloc(n);
+        for (size_t i = 0; i < n; i++)
+            a[i] = b[i] = (uint8_t)(i * 13 + n);
+        assert_true(rg_flow__keyeq(a, b, n));
+        for (size_t i = 0; i < n; i++) {
+            b[i] ^= (uint8_t)(1u << (i % 8));
+            assert_false(rg_flow__keyeq(a, b, n));
+            assert_int_equal(rg_flow__keyeq(a, b, n), memcmp(a, b, n) == 0);
+            b[i] = a[i];
+        }
+        free(a);
+        free(b);
+    }
+}
+
+/* The table reports its record size through the layer counters. */
+static void test_record_bytes_in_stats(void **state)
+{
+    (void)state;
+    rg_inst_stats st = {0};
+    rg_flow_cfg cfg = {.key_len = 12, .payload_size = 100, .cap = 10, .bidir = 1, .stats = &st};
+    rg_flow *t = rg_flow_new(&cfg);
+    assert_non_null(t);
+    assert_int_equal(st.record_bytes, rg_flow_record_size(t));
+    assert_int_equal(st.record_bytes, 32 + 32 + 112); /* header, 2 keys (16-aligned), payload */
+    rg_flow_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_index_growth),
+        cmocka_unit_test(test_keyeq),
+        cmocka_unit_test(test_record_bytes_in_stats),
         cmocka_unit_test(test_both_directions),
         cmocka_unit_test(test_unidirectional),
         cmocka_unit_test(test_symmetric_key),

@@ -2,6 +2,7 @@
 #include "rg_test.h"
 
 #include "rg/rg_seq.h"
+#include "ref_seq.h"
 
 /* ---- helpers ---- */
 static const rg_seq_cfg CFG_FIRST = {.policy = RG_SEQ_FIRST, .buffer_data = 1};
@@ -1194,7 +1195,12 @@ static void stress_run(uint64_t seed)
             assert_int_equal(s.next, expect);
         }
         rg_seq_settle(&s, &cfg);
-        assert_null(s.borrow);
+        /* nothing points into the packet (without buffering a pending
+         * region at next references no bytes) */
+        if (cfg.buffer_data || !s.borrow_len)
+            assert_null(s.borrow);
+        else
+            assert_ptr_equal(s.borrow, rg_empty_byte);
         memset(buf, 0xA5, len); /* the packet buffer is gone */
     }
     /* drain: what is left is consistent */
@@ -1282,6 +1288,382 @@ static void test_bad_inputs(void **state)
     rg_seq_free(&s);
 }
 
+/* ---- inline fast paths vs the reference ---- */
+/* The implementation before the inline fast paths (ref_seq.h) and the
+ * current one, fed the same calls: every result a caller can see must be
+ * identical (flags, every rg_seq_res field, the returned bytes, the
+ * queries).  Calls go through the inline API or straight to the
+ * out-of-line paths at random, so both are checked. */
+static void same_queries(const rg_seq *s, ref_seq *r, uint32_t probe)
+{
+    assert_int_equal(s->next, r->next);
+    assert_int_equal(rg_seq_empty(s), r->nblk == 0 && r->borrow_len == 0);
+    assert_int_equal(rg_seq_blocks(s), r->nblk + (r->borrow_len ? 1u : 0u));
+    assert_int_equal(rg_seq_buffered(s), ref_buffered(r));
+    assert_int_equal(rg_seq_ready(s), ref_ready(r));
+    assert_int_equal(rg_seq_pending(s), ref_pending(r));
+    assert_int_equal(rg_seq_has_end(s), (r->flags & RG_SEQF_END) != 0);
+    if (rg_seq_has_end(s)) assert_int_equal(rg_seq_end(s), r->end);
+    assert_int_equal(rg_seq_done(s), (r->flags & RG_SEQF_DONE) != 0);
+    assert_int_equal(rg_seq_ready_upto(s, probe), ref_ready_upto(r, probe));
+    assert_int_equal(rg_seq__ready_upto(s, probe), ref_ready_upto(r, probe));
+    assert_int_equal(rg_seq_ready_upto(s, s->next), ref_ready_upto(r, r->next));
+}
+
+static void same_res(const rg_seq_res *a, const rg_seq_res *b)
+{
+    assert_int_equal(a->flags, b->flags);
+    assert_int_equal(a->new_bytes, b->new_bytes);
+    assert_int_equal(a->dup_bytes, b->dup_bytes);
+    if (a->dup_bytes) assert_int_equal(a->dup_seq, b->dup_seq);
+    assert_int_equal(a->oow_bytes, b->oow_bytes);
+    assert_int_equal(a->cap_bytes, b->cap_bytes);
+    assert_int_equal(a->gap_bytes, b->gap_bytes);
+    assert_int_equal(a->adv_bytes, b->adv_bytes);
+}
+
+static void same_stats(const rg_seq_stats *a, const rg_seq_stats *b)
+{
+    assert_memory_equal(a, b, sizeof *a);
+}
+
+/* One TCP-like direction: mostly in-order data (BORROW, as generated code
+ * passes it), pure ACKs with a window at or behind next, a SYN first and a
+ * FIN late; sometimes reordering, retransmissions, overlaps, gaps, windows
+ * that trim or arm gap skipping, no result struct, settle without
+ * assemble. */
+static void ref_run(uint64_t seed, const rg_seq_cfg *cfg)
+{
+    rg_rng rng = {seed};
+    rg_seq s;
+    ref_seq r;
+    rg_seq_init(&s);
+    ref_seq_init(&r);
+    rg_seq_stats st_s, st_r;
+    memset(&st_s, 0, sizeof st_s);
+    memset(&st_r, 0, sizeof st_r);
+    uint8_t *pkt = malloc(4096);
+    uint32_t isn =
+        rng_below(&rng, 2) ? (uint32_t)rng_next(&rng) : 0xFFFFFFFFu - rng_below(&rng, 3000);
+    if (cfg->zero_based) isn = 0;
+    uint32_t cursor = isn;
+    int syn = !cfg->zero_based && rng_below(&rng, 4) != 0;
+    for (int step = 0; step < 1500; step++) {
+        uint32_t seq = cursor, len = 0, takeup;
+        unsigned kind = rng_below(&rng, 20);
+        if (step == 0 && syn) {
+            takeup = 1; /* SYN */
+        } else if (kind < 9) {
+            len = 1 + rng_below(&rng, 1460); /* in order */
+            takeup = len;
+        } else if (kind < 13) {
+            takeup = 0; /* pure ACK */
+        } else if (kind < 15) {
+            seq = cursor + rng_below(&rng, 4000); /* ahead: a hole */
+            len = 1 + rng_below(&rng, 1460);
+            takeup = len;
+        } else if (kind < 17) {
+            seq = cursor - rng_below(&rng, 3000); /* retransmission / overlap */
+            len = 1 + rng_below(&rng, 2000);
+            takeup = len;
+        } else if (kind < 18) {
+            len = rng_below(&rng, 3) ? 0 : rng_below(&rng, 100); /* FIN (late: the stream ends) */
+            takeup = step > 1300 ? len + 1 : len;
+        } else if (kind < 19) {
+            len = rng_below(&rng, 600); /* truncating takeup */
+            takeup = rng_below(&rng, len + 1);
+        } else {
+            seq = (uint32_t)rng_next(&rng); /* garbage */
+            len = rng_below(&rng, 300);
+            takeup = len;
+        }
+        for (uint32_t i = 0; i < len; i++)
+            pkt[i] = (uint8_t)((seq + i) * 7u + (rng_below(&rng, 50) == 0)); /* rare conflicts */
+        rg_seq_win w = {0, 0};
+        unsigned wk = rng_below(&rng, 4);
+        uint32_t base = (s.flags & RG_SEQF_INIT) ? s.next : seq;
+        if (wk == 1) { /* the usual TCP window: left at or behind next, a large right edge */
+            w.left = base - rng_below(&rng, 2000);
+            w.right = w.left + (1u << 30);
+        } else if (wk == 2) { /* left ahead (gap skipping) or a tight right edge */
+            w.left = base + rng_below(&rng, 3000) - 500;
+            w.right = w.left + rng_below(&rng, 6000);
+        } else if (wk == 3 && rng_below(&rng, 8) == 0) {
+            w.left = w.right = 0; /* (0, 0): no window */
+        }
+        const rg_seq_win *wp = wk ? &w : NULL;
+        unsigned fl = rng_below(&rng, 8) ? RG_SEQ_BORROW : 0;
+        const uint8_t *data = len ? pkt : (rng_below(&rng, 2) ? pkt : NULL);
+        int use_res = rng_below(&rng, 16) != 0;
+        rg_seq_res a, b;
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        uint32_t fa =
+            rng_below(&rng, 4)
+                ? rg_seq_insert(&s, cfg, seq, data, len, takeup, wp, fl, use_res ? &a : NULL)
+                : rg_seq__insert(&s, cfg, seq, data, len, takeup, wp, fl, use_res ? &a : NULL);
+        uint32_t fb = ref_insert(&r, cfg, seq, data, len, takeup, wp, fl, use_res ? &b : NULL);
+        assert_int_equal(fa, fb);
+        if (seq == cursor || rng_below(&rng, 2)) cursor = seq + len;
+        same_queries(&s, &r, cursor + rng_below(&rng, 3000) - 1500);
+        /* assemble (mostly), or settle and assemble on a later packet */
+        int nasm = rng_below(&rng, 6) ? 1 + (int)rng_below(&rng, 2) : 0;
+        for (int k = 0; k < nasm; k++) {
+            rg_bytes x = rng_below(&rng, 4) ? rg_seq_assemble(&s, cfg, use_res ? &a : NULL)
+                                            : rg_seq__assemble(&s, cfg, use_res ? &a : NULL);
+            rg_bytes y = ref_assemble(&r, cfg, use_res ? &b : NULL);
+            assert_non_null(x.ptr);
+            assert_int_equal(x.len, y.len);
+            if (x.len) assert_memory_equal(x.ptr, y.ptr, x.len);
+            same_queries(&s, &r, cursor);
+        }
+        same_res(&a, &b);
+        rg_seq_stats_add(&st_s, &a);
+        rg_seq_stats_add(&st_r, &b);
+        same_stats(&st_s, &st_r);
+        rg_seq_settle(&s, cfg);
+        if (r.borrow) ref_unborrow(&r, cfg, NULL);
+        memset(pkt, 0xEE, 4096); /* the packet is gone */
+        same_queries(&s, &r, cursor);
+        if (rng_below(&rng, 400) == 0) { /* an explicit base */
+            uint32_t nb = cursor + rng_below(&rng, 100);
+            rg_seq_set_base(&s, nb);
+            ref_set_base(&r, nb);
+            same_queries(&s, &r, nb);
+        }
+    }
+    rg_seq_free(&s);
+    ref_free(&r);
+    free(pkt);
+}
+
+static void test_fast_vs_reference(void **state)
+{
+    (void)state;
+    static const rg_seq_cfg cfgs[] = {
+        {.policy = RG_SEQ_FIRST, .buffer_data = 1},
+        {.policy = RG_SEQ_LAST, .buffer_data = 1},
+        {.policy = RG_SEQ_FIRST, .buffer_data = 0},
+        {.policy = RG_SEQ_LAST, .buffer_data = 1, .zero_based = 1},
+        {.policy = RG_SEQ_FIRST, .buffer_data = 0, .zero_based = 1},
+        {.policy = RG_SEQ_FIRST, .buffer_data = 1, .max_bytes = 3000, .max_blocks = 3},
+        {.policy = RG_SEQ_LAST, .buffer_data = 0, .max_bytes = 3000, .max_blocks = 2},
+    };
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+        for (uint64_t seed = 1; seed <= 12; seed++)
+            ref_run(seed * 104729 + c, &cfgs[c]);
+}
+
+static int cfg_is_ft(const rg_seq_cfg *cfg)
+{
+    return !cfg->buffer_data;
+}
+
+/* The per-packet common cases, case by case: inline path, out-of-line path
+ * and reference agree (flags, results, stats, bytes), and the in-order
+ * ones neither copy nor allocate. */
+typedef struct {
+    uint32_t seq, len, takeup;
+    int win; /* 0: none, 1: left = seq, right far */
+} seg;
+
+static void case_run(const rg_seq_cfg *cfg, const seg *segs, size_t n, unsigned fl,
+                     int expect_no_store)
+{
+    rg_seq a, b;
+    ref_seq r;
+    rg_seq_init(&a);
+    rg_seq_init(&b);
+    ref_seq_init(&r);
+    uint8_t *buf = malloc(70000);
+    for (size_t i = 0; i < 70000; i++)
+        buf[i] = pat((uint32_t)i);
+    rg_seq_stats sa = {0}, sb = {0}, sr = {0};
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *d = buf + (segs[i].seq % 1000);
+        rg_seq_win w = {segs[i].seq, segs[i].seq + (1u << 30)};
+        const rg_seq_win *wp = segs[i].win ? &w : NULL;
+        rg_seq_res ra = {0}, rb = {0}, rr = {0};
+        uint32_t fa =
+            rg_seq_insert(&a, cfg, segs[i].seq, d, segs[i].len, segs[i].takeup, wp, fl, &ra);
+        uint32_t fb =
+            rg_seq__insert(&b, cfg, segs[i].seq, d, segs[i].len, segs[i].takeup, wp, fl, &rb);
+        uint32_t fr = ref_insert(&r, cfg, segs[i].seq, d, segs[i].len, segs[i].takeup, wp, fl, &rr);
+        assert_int_equal(fa, fr);
+        assert_int_equal(fb, fr);
+        if ((fl & RG_SEQ_BORROW) && cfg->buffer_data && a.borrow) /* zero-copy */
+            assert_true(a.borrow >= d && a.borrow + a.borrow_len <= d + segs[i].len);
+        rg_bytes xa = rg_seq_assemble(&a, cfg, &ra);
+        rg_bytes xb = rg_seq__assemble(&b, cfg, &rb);
+        rg_bytes xr = ref_assemble(&r, cfg, &rr);
+        assert_int_equal(xa.len, xr.len);
+        assert_int_equal(xb.len, xr.len);
+        if (xr.len) {
+            assert_memory_equal(xa.ptr, xr.ptr, xr.len);
+            assert_memory_equal(xb.ptr, xr.ptr, xr.len);
+        }
+        same_res(&ra, &rr);
+        same_res(&rb, &rr);
+        rg_seq_stats_add(&sa, &ra);
+        rg_seq_stats_add(&sb, &rb);
+        rg_seq_stats_add(&sr, &rr);
+        rg_seq_settle(&a, cfg);
+        rg_seq_settle(&b, cfg);
+        if (r.borrow) ref_unborrow(&r, cfg, NULL);
+        same_queries(&a, &r, segs[i].seq + segs[i].takeup);
+        same_queries(&b, &r, segs[i].seq + segs[i].takeup);
+        if (expect_no_store) {
+            assert_null(a.st);
+            assert_null(b.st);
+        }
+    }
+    same_stats(&sa, &sr);
+    same_stats(&sb, &sr);
+    rg_seq_free(&a);
+    rg_seq_free(&b);
+    ref_free(&r);
+    free(buf);
+}
+
+static void test_fast_vs_slow_cases(void **state)
+{
+    (void)state;
+    const uint32_t I = 0xFFFFF000u; /* wraps during the stream */
+    /* SYN, in-order data, pure ACKs, FIN: the common connection */
+    const seg conn[] = {{I, 0, 1, 1},
+                        {I + 1, 0, 0, 1},
+                        {I + 1, 100, 100, 1},
+                        {I + 101, 0, 0, 1},
+                        {I + 101, 1448, 1448, 1},
+                        {I + 1549, 1448, 1448, 1},
+                        {I + 2997, 1024, 1024, 0},
+                        {I + 4021, 0, 1, 1},
+                        {I + 4022, 0, 0, 1}};
+    /* out of order, then the hole filled */
+    const seg ooo[] = {{100, 10, 10, 0}, {120, 10, 10, 0}, {110, 10, 10, 0}, {130, 5, 5, 1}};
+    /* retransmission and partial overlap of delivered data */
+    const seg dup[] = {{100, 10, 10, 0}, {100, 10, 10, 0}, {105, 10, 10, 0}, {115, 5, 5, 1}};
+    /* overlap with buffered data */
+    const seg ovl[] = {
+        {100, 10, 10, 0}, {120, 10, 10, 0}, {125, 10, 10, 0}, {118, 4, 4, 0}, {110, 30, 30, 0}};
+    /* first insert sets next (zero-based: at 0) */
+    const seg first0[] = {{0, 576, 576, 0}, {576, 100, 100, 0}};
+    static const rg_seq_cfg C1 = {.policy = RG_SEQ_FIRST, .buffer_data = 1};
+    static const rg_seq_cfg C2 = {.policy = RG_SEQ_LAST, .buffer_data = 1};
+    static const rg_seq_cfg FT = {.policy = RG_SEQ_FIRST, .buffer_data = 0};
+    static const rg_seq_cfg Z1 = {.policy = RG_SEQ_LAST, .buffer_data = 1, .zero_based = 1};
+    static const rg_seq_cfg Z0 = {.buffer_data = 0, .zero_based = 1};
+#define N(x) (sizeof(x) / sizeof((x)[0]))
+    case_run(&C1, conn, N(conn), RG_SEQ_BORROW, 1);
+    case_run(&C2, conn, N(conn), RG_SEQ_BORROW, 1);
+    case_run(&C1, conn, N(conn), 0, 0); /* copying */
+    case_run(&FT, conn, N(conn), RG_SEQ_BORROW, 1);
+    case_run(&FT, conn, N(conn), 0, 1); /* offsets only: no store without the flag either */
+    case_run(&Z1, first0, N(first0), RG_SEQ_BORROW, 1);
+    case_run(&Z0, first0, N(first0), 0, 1);
+    const rg_seq_cfg *all[] = {&C1, &C2, &FT};
+    for (size_t c = 0; c < 3; c++)
+        for (unsigned fl = 0; fl <= RG_SEQ_BORROW; fl++) {
+            case_run(all[c], ooo, N(ooo), fl, 0);
+            case_run(all[c], dup, N(dup), fl, cfg_is_ft(all[c]));
+            case_run(all[c], ovl, N(ovl), fl, 0);
+        }
+#undef N
+}
+
+/* Without buffering, in-order traffic allocates nothing, whatever the insert
+ * flags and even when a packet's region is settled instead of assembled;
+ * out-of-order data keeps offsets only (no data buffer). */
+static void test_ft_no_allocation(void **state)
+{
+    (void)state;
+    static const rg_seq_cfg FT = {.policy = RG_SEQ_FIRST, .buffer_data = 0};
+    size_t heap0 = rg_seq_heap_stats().cur;
+    uint8_t pkt[1500];
+    memset(pkt, 1, sizeof pkt);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res r = {0};
+    rg_seq_win w = {1000, 1000 + (1u << 30)};
+    rg_seq_insert(&s, &FT, 999, NULL, 0, 1, &w, RG_SEQ_BORROW, &r); /* SYN */
+    (void)rg_seq_assemble(&s, &FT, &r);
+    uint32_t seq = 1000;
+    for (int i = 0; i < 1000; i++) {
+        uint32_t len = 1 + (uint32_t)(i * 37) % 1400;
+        w.left = seq - (uint32_t)(i % 3) * 10;
+        rg_seq_insert(&s, &FT, seq, pkt, len, len, &w, i % 2 ? RG_SEQ_BORROW : 0, &r);
+        rg_seq_insert(&s, &FT, seq + len, pkt, 0, 0, &w, RG_SEQ_BORROW, &r); /* ACK-like */
+        if (i % 5 == 0) {
+            rg_seq_settle(&s, &FT); /* no assemble on this packet */
+        } else {
+            rg_bytes b = rg_seq_assemble(&s, &FT, &r);
+            assert_int_equal(b.len, 0);
+            assert_non_null(b.ptr);
+        }
+        seq += len;
+        assert_null(s.st);
+    }
+    (void)rg_seq_assemble(&s, &FT, &r);
+    assert_int_equal(s.next, seq);
+    rg_seq_insert(&s, &FT, seq, NULL, 0, 1, &w, 0, &r); /* FIN */
+    (void)rg_seq_assemble(&s, &FT, &r);
+    assert_true(rg_seq_done(&s));
+    assert_null(s.st);
+    assert_int_equal(rg_seq_heap_stats().cur, heap0);
+    rg_seq_free(&s);
+
+    /* out of order: offsets only */
+    rg_seq_init(&s);
+    rg_seq_insert(&s, &FT, 100, pkt, 10, 10, NULL, RG_SEQ_BORROW, &r);
+    rg_seq_insert(&s, &FT, 120, pkt, 10, 10, NULL, RG_SEQ_BORROW, &r);
+    assert_non_null(s.st);
+    assert_null(s.st->data);
+    assert_int_equal(s.st->buf_cap, 0);
+    assert_true(rg_seq_heap_stats().cur > heap0);
+    rg_seq_free(&s);
+    assert_int_equal(rg_seq_heap_stats().cur, heap0);
+}
+
+/* Heap accounting of the reassembly buffers: grows with out-of-order data,
+ * back to the start when freed; the peak stays until reset. */
+static void test_heap_accounting(void **state)
+{
+    (void)state;
+    size_t heap0 = rg_seq_heap_stats().cur;
+    rg_seq_heap_reset_peak();
+    assert_int_equal(rg_seq_heap_stats().peak, heap0);
+    uint8_t *d = make_stream(100000);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res r = {0};
+    rg_seq_insert(&s, &CFG_FIRST, 0, d, 10, 10, NULL, RG_SEQ_BORROW, &r);
+    (void)rg_seq_assemble(&s, &CFG_FIRST, &r);
+    assert_int_equal(rg_seq_heap_stats().cur, heap0); /* borrowed: nothing held */
+    ins(&s, &CFG_FIRST, 20000, d + 20000, 70000, &r); /* a hole at 10 */
+    size_t held = rg_seq_heap_stats().cur - heap0;
+    assert_true(held >= sizeof(rg_seq_store) + 70000);
+    assert_int_equal(held,
+                     sizeof(rg_seq_store) + s.st->buf_cap + s.st->blk_cap * sizeof(rg_seq_blk));
+    ins(&s, &CFG_FIRST, 10, d + 10, 19990, &r);
+    rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, &r);
+    assert_int_equal(b.len, 89990);
+    assert_memory_equal(b.ptr, d + 10, 89990);
+    /* empty with a large buffer: released by the next insert (even an
+     * in-order one, which takes the out-of-line path for it) */
+    rg_seq_insert(&s, &CFG_FIRST, 90000, d + 90000, 10, 10, NULL, RG_SEQ_BORROW, &r);
+    assert_int_equal(s.st->buf_cap, 0);
+    assert_int_equal(rg_seq_heap_stats().cur - heap0,
+                     sizeof(rg_seq_store) + s.st->blk_cap * sizeof(rg_seq_blk));
+    b = rg_seq_assemble(&s, &CFG_FIRST, &r);
+    assert_ptr_equal(b.ptr, d + 90000);
+    assert_true(rg_seq_heap_stats().peak >= heap0 + held);
+    rg_seq_free(&s);
+    assert_int_equal(rg_seq_heap_stats().cur, heap0);
+    rg_seq_heap_reset_peak();
+    assert_int_equal(rg_seq_heap_stats().peak, heap0);
+    free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1315,6 +1697,10 @@ int main(void)
         cmocka_unit_test(test_random_stress),
         cmocka_unit_test(test_memory_compaction),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_fast_vs_reference),
+        cmocka_unit_test(test_fast_vs_slow_cases),
+        cmocka_unit_test(test_ft_no_allocation),
+        cmocka_unit_test(test_heap_accounting),
     };
     return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);
 }

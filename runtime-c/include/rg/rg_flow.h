@@ -13,7 +13,10 @@
  *
  * Hash index: open addressing, linear probing, 8-byte slots (32-bit hash tag
  * + record index + direction bit), load factor <= 1/2, backward-shift delete
- * (no tombstones).  Keys live in the record, next to the payload.
+ * (no tombstones).  Keys live in the record, next to the payload.  The index
+ * starts small (RG_FLOW_MIN_SLOTS) and doubles (rehash, amortised O(1)) when
+ * the load would pass 1/2, up to the size the cap needs, so a table with a
+ * large cap but few live instances stays in the cache.
  *
  * The table keeps an exact LRU list (touched by rg_flow_lookup/rg_flow_touch
  * and creation).  When the pool is full, rg_flow_create evicts the least
@@ -65,6 +68,8 @@ typedef struct rg_flow_cfg {
 #define RG_FLOW_MAX_KEY 1024u
 #define RG_FLOW_MAX_CAP (1u << 28)
 #define RG_FLOW_NIL     UINT32_MAX
+/* Initial index slots (8 bytes each) unless the cap needs fewer. */
+#define RG_FLOW_MIN_SLOTS 1024u
 
 /* Record header; the keys and then the payload follow it in the record. */
 typedef struct rg_flow_rec {
@@ -81,8 +86,10 @@ typedef struct rg_flow_rec {
 /* The table.  Fields are exposed for the inline fast paths; treat them as
  * private. */
 typedef struct rg_flow {
-    uint64_t *slot; /* hash index; 0 = empty */
-    uint32_t mask;  /* nslots - 1 */
+    uint64_t *slot;    /* hash index; 0 = empty */
+    uint32_t mask;     /* nslots - 1 */
+    uint32_t nkeys;    /* keys stored in the index */
+    uint32_t max_mask; /* nslots - 1 of the largest index (sized for cap) */
     uint32_t key_len;
     uint32_t key_off;     /* offset of the keys in a record */
     uint32_t payload_off; /* offset of the payload in a record */
@@ -119,21 +126,35 @@ RG_INLINE uint64_t rg_hash_mix64(uint64_t h)
     return h;
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* GCC cannot see that a runtime n equals the key's size and warns about the
+ * branches for longer keys when a caller's key is a small object. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wstringop-overread"
+#endif
+
 /* Fast 64-bit hash of n bytes (xxhash-style rounds, murmur finaliser).  Inline
- * so that a compile-time constant n unrolls completely. */
+ * so that a compile-time constant n unrolls completely.  From 8 bytes on,
+ * the last round reads the last 8 bytes (overlapping the word before when n
+ * is not a multiple of 8): ceil(n / 8) rounds and no byte-wise tail, which
+ * keeps a runtime n (rg_flow_hash) cheap too. */
 RG_INLINE uint64_t rg_hash_bytes(const void *key, size_t n, uint64_t seed)
 {
     const uint8_t *p = (const uint8_t *)key;
     uint64_t h = seed ^ (UINT64_C(0x9E3779B97F4A7C15) * (uint64_t)(n + 1));
-    while (n >= 8) {
+    if (n >= 8) {
+        const uint8_t *last = p + n - 8;
         uint64_t w;
-        memcpy(&w, p, 8);
+        for (; p < last; p += 8) {
+            memcpy(&w, p, 8);
+            h ^= w * UINT64_C(0xC2B2AE3D27D4EB4F);
+            h = (h << 31 | h >> 33) * UINT64_C(0x9E3779B97F4A7C15);
+        }
+        memcpy(&w, last, 8);
         h ^= w * UINT64_C(0xC2B2AE3D27D4EB4F);
         h = (h << 31 | h >> 33) * UINT64_C(0x9E3779B97F4A7C15);
-        p += 8;
-        n -= 8;
-    }
-    if (n) {
+    } else if (n) {
         uint64_t w = 0;
         if (n >= 4) {
             uint32_t a, b;
@@ -148,6 +169,47 @@ RG_INLINE uint64_t rg_hash_bytes(const void *key, size_t n, uint64_t seed)
     }
     return rg_hash_mix64(h);
 }
+
+/* Key equality, inline: 8-byte words (the last one overlapping the one
+ * before when n is not a multiple of 8), 4-byte halves below 8 bytes, no
+ * early exit (the tag matched, so the keys are almost always equal).  A
+ * compile-time constant n unrolls completely; a runtime n costs a short
+ * loop instead of a libc call. */
+RG_INLINE int rg_flow__keyeq(const void *a, const void *b, size_t n)
+{
+    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+    if (n >= 8) {
+        uint64_t u, v, d = 0;
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&u, x + i, 8);
+            memcpy(&v, y + i, 8);
+            d |= u ^ v;
+        }
+        if (i < n) {
+            memcpy(&u, x + n - 8, 8);
+            memcpy(&v, y + n - 8, 8);
+            d |= u ^ v;
+        }
+        return d == 0;
+    }
+    if (n >= 4) {
+        uint32_t u0, v0, u1, v1;
+        memcpy(&u0, x, 4);
+        memcpy(&v0, y, 4);
+        memcpy(&u1, x + n - 4, 4);
+        memcpy(&v1, y + n - 4, 4);
+        return ((u0 ^ v0) | (u1 ^ v1)) == 0;
+    }
+    uint32_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= (uint32_t)(x[i] ^ y[i]);
+    return d == 0;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /* Tag stored in the index: never used as an empty marker (the low 32 bits of
  * a slot are never 0 for a used slot), so any value is fine. */
@@ -179,7 +241,21 @@ RG_INLINE uint32_t rg_flow__idx_of(const rg_flow *t, const rg_flow_rec *r)
     return (uint32_t)(((const uint8_t *)r - t->pool) / t->stride);
 }
 
-void rg_flow__lru_move_front(rg_flow *t, uint32_t idx, rg_flow_rec *r);
+/* Move a record that is not the head to the head of the LRU list (inline:
+ * a lookup hit does this for nearly every packet). */
+RG_INLINE void rg_flow__lru_move_front(rg_flow *t, uint32_t idx, rg_flow_rec *r)
+{
+    const uint32_t prev = r->prev, next = r->next, head = t->lru_head;
+    rg_flow__rec(t, prev)->next = next; /* not the head: prev is valid */
+    if (next != RG_FLOW_NIL)
+        rg_flow__rec(t, next)->prev = prev;
+    else
+        t->lru_tail = prev;
+    r->prev = RG_FLOW_NIL;
+    r->next = head;
+    rg_flow__rec(t, head)->prev = idx;
+    t->lru_head = idx;
+}
 
 RG_INLINE void rg_flow__touch(rg_flow *t, uint32_t idx, rg_flow_rec *r)
 {
@@ -199,29 +275,41 @@ RG_INLINE void rg_flow_set_time(rg_flow *t, uint64_t now_ns)
     if (now_ns > t->now) t->now = now_ns;
 }
 
+/* The record index + 1 of a key (0: absent); *dir gets the direction. */
+RG_INLINE uint32_t rg_flow__probe(const rg_flow *t, const void *key, size_t key_len, uint64_t h,
+                                  uint32_t *dir)
+{
+    if (RG_UNLIKELY(t->nlive == 0)) return 0; /* e.g. IP: instances only for fragments */
+    const uint32_t tag = rg_flow_tag(h), mask = t->mask;
+    const uint64_t *slot = t->slot;
+    uint32_t i = tag & mask;
+    for (;;) {
+        uint64_t s = slot[i];
+        if (RG_LIKELY(s == 0)) return 0;
+        if ((uint32_t)(s >> 32) == tag) {
+            uint32_t low = (uint32_t)s;
+            uint32_t d = low & 1u;
+            const uint8_t *k = t->pool + (size_t)((low >> 1) - 1) * t->stride + t->key_off;
+            if (RG_LIKELY(rg_flow__keyeq(k + d * key_len, key, key_len))) {
+                *dir = d;
+                return low >> 1;
+            }
+        }
+        i = (i + 1) & mask;
+    }
+}
+
 /* Probe with a precomputed hash and an explicit key length (pass a constant
- * equal to the table's key_len to let the compiler inline the comparison).
+ * equal to the table's key_len to let the compiler unroll the comparison).
  * Returns the payload or NULL; *dir (optional) gets the direction. No touch. */
 RG_INLINE void *rg_flow_find_hn(const rg_flow *t, const void *key, size_t key_len, uint64_t h,
                                 int *dir)
 {
-    uint32_t tag = rg_flow_tag(h);
-    uint32_t i = tag & t->mask;
-    for (;;) {
-        uint64_t s = t->slot[i];
-        if (RG_LIKELY(s == 0)) return NULL;
-        if ((uint32_t)(s >> 32) == tag) {
-            uint32_t low = (uint32_t)s;
-            uint32_t d = low & 1u;
-            rg_flow_rec *r = rg_flow__rec(t, (low >> 1) - 1);
-            const uint8_t *k = (const uint8_t *)r + t->key_off + d * key_len;
-            if (RG_LIKELY(memcmp(k, key, key_len) == 0)) {
-                if (dir) *dir = (int)d;
-                return rg_flow__payload(t, r);
-            }
-        }
-        i = (i + 1) & t->mask;
-    }
+    uint32_t d;
+    uint32_t i1 = rg_flow__probe(t, key, key_len, h, &d);
+    if (!i1) return NULL;
+    if (dir) *dir = (int)d;
+    return rg_flow__payload(t, rg_flow__rec(t, i1 - 1));
 }
 
 /* Prefetch the index slot of a hash (batch processing: hash several
@@ -239,20 +327,24 @@ RG_INLINE void rg_flow_prefetch(const rg_flow *t, uint64_t h)
 /* Lookup and touch (LRU + last-seen time). */
 RG_INLINE void *rg_flow_lookup_hn(rg_flow *t, const void *key, size_t key_len, uint64_t h, int *dir)
 {
-    void *inst = rg_flow_find_hn(t, key, key_len, h, dir);
-    if (inst) {
-        rg_flow_rec *r = rg_flow__rec_of(t, inst);
-        rg_flow__touch(t, rg_flow__idx_of(t, r), r);
-    }
-    return inst;
+    uint32_t d;
+    uint32_t i1 = rg_flow__probe(t, key, key_len, h, &d);
+    if (!i1) return NULL;
+    if (dir) *dir = (int)d;
+    rg_flow_rec *r = rg_flow__rec(t, i1 - 1);
+    rg_flow__touch(t, i1 - 1, r);
+    return rg_flow__payload(t, r);
 }
 
+/* With the table's key length; an empty table costs no hashing. */
 RG_INLINE void *rg_flow_find(const rg_flow *t, const void *key, int *dir)
 {
+    if (t->nlive == 0) return NULL;
     return rg_flow_find_hn(t, key, t->key_len, rg_flow_hash(t, key), dir);
 }
 RG_INLINE void *rg_flow_lookup(rg_flow *t, const void *key, int *dir)
 {
+    if (t->nlive == 0) return NULL;
     return rg_flow_lookup_hn(t, key, t->key_len, rg_flow_hash(t, key), dir);
 }
 
@@ -320,7 +412,8 @@ RG_INLINE const rg_inst_stats *rg_flow_stats(const rg_flow *t)
 {
     return t->stats;
 }
-/* Bytes of memory per instance (record stride) and the index size. */
+/* Bytes of memory per instance (record stride) and the index size (now:
+ * the index grows with the number of live instances). */
 RG_INLINE size_t rg_flow_record_size(const rg_flow *t)
 {
     return t->stride;

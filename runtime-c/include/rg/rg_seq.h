@@ -127,6 +127,7 @@ typedef struct rg_seq_store {
 #define RG_SEQF_END     0x04u /* end marker set */
 #define RG_SEQF_FLOOR   0x08u /* gap skipping armed */
 #define RG_SEQF_DONE    0x10u /* phantom bytes after the end consumed */
+#define RG_SEQF_SHRINK  0x20u /* empty with a large buffer: release it at the next insert */
 
 typedef struct rg_seq {
     uint32_t next;  /* assembled offset */
@@ -158,28 +159,102 @@ RG_INLINE void rg_seq_init(rg_seq *s)
     s->st = NULL;
 }
 
+/* Out-of-line general paths of the inline calls below (also callable
+ * directly: same results as the inline calls, only slower). */
+uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
+                        uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
+                        rg_seq_res *res);
+rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
+int rg_seq__ready_upto(const rg_seq *s, uint32_t upto);
+void rg_seq__release(rg_seq *s);
+
 /* Release buffers; the sequence is empty (and uninitialised) afterwards. */
-void rg_seq_free(rg_seq *s);
+RG_INLINE void rg_seq_free(rg_seq *s)
+{
+    if (RG_UNLIKELY(s->st != NULL)) rg_seq__release(s);
+    rg_seq_init(s);
+}
 
 /* Set next explicitly (e.g. to an ISN + 1); drops anything buffered. */
 void rg_seq_set_base(rg_seq *s, uint32_t next);
 
+RG_INLINE uint32_t rg_seq_cfg_max_bytes(const rg_seq_cfg *cfg)
+{
+    uint32_t m = cfg->max_bytes ? cfg->max_bytes : RG_SEQ_DEFAULT_MAX_BYTES;
+    return m > RG_SEQ_MAX_SPAN ? RG_SEQ_MAX_SPAN : m;
+}
+
 /* Insert a segment: data bytes [seq, seq + len) and logical length takeup
  * (>= len; takeup > len marks phantom bytes and sets the end marker; takeup <
- * len truncates the data to takeup).  win may be NULL.  Returns res->flags. */
-uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
-                       uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
-                       rg_seq_res *res);
+ * len truncates the data to takeup).  win may be NULL.  Returns res->flags.
+ *
+ * Inline: the two per-packet common cases, which change at most next, the
+ * flags and the borrowed region (no copy, no allocation); everything else
+ * goes to rg_seq__insert.
+ *   - no logical bytes (a pure ACK) into an initialised sequence with no
+ *     window left edge past next: nothing happens (rg_seq__insert would only
+ *     copy borrowed bytes early);
+ *   - data exactly at next (or the first insert, which sets next) into an
+ *     empty sequence without end marker, no phantom bytes, within the byte
+ *     cap and the window, left edge not past next: the bytes are borrowed
+ *     (RG_SEQ_BORROW), or without buffering just counted (no pointer is
+ *     kept; assemble delivers the offsets). */
+RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
+                                 const uint8_t *data, uint32_t len, uint32_t takeup,
+                                 const rg_seq_win *win, unsigned iflags, rg_seq_res *res)
+{
+    const uint32_t f = s->flags;
+    if (RG_LIKELY(!(f & RG_SEQF_SHRINK))) {
+        const int nowin = !win || !(win->left | win->right);
+        if (takeup == 0) {
+            /* (a pending borrow may stay: assemble or settle must follow anyway) */
+            if ((f & RG_SEQF_INIT) && (nowin || rg_sdiff(win->left, s->next) <= 0))
+                return res ? res->flags : 0;
+        } else if (takeup == len && data != NULL &&
+                   (s->nblk | (f & RG_SEQF_END) | s->borrow_len) == 0 &&
+                   seq == (((f & RG_SEQF_INIT) || cfg->zero_based) ? s->next : seq) &&
+                   ((iflags & RG_SEQ_BORROW) || !cfg->buffer_data) &&
+                   len <= (cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg) : RG_SEQ_MAX_SPAN) &&
+                   (nowin || (rg_sdiff(win->left, seq) <= 0 &&
+                              (int64_t)rg_sdiff(win->right, seq) >= (int64_t)len))) {
+            s->next = seq; /* the first insert sets it, otherwise it is already seq */
+            s->borrow = cfg->buffer_data ? data : rg_empty_byte;
+            s->borrow_len = len;
+            s->flags = (uint16_t)(f | RG_SEQF_INIT | RG_SEQF_STARTED);
+            if (!res) return 0;
+            res->new_bytes += len;
+            return res->flags;
+        }
+    }
+    return rg_seq__insert(s, cfg, seq, data, len, takeup, win, iflags, res);
+}
 
-/* Take the contiguous bytes at next (empty view if none), advance next. */
-rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
+/* Take the contiguous bytes at next (empty view if none), advance next.
+ * Inline: no buffered blocks, no end marker, no gap skipping armed (deliver
+ * the borrowed bytes, if any). */
+RG_INLINE rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
+{
+    if (RG_LIKELY(((s->flags & (RG_SEQF_END | RG_SEQF_FLOOR)) | s->nblk) == 0)) {
+        const uint32_t n = s->borrow_len;
+        rg_bytes out;
+        out.ptr = (cfg->buffer_data && n) ? s->borrow : rg_empty_byte;
+        out.len = cfg->buffer_data ? n : 0;
+        s->next += n;
+        s->borrow = NULL;
+        s->borrow_len = 0;
+        if (res) res->adv_bytes += n;
+        return out;
+    }
+    return rg_seq__assemble(s, cfg, res);
+}
 
 /* Copy borrowed bytes into the sequence's own buffer (after an insert with
- * RG_SEQ_BORROW that was not followed by assemble). */
+ * RG_SEQ_BORROW that was not followed by assemble).  Without buffering a
+ * pending region holds no pointer into the packet: nothing to do. */
 void rg_seq__unborrow(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
 RG_INLINE void rg_seq_settle(rg_seq *s, const rg_seq_cfg *cfg)
 {
-    if (s->borrow) rg_seq__unborrow(s, cfg, NULL);
+    if (s->borrow && cfg->buffer_data) rg_seq__unborrow(s, cfg, NULL);
 }
 
 /* ---- queries ---- */
@@ -214,7 +289,15 @@ int rg_seq_ready(const rg_seq *s);
 /* Every byte from the start of the sequence up to upto (exclusive; capped at
  * the end marker) was delivered or is buffered contiguously at next: the
  * "no hole" half of a virtual condition.  0 before the first insert. */
-int rg_seq_ready_upto(const rg_seq *s, uint32_t upto);
+RG_INLINE int rg_seq_ready_upto(const rg_seq *s, uint32_t upto)
+{
+    const uint32_t f = s->flags;
+    if (!(f & RG_SEQF_INIT)) return 0;
+    if (RG_UNLIKELY(s->nblk != 0)) return rg_seq__ready_upto(s, upto);
+    /* Phantom bytes (a FIN) are never present: the data ends at the marker. */
+    if ((f & RG_SEQF_END) && rg_sdiff(upto, s->end) > 0) upto = s->end;
+    return rg_sdiff(s->next + s->borrow_len, upto) >= 0;
+}
 /* The end marker is set and every byte up to it is present. */
 RG_INLINE int rg_seq_complete(const rg_seq *s)
 {
@@ -229,11 +312,6 @@ RG_INLINE int rg_seq_done(const rg_seq *s)
 int rg_seq_pending(const rg_seq *s);
 
 /* ---- fast forward ---- */
-RG_INLINE uint32_t rg_seq_cfg_max_bytes(const rg_seq_cfg *cfg)
-{
-    uint32_t m = cfg->max_bytes ? cfg->max_bytes : RG_SEQ_DEFAULT_MAX_BYTES;
-    return m > RG_SEQ_MAX_SPAN ? RG_SEQ_MAX_SPAN : m;
-}
 
 /* If the sequence is empty and the segment starts exactly at next, has no
  * phantom bytes, fits the caps and lies inside the window, deliver it
@@ -274,6 +352,16 @@ RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const 
 }
 
 /* ---- statistics ---- */
+/* Heap bytes held by the reassembly buffers of all sequences of the calling
+ * thread (stores, block arrays, data buffers): now and at the peak since the
+ * last rg_seq_heap_reset_peak.  Sequences are per worker thread, so this is
+ * the memory of one worker's sequences. */
+typedef struct rg_seq_heap {
+    size_t cur, peak;
+} rg_seq_heap;
+rg_seq_heap rg_seq_heap_stats(void);
+void rg_seq_heap_reset_peak(void);
+
 RG_INLINE void rg_seq_stats_add(rg_seq_stats *st, const rg_seq_res *r)
 {
     st->rexmit += !!(r->flags & RG_SEQ_EV_REXMIT);

@@ -40,6 +40,7 @@ typedef struct rg_inst_stats {
     uint64_t evicted;
     uint64_t expired;
     uint64_t create_failed; /* pool full and eviction disabled */
+    uint64_t record_bytes;  /* bytes per instance record (set by rg_flow_new; not printed) */
 } rg_inst_stats;
 
 /* Sequence (reassembly) counters, in bytes unless noted. */
