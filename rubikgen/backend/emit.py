@@ -499,8 +499,10 @@ class CGen:
             [
                 f"rg_flow_set_time(ctx->tbl_{n}, ctx->now);",
                 # an empty table (no fragment pending, say) costs no hash and no probe
+                # the key length is a constant here: hash and compare unroll completely
                 f"inst_{n} = rg_flow_live(ctx->tbl_{n}) ? (struct {lc.t('inst')} *)"
-                f"rg_flow_lookup(ctx->tbl_{n}, kf_{n}, &dir_{n}) : NULL;",
+                f"rg_flow_lookup_hn(ctx->tbl_{n}, kf_{n}, {lc.key_len}, "
+                f"rg_hash_bytes(kf_{n}, {lc.key_len}, ctx->tbl_{n}->seed), &dir_{n}) : NULL;",
                 f"has_inst_{n} = inst_{n} != NULL;",
             ]
         )
@@ -516,6 +518,16 @@ class CGen:
             st = Assign(Name(("perm", v.name)), parse_expr(v.init))
             out.append(f"{pad}{stmt_to_c(st, env)} /* init, {lc.spec_file}:{lc.line(v.path)} */")
         return out
+
+    @staticmethod
+    def _create_call(lc: LayerC) -> str:
+        n, k = lc.name, lc.key_len
+        hr = f"rg_hash_bytes(kr_{n}, {k}, ctx->tbl_{n}->seed)" if lc.bidir else "0"
+        rev = f"kr_{n}" if lc.bidir else "NULL"
+        return (
+            f"rg_flow_create_h(ctx->tbl_{n}, kf_{n}, rg_hash_bytes(kf_{n}, {k}, "
+            f"ctx->tbl_{n}->seed), {rev}, {hr})"
+        )
 
     def i_create(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
@@ -548,7 +560,7 @@ class CGen:
                 ]
             )
         lines = [
-            f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_create(ctx->tbl_{n}, kf_{n}, {rev});",
+            f"inst_{n} = (struct {lc.t('inst')} *){self._create_call(lc)};",
             f"if (inst_{n} == NULL) {{ /* pool full and eviction impossible */",
             f"    rg_stats_error(&ctx->stats->layer[{lc.index}], RG_REASON_CAP);",
             "    rc = RG_PKT_ERROR;",
@@ -764,10 +776,9 @@ class CGen:
         n = lc.name
         lines = []
         if ins.args.get("commit"):
-            rev = f"kr_{n}" if lc.bidir else "NULL"
             lines += [
                 f"if (lazy_{n}) {{ /* the instance outlives the packet: into the table */",
-                f"    void *p_ = rg_flow_create(ctx->tbl_{n}, kf_{n}, {rev});",
+                f"    void *p_ = {self._create_call(lc)};",
                 f"    lazy_{n} = 0;",
                 "    if (p_ == NULL) {",
                 f"        rg_stats_error(&ctx->stats->layer[{lc.index}], RG_REASON_CAP);",
