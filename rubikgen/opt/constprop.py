@@ -338,8 +338,9 @@ def analyse(ctx: _Ctx) -> dict[str, Facts]:
                 outs[n] = block_out(ctx, fin, b)
                 changed = True
         if not changed:
-            break
-    return facts_in
+            return facts_in
+    # not converged (cannot happen: apart from layer entries the graph is acyclic): know nothing
+    return {n: {} for n in order}
 
 
 def _context(prog: Program) -> _Ctx:
