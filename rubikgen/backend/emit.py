@@ -499,10 +499,9 @@ class CGen:
             [
                 f"rg_flow_set_time(ctx->tbl_{n}, ctx->now);",
                 # an empty table (no fragment pending, say) costs no hash and no probe
-                # the key length is a constant here: hash and compare unroll completely
-                f"inst_{n} = rg_flow_live(ctx->tbl_{n}) ? (struct {lc.t('inst')} *)"
-                f"rg_flow_lookup_hn(ctx->tbl_{n}, kf_{n}, {lc.key_len}, "
-                f"rg_hash_bytes(kf_{n}, {lc.key_len}, ctx->tbl_{n}->seed), &dir_{n}) : NULL;",
+                # a constant key length: hash and compare unroll; an empty table is not hashed
+                f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_n(ctx->tbl_{n}, kf_{n}, "
+                f"{lc.key_len}, &dir_{n});",
                 f"has_inst_{n} = inst_{n} != NULL;",
             ]
         )
@@ -521,13 +520,9 @@ class CGen:
 
     @staticmethod
     def _create_call(lc: LayerC) -> str:
-        n, k = lc.name, lc.key_len
-        hr = f"rg_hash_bytes(kr_{n}, {k}, ctx->tbl_{n}->seed)" if lc.bidir else "0"
+        n = lc.name
         rev = f"kr_{n}" if lc.bidir else "NULL"
-        return (
-            f"rg_flow_create_h(ctx->tbl_{n}, kf_{n}, rg_hash_bytes(kf_{n}, {k}, "
-            f"ctx->tbl_{n}->seed), {rev}, {hr})"
-        )
+        return f"rg_flow_create_n(ctx->tbl_{n}, kf_{n}, {rev}, {lc.key_len})"
 
     def i_create(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name

@@ -175,12 +175,11 @@ class Lowerer:
             self.prog.layers[name] = LayerIR(name, i, "")
         for name in self.stack.layers:
             self.lower_layer(info.layers[name])
-        seen: set[int] = set()
-        self._scan_reads(self.stack.model_dump(), seen)
-        for li in info.layers.values():
-            if id(li.protocol.model) not in seen:
-                seen.add(id(li.protocol.model))
-                self._scan_reads(li.protocol.model.model_dump(by_alias=True), set())
+        self._scan_reads(self.stack.model_dump())
+        for model in {
+            id(li.protocol.model): li.protocol.model for li in info.layers.values()
+        }.values():
+            self._scan_reads(model.model_dump(by_alias=True))
         entries = entries_of(self.stack.entry)
         if "*" in entries:
             self.prog.entries = {k: entries["*"] for k in LINK_KINDS}
@@ -188,17 +187,17 @@ class Lowerer:
             self.prog.entries = dict(entries)
         return self.prog
 
-    def _scan_reads(self, node: Any, _seen: set[int]) -> None:
+    def _scan_reads(self, node: Any) -> None:
         """Every name read by any expression or statement value among the model's strings
         (a string that parses as neither reads nothing)."""
         from rubikgen.expr.ast import Assign
 
         if isinstance(node, dict):
             for v in node.values():
-                self._scan_reads(v, _seen)
+                self._scan_reads(v)
         elif isinstance(node, list | tuple):
             for v in node:
-                self._scan_reads(v, _seen)
+                self._scan_reads(v)
         elif isinstance(node, str):
             try:
                 st: Any = parse_stmt(node)

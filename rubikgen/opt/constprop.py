@@ -49,21 +49,15 @@ class _Ctx:
     def __init__(self, prog: Program) -> None:
         self.prog = prog
         self.tid: dict[tuple[str, str], int] = {}  # (layer, transition) -> id
-        self.start: dict[str, int] = {}
-        self.accept: dict[str, list[int]] = {}
-        self.states: dict[str, list[str]] = {}
         for b in prog.blocks.values():
             for ins in b.instrs:
                 if ins.op == "set_state":
                     self.tid[(ins.layer, ins.args["name"])] = ins.args["transition"]
-                elif ins.op == "fail":
-                    self.start[ins.layer] = ins.args["start"]
+        psm = {L: lir for L, lir in prog.layers.items() if lir.start is not None}
+        self.states = {L: lir.states for L, lir in psm.items()}
+        self.start = {L: lir.start for L, lir in psm.items()}
+        self.accept = {L: lir.accept for L, lir in psm.items()}
         self.entries = {lir.entry for lir in prog.layers.values()}
-
-    def set_layer_info(self, layer: str, states: list[str], start: int, accept: list[int]) -> None:
-        self.states[layer] = states
-        self.start[layer] = start
-        self.accept[layer] = accept
 
 
 def _get(f: Facts, key: Fact) -> int | None:
@@ -344,11 +338,7 @@ def analyse(ctx: _Ctx) -> dict[str, Facts]:
 
 
 def _context(prog: Program) -> _Ctx:
-    ctx = _Ctx(prog)
-    for L, lir in prog.layers.items():
-        if lir.start is not None:
-            ctx.set_layer_info(L, lir.states, lir.start, lir.accept)
-    return ctx
+    return _Ctx(prog)
 
 
 def const_prop(prog: Program) -> bool:

@@ -336,6 +336,14 @@ RG_INLINE void *rg_flow_lookup_hn(rg_flow *t, const void *key, size_t key_len, u
     return rg_flow__payload(t, r);
 }
 
+/* Lookup with an explicit key length (pass a constant equal to the table's
+ * key_len: hash and compare unroll); an empty table costs no hashing. */
+RG_INLINE void *rg_flow_lookup_n(rg_flow *t, const void *key, size_t key_len, int *dir)
+{
+    if (t->nlive == 0) return NULL;
+    return rg_flow_lookup_hn(t, key, key_len, rg_hash_bytes(key, key_len, t->seed), dir);
+}
+
 /* With the table's key length; an empty table costs no hashing. */
 RG_INLINE void *rg_flow_find(const rg_flow *t, const void *key, int *dir)
 {
@@ -344,8 +352,7 @@ RG_INLINE void *rg_flow_find(const rg_flow *t, const void *key, int *dir)
 }
 RG_INLINE void *rg_flow_lookup(rg_flow *t, const void *key, int *dir)
 {
-    if (t->nlive == 0) return NULL;
-    return rg_flow_lookup_hn(t, key, t->key_len, rg_flow_hash(t, key), dir);
+    return rg_flow_lookup_n(t, key, t->key_len, dir);
 }
 
 /* Create an instance for a key that is not in the table (the caller looked
@@ -354,10 +361,15 @@ RG_INLINE void *rg_flow_lookup(rg_flow *t, const void *key, int *dir)
  * Returns the zeroed payload, or NULL when the pool is full and eviction is
  * disabled, or when called from a removal callback. */
 void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev, uint64_t hr);
+/* Create with an explicit key length (a constant: the hashes unroll). */
+RG_INLINE void *rg_flow_create_n(rg_flow *t, const void *fwd, const void *rev, size_t key_len)
+{
+    return rg_flow_create_h(t, fwd, rg_hash_bytes(fwd, key_len, t->seed), rev,
+                            (t->bidir && rev) ? rg_hash_bytes(rev, key_len, t->seed) : 0);
+}
 RG_INLINE void *rg_flow_create(rg_flow *t, const void *fwd, const void *rev)
 {
-    return rg_flow_create_h(t, fwd, rg_flow_hash(t, fwd), rev,
-                            (t->bidir && rev) ? rg_flow_hash(t, rev) : 0);
+    return rg_flow_create_n(t, fwd, rev, t->key_len);
 }
 
 /* Remove an instance: both keys, the LRU entry, the record.  The payload is
