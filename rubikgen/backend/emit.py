@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-from rubikgen import __version__
+from rubikgen import __version__, resources
 from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import unparse
@@ -28,7 +28,7 @@ from .layer_c import LayerC, c_comment, c_string, ctype_of_width
 
 # Bump when the generated code changes for the same specs (part of the spec hash).
 GENERATOR_VERSION = "1"
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+TEMPLATES = resources.templates_dir()  # the checkout's templates/ or the installed copy
 _TYPED = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
 
 
