@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rubikgen import resources
+from rubikgen import resources, specpath
 
 if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated
@@ -209,7 +209,12 @@ def spec_files(stack_path: str | os.PathLike[str]) -> list[Path]:
     files = [path]
     model = Workspace().load(str(path)).model
     if isinstance(model, Stack):
-        files += [path.parent / layer.protocol for layer in model.layers.values()]
+        base = str(path.resolve().parent)
+        files += [
+            Path(r.path)
+            for r in (specpath.resolve(x.protocol, base) for x in model.layers.values())
+            if r.path
+        ]
     return [f for f in files if f.is_file()]
 
 

@@ -58,6 +58,7 @@ CODES: dict[str, str] = {
     "RG055": "two edges from one layer with the same condition (warning)",
     "RG060": "invalid handler",
     "RG900": "internal error",
+    "RG901": "broken installation (a module of rubikgen or of a dependency cannot be imported)",
 }
 
 DOC_URL = "docs/spec-language.md"

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from rubikgen import specpath
 from rubikgen.expr import parse_expr, parse_stmt
 from rubikgen.expr.ast import Binary, Expr, Name, Unary, unparse, walk
 from rubikgen.models.common import Callback, expr_text
@@ -149,7 +150,7 @@ class Lowerer:
             file = self._stack_file
         else:
             smap = li.protocol.smap
-            file = os.path.relpath(li.protocol.file, self.stack_dir)
+            file = specpath.display(li.protocol.file, self.stack_dir)
         return Src(file, smap.pos(path).line, what)
 
     def block(self, layer: str, tag: str, src: Src | None = None) -> Block:

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rubikgen import specpath
 from rubikgen.expr import ExprSyntaxError, parse_expr
 from rubikgen.models import Stack
 from rubikgen.models.common import Callback, expr_text
@@ -38,6 +39,12 @@ class StackInfo:
     children: dict[str, list[tuple[int, Edge]]] = field(default_factory=dict)
 
 
+def _layer_file(ref: str, base: str) -> str:
+    """The absolute path a layer's protocol reference resolves to (or would, if it existed)."""
+    res = specpath.resolve(ref, base)
+    return res.path or res.first
+
+
 def check_stack(ws: Workspace, doc: Document) -> None:
     st: Stack = doc.model  # type: ignore[assignment]
     smap, diags = doc.smap, doc.diags
@@ -51,18 +58,20 @@ def check_stack(ws: Workspace, doc: Document) -> None:
     for lname, layer in st.layers.items():
         lp: Path = ("layers", lname)
         check_ident(lname, "layer name", smap, lp, diags)
-        f = os.path.abspath(os.path.join(base, layer.protocol))
-        if not os.path.isfile(f):
+        res = specpath.resolve(layer.protocol, base)
+        if res.path is None:
+            f = res.first
             what = "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
             diags.append(
                 smap.diag(
                     "RG007",
                     f"protocol file '{layer.protocol}' {what}",
                     lp + ("protocol",),
-                    hint="paths are relative to the stack file",
+                    hint=specpath.hint(layer.protocol, res, "the stack file"),
                 )
             )
             continue
+        f = res.path
         pdoc = ws.check_protocol(f)
         if pdoc.kind == "stack":
             diags.append(
@@ -149,10 +158,9 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             if (
                 tl is not None
                 and os.path.abspath(tl.protocol.file) not in params[pname]
-                and ws.docs.get(os.path.abspath(os.path.join(base, st.layers[target].protocol)))
-                is not None
+                and ws.docs.get(_layer_file(st.layers[target].protocol, base)) is not None
             ):
-                tfile = os.path.abspath(os.path.join(base, st.layers[target].protocol))
+                tfile = _layer_file(st.layers[target].protocol, base)
                 if tfile not in params[pname]:
                     allowed = ", ".join(os.path.basename(x) for x in params[pname])
                     diags.append(
