@@ -54,9 +54,11 @@ class Resolved:
         return self.looked[0] if self.looked else ""
 
 
-def _stock_candidates(name: str, kinds: Sequence[str]) -> list[str]:
+def _stock_candidates(name: str, kinds: Sequence[str], top: bool) -> list[str]:
+    """specs/NAME (when top) then specs/KIND/NAME for each kind."""
     root = os.path.abspath(resources.stock_specs_dir())
-    cands = [os.path.join(root, name), *(os.path.join(root, k, name) for k in kinds)]
+    cands = [os.path.join(root, name)] if top else []
+    cands += [os.path.join(root, k, name) for k in kinds]
     # never outside the stock library ('stock:../x')
     cands = [os.path.normpath(c) for c in cands]
     return [c for c in cands if c == root or c.startswith(root + os.sep)]
@@ -65,7 +67,8 @@ def _stock_candidates(name: str, kinds: Sequence[str]) -> list[str]:
 def resolve(ref: str, base_dir: str, kinds: Sequence[str] = PROTOCOLS) -> Resolved:
     """The file `ref` names, from a file in `base_dir`."""
     if ref.startswith(STOCK):
-        cands = _stock_candidates(ref[len(STOCK) :], kinds)
+        name = ref[len(STOCK) :]
+        cands = _stock_candidates(name, kinds, top="/" in name)
         found = next((c for c in cands if os.path.isfile(c)), None)
         return Resolved(found, tuple(cands), stock=True)
     if os.path.isabs(ref):
@@ -83,7 +86,7 @@ def resolve_arg(arg: str, kinds: Sequence[str] = STACK_ARGS) -> str:
     if not arg.startswith(STOCK):
         return arg
     name = arg[len(STOCK) :]
-    cands = _stock_candidates(name, kinds)
+    cands = _stock_candidates(name, kinds, top=True)
     found = next((c for c in cands if os.path.isfile(c) or os.path.isdir(c)), None)
     return found or arg  # reported as it was given
 
