@@ -124,7 +124,13 @@ def ensure_runtime(sanitize: bool, quiet: bool) -> list[Path]:
     build_dir = resources.runtime_build_dir()
     if resources.installed():
         cmd.insert(-1, f"BUILD={build_dir}")
-        build_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            build_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BuildError(
+                f"cannot create the runtime cache directory {build_dir}: {e.strerror or e} "
+                "(set XDG_CACHE_HOME to a writable directory)"
+            ) from e
     try:
         with _lock(build_dir / ".lock" if resources.installed() else None):
             proc = subprocess.run(cmd, capture_output=quiet, text=True)
@@ -209,7 +215,7 @@ def spec_files(stack_path: str | os.PathLike[str]) -> list[Path]:
     files = [path]
     model = Workspace().load(str(path)).model
     if isinstance(model, Stack):
-        base = str(path.resolve().parent)
+        base = os.path.dirname(os.path.abspath(path))
         files += [
             Path(r.path)
             for r in (specpath.resolve(x.protocol, base) for x in model.layers.values())

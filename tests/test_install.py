@@ -95,6 +95,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     _copy_checkout(src)
     proc = subprocess.run(
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(src)],
+        cwd=tmp,  # not the checkout, whose build/ directory holds stacks
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
