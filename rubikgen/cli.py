@@ -215,9 +215,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         try:
             # YAML/TOML files that are not rubikgen documents (CI workflows, compose files,
             # the pre-commit config) are skipped, so the hook may see every such file.
+            known = os.path.abspath(f) in ws.docs  # loaded already: a stack refers to it
             if not is_rubikgen_document(ws, f):
                 skipped += 1
-                ws.docs.pop(os.path.abspath(f), None)  # and none of its diagnostics
+                if not known:
+                    ws.docs.pop(os.path.abspath(f), None)  # and none of its diagnostics
                 if args.verbose:
                     print(f"{f}: note: skipped: not a rubikgen document (no top-level "
                           "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip

@@ -80,6 +80,12 @@ def resolve(ref: str, base_dir: str, kinds: Sequence[str] = PROTOCOLS) -> Resolv
     return Resolved(found, tuple(cands))
 
 
+def locate(ref: str, base_dir: str, kinds: Sequence[str] = PROTOCOLS) -> str:
+    """The absolute path `ref` resolves to, or where it was first looked for (to report)."""
+    res = resolve(ref, base_dir, kinds)
+    return res.path or res.first
+
+
 def resolve_arg(arg: str, kinds: Sequence[str] = STACK_ARGS) -> str:
     """A command-line file argument: `stock:` names become paths (a directory for `stock:` or
     `stock:protocols`); anything else is returned unchanged."""

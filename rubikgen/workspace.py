@@ -133,9 +133,7 @@ class Workspace:
                     [param.protocol] if isinstance(param.protocol, str) else list(param.protocol)
                 )
                 # a file found nowhere keeps its relative location: check_protocol reports it
-                info.param_files[pname] = [
-                    (lambda r: r.path or r.first)(specpath.resolve(f, base)) for f in files
-                ]
+                info.param_files[pname] = [specpath.locate(f, base) for f in files]
         return doc
 
     def check_protocol(self, path: str) -> Document:

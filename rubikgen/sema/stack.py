@@ -39,12 +39,6 @@ class StackInfo:
     children: dict[str, list[tuple[int, Edge]]] = field(default_factory=dict)
 
 
-def _layer_file(ref: str, base: str) -> str:
-    """The absolute path a layer's protocol reference resolves to (or would, if it existed)."""
-    res = specpath.resolve(ref, base)
-    return res.path or res.first
-
-
 def check_stack(ws: Workspace, doc: Document) -> None:
     st: Stack = doc.model  # type: ignore[assignment]
     smap, diags = doc.smap, doc.diags
@@ -158,9 +152,9 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             if (
                 tl is not None
                 and os.path.abspath(tl.protocol.file) not in params[pname]
-                and ws.docs.get(_layer_file(st.layers[target].protocol, base)) is not None
+                and ws.docs.get(specpath.locate(st.layers[target].protocol, base)) is not None
             ):
-                tfile = _layer_file(st.layers[target].protocol, base)
+                tfile = specpath.locate(st.layers[target].protocol, base)
                 if tfile not in params[pname]:
                     allowed = ", ".join(os.path.basename(x) for x in params[pname])
                     diags.append(
