@@ -99,8 +99,9 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Scratch:
         GIT_COMMITTER_NAME="t",
         GIT_COMMITTER_EMAIL="t@example.com",
         GIT_CONFIG_NOSYSTEM="1",
-        HOME=str(tmp),  # no user git configuration (hooks, signing)
+        GIT_CONFIG_GLOBAL=str(tmp / "gitconfig"),  # no user git configuration (hooks, signing)
     )
+    (tmp / "gitconfig").write_text("", encoding="utf-8")
     s = Scratch(tmp / "repo", env)
     s.path.mkdir()
     s.git("init", "-q")
