@@ -30,7 +30,9 @@ from rubikgen import resources, specpath
 if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated
 
-# The checkout's top-level directories, or their copies in an installed package (resources.py).
+# The checkout's top-level directories, or their copies in an installed package (resources.py);
+# REPO is whichever root holds them, with the checkout's layout in both cases.
+REPO = resources.data_root()
 RUNTIME_DIR = resources.runtime_dir()
 NF_DIR = resources.nf_dir()
 
