@@ -56,6 +56,7 @@ class HandlerC:
     layer: str  # first layer that calls it
     args: list[tuple[str, str, str]] = field(default_factory=list)  # (name, ctype, kind)
     src: str = ""
+    ends: str = ""  # a lifecycle handler: the close reasons it runs for
 
     @property
     def struct(self) -> str:
@@ -178,6 +179,9 @@ class CGen:
             hc = HandlerC(hn, h.layer, self._arg_types(lc, h.args))
             hc.src = f"{os.path.basename(self.doc.abspath)}:{smap.pos(('handlers', hn)).line}"
             hs[hn] = hc
+        for lir in self.prog.layers.values():
+            for hn, reasons in lir.lifecycle:
+                hs[hn].ends = ", ".join(reasons)
         for b in self.prog.blocks.values():
             for ins in b.instrs:
                 if ins.op != "callback":
