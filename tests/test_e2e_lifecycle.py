@@ -42,7 +42,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment
 from scapy.packet import Raw
 
-from captures import SANITIZER_REPORT, T0, C, Capture, Rng, S, Tcp, eth, l4_bytes
+from captures import SANITIZER_REPORT, T0, C, Capture, Rng, S, Tcp, eth, l4_bytes, run_stack
 from rubikgen.sema.builtins import BUILTIN_EVENT_TABLE, CLOSE_REASONS, LIFECYCLE_EVENTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,6 +130,8 @@ class Model:
     cap: TimedCapture
     touches: dict[int, list[Touch]] = field(default_factory=dict)  # frame index -> touches
     keys: dict[str, str] = field(default_factory=dict)  # instance -> forward key (hex)
+    # TCP connections: instance -> (client address, port, server address, port)
+    ends_of: dict[str, tuple[str, int, str, int]] = field(default_factory=dict)
 
     def note(self, *touches: Touch) -> None:
         """The frame just added touches these instances (in layer order)."""
@@ -197,6 +199,7 @@ class Conn:
     def __init__(self, model: Model, name: str, t: Tcp) -> None:
         self.model, self.name, self.t = model, name, t
         model.keys[name] = tcp_key(t)
+        model.ends_of[name] = (*t.end[C], *t.end[S])
 
     def send(self, side: str, data: bytes = b"", *, flags: str = "PA", end: bool = False) -> None:
         self.t.send(side, data, flags=flags)
@@ -514,3 +517,34 @@ def test_close_reasons_are_one_table() -> None:
         "evicted",
         "destroyed",
     ]
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_tcp_ip_close_reasons(
+    sanitize: bool,
+    timeouts: tuple[Path, Model, dict[str, Any]],
+    evictions: tuple[Path, Model],
+    tmp_path: Path,
+) -> None:
+    """The stock tcp_ip stack (no lifecycle handlers): the streams NF's close reason of every
+    TCP connection is the model's, with timeouts, without, and under --cap tcp=100."""
+    runs = [
+        (timeouts[0], timeouts[1], {}, True, ()),
+        (timeouts[0], timeouts[1], {}, False, ("--no-timeouts",)),
+        (evictions[0], evictions[1], {"tcp": 100}, True, ("--cap", "tcp=100")),
+    ]
+    for k, (pcap, model, caps, on, args) in enumerate(runs):
+        want = {
+            model.ends_of[e.inst]: e.reason
+            for e in model.run(caps=caps, timeouts=on)
+            if e.inst in model.ends_of
+        }
+        r = run_stack(pcap, tmp_path / str(k), sanitize=sanitize, args=args)
+        report = [m for m in SANITIZER_REPORT if m in r.stderr]
+        assert r.returncode == 0 and not report, r.stderr[-3000:]
+        got = {}
+        for line in (tmp_path / str(k) / "flows.jsonl").read_text().splitlines():
+            f = json.loads(line)
+            if f["layer"] in ("tcp", "tcp6") and f["dir"] == "c2s":
+                got[(f["src"], f["sport"], f["dst"], f["dport"])] = f["close"]
+        assert got == want, args
