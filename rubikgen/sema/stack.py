@@ -417,6 +417,18 @@ def _check_lifecycle(
                         "the instance ends, outside any packet; use two handlers",
                     )
                 )
+        hooks = lifecycle_hooks(h.with_)
+        ends = set.intersection(*(set(B.LIFECYCLE_EVENTS[w]) for w in hooks))
+        if not ends:
+            diags.append(
+                smap.diag(
+                    "RG060",
+                    f"handler '{hname}' can never run: no end of an instance raises "
+                    + " and ".join(f"'{w}'" for w in hooks),
+                    hp + ("with",),
+                    hint="'with' needs every event it names; use one handler per event",
+                )
+            )
         if h.before:
             diags.append(
                 smap.diag(
