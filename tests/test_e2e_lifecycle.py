@@ -65,7 +65,8 @@ HANDLERS_OF = {
     "ip": [("ip_timeout", {"expired"}), ("ip_lost", {"evicted", "expired", "flushed"})],
     "ipv6": [("ip6_timeout", {"expired"})],
 }
-TCP_STATES = ["CLOSED", "SYN_SENT", "SYN_RCVD", "EST", "FIN_WAIT_1", "FIN_WAIT_2", "LAST_ACK"]
+# tcp.yaml's PSM states, by value
+TCP_STATES = "CLOSED SYN_SENT SYN_RCVD EST FIN_WAIT_1 FIN_WAIT_2 LAST_ACK TERMINATE".split()
 FRAG_STATE = 1  # ip.yaml / ipv6.yaml: [DUMP, FRAG]
 
 
@@ -456,14 +457,17 @@ def test_timeouts(binary: Path, timeouts: tuple[Path, Model, dict[str, Any]],
     assert a_ts == (T0 * 1_000_000 + 300_800_000) * 1000, "A ends at the 300.8 s packet"
     events = run(binary, pcap, tmp_path / "events", "events")
     name_of = check_run(model, ends, events, tmp_path, binary, pcap)
-    # handler arguments: A timed out in EST, the closed ones reached TERMINATE (no state
-    # name in TCP_STATES), C saw both FINs acknowledged
+    # handler arguments: A timed out in EST, the closed ones reached TERMINATE, C saw both
+    # FINs acknowledged
     life = [c for c in events.jsonl("events.jsonl") if "end" in c]
     by = {(c["handler"], name_of[c["flow"]]): c["args"] for c in life}
     assert by[("tcp_timeout", "A")]["state"] == TCP_STATES.index("EST")
+    # perm.a_left: what the server acknowledged of A's data, ISN 1000 + SYN + 700 bytes
+    assert by[("tcp_timeout", "A")]["a_left"] == 1000 + 1 + 700
     assert by[("tcp_end", "A")]["state"] == TCP_STATES.index("EST")
-    assert by[("tcp_end", "C")] == {"state": 7, "afin": 1, "pfin": 1}
-    assert by[("tcp_end", "D")]["state"] == 7
+    terminate = TCP_STATES.index("TERMINATE")
+    assert by[("tcp_end", "C")] == {"state": terminate, "afin": 1, "pfin": 1}
+    assert by[("tcp_end", "D")] == {"state": terminate, "afin": 0, "pfin": 0}
     assert by[("tcp_end", "B")]["state"] == TCP_STATES.index("EST")
     # the streams' byte counts of each connection are what it sent
     st = (tmp_path / "streams" / "flows.jsonl").read_text().splitlines()
