@@ -37,6 +37,7 @@ typedef struct opts {
     uint64_t passes;
     int passes_set;
     int no_timeouts;
+    int flowstats_all;
     int json;
     int stats;
     int bench;
@@ -49,6 +50,7 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "Run the %s stack on a pcap or pcapng capture (CAPTURE '-' = stdin).\n"
             "  --nf NAME        streams|events|flowstats|count|none (default count)\n"
             "  --out DIR        output directory of streams/events/flowstats (default rg-out)\n"
+            "  --flowstats-all  flowstats: also instances that lived within one packet\n"
             "  --cap N          live instances per layer (default 262144; the least\n"
             "                   recently used is evicted when a layer is full)\n"
             "  --cap LAYER=N    the same for one layer (repeatable)\n"
@@ -78,13 +80,25 @@ static int parse_num(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
 static int parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
 {
-    enum { O_NF = 256, O_OUT, O_CAP, O_SEED, O_NOTO, O_SUMMARY, O_STATS, O_BENCH, O_PASSES };
+    enum {
+        O_NF = 256,
+        O_OUT,
+        O_CAP,
+        O_SEED,
+        O_NOTO,
+        O_SUMMARY,
+        O_STATS,
+        O_BENCH,
+        O_PASSES,
+        O_FSALL
+    };
     static const struct option longopts[] = {
         {"nf", required_argument, NULL, O_NF},
         {"out", required_argument, NULL, O_OUT},
         {"cap", required_argument, NULL, O_CAP},
         {"seed", required_argument, NULL, O_SEED},
         {"no-timeouts", no_argument, NULL, O_NOTO},
+        {"flowstats-all", no_argument, NULL, O_FSALL},
         {"summary", required_argument, NULL, O_SUMMARY},
         {"stats", no_argument, NULL, O_STATS},
         {"bench", no_argument, NULL, O_BENCH},
@@ -142,6 +156,9 @@ static int parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o
             break;
         case O_NOTO:
             o->no_timeouts = 1;
+            break;
+        case O_FSALL:
+            o->flowstats_all = 1;
             break;
         case O_SUMMARY:
             if (!strcmp(optarg, "json"))
@@ -451,6 +468,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         rg_pcap_close(cap);
         return 1;
     }
+    if (nf) rg_nf_flowstats_all(nf, o->flowstats_all);
     obs_chain ch;
     rg_obs obs = make_observer(counter, nf, o->nf, &ch);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap};
