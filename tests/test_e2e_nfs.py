@@ -232,8 +232,9 @@ def _binary() -> Path:
     return build(STACK, REPO / "build" / "tcp_ip", quiet=True).binary
 
 
-def _run(binary: Path, pcap: Path, nf: str, out: Path) -> dict[str, Any]:
-    argv = [str(binary), str(pcap), "--nf", nf, "--out", str(out), "--summary", "json"]
+def _run(binary: Path, pcap: Path, nf: str, out: Path, extra: tuple[str, ...] | list[str] = ()
+         ) -> dict[str, Any]:  # fmt: skip
+    argv = [str(binary), str(pcap), "--nf", nf, "--out", str(out), "--summary", "json", *extra]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, f"{' '.join(argv)}: exit {p.returncode}\n{p.stderr[-2000:]}"
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -461,3 +462,41 @@ def test_count_payload_is_tshark_follow_total(name: str, runner: Runner) -> None
     total = sum(len(d.data) for s in streams for d in s.directions)
     assert total > 0
     assert o.summary["payload_bytes"] == total
+
+
+# ---------------------------------------------------------------------------------------------
+# flowstats: which instances are written
+
+
+def _ipv4_datagrams(pcap: Path) -> tuple[Counter[tuple[str, str, int]], int]:
+    """Fragments per fragmented IPv4 datagram (src, dst, id), and the unfragmented datagrams,
+    from tshark's dump of each frame's outer IPv4 header."""
+    args = ["-r", str(pcap), "-o", "ip.defragment:FALSE", "-Y", "ip", "-T", "fields",
+            "-E", "occurrence=f"]  # fmt: skip
+    for f in ("ip.src", "ip.dst", "ip.id", "ip.flags.mf", "ip.frag_offset"):
+        args += ["-e", f]
+    frags: Counter[tuple[str, str, int]] = Counter()
+    whole = 0
+    for line in _tshark(args).splitlines():
+        src, dst, ident, mf, off = line.split("\t")
+        if mf in ("1", "True") or int(off):
+            frags[(src, dst, int(ident, 16))] += 1
+        else:
+            whole += 1
+    return frags, whole
+
+
+@pytest.mark.parametrize("name", ["ipv4-frag-socks5-http.pcap", "mixed-android-mobile.pcap"])
+def test_flowstats_writes_what_outlives_a_packet(name: str, runner: Runner, tmp_path: Path) -> None:
+    """By default the IPv4 layer's records are the fragmented datagrams (one packet per
+    fragment); with --flowstats-all, one more record per unfragmented datagram, created and
+    destroyed by its one packet. Counted by tshark with reassembly off."""
+    o = _outputs(runner, name)
+    frags, whole = _ipv4_datagrams(TRACES / name)
+    ip = [r for r in o.flowstats if r["layer"] == "ip"]
+    assert sorted(sum(r["packets"]) for r in ip) == sorted(frags.values())
+    assert all("sport" not in r and "dport" not in r for r in ip)
+    _run(runner.binary, TRACES / name, "flowstats", tmp_path, ["--flowstats-all"])
+    ip_all = [r for r in _jsonl(tmp_path / "flowstats.jsonl") if r["layer"] == "ip"]
+    single = [r for r in ip_all if r["close"] == "accept" and sum(r["packets"]) == 1]
+    assert len(single) == whole and len(ip_all) == whole + len(frags)
