@@ -224,6 +224,8 @@ def test_link_type_through_tcp_ip(name: str, runner: Runner) -> None:
 
 
 def _epoch_ns(text: str) -> int:
+    if not text:
+        return 0  # no time (a pcapng Simple Packet Block)
     sec, _, frac = text.partition(".")
     return int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
 

@@ -101,6 +101,8 @@ class Pkt:
 
 
 def _epoch_ns(text: str) -> int:
+    if not text:
+        return 0  # no time (a pcapng Simple Packet Block)
     sec, _, frac = text.partition(".")
     return int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
 

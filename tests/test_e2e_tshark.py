@@ -11,8 +11,9 @@ delivered bytes must be equal. Per stream, also against tshark's view of it (`ch
 - `dir`: the stack's c2s sender is tshark's (the first packet's sender) when that first packet
   can create an instance (SYN or payload, tcp.yaml's create_if; UDP: always);
 - `complete`: true exactly when tshark saw the client's SYN, the server's SYN-ACK, and the
-  close (a RST, or a FIN each way), with the c2s side sending the SYN (a SYN-ACK captured
-  before its SYN makes the server the creator, and tcp.yaml's setup then does not fire);
+  close (a RST, or a FIN each way, each acknowledged), with the c2s side sending the SYN (a
+  SYN-ACK captured before its SYN makes the server the creator, and tcp.yaml's setup then does
+  not fire);
 - `close`: "accept" for a TCP stream closed that way; otherwise (UDP, unclosed TCP) "expired"
   when some frame comes a timeout (tcp.yaml/udp.yaml `timeout`) plus the driver's 1 s expiry
   period after the stream's last frame, "flushed" when none comes a timeout after it, either in
@@ -186,7 +187,7 @@ def check_flow(name: str, s: Stream, flows: list[Flow], times: tuple[int, ...]) 
             out.append(f"{label}: uid {fl.uid} has directions {dirs}")
     last = recs[-1]
     if s.proto == "tcp":
-        closed = "rst" in s.c2s.sent | s.s2c.sent or "fin" in s.c2s.sent & s.s2c.sent
+        closed = "rst" in s.c2s.sent | s.s2c.sent or "fin_acked" in s.c2s.sent & s.s2c.sent
         setup = "syn" in s.c2s.sent and "synack" in s.s2c.sent
         # the handshake is the first instance's; after a split (a close, then more data) the
         # first instance is complete if the close was its own

@@ -283,7 +283,8 @@ class Direction:
     packets: int = 0  # TCP/UDP packets sent in this direction
     wire_bytes: int = 0  # L4 payload the headers claim, summed over them (copies included)
     truncated_frames: int = 0  # frames with captured length < length on the wire
-    #: TCP flags this direction sent: "syn" (without ACK), "synack", "fin", "rst"
+    #: TCP flags this direction sent: "syn" (without ACK), "synack", "fin", "rst", and
+    #: "fin_acked" when the peer acknowledged a FIN of this direction
     sent: frozenset[str] = frozenset()
 
 
@@ -420,6 +421,8 @@ def _at(values: list[str], k: int, default: str) -> str:
 
 
 def _epoch_ns(text: str) -> int:
+    if not text:
+        return 0  # no time (a pcapng Simple Packet Block)
     sec, _, frac = text.partition(".")
     return int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
 
@@ -593,15 +596,19 @@ def _tcp_state(hdrs: list[_Hdr], c2s: tuple[str, int]) -> tuple[frozenset[str], 
     return frozenset(seen), handshake, complete
 
 
-def _sent(hdrs: list[_Hdr]) -> frozenset[str]:
+def _sent(hdrs: list[_Hdr], peer: list[_Hdr]) -> frozenset[str]:
     out = set()
+    fin_ends = set()
     for h in hdrs:
         if h.flags & _SYN:
             out.add("synack" if h.flags & _ACK else "syn")
         if h.flags & _FIN:
             out.add("fin")
+            fin_ends.add((h.seq + bool(h.flags & _SYN) + h.payload + 1) % _MOD)
         if h.flags & _RST:
             out.add("rst")
+    if any(p.flags & _ACK and p.ack in fin_ends for p in peer):
+        out.add("fin_acked")
     return frozenset(out)
 
 
@@ -640,7 +647,9 @@ def _stream(pcap: Path, proto: str, index: int, hdrs: list[_Hdr], got: _Followed
                 packets=len(mine),
                 wire_bytes=sum(h.payload for h in mine),
                 truncated_frames=sum(h.truncated for h in mine),
-                sent=_sent(mine) if proto == "tcp" else frozenset(),
+                sent=_sent(mine, [h for h in real if (h.src, h.sport) == dst])
+                if proto == "tcp"
+                else frozenset(),
             )
         )
     return Stream(
