@@ -6,6 +6,7 @@ temporary directory; the repository's specs are never modified.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -195,13 +196,23 @@ def test_user_handlers_with_run(backend, built, tmp_path: Path, capfd) -> None:
     hfile = tmp_path / "my_handlers.c"
     hfile.write_text(_counting_handlers(res.generated.prototypes, res.generated.stack))
     bdir, out = tmp_path / "b", tmp_path / "out"
-    args = ["run", str(STACK), str(CAPTURE), "--nf", "none", "--out", str(out)]
+    args = ["run", str(STACK), str(CAPTURE), "--nf", "events", "--out", str(out)]
     args += ["--build-dir", str(bdir), "--handlers", str(hfile)]
     assert main(args) == 0
     cap = capfd.readouterr()
     assert "rubikgen: rebuilt" in cap.err
-    counts = dict(re.findall(r"my-handlers: (\w+)=(\d+)", cap.out))
-    assert int(counts["tcp_data"]) > 0 and int(counts["udp_data"]) > 0, cap.out
+    counts = {k: int(v) for k, v in re.findall(r"my-handlers: (\w+)=(\d+)", cap.out)}
+    # the user's functions are called exactly as often as the stack calls its handlers (the
+    # events NF observes every call), and once per UDP datagram tshark finds in the capture
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    assert counts == {h: sum(e["handler"] == h for e in events) for h in counts}, cap.out
+    assert counts["tcp_data"] > 0 and counts["udp_data"] > 0, cap.out
+    if shutil.which("tshark"):
+        udp = subprocess.run(
+            ["tshark", "-n", "-r", str(CAPTURE), "-Y", "udp && !icmp && !icmpv6", "-T", "fields",
+             "-e", "frame.number"], capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        assert counts["udp_data"] + counts["udp6_data"] == len(udp), cap.out
     # the user's file is compiled where it is; the stub in the build directory is untouched
     stub = bdir / res.generated.handlers_file
     assert stub.read_text() == res.generated.handlers_stub

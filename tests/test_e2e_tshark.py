@@ -3,8 +3,21 @@
 For each capture of `oracle.eligible_captures()`, `rubikgen run specs/stacks/tcp_ip.yaml CAPTURE
 --nf streams --out DIR` writes flows.jsonl and streams/; tshark's follow output
 (`oracle.reference_streams`, gap markers stripped) is the reference. Compared: every direction
-of every UDP stream and of every TCP stream with a complete three-way handshake
-(`FlowDir.handshake`); the delivered bytes must be equal.
+of every TCP and UDP stream, with or without a handshake (mid-stream flows, lone SYNs,
+fragment overlaps), except the streams NOT_COMPARED lists with the reason (`not_compared` is
+the hook for rules, e.g. a stack option that changes what a mid-stream flow delivers); the
+delivered bytes must be equal. Per stream, also against tshark's view of it (`check_flow`):
+
+- `dir`: the stack's c2s sender is tshark's (the first packet's sender) when that first packet
+  can create an instance (SYN or payload, tcp.yaml's create_if; UDP: always);
+- `complete`: true exactly when tshark saw the client's SYN, the server's SYN-ACK, and the
+  close (a RST, or a FIN each way, each acknowledged), with the c2s side sending the SYN (a
+  SYN-ACK captured before its SYN makes the server the creator, and tcp.yaml's setup then does
+  not fire);
+- `close`: "accept" for a TCP stream closed that way; otherwise (UDP, unclosed TCP) "expired"
+  when some frame comes a timeout (tcp.yaml/udp.yaml `timeout`) plus the driver's 1 s expiry
+  period after the stream's last frame, "flushed" when none comes a timeout after it, either in
+  between; every instance but the last of a split stream has ended before the capture did.
 
 Matching. Our flows and tshark's streams are matched by protocol and endpoints ({src, sport},
 {dst, dport}, unordered), tshark's in stream order and ours in uid (creation) order. Where tshark
@@ -41,9 +54,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from oracle import ELIGIBLE, TRACES, Stream, reference_streams, tshark_available
+from oracle import ELIGIBLE, TRACES, Stream, frame_times, reference_streams, tshark_available
 
 from captures import (
+    REPO,
     Run,
     first_difference,
     flow_key,
@@ -53,7 +67,34 @@ from captures import (
 #: (capture, stream) -> why that stream's bytes may differ from tshark's. `stream` is
 #: "tcp N" / "udp N" for tshark's stream N, or "tcp A:P B:Q" / "udp A:P B:Q" for a flow of
 #: ours between endpoints tshark has no stream for. A failing run prints the labels to use.
+#: An entry that matches again fails the test (stale): none may hide a fixed difference.
 EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+#: (capture, "tcp N" / "udp N") -> why the stream is not compared at all. Empty: today every
+#: stream of every eligible capture is compared, mid-stream ones included.
+NOT_COMPARED: dict[tuple[str, str], str] = {}
+
+
+def not_compared(name: str, s: Stream) -> str | None:
+    """Why tshark's stream `s` of capture `name` is not compared, or None. The hook for rules
+    that depend on the stack's options (e.g. mid-stream pickup)."""
+    return NOT_COMPARED.get((name, f"{s.proto} {s.index}"))
+
+
+def _timeout_ns(protocol: str) -> int:
+    """A protocol spec's idle `timeout` ("300s", "2m", "500ms") in ns."""
+    import re
+
+    import yaml
+
+    spec = yaml.safe_load((REPO / "specs" / "protocols" / f"{protocol}.yaml").read_text())
+    m = re.fullmatch(r"(\d+)(ms|s|m|h)", str(spec["timeout"]))
+    assert m, spec["timeout"]
+    unit = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}[m[2]]
+    return int(m[1]) * unit
+
+
+EXPIRY_PERIOD_NS = 10**9  # the driver calls expire once per second of packet time
 
 Endpoints = tuple[str, frozenset[tuple[str, int]]]
 
@@ -62,7 +103,7 @@ Endpoints = tuple[str, frozenset[tuple[str, int]]]
 class Totals:
     captures: int = 0
     streams: int = 0  # tshark streams compared
-    skipped: int = 0  # TCP streams without a complete handshake (not compared)
+    skipped: int = 0  # streams not compared (NOT_COMPARED)
     directions: int = 0  # flow directions compared
     bytes: int = 0  # bytes compared (tshark's side)
     mismatches: int = 0
@@ -80,8 +121,8 @@ class Totals:
 
     def line(self) -> str:
         return (
-            f"{self.captures} captures, {self.streams} streams ({self.skipped} TCP streams"
-            f" without handshake not compared), {self.directions} flow directions,"
+            f"{self.captures} captures, {self.streams} streams ({self.skipped} not compared),"
+            f" {self.directions} flow directions,"
             f" {self.bytes} bytes compared; {self.mismatches} directions differ"
             f" ({self.excepted} in EXCEPTIONS); {self.split} streams split into several flows"
         )
@@ -127,7 +168,63 @@ def _label(ends: Endpoints) -> str:
     return f"{ends[0]} {a[0]}:{a[1]} {b[0]}:{b[1]}"
 
 
-def compare(name: str, run: Run, streams: tuple[Stream, ...]) -> tuple[list[str], Totals]:
+def check_flow(name: str, s: Stream, flows: list[Flow], times: tuple[int, ...]) -> list[str]:
+    """`dir`, `complete` and `close` of our instances for tshark's stream `s` (see the module
+    docstring). `times`: every frame's time; empty: close is not checked."""
+    label = f"{name} [{s.proto} {s.index}]"
+    if not flows:
+        return []
+    out = []
+    recs = [next(iter(fl.by_sender.values())) for fl in flows]
+    c2s = s.c2s.flow
+    _, a, pa, _, _ = flow_key(c2s.proto, c2s.src, c2s.sport, c2s.dst, c2s.dport)
+    first = [r for r in flows[0].by_sender.values() if r["dir"] == "c2s"]
+    if s.first_creates and first and (first[0]["src"], first[0]["sport"]) != (a, pa):
+        out.append(f"{label}: c2s is {first[0]['src']}:{first[0]['sport']}, tshark {a}:{pa}")
+    for fl in flows:
+        dirs = sorted(r["dir"] for r in fl.by_sender.values())
+        if dirs != ["c2s", "s2c"]:
+            out.append(f"{label}: uid {fl.uid} has directions {dirs}")
+    last = recs[-1]
+    if s.proto == "tcp":
+        closed = "rst" in s.c2s.sent | s.s2c.sent or "fin_acked" in s.c2s.sent & s.s2c.sent
+        setup = "syn" in s.c2s.sent and "synack" in s.s2c.sent
+        # the handshake is the first instance's; after a split (a close, then more data) the
+        # first instance is complete if the close was its own
+        want = setup and (closed if len(recs) == 1 else recs[0]["close"] == "accept")
+        if recs[0]["complete"] != want:
+            out.append(
+                f"{label}: complete {recs[0]['complete']}, tshark: sent {sorted(s.c2s.sent)}"
+                f" / {sorted(s.s2c.sent)} ({len(recs)} instance(s))"
+            )
+        out += [f"{label}: uid {r['uid']} is complete without a handshake of its own"
+                for r in recs[1:] if r["complete"]]  # fmt: skip
+    else:
+        closed = False
+        if last.get("complete") is not None:
+            out.append(f"{label}: UDP has no PSM, complete is {last['complete']}")
+    for r in recs[:-1]:
+        if r["close"] == "flushed":
+            out.append(f"{label}: uid {r['uid']} was still open at the end, yet not the last")
+    if closed:
+        want = {"accept"}
+    elif not times:
+        want = {"accept", "expired", "flushed", "evicted"}
+    else:
+        idle = _timeout_ns(s.proto)
+        after = [t for t in times if t >= s.last_ts + idle]
+        if any(t > s.last_ts + idle + EXPIRY_PERIOD_NS for t in after):
+            want = {"expired"}
+        else:
+            want = {"expired", "flushed"} if after else {"flushed"}
+    if last["close"] not in want:
+        out.append(f"{label}: close {last['close']}, expected {sorted(want)}")
+    return out
+
+
+def compare(
+    name: str, run: Run, streams: tuple[Stream, ...], times: tuple[int, ...] = ()
+) -> tuple[list[str], Totals]:
     totals = Totals(captures=1)
     problems: list[str] = []
     ours = our_flows(run)
@@ -147,10 +244,11 @@ def compare(name: str, run: Run, streams: tuple[Stream, ...]) -> tuple[list[str]
                 )
         for s, flows in matched:
             label = f"{s.proto} {s.index}"
-            if s.proto == "tcp" and not s.c2s.flow.handshake:
+            if not_compared(name, s) is not None:
                 totals.skipped += 1
                 continue
             totals.streams += 1
+            problems += check_flow(name, s, flows, times)
             totals.split += len(flows) > 1
             reason = EXCEPTIONS.get((name, label))
             differs = False
@@ -206,6 +304,9 @@ class Runner:
         run = run_stack(pcap, self.root / name.removesuffix(".pcap"))
         return run, reference_streams(pcap)
 
+    def times(self, name: str) -> tuple[int, ...]:
+        return frame_times(TRACES / name)
+
     def get(self, name: str) -> tuple[Run, tuple[Stream, ...]]:
         with self.lock:
             if not self.started:
@@ -245,8 +346,9 @@ def test_stack_delivers_what_tshark_follows(name: str, runner: Runner) -> None:
         pytest.skip(f"{name} is not in {TRACES}")
     run, streams = runner.get(name)
     assert run.returncode == 0, run.describe()
-    problems, totals = compare(name, run, streams)
+    problems, totals = compare(name, run, streams, runner.times(name))
     runner.totals.add(totals)
+    problems += totals.stale  # an exception that no longer differs must go
     print(f"\n[e2e-tshark] {name}: {totals.line()} ({run.seconds:.1f} s)")
     assert not problems, (
         f"{name}: {ELIGIBLE[name]}\n{len(problems)} differences from tshark:\n"
@@ -256,6 +358,56 @@ def test_stack_delivers_what_tshark_follows(name: str, runner: Runner) -> None:
 
 
 def test_exceptions_name_eligible_captures() -> None:
-    for (capture, stream), reason in EXCEPTIONS.items():
-        assert capture in ELIGIBLE, capture
-        assert stream.split()[0] in ("tcp", "udp") and reason, (capture, stream)
+    for table in (EXCEPTIONS, NOT_COMPARED):
+        for (capture, stream), reason in table.items():
+            assert capture in ELIGIBLE, capture
+            assert stream.split()[0] in ("tcp", "udp") and reason, (capture, stream)
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparison itself can fail: wrong outputs of the stack are reported
+
+
+def _mutated(run: Run, tmp: Path, edit: Any) -> Run:
+    """A copy of run's output directory with flows.jsonl records passed through `edit`
+    (record, stream file bytes) -> (record or None, bytes)."""
+    import json
+    import shutil
+
+    out = tmp / "mutated"
+    shutil.copytree(run.out, out)
+    lines = []
+    for line in (out / "flows.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        data = run.data(rec)
+        rec, data = edit(rec, data)
+        if rec is None:
+            continue
+        if rec.get("file"):
+            (out / rec["file"]).write_bytes(data)
+        lines.append(json.dumps(rec))
+    (out / "flows.jsonl").write_text("\n".join(lines) + "\n")
+    return Run(run.pcap, out, run.argv, 0, run.stdout, run.stderr, 0.0)
+
+
+MUTATIONS = {
+    "byte flipped": lambda r, d: (r, bytes([d[0] ^ 1]) + d[1:] if d else d),
+    "byte lost": lambda r, d: (r, d[:-1]),
+    "direction dropped": lambda r, d: (None if r["dir"] == "s2c" else r, d),
+    "dir swapped": lambda r, d: ({**r, "dir": "s2c" if r["dir"] == "c2s" else "c2s"}, d),
+    "complete flipped": lambda r, d: ({**r, "complete": not r["complete"]}, d),
+    "close changed": lambda r, d: ({**r, "close": "expired"}, d),
+}
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS)
+def test_compare_reports_wrong_output(mutation: str, runner: Runner, tmp_path: Path) -> None:
+    """On a capture the stack gets right, every kind of wrong output is reported."""
+    name = "http-post-upload.pcap"
+    if not (TRACES / name).is_file():
+        pytest.skip(f"{name} is not in {TRACES}")
+    run, streams = runner.get(name)
+    assert not compare(name, run, streams, runner.times(name))[0]
+    bad = _mutated(run, tmp_path, MUTATIONS[mutation])
+    problems, _ = compare(name, bad, streams, runner.times(name))
+    assert problems, f"{mutation}: not reported"

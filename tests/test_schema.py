@@ -36,3 +36,135 @@ def test_schema_accepts_the_stock_specs() -> None:
         kind = "stack" if p.parent.name == "stacks" else "protocol"
         schema = __import__("json").loads((ROOT / "schema" / f"{kind}.schema.json").read_text())
         jsonschema.validate(load_yaml(str(p), p.read_text()).data, schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# The schema rejects what is structurally wrong, and `validate` agrees
+# ---------------------------------------------------------------------------------------------
+
+#: Diagnostics about a document's structure: what a JSON Schema can express.
+STRUCTURE_CODES = {"RG003", "RG004", "RG005", "RG006"}
+#: Diagnostics about the text itself (syntax, encoding, size): no document reaches the schema.
+TEXT_CODES = {"RG001", "RG002", "RG008", "RG009"}
+ERRORS = ROOT / "tests" / "specs" / "errors"
+
+
+def _schemas() -> dict[str, dict]:
+    import json
+
+    return {k: json.loads((ROOT / "schema" / f"{k}.schema.json").read_text()) for k in ("protocol", "stack")}  # fmt: skip
+
+
+def _schema_errors(doc: object) -> dict[str, str | None]:
+    """Per schema, the first violation's message, or None when the document is valid."""
+    import jsonschema
+
+    out: dict[str, str | None] = {}
+    for kind, schema in _schemas().items():
+        err = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(schema).iter_errors(doc)
+        )
+        out[kind] = None if err is None else err.message
+    return out
+
+
+def _kind(doc: object) -> str | None:
+    if isinstance(doc, dict):
+        for k in ("protocol", "stack"):
+            if k in doc:
+                return k
+    return None
+
+
+def _validate_codes(path: Path) -> set[str]:
+    from rubikgen.workspace import Workspace
+
+    ws = Workspace()
+    ws.check(str(path))
+    return {d.code for d in ws.all_diagnostics() if d.file.endswith(path.name) and d.severity == "error"}  # fmt: skip
+
+
+def _corpus() -> list[Path]:
+    return sorted(p for p in ERRORS.iterdir() if p.suffix in (".yaml", ".toml"))
+
+
+def _expected_codes(path: Path) -> set[str]:
+    import re
+
+    pat = re.compile(r"^#\s*expect:\s*(RG\d{3})\b")
+    return {
+        m[1] for line in path.read_text(errors="replace").splitlines() if (m := pat.match(line))
+    }
+
+
+def test_schema_rejects_the_structural_errors_of_the_corpus() -> None:
+    """Each corpus document whose expected diagnostic is a structure violation (missing or
+    unknown key, wrong shape, neither protocol nor stack) is rejected by the schema of its kind
+    (both schemas when it is neither), and `validate` reports that diagnostic. Every other
+    corpus document that parses is structurally valid: the schema accepts it and leaves the rest
+    to `validate`, which reports no structure code for it either."""
+    from rubikgen.source import load_text
+
+    structural = semantic = 0
+    for path in _corpus():
+        want = _expected_codes(path)
+        if want & TEXT_CODES:
+            continue  # not a document: the YAML/TOML reader stops first
+        doc = load_text(str(path), path.read_text()).data
+        errors = _schema_errors(doc)
+        kind = _kind(doc)
+        got = _validate_codes(path)
+        if want & STRUCTURE_CODES:
+            structural += 1
+            kinds = [kind] if kind else ["protocol", "stack"]
+            for k in kinds:
+                assert errors[k] is not None, f"{path.name}: the {k} schema accepts it"
+            assert want & STRUCTURE_CODES <= got, (path.name, got)
+        else:
+            semantic += 1
+            assert kind is not None and errors[kind] is None, (path.name, errors)
+            assert not got & STRUCTURE_CODES, (path.name, got)
+    assert structural >= 5 and semantic >= 40, (structural, semantic)
+
+
+def _mutations(doc: dict) -> list[tuple[str, dict, str]]:
+    """Structurally broken copies of a stock spec: (what, document, the code validate gives)."""
+    import copy
+
+    kind = _kind(doc)
+    out = []
+    d = copy.deepcopy(doc)
+    d["layoutz" if kind == "protocol" else "layerz"] = {}
+    out.append(("unknown key", d, "RG005"))
+    d = copy.deepcopy(doc)
+    del d["layers" if kind == "stack" else "protocol"]
+    out.append(("missing key", d, "RG004" if kind == "stack" else "RG003"))
+    d = copy.deepcopy(doc)
+    d["edges" if kind == "stack" else "header"] = "not-a-list"
+    out.append(("wrong shape", d, "RG006"))
+    return out
+
+
+def test_schema_and_validate_reject_broken_stock_specs(tmp_path: Path) -> None:
+    """Every stock spec, broken in three structural ways, is rejected by its schema and by
+    `validate` with the matching code."""
+    import json
+    import shutil
+
+    from rubikgen.source import load_yaml
+
+    specs = tmp_path / "specs"  # a copy: relative protocol paths resolve as in the original
+    shutil.copytree(ROOT / "specs", specs)
+    n = 0
+    for p in sorted(specs.rglob("*.yaml")):
+        doc = load_yaml(str(p), p.read_text()).data
+        for what, bad, code in _mutations(doc):
+            kind = _kind(bad)
+            errors = _schema_errors(bad)
+            for k in [kind] if kind else ["protocol", "stack"]:
+                assert errors[k] is not None, f"{p.name} ({what}): the {k} schema accepts it"
+            q = p.parent / f"broken-{p.stem}.yaml"
+            q.write_text(json.dumps(bad))  # JSON is YAML
+            assert code in _validate_codes(q), f"{p.name} ({what}): validate misses {code}"
+            n += 1
+    assert n >= 60

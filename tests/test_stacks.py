@@ -25,6 +25,19 @@ RUNS = {
 }
 
 
+def _frames(pcap: Path) -> int:
+    """Records in a classic pcap, from their headers."""
+    import struct
+
+    raw = pcap.read_bytes()
+    order = "<" if raw[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    n, off = 0, 24
+    while off + 16 <= len(raw):
+        off += 16 + struct.unpack_from(order + "I", raw, off + 8)[0]
+        n += 1
+    return n
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_stack_compiles_warning_free(stack: str, tmp_path: Path) -> None:
     res = build(REPO / "specs" / "stacks" / f"{stack}.yaml", tmp_path, quiet=True)
@@ -55,7 +68,57 @@ def test_stack_runs_under_sanitizers(
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, r.stderr[-3000:]
     summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert summary["packets"] > 0
+    # every frame of the capture was read and given to the stack (counted from the pcap record
+    # headers here, independently of the reader)
+    assert summary["packets"] == _frames(pcap) and summary["skipped"] == 0, summary
     if handler is not None:
         calls = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
         assert any(c["handler"] == handler for c in calls), {c["handler"] for c in calls}
+
+
+# ---------------------------------------------------------------------------------------------
+# The gtp stack's inner TCP streams against tshark (which decapsulates GTP-U the same way)
+
+GTP_CAPTURES = ["gtp-u-qinq-rtmp.pcap", "gtp-u-tls-anon.pcap", "gtp-u-tls.pcap",
+                "gtp-u-http-outer-frag.pcap"]  # fmt: skip
+#: (capture, stream) -> why it differs; an entry that matches again fails (remove it then).
+GTP_EXCEPTIONS = {
+    ("gtp-u-http-outer-frag.pcap", "tcp 0"): (
+        "capture gaps: delivery stops after the second of three lost segments (43,582 of the"
+        " 50,942 bytes tshark follows), so the close is not seen either (issue 18, gap recovery)"
+    ),
+}
+
+
+@pytest.mark.parametrize("capture", GTP_CAPTURES)
+def test_gtp_inner_tcp_against_tshark(capture: str, tmp_path: Path) -> None:
+    """Every TCP stream inside GTP-U: bytes per direction, dir, complete and close as
+    tests/test_e2e_tshark.py compares them (its `compare`), on the streams whose frames tshark
+    decodes through GTP (the outer UDP flows are not the gtp stack's)."""
+    import shutil
+
+    from oracle import frame_times, reference_streams
+    from test_e2e_tshark import compare
+
+    from captures import Run
+
+    pcap = TRACES / capture
+    if not pcap.is_file() or not shutil.which("tshark"):
+        pytest.skip(f"{capture} or tshark missing")
+    binary = build(
+        REPO / "specs" / "stacks" / "gtp.yaml", REPO / "build" / "gtp", quiet=True
+    ).binary
+    argv = [str(binary), str(pcap), "--nf", "streams", "--out", str(tmp_path), "--summary", "json"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = Run(pcap, tmp_path, argv, p.returncode, p.stdout, p.stderr, 0.0)
+    streams = tuple(s for s in reference_streams(pcap) if any(":gtp:" in x for x in s.paths))
+    assert streams, "tshark finds TCP inside GTP"
+    problems, totals = compare(capture, run, streams, frame_times(pcap))
+    known = [k for k in GTP_EXCEPTIONS if k[0] == capture]
+    for _, label in known:
+        hits = [x for x in problems if f"[{label}]" in x]
+        assert hits, f"{capture} [{label}] matches tshark now: remove it from GTP_EXCEPTIONS"
+        problems = [x for x in problems if x not in hits]
+    assert not problems, "\n".join(problems)
+    assert totals.bytes > 1000

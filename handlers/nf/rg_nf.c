@@ -176,10 +176,13 @@ void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf
                 port[1] = p;
         }
     }
-    /* dst: side p's copy of the part, or a unidirectional key's second part */
+    /* dst: side p's copy of the part, or a unidirectional key's second address.
+     * Ports are the numbers of a selector's sides: a unidirectional key has
+     * no sides, so its numbers (an IPv4 id, a protocol) are no ports. */
     const uint8_t *dkey = layer->bidir ? f->key_p : f->key_a;
     const rg_keypart *daddr = layer->bidir ? addr[0] : addr[1];
-    const rg_keypart *dport = layer->bidir ? port[0] : port[1];
+    if (!layer->bidir) port[0] = NULL;
+    const rg_keypart *dport = port[0];
     if (addr[0]) addr_text(addr[0], f->key_a, ep->src, sizeof ep->src);
     if (daddr) addr_text(daddr, dkey, ep->dst, sizeof ep->dst);
     if (port[0]) {

@@ -17,12 +17,23 @@
  *              "expired", "flushed"); such a call comes right before the
  *              instance's close (on_close), with "pkt" the packets processed
  *              so far and "ts" the context's clock.
- *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes:
+ *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes,
+ *              for instances that outlive a packet (all of them after
+ *              rg_nf_flowstats_all; the driver's --flowstats-all):
  *              {"layer","proto","uid","src","dst","sport","dport",
  *               "packets":[c2s,s2c],"bytes":[c2s,s2c],"first_ts","last_ts",
  *               "state": final PSM state name | null,
  *               "close": "accept"|"evicted"|"expired"|"flushed","complete": bool}
- *              (packets and bytes as reported by on_packet).
+ *              An instance that does not outlive a packet is one the packet
+ *              that created it also destroyed ("accept" after at most one
+ *              packet: a whole IPv4 datagram, a lone SYN+RST does not). packets:
+ *              the layer's packets that reached the instance, per direction
+ *              (IP fragments: each; a reassembled datagram is one packet of
+ *              the layer above); bytes: the lengths of those packets' input
+ *              to the layer, as captured (TCP/UDP: header + payload, without
+ *              link padding); first_ts: the creating packet's time; last_ts:
+ *              the last packet's.  sport/dport are omitted for layers whose
+ *              selector has no sides (see rg_nf_endpoints_of).
  *   streams    the delivered payload of every flow direction: the
  *              concatenation, in call order, of the "data" argument of every
  *              handler call on that instance in that direction, written to
@@ -70,6 +81,10 @@ rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *o
  * when an output could not be written (the reason is printed on stderr). */
 int rg_nf_finish(rg_obs *nf);
 
+/* flowstats: write every instance (all = 1), also those that do not outlive
+ * the packet that created them; no effect on other NFs. */
+void rg_nf_flowstats_all(rg_obs *nf, int all);
+
 /* Counters of the "count" NF. */
 typedef struct rg_nf_counts {
     uint64_t calls;         /* handler calls */
@@ -90,7 +105,9 @@ const rg_nf_counts *rg_nf_counts_of(const rg_obs *nf);
  *   sport = the first non-common RG_VAL_NUM part of size 2 (big-endian)
  *           from key_a, dport the same part from key_p.
  * A unidirectional layer (bidir = 0, key_p == key_a) has no swapped key:
- * dst and dport come from the second such part of key_a, if any. */
+ * dst comes from the second address part of key_a, if any, and there are no
+ * ports (a selector without sides names no endpoints: its numbers are
+ * identifiers such as an IPv4 id or a protocol). */
 typedef struct rg_nf_endpoints {
     char src[48]; /* "" when the key has no address */
     char dst[48];

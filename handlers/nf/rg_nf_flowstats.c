@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct fs_flow {
     uint64_t uid;
@@ -18,7 +19,14 @@ typedef struct nf_flowstats {
     rg_nf base;
     FILE *out;
     rg_nf_map flows; /* uid -> fs_flow */
+    int all;         /* also instances that lived within one packet */
 } nf_flowstats;
+
+void rg_nf_flowstats_all(rg_obs *obs, int all)
+{
+    rg_nf *nf = (rg_nf *)obs;
+    if (nf && nf->name && !strcmp(nf->name, "flowstats")) ((nf_flowstats *)nf)->all = all;
+}
 
 /* The record of f, created on its first sighting (normally on_open). */
 static fs_flow *flow_of(nf_flowstats *nf, const rg_flow_info *f, uint64_t ts_ns)
@@ -80,7 +88,10 @@ static void on_close(void *self, const rg_flow_info *f, int reason, int complete
     if (!r) return;
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
     const char *state = l && l->has_psm && f->state < l->nstates ? l->states[f->state] : NULL;
-    write_flow(nf, r, state, rg_nf_close_name(reason), complete);
+    /* destroyed by the packet that created it: one record per unfragmented
+     * datagram would drown the connections */
+    int within_packet = reason == RG_CLOSE_ACCEPT && r->packets[0] + r->packets[1] <= 1;
+    if (nf->all || !within_packet) write_flow(nf, r, state, rg_nf_close_name(reason), complete);
     free(rg_nf_map_del(&nf->flows, f->uid));
 }
 

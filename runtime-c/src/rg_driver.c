@@ -37,6 +37,7 @@ typedef struct opts {
     uint64_t passes;
     int passes_set;
     int no_timeouts;
+    int flowstats_all;
     int json;
     int stats;
     int bench;
@@ -49,6 +50,7 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "Run the %s stack on a pcap or pcapng capture (CAPTURE '-' = stdin).\n"
             "  --nf NAME        streams|events|flowstats|count|none (default count)\n"
             "  --out DIR        output directory of streams/events/flowstats (default rg-out)\n"
+            "  --flowstats-all  flowstats: also instances that lived within one packet\n"
             "  --cap N          live instances per layer (default 262144; the least\n"
             "                   recently used is evicted when a layer is full)\n"
             "  --cap LAYER=N    the same for one layer (repeatable)\n"
@@ -78,13 +80,25 @@ static int parse_num(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
 static int parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
 {
-    enum { O_NF = 256, O_OUT, O_CAP, O_SEED, O_NOTO, O_SUMMARY, O_STATS, O_BENCH, O_PASSES };
+    enum {
+        O_NF = 256,
+        O_OUT,
+        O_CAP,
+        O_SEED,
+        O_NOTO,
+        O_SUMMARY,
+        O_STATS,
+        O_BENCH,
+        O_PASSES,
+        O_FSALL
+    };
     static const struct option longopts[] = {
         {"nf", required_argument, NULL, O_NF},
         {"out", required_argument, NULL, O_OUT},
         {"cap", required_argument, NULL, O_CAP},
         {"seed", required_argument, NULL, O_SEED},
         {"no-timeouts", no_argument, NULL, O_NOTO},
+        {"flowstats-all", no_argument, NULL, O_FSALL},
         {"summary", required_argument, NULL, O_SUMMARY},
         {"stats", no_argument, NULL, O_STATS},
         {"bench", no_argument, NULL, O_BENCH},
@@ -143,6 +157,9 @@ static int parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o
         case O_NOTO:
             o->no_timeouts = 1;
             break;
+        case O_FSALL:
+            o->flowstats_all = 1;
+            break;
         case O_SUMMARY:
             if (!strcmp(optarg, "json"))
                 o->json = 1;
@@ -192,7 +209,7 @@ typedef struct entry_map {
     rg_linkinfo li;
 } entry_map;
 
-/* RG_OK, or an error with the message printed. */
+/* RG_OK, or an error with the message printed (o NULL: not printed). */
 static int entry_map_init(entry_map *m, const rg_stack_desc *stack, const rg_linkinfo *li,
                           const opts *o)
 {
@@ -221,24 +238,55 @@ static int entry_map_init(entry_map *m, const rg_stack_desc *stack, const rg_lin
         if (li->entry == RG_ENTRY_IP || li->entry == RG_ENTRY_IPV6)
             m->v6 = stack->entry[RG_LINK_RAW_IPV6];
         if (li->entry == RG_ENTRY_UNKNOWN) {
-            fprintf(stderr, "%s: %s: link type %d is not supported\n", o->prog, o->capture,
-                    li->dlt);
+            if (o)
+                fprintf(stderr, "%s: %s: link type %d is not supported\n", o->prog, o->capture,
+                        li->dlt);
             return RG_EUNSUPPORTED;
         }
     }
     if (kind >= 0) m->fixed = stack->entry[kind];
     if (m->fixed < 0 && m->v4 < 0 && m->v6 < 0) {
-        fprintf(stderr, "%s: %s: link type %s (%d): stack %s has no entry layer for it\n", o->prog,
-                o->capture, li->name, li->dlt, stack->name);
+        if (o)
+            fprintf(stderr, "%s: %s: link type %s (%d): stack %s has no entry layer for it\n",
+                    o->prog, o->capture, li->name, li->dlt, stack->name);
         return RG_EUNSUPPORTED;
     }
     return RG_OK;
+}
+
+/* The entry maps of the link types a capture has (pcapng: one per interface
+ * link type; the first is the capture's).  A link type without an entry
+ * layer gets a map that takes no frame (they count as skipped). */
+enum { RG_MAX_LINKS = 16 };
+typedef struct link_maps {
+    entry_map m[RG_MAX_LINKS];
+    unsigned n;
+    const rg_stack_desc *stack;
+    const opts *o;
+} link_maps;
+
+static const entry_map *link_map(link_maps *lm, int dlt)
+{
+    for (unsigned i = 0; i < lm->n; i++)
+        if (lm->m[i].li.dlt == dlt) return &lm->m[i];
+    if (lm->n == RG_MAX_LINKS) return NULL;
+    entry_map *m = &lm->m[lm->n++];
+    rg_linkinfo li;
+    (void)rg_link_info(dlt, &li);
+    if (entry_map_init(m, lm->stack, &li, NULL)) {
+        m->fixed = -1; /* no layer takes these frames */
+        m->v4 = m->v6 = -1;
+        fprintf(stderr, "%s: %s: frames of link type %s (%d) skipped: stack %s has no entry"
+                " layer for it\n", lm->o->prog, lm->o->capture, li.name, dlt, lm->stack->name);
+    }
+    return m;
 }
 
 /* The entry layer and the offset of its input in f; 0 if the frame cannot be
  * given to the stack (link header cut, no entry for its network protocol). */
 static inline int entry_pick(const entry_map *m, const rg_frame *f, unsigned *layer, uint32_t *off)
 {
+    if (!m) return 0;
     if (m->fixed >= 0) {
         *layer = (unsigned)m->fixed;
         *off = 0;
@@ -311,19 +359,21 @@ static rg_obs make_observer(const rg_obs *counter, const rg_obs *nf, const char 
 
 typedef struct feeder {
     const rg_stack_desc *stack;
-    const entry_map *em;
+    const entry_map *em; /* of the capture's link type */
+    link_maps *lm;       /* of other link types (pcapng interfaces) */
     void *ctx;
     uint64_t next_expire; /* packet time of the next expire call */
     int expire_on;        /* a first packet has set the clock */
     uint64_t pkts, bytes, skipped;
 } feeder;
 
-static void feeder_init(feeder *fd, const rg_stack_desc *stack, const entry_map *em, void *ctx,
+static void feeder_init(feeder *fd, const rg_stack_desc *stack, link_maps *lm, void *ctx,
                         int no_timeouts)
 {
     memset(fd, 0, sizeof *fd);
     fd->stack = stack;
-    fd->em = em;
+    fd->em = &lm->m[0];
+    fd->lm = lm;
     fd->ctx = ctx;
     fd->next_expire = no_timeouts ? UINT64_MAX : 0;
 }
@@ -340,7 +390,8 @@ static inline void feed(feeder *fd, const rg_frame *f)
     }
     unsigned layer;
     uint32_t off;
-    if (RG_UNLIKELY(!entry_pick(fd->em, f, &layer, &off))) {
+    const entry_map *em = RG_LIKELY(f->dlt == fd->em->li.dlt) ? fd->em : link_map(fd->lm, f->dlt);
+    if (RG_UNLIKELY(!entry_pick(em, f, &layer, &off))) {
         fd->skipped++;
         return;
     }
@@ -403,8 +454,8 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         fprintf(stderr, "%s: %s\n", o->prog, err);
         return 1;
     }
-    entry_map em;
-    if (entry_map_init(&em, stack, rg_pcap_link(cap), o)) {
+    link_maps lm = {.n = 1, .stack = stack, .o = o};
+    if (entry_map_init(&lm.m[0], stack, rg_pcap_link(cap), o)) {
         rg_pcap_close(cap);
         return 1;
     }
@@ -417,6 +468,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         rg_pcap_close(cap);
         return 1;
     }
+    if (nf) rg_nf_flowstats_all(nf, o->flowstats_all);
     obs_chain ch;
     rg_obs obs = make_observer(counter, nf, o->nf, &ch);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap};
@@ -431,7 +483,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     }
 
     feeder fd;
-    feeder_init(&fd, stack, &em, ctx, o->no_timeouts);
+    feeder_init(&fd, stack, &lm, ctx, o->no_timeouts);
     rg_frame f;
     int rc, status = 0;
     while ((rc = rg_pcap_next(cap, &f)) == 1)
@@ -446,7 +498,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     uint64_t live = n->opened - n->closed;
     stack->flush(ctx);
     if (nf && rg_nf_finish(nf)) status = 1;
-    summary s = {.link = em.li.name,
+    summary s = {.link = lm.m[0].li.name,
                  .pkts = fd.pkts,
                  .bytes = fd.bytes,
                  .opened = n->opened,
@@ -507,8 +559,8 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
         fprintf(stderr, "%s: %s\n", o->prog, err);
         return 1;
     }
-    entry_map em;
-    if (entry_map_init(&em, stack, &cap.link, o)) {
+    link_maps lm = {.n = 1, .stack = stack, .o = o};
+    if (entry_map_init(&lm.m[0], stack, &cap.link, o)) {
         rg_capture_free(&cap);
         return 1;
     }
@@ -532,7 +584,7 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
             return 1;
         }
         feeder fd;
-        feeder_init(&fd, stack, &em, ctx, o->no_timeouts);
+        feeder_init(&fd, stack, &lm, ctx, o->no_timeouts);
         rg_seq_heap_reset_peak();
         uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
         for (size_t i = 0; i < cap.count; i++)

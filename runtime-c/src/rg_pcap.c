@@ -1,6 +1,7 @@
 /* rg_pcap.c - capture input on libpcap (see rg_pcap.h). */
 #include "rg/rg_pcap.h"
 
+#include <errno.h>
 #include <pcap/pcap.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +9,12 @@
 
 #include "rg/rg_pkt.h"
 
-/* LINKTYPE_RAW in files; libpcap maps it to DLT_RAW, accept both. */
+/* LINKTYPE_RAW in files (libpcap maps it to DLT_RAW), and the two values
+ * DLT_RAW has on different systems (12; 14 on OpenBSD), which files carry
+ * as they are: all raw IP. */
 #define RG_LINKTYPE_RAW 101
+#define RG_LINKTYPE_RAW_12 12
+#define RG_LINKTYPE_RAW_14 14
 
 int rg_link_info(int dlt, rg_linkinfo *li)
 {
@@ -23,7 +28,8 @@ int rg_link_info(int dlt, rg_linkinfo *li)
         li->net_off = 14;
         li->name = "ether";
         return RG_OK;
-    case DLT_RAW:
+    case RG_LINKTYPE_RAW_12:
+    case RG_LINKTYPE_RAW_14:
     case RG_LINKTYPE_RAW:
         li->entry = RG_ENTRY_IP;
         li->name = "raw";
@@ -151,15 +157,294 @@ int rg_link_locate(const rg_linkinfo *li, const uint8_t *p, uint32_t caplen, rg_
 }
 
 /* ---- reader ---- */
+
+/* pcapng: one interface of the current section. */
+typedef struct ng_if {
+    int dlt;
+    uint32_t snaplen;
+    uint64_t units;   /* timestamp units per second */
+    int bin_exp;      /* units = 2^bin_exp (-1: a power of ten) */
+    int64_t tsoffset; /* seconds added to every timestamp */
+} ng_if;
+
+typedef struct ng_reader {
+    FILE *f;
+    int own_f; /* f is ours to close (not stdin) */
+    int swap;  /* the section's byte order differs from ours */
+    ng_if *ifs;
+    uint32_t nifs, cap_ifs;
+    uint8_t *buf; /* the current block's body */
+    size_t buf_cap;
+} ng_reader;
+
 struct rg_pcap {
-    pcap_t *p;
+    pcap_t *p;     /* classic pcap (libpcap), or NULL */
+    ng_reader *ng; /* pcapng, or NULL */
     rg_linkinfo link;
+    uint32_t snaplen;
     char err[PCAP_ERRBUF_SIZE];
+};
+
+enum {
+    NG_SHB = 0x0A0D0D0A,
+    NG_IDB = 1,
+    NG_OPB = 2, /* obsolete Packet Block */
+    NG_SPB = 3,
+    NG_EPB = 6,
+    NG_BOM = 0x1A2B3C4D,
+    NG_MAX_BLOCK = 16 << 20, /* libpcap's limit, against absurd lengths */
+    NG_MAX_IFS = 65536,
 };
 
 static void set_err(char *err, size_t errlen, const char *a, const char *b)
 {
     if (err && errlen) snprintf(err, errlen, "%s%s%s", a, b ? ": " : "", b ? b : "");
+}
+
+static uint32_t ng32(const ng_reader *r, const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return r->swap ? __builtin_bswap32(v) : v;
+}
+
+static uint16_t ng16(const ng_reader *r, const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return r->swap ? __builtin_bswap16(v) : v;
+}
+
+/* ticks of interface i as nanoseconds since the epoch (clamped at 0) */
+static uint64_t ng_ns(const ng_if *i, uint64_t ticks)
+{
+    uint64_t sec = ticks / i->units, frac = ticks % i->units, ns;
+    if (i->bin_exp >= 0) {
+        /* frac * 1e9 / 2^n without overflow: drop the bits below 2^-32 s first */
+        int sh = i->bin_exp > 32 ? i->bin_exp - 32 : 0;
+        ns = ((frac >> sh) * 1000000000u) >> (i->bin_exp - sh);
+    } else if (i->units <= 1000000000u) {
+        ns = frac * (1000000000u / i->units);
+    } else {
+        ns = frac / (i->units / 1000000000u);
+    }
+    int64_t s = (int64_t)sec + i->tsoffset;
+    if (s < 0) return 0;
+    return (uint64_t)s * 1000000000u + ns;
+}
+
+/* Read a block: 1 with its type and body (r->buf, *len bytes), 0 at a clean
+ * end of file, RG_EIO with a message. */
+static int ng_block(rg_pcap *c, uint32_t *type, uint32_t *len)
+{
+    ng_reader *r = c->ng;
+    uint8_t h[12];
+    size_t n = fread(h, 1, 8, r->f);
+    if (n == 0 && feof(r->f)) return 0;
+    if (n != 8) goto cut;
+    uint32_t raw_type;
+    memcpy(&raw_type, h, 4);
+    if (raw_type == NG_SHB) {
+        /* a new section: its byte order is in the body, read it first */
+        if (fread(h + 8, 1, 4, r->f) != 4) goto cut;
+        uint32_t bom;
+        memcpy(&bom, h + 8, 4);
+        if (bom == NG_BOM)
+            r->swap = 0;
+        else if (bom == __builtin_bswap32(NG_BOM))
+            r->swap = 1;
+        else {
+            snprintf(c->err, sizeof c->err, "pcapng section with a bad byte-order magic");
+            return RG_EIO;
+        }
+        r->nifs = 0;
+    }
+    uint32_t total = ng32(r, h + 4);
+    uint32_t done = raw_type == NG_SHB ? 12 : 8;
+    if (total < 12 || total % 4 || total > NG_MAX_BLOCK) {
+        snprintf(c->err, sizeof c->err, "pcapng block of bad length %u", total);
+        return RG_EIO;
+    }
+    size_t rest = total - done; /* body (after what was read) + trailing length */
+    if (rest + 4 > r->buf_cap) {
+        size_t nc = r->buf_cap ? r->buf_cap : 4096;
+        while (nc < rest + 4)
+            nc *= 2;
+        uint8_t *nb = realloc(r->buf, nc);
+        if (!nb) {
+            snprintf(c->err, sizeof c->err, "out of memory");
+            return RG_EIO;
+        }
+        r->buf = nb;
+        r->buf_cap = nc;
+    }
+    /* the body starts after type and length (the SHB's with the magic) */
+    size_t pre = done - 8;
+    memcpy(r->buf, h + 8, pre);
+    if (fread(r->buf + pre, 1, rest, r->f) != rest) goto cut;
+    if (ng32(r, r->buf + pre + rest - 4) != total) {
+        snprintf(c->err, sizeof c->err, "pcapng block lengths differ");
+        return RG_EIO;
+    }
+    *type = r->swap ? __builtin_bswap32(raw_type) : raw_type;
+    if (raw_type == NG_SHB) *type = NG_SHB;
+    *len = total - 12;
+    return 1;
+cut:
+    if (ferror(r->f))
+        snprintf(c->err, sizeof c->err, "read error");
+    else
+        snprintf(c->err, sizeof c->err, "truncated pcapng file: the last block is cut short");
+    return RG_EIO;
+}
+
+/* An Interface Description Block: link type, snaplen, if_tsresol, if_tsoffset. */
+static int ng_idb(rg_pcap *c, const uint8_t *b, uint32_t len)
+{
+    ng_reader *r = c->ng;
+    if (len < 8) {
+        snprintf(c->err, sizeof c->err, "pcapng interface block too short");
+        return RG_EIO;
+    }
+    if (r->nifs == r->cap_ifs) {
+        if (r->nifs >= NG_MAX_IFS) {
+            snprintf(c->err, sizeof c->err, "more than %d pcapng interfaces", NG_MAX_IFS);
+            return RG_EIO;
+        }
+        uint32_t nc = r->cap_ifs ? r->cap_ifs * 2 : 4;
+        ng_if *n = realloc(r->ifs, nc * sizeof *n);
+        if (!n) {
+            snprintf(c->err, sizeof c->err, "out of memory");
+            return RG_EIO;
+        }
+        r->ifs = n;
+        r->cap_ifs = nc;
+    }
+    ng_if *i = &r->ifs[r->nifs];
+    i->dlt = ng16(r, b);
+    i->snaplen = ng32(r, b + 4);
+    i->units = 1000000;
+    i->bin_exp = -1;
+    i->tsoffset = 0;
+    for (uint32_t o = 8; o + 4 <= len;) {
+        uint16_t code = ng16(r, b + o), olen = ng16(r, b + o + 2);
+        if (code == 0 || o + 4 + olen > len) break; /* opt_endofopt */
+        const uint8_t *v = b + o + 4;
+        if (code == 9 && olen >= 1) { /* if_tsresol */
+            unsigned e = v[0] & 0x7f;
+            if (v[0] & 0x80 ? e > 63 : e > 19) {
+                snprintf(c->err, sizeof c->err, "pcapng if_tsresol %u out of range", v[0]);
+                return RG_EIO;
+            }
+            uint64_t u = 1;
+            for (unsigned k = 0; k < e; k++)
+                u *= v[0] & 0x80 ? 2 : 10;
+            i->units = u;
+            i->bin_exp = v[0] & 0x80 ? (int)e : -1;
+        } else if (code == 14 && olen >= 8) { /* if_tsoffset */
+            uint64_t u;
+            memcpy(&u, v, 8);
+            i->tsoffset = (int64_t)(r->swap ? __builtin_bswap64(u) : u);
+        }
+        o += 4 + ((olen + 3u) & ~3u);
+    }
+    if (!strcmp(c->link.name, "none")) { /* the file's first interface */
+        (void)rg_link_info(i->dlt, &c->link);
+        c->snaplen = i->snaplen;
+    }
+    r->nifs++;
+    return RG_OK;
+}
+
+/* The next packet of a pcapng file (see rg_pcap_next). */
+static int ng_next(rg_pcap *c, rg_frame *f)
+{
+    ng_reader *r = c->ng;
+    for (;;) {
+        uint32_t type, len;
+        int rc = ng_block(c, &type, &len);
+        if (rc <= 0) return rc;
+        const uint8_t *b = c->ng->buf;
+        uint32_t ifid, caplen, wire, hdr;
+        uint64_t ticks = 0;
+        switch (type) {
+        case NG_IDB:
+            if (ng_idb(c, b, len)) return RG_EIO;
+            continue;
+        case NG_EPB:
+        case NG_OPB:
+            if (len < 20) goto bad;
+            ifid = type == NG_EPB ? ng32(r, b) : ng16(r, b);
+            ticks = (uint64_t)ng32(r, b + 4) << 32 | ng32(r, b + 8);
+            caplen = ng32(r, b + 12);
+            wire = ng32(r, b + 16);
+            hdr = 20;
+            break;
+        case NG_SPB:
+            if (len < 4) goto bad;
+            ifid = 0;
+            wire = ng32(r, b);
+            hdr = 4;
+            caplen = wire;
+            /* no captured length: the wire length cut to the snaplen and block */
+            if (r->nifs && r->ifs[0].snaplen && caplen > r->ifs[0].snaplen)
+                caplen = r->ifs[0].snaplen;
+            if (caplen > len - 4) caplen = len - 4;
+            break;
+        default:
+            continue; /* SHB (handled by ng_block), name resolution, statistics, ... */
+        }
+        if (ifid >= r->nifs) {
+            snprintf(c->err, sizeof c->err, "pcapng packet of undefined interface %u", ifid);
+            return RG_EIO;
+        }
+        if (caplen > len - hdr) goto bad;
+        f->data = b + hdr;
+        f->caplen = caplen;
+        f->len = wire < caplen ? caplen : wire;
+        f->ts_ns = type == NG_SPB ? 0 : ng_ns(&r->ifs[ifid], ticks);
+        f->dlt = r->ifs[ifid].dlt;
+        return 1;
+    bad:
+        snprintf(c->err, sizeof c->err, "pcapng packet block with a bad length");
+        return RG_EIO;
+    }
+}
+
+static void ng_free(ng_reader *r)
+{
+    if (!r) return;
+    if (r->own_f && r->f) fclose(r->f);
+    free(r->ifs);
+    free(r->buf);
+    free(r);
+}
+
+/* pcapng: read up to the first interface, so that rg_pcap_link knows it.
+ * Blocks before it carry no packets (a packet needs an interface), so
+ * nothing is lost and nothing needs re-reading (stdin cannot seek). */
+static int ng_open(rg_pcap *c, FILE *f, int own)
+{
+    ng_reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        if (own) fclose(f);
+        snprintf(c->err, sizeof c->err, "out of memory");
+        return RG_ENOMEM;
+    }
+    r->f = f;
+    r->own_f = own;
+    c->ng = r;
+    uint32_t type, len;
+    int rc;
+    while ((rc = ng_block(c, &type, &len)) == 1) {
+        if (type == NG_IDB) return ng_idb(c, r->buf, len);
+        if (type == NG_EPB || type == NG_SPB || type == NG_OPB) {
+            snprintf(c->err, sizeof c->err, "pcapng packet before any interface");
+            return RG_EIO;
+        }
+    }
+    if (rc == 0) snprintf(c->err, sizeof c->err, "pcapng file without an interface");
+    return RG_EIO;
 }
 
 rg_pcap *rg_pcap_open(const char *path, char *err, size_t errlen)
@@ -169,13 +454,36 @@ rg_pcap *rg_pcap_open(const char *path, char *err, size_t errlen)
         set_err(err, errlen, "out of memory", NULL);
         return NULL;
     }
-    c->p = pcap_open_offline_with_tstamp_precision(path, PCAP_TSTAMP_PRECISION_NANO, c->err);
+    c->link.name = "none";
+    int is_stdin = !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f) {
+        set_err(err, errlen, path, strerror(errno));
+        free(c);
+        return NULL;
+    }
+    /* pcapng starts with 0x0A (the SHB type), classic pcap never does */
+    int first = getc(f);
+    if (first != EOF) ungetc(first, f);
+    if (first == 0x0A) {
+        if (ng_open(c, f, !is_stdin)) {
+            set_err(err, errlen, path, c->err);
+            ng_free(c->ng);
+            free(c);
+            return NULL;
+        }
+        return c;
+    }
+    c->p = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, c->err);
     if (!c->p) {
+        if (!is_stdin) fclose(f);
         set_err(err, errlen, path, c->err);
         free(c);
         return NULL;
     }
     (void)rg_link_info(pcap_datalink(c->p), &c->link);
+    int s = pcap_snapshot(c->p);
+    c->snaplen = s > 0 ? (uint32_t)s : 0;
     return c;
 }
 
@@ -188,6 +496,7 @@ static uint64_t ts_ns(const struct pcap_pkthdr *h)
 
 int rg_pcap_next(rg_pcap *c, rg_frame *f)
 {
+    if (c->ng) return ng_next(c, f);
     struct pcap_pkthdr *h;
     const u_char *data;
     int rc = pcap_next_ex(c->p, &h, &data);
@@ -196,6 +505,7 @@ int rg_pcap_next(rg_pcap *c, rg_frame *f)
         f->caplen = h->caplen;
         f->len = h->len;
         f->ts_ns = ts_ns(h);
+        f->dlt = c->link.dlt;
         return 1;
     }
     if (rc == PCAP_ERROR_BREAK) return 0; /* end of file */
@@ -210,8 +520,7 @@ const rg_linkinfo *rg_pcap_link(const rg_pcap *c)
 
 uint32_t rg_pcap_snaplen(const rg_pcap *c)
 {
-    int s = pcap_snapshot(c->p);
-    return s > 0 ? (uint32_t)s : 0;
+    return c->snaplen;
 }
 
 const char *rg_pcap_error(const rg_pcap *c)
@@ -223,6 +532,7 @@ void rg_pcap_close(rg_pcap *c)
 {
     if (!c) return;
     if (c->p) pcap_close(c->p);
+    ng_free(c->ng);
     free(c);
 }
 

@@ -83,19 +83,20 @@ static const rg_keypart TCP6_PARTS[] = {
     {"ipv6.header.saddr", RG_VAL_BYTES, 0, 0, 16},
     {"header.sport", RG_VAL_NUM, 0, 16, 2},
 };
-/* frag: unidirectional; [saddr 4][daddr 4][id 4][proto 1] */
+/* frag: unidirectional, as ip.yaml's selector; [saddr 4][daddr 4][id 2][proto 1]
+ * (the IPv4 id is 16 bits: a number of a port's width that is no port) */
 static const rg_keypart FRAG_PARTS[] = {
     {"header.saddr", RG_VAL_BYTES, 0, 0, 4},
     {"header.daddr", RG_VAL_BYTES, 0, 4, 4},
-    {"header.id", RG_VAL_NUM, 0, 8, 4},
-    {"header.protocol", RG_VAL_NUM, 0, 12, 1},
+    {"header.id", RG_VAL_NUM, 0, 8, 2},
+    {"header.protocol", RG_VAL_NUM, 0, 10, 1},
 };
 static const char *const TCP_STATES[] = {"CLOSED", "SYN", "ESTABLISHED", "DONE"};
 
 static const rg_layer_desc LAYERS[] = {
     {"tcp4", "tcp", "tcp.yaml", 1, 1, 1, 1, 14, 3, TCP4_PARTS, 4, TCP_STATES, 0},
     {"tcp6", "tcp", "tcp.yaml", 1, 1, 0, 1, 36, 2, TCP6_PARTS, 0, NULL, 0},
-    {"frag", "ip", "ip.yaml", 1, 0, 0, 1, 13, 4, FRAG_PARTS, 0, NULL, 0},
+    {"frag", "ip", "ip.yaml", 1, 0, 0, 1, 11, 4, FRAG_PARTS, 0, NULL, 0},
 };
 
 static const char *const DATA_ARGS[] = {"seq", "data"};
@@ -132,7 +133,7 @@ static const uint8_t K4P[14] = {192, 168, 1, 2, 0, 80, 10, 0, 0, 1, 0x9c, 0x40, 
 #define ADDR6_P 0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2
 static const uint8_t K6A[36] = {ADDR6_A, 0x15, 0xb3, ADDR6_P, 0x01, 0xbb};
 static const uint8_t K6P[36] = {ADDR6_P, 0x01, 0xbb, ADDR6_A, 0x15, 0xb3};
-static const uint8_t KF[13] = {1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0x12, 0x34, 17};
+static const uint8_t KF[11] = {1, 2, 3, 4, 5, 6, 7, 8, 0x12, 0x34, 17};
 
 static rg_flow_info flow(uint64_t uid, uint16_t layer)
 {
@@ -188,7 +189,7 @@ static void test_endpoints(void **state)
     rg_nf_endpoints_of(&LAYERS[2], &f, &ep); /* unidirectional: the second address */
     assert_string_equal(ep.src, "1.2.3.4");
     assert_string_equal(ep.dst, "5.6.7.8");
-    assert_false(ep.has_sport || ep.has_dport); /* id is 4 bytes, protocol 1 */
+    assert_false(ep.has_sport || ep.has_dport); /* the 2-byte id is no port */
     /* a key without addresses or ports */
     static const rg_keypart only_num[] = {{"x", RG_VAL_NUM, 0, 0, 4}};
     rg_layer_desc l = LAYERS[2];
@@ -538,6 +539,51 @@ static void test_flowstats(void **state)
     fs_rm_tree(dir);
 }
 
+/* An instance the creating packet also destroys (a whole IPv4 datagram) is
+ * not written, unless every instance is asked for; one that saw a second
+ * packet, or ended otherwise, is. */
+static void test_flowstats_within_packet(void **state)
+{
+    (void)state;
+    for (int all = 0; all <= 1; all++) {
+        char dir[64], err[256];
+        assert_non_null(fs_tmpdir(dir, "rg_nf_"));
+        rg_obs *o = rg_nf_create("flowstats", &STACK, dir, err, sizeof err);
+        assert_non_null(o);
+        rg_nf_flowstats_all(o, all);
+        rg_flow_info d1 = flow(1, 2), d2 = flow(2, 2), d3 = flow(3, 2);
+        o->on_open(o->self, &d1, 10); /* datagram: one packet, destroyed by it */
+        o->on_packet(o->self, &d1, 0, 20, 10);
+        o->on_close(o->self, &d1, RG_CLOSE_ACCEPT, 1, 10);
+        o->on_open(o->self, &d2, 20); /* two fragments */
+        o->on_packet(o->self, &d2, 0, 20, 20);
+        o->on_packet(o->self, &d2, 0, 20, 30);
+        o->on_close(o->self, &d2, RG_CLOSE_ACCEPT, 1, 30);
+        o->on_open(o->self, &d3, 40); /* a lone fragment that expires */
+        o->on_packet(o->self, &d3, 0, 20, 40);
+        o->on_close(o->self, &d3, RG_CLOSE_EXPIRED, 0, 9000);
+        assert_int_equal(rg_nf_finish(o), RG_OK);
+        char *fs = fs_read(dir, "flowstats.jsonl", NULL);
+        assert_non_null(fs);
+        int lines = 0;
+        for (const char *p = fs; *p; p++)
+            lines += *p == '\n';
+        assert_int_equal(lines, all ? 3 : 2);
+        assert_int_equal(strstr(fs, "\"uid\":1,") != NULL, all);
+        assert_non_null(strstr(fs, "\"uid\":2,"));
+        assert_non_null(strstr(fs, "\"uid\":3,"));
+        assert_null(strstr(fs, "sport")); /* ip's key has no sides: no ports */
+        free(fs);
+        fs_rm_tree(dir);
+    }
+    /* not a flowstats NF: nothing happens */
+    char err[256];
+    rg_obs *c = rg_nf_create("count", &STACK, NULL, err, sizeof err);
+    rg_nf_flowstats_all(c, 1);
+    rg_nf_flowstats_all(NULL, 1);
+    assert_int_equal(rg_nf_finish(c), RG_OK);
+}
+
 /* A write error (full disk) is reported by rg_nf_finish: outputs are
  * symbolic links to /dev/full. */
 static void test_write_error(void **state)
@@ -580,7 +626,7 @@ int main(void)
         cmocka_unit_test(test_uid_map),      cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_count),        cmocka_unit_test(test_streams),
         cmocka_unit_test(test_streams_many), cmocka_unit_test(test_events),
-        cmocka_unit_test(test_flowstats),    cmocka_unit_test(test_write_error),
+        cmocka_unit_test(test_flowstats),    cmocka_unit_test(test_flowstats_within_packet),    cmocka_unit_test(test_write_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -350,7 +350,8 @@ static void roundtrip(const char *name, uint32_t linktype, const uint8_t *hdr, s
             assert_int_equal(rc, RG_OK);
             assert_int_equal(np.off, want_off);
             /* the link header (or link type) decides; only raw IP reads the version */
-            assert_int_equal(np.proto, (i == 1 && linktype == 101) ? RG_ENTRY_IPV6 : want_proto);
+            int raw = linktype == 101 || linktype == 12 || linktype == 14;
+            assert_int_equal(np.proto, (i == 1 && raw) ? RG_ENTRY_IPV6 : want_proto);
         }
     }
     assert_int_equal(rg_pcap_next(c, &f), 0);
@@ -379,15 +380,26 @@ static void test_synthetic_captures(void **state)
     const uint8_t null4[4] = {2, 0, 0, 0};
     const uint8_t loop4[4] = {0, 0, 0, 2};
     /* (the second frame of each carries IPv6 after the same link header) */
+    const uint8_t null4_be[4] = {0, 0, 0, 2};   /* DLT_NULL from a big-endian host */
+    const uint8_t null6[4] = {24, 0, 0, 0};     /* AF_INET6 of OpenBSD/NetBSD */
+    const uint8_t loop6[4] = {0, 0, 0, 30};     /* AF_INET6 of macOS, network order */
+    const uint8_t eth_qinq[22] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0x88, 0xa8, 0, 200,
+                                  0x81, 0x00, 0, 100, 0x86, 0xdd};
     roundtrip("eth_us", 1, eth, 14, RG_ENTRY_IPV4, 14, 0, 0);
     roundtrip("eth_ns_swapped", 1, eth, 14, RG_ENTRY_IPV4, 14, 1, 1);
+    roundtrip("eth_qinq", 1, eth_qinq, 22, RG_ENTRY_IPV6, 22, 0, 0);
     roundtrip("raw101", 101, NULL, 0, RG_ENTRY_IPV4, 0, 0, 0);
+    roundtrip("raw12", 12, NULL, 0, RG_ENTRY_IPV4, 0, 1, 0);
+    roundtrip("raw14", 14, NULL, 0, RG_ENTRY_IPV4, 0, 0, 1);
     roundtrip("ipv4_228", 228, NULL, 0, RG_ENTRY_IPV4, 0, 1, 0);
     roundtrip("ipv6_229", 229, NULL, 0, RG_ENTRY_IPV6, 0, 0, 1);
-    (void)sll;
-    (void)sll2;
-    (void)null4;
-    (void)loop4;
+    roundtrip("sll", 113, sll, 16, RG_ENTRY_IPV4, 16, 0, 0);
+    roundtrip("sll2", 276, sll2, 20, RG_ENTRY_IPV4, 20, 1, 1);
+    roundtrip("null_le", 0, null4, 4, RG_ENTRY_IPV4, 4, 0, 1);
+    roundtrip("null_be", 0, null4_be, 4, RG_ENTRY_IPV4, 4, 1, 0);
+    roundtrip("null6", 0, null6, 4, RG_ENTRY_IPV6, 4, 0, 0);
+    roundtrip("loop", 108, loop4, 4, RG_ENTRY_IPV4, 4, 1, 1);
+    roundtrip("loop6", 108, loop6, 4, RG_ENTRY_IPV6, 4, 0, 0);
 }
 
 /* Captures whose link header names the protocol: every frame IPv4. */
@@ -459,6 +471,200 @@ static void test_pcapng(void **state)
         assert_int_equal(rg_pcap_next(c, &f), 0);
         rg_pcap_close(c);
     }
+}
+
+/* ---- pcapng with several interfaces and sections (our own reader) ---- */
+typedef struct {
+    uint8_t b[4096];
+    size_t n;
+    int swap;
+} ngbuf;
+
+static void ng_put(ngbuf *g, const void *p, size_t n)
+{
+    assert_true(g->n + n <= sizeof g->b);
+    memcpy(g->b + g->n, p, n);
+    g->n += n;
+}
+static void ng32p(ngbuf *g, uint32_t v)
+{
+    if (g->swap) v = __builtin_bswap32(v);
+    ng_put(g, &v, 4);
+}
+static void ng16p(ngbuf *g, uint16_t v)
+{
+    if (g->swap) v = (uint16_t)(v >> 8 | v << 8);
+    ng_put(g, &v, 2);
+}
+/* A block: type, total length, body (padded to 4), total length. */
+static void ng_block_put(ngbuf *g, uint32_t type, const ngbuf *body)
+{
+    uint32_t pad = (uint32_t)((4 - body->n % 4) % 4), total = (uint32_t)(12 + body->n + pad);
+    ng32p(g, type);
+    ng32p(g, total);
+    ng_put(g, body->b, body->n);
+    static const uint8_t z[3] = {0, 0, 0};
+    ng_put(g, z, pad);
+    ng32p(g, total);
+}
+static void ng_shb(ngbuf *g, int swap)
+{
+    g->swap = swap;
+    ngbuf b = {.swap = swap};
+    ng32p(&b, 0x1A2B3C4D);
+    ng16p(&b, 1);
+    ng16p(&b, 0);
+    ng32p(&b, 0xffffffff);
+    ng32p(&b, 0xffffffff);
+    ng_block_put(g, 0x0A0D0D0A, &b);
+}
+/* tsresol < 0: no option; tsoffset 0: no option */
+static void ng_idb(ngbuf *g, uint16_t linktype, int tsresol, int64_t tsoffset)
+{
+    ngbuf b = {.swap = g->swap};
+    ng16p(&b, linktype);
+    ng16p(&b, 0);
+    ng32p(&b, 262144);
+    if (tsresol >= 0) {
+        ng16p(&b, 9);
+        ng16p(&b, 1);
+        uint8_t o[4] = {(uint8_t)tsresol, 0, 0, 0};
+        ng_put(&b, o, 4);
+    }
+    if (tsoffset) {
+        ng16p(&b, 14);
+        ng16p(&b, 8);
+        uint64_t v = (uint64_t)tsoffset;
+        if (g->swap) v = __builtin_bswap64(v);
+        ng_put(&b, &v, 8);
+    }
+    ng16p(&b, 0);
+    ng16p(&b, 0);
+    ng_block_put(g, 1, &b);
+}
+static void ng_epb(ngbuf *g, uint32_t ifid, uint64_t ticks, const uint8_t *d, uint32_t n)
+{
+    ngbuf b = {.swap = g->swap};
+    ng32p(&b, ifid);
+    ng32p(&b, (uint32_t)(ticks >> 32));
+    ng32p(&b, (uint32_t)ticks);
+    ng32p(&b, n);
+    ng32p(&b, n + 7); /* wire length: longer than captured */
+    ng_put(&b, d, n);
+    ng_block_put(g, 6, &b);
+}
+static void ng_spb(ngbuf *g, const uint8_t *d, uint32_t n)
+{
+    ngbuf b = {.swap = g->swap};
+    ng32p(&b, n);
+    ng_put(&b, d, n);
+    ng_block_put(g, 3, &b);
+}
+
+static void write_buf(const char *path, const uint8_t *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* Two sections (little-, then big-endian), interfaces of four link types,
+ * if_tsresol in decimal and binary units, if_tsoffset, an SPB, and blocks
+ * the reader skips; then the same file cut at every length. */
+static void test_pcapng_interfaces(void **state)
+{
+    (void)state;
+    uint8_t eth4[34], null6[44], raw4[20], loop6[44];
+    const uint8_t eth[14] = {[12] = 0x08, 0x00}, nl[4] = {24, 0, 0, 0}, lp[4] = {0, 0, 0, 30};
+    cat(eth4, eth, 14, IPV4, 20);
+    cat(null6, nl, 4, IPV6, 40);
+    cat(raw4, NULL, 0, IPV4, 20);
+    cat(loop6, lp, 4, IPV6, 40);
+    ngbuf g = {0};
+    ng_shb(&g, 0);
+    ng_idb(&g, 1, -1, 0);        /* ethernet, microseconds */
+    ng_idb(&g, 0, 9, 1000);      /* null, nanoseconds, +1000 s */
+    ngbuf nrb = {0};             /* a name resolution block: skipped */
+    ng32p(&nrb, 0);
+    ng_block_put(&g, 4, &nrb);
+    ng_epb(&g, 0, UINT64_C(1700000000123456), eth4, 34);
+    ng_epb(&g, 1, UINT64_C(1699999000987654321), null6, 44);
+    ng_shb(&g, 1);               /* a new section: interfaces start again */
+    ng_idb(&g, 101, 0x80 | 20, -100); /* raw, 2^-20 s, -100 s */
+    ng_idb(&g, 108, 3, 0);       /* loop, milliseconds */
+    ng_epb(&g, 1, UINT64_C(1700000002500), loop6, 44);
+    ng_epb(&g, 0, (UINT64_C(1700000100) << 20) | (1u << 19), raw4, 20);
+    ng_spb(&g, raw4, 20);        /* interface 0 of this section, no time */
+    const struct {
+        int dlt;
+        uint64_t ts;
+        uint32_t caplen;
+        rg_entry proto;
+        uint32_t off;
+    } want[] = {
+        {1, UINT64_C(1700000000123456000), 34, RG_ENTRY_IPV4, 14},
+        {0, UINT64_C(1700000000987654321), 44, RG_ENTRY_IPV6, 4},
+        {108, UINT64_C(1700000002500000000), 44, RG_ENTRY_IPV6, 4},
+        {12, UINT64_C(1700000000500000000), 20, RG_ENTRY_IPV4, 0},
+        {12, 0, 20, RG_ENTRY_IPV4, 0},
+    };
+    char path[256], err[256];
+    snprintf(path, sizeof path, "%s/multi.pcapng", tmpdir);
+    for (size_t cut = g.n; cut + 1 > 0; cut--) {
+        write_buf(path, g.b, cut);
+        rg_pcap *c = rg_pcap_open(path, err, sizeof err);
+        if (cut < 28 + 24) { /* not even one interface: refused */
+            assert_null(c);
+            continue;
+        }
+        assert_non_null(c);
+        assert_int_equal(rg_pcap_link(c)->dlt, 1); /* the first interface's */
+        rg_frame f;
+        int rc, i = 0;
+        while ((rc = rg_pcap_next(c, &f)) == 1) {
+            assert_true(i < 5);
+            rg_linkinfo li;
+            rg_link_info(f.dlt, &li);
+            if (want[i].dlt == 12) assert_int_equal(li.entry, RG_ENTRY_IP);
+            else assert_int_equal(f.dlt, want[i].dlt);
+            assert_true(f.ts_ns == want[i].ts);
+            assert_int_equal(f.caplen, want[i].caplen);
+            assert_int_equal(f.len, i == 4 ? 20 : want[i].caplen + 7);
+            rg_netpos np;
+            assert_int_equal(locate_exact(&li, f.data, f.caplen, &np), RG_OK);
+            assert_int_equal(np.proto, want[i].proto);
+            assert_int_equal(np.off, want[i].off);
+            i++;
+        }
+        if (cut == g.n) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(i, 5);
+        } else {
+            assert_true(rc == 0 || rc == RG_EIO); /* cut between blocks: a clean end */
+            if (rc == RG_EIO) assert_non_null(strstr(rg_pcap_error(c), "pcapng"));
+        }
+        rg_pcap_close(c);
+    }
+    /* a block whose two lengths differ, and a packet of an undefined interface */
+    ngbuf h = {0};
+    ng_shb(&h, 0);
+    ng_idb(&h, 1, -1, 0);
+    ng_epb(&h, 3, 0, eth4, 34);
+    write_buf(path, h.b, h.n);
+    rg_pcap *c = rg_pcap_open(path, err, sizeof err);
+    assert_non_null(c);
+    rg_frame f;
+    assert_int_equal(rg_pcap_next(c, &f), RG_EIO);
+    assert_non_null(strstr(rg_pcap_error(c), "interface"));
+    rg_pcap_close(c);
+    h.b[h.n - 1] ^= 1;
+    write_buf(path, h.b, h.n);
+    c = rg_pcap_open(path, err, sizeof err);
+    assert_non_null(c);
+    assert_int_equal(rg_pcap_next(c, &f), RG_EIO);
+    assert_non_null(strstr(rg_pcap_error(c), "lengths differ"));
+    rg_pcap_close(c);
 }
 
 static void test_open_errors(void **state)
@@ -621,7 +827,7 @@ int main(void)
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_synthetic_captures),
         cmocka_unit_test(test_synthetic_link_headers),
-        cmocka_unit_test(test_pcapng),
+        cmocka_unit_test(test_pcapng), cmocka_unit_test(test_pcapng_interfaces),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_real_tcp_retransmissions),
         cmocka_unit_test(test_real_all),

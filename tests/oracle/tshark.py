@@ -283,6 +283,9 @@ class Direction:
     packets: int = 0  # TCP/UDP packets sent in this direction
     wire_bytes: int = 0  # L4 payload the headers claim, summed over them (copies included)
     truncated_frames: int = 0  # frames with captured length < length on the wire
+    #: TCP flags this direction sent: "syn" (without ACK), "synack", "fin", "rst", and
+    #: "fin_acked" when the peer acknowledged a FIN of this direction
+    sent: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -299,6 +302,9 @@ class Stream:
     flags: frozenset[str]  # TCP: which of syn, synack, fin, rst were seen
     malformed_frames: int  # frames tshark flags as malformed (expert group Malformed)
     paths: frozenset[str]  # frame.protocols up to this stream's header, over its frames
+    #: TCP: the first packet carries SYN or payload (tcp.yaml's create_if would create on it)
+    first_creates: bool = True
+    last_ts: int = 0  # time of the stream's last frame (ns)
 
     @property
     def directions(self) -> tuple[Direction, Direction]:
@@ -360,6 +366,7 @@ _PREFS = ["-o", "ip.defragment:TRUE", "-o", "ipv6.defragment:TRUE"]
 
 _FIELDS = (
     "frame.number",
+    "frame.time_epoch",
     "frame.protocols",
     "frame.len",
     "frame.cap_len",
@@ -388,6 +395,7 @@ class _Hdr:
     """One TCP or UDP header of one frame, as the field dump shows it."""
 
     frame: int
+    ts: int  # frame time, ns since the epoch
     proto: str
     index: int
     src: str
@@ -410,6 +418,13 @@ def _split(value: str) -> list[str]:
 
 def _at(values: list[str], k: int, default: str) -> str:
     return values[k] if k < len(values) else default
+
+
+def _epoch_ns(text: str) -> int:
+    if not text:
+        return 0  # no time (a pcapng Simple Packet Block)
+    sec, _, frac = text.partition(".")
+    return int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
 
 
 def _field_args() -> list[str]:
@@ -460,6 +475,7 @@ def _headers(pcap: Path, lines: list[str]) -> list[_Hdr]:
             srcs, dsts = addrs[net[0]]
             hdr = _Hdr(
                 frame=frame,
+                ts=_epoch_ns(row["frame.time_epoch"]),
                 proto=tok,
                 index=int(v[tok + ".stream"][k]),
                 src=srcs[net[1]],
@@ -580,6 +596,22 @@ def _tcp_state(hdrs: list[_Hdr], c2s: tuple[str, int]) -> tuple[frozenset[str], 
     return frozenset(seen), handshake, complete
 
 
+def _sent(hdrs: list[_Hdr], peer: list[_Hdr]) -> frozenset[str]:
+    out = set()
+    fin_ends = set()
+    for h in hdrs:
+        if h.flags & _SYN:
+            out.add("synack" if h.flags & _ACK else "syn")
+        if h.flags & _FIN:
+            out.add("fin")
+            fin_ends.add((h.seq + bool(h.flags & _SYN) + h.payload + 1) % _MOD)
+        if h.flags & _RST:
+            out.add("rst")
+    if any(p.flags & _ACK and p.ack in fin_ends for p in peer):
+        out.add("fin_acked")
+    return frozenset(out)
+
+
 def _stream(pcap: Path, proto: str, index: int, hdrs: list[_Hdr], got: _Followed) -> Stream:
     real = [h for h in hdrs if not h.in_error] or hdrs
     first = min(real, key=lambda h: h.frame)
@@ -615,6 +647,9 @@ def _stream(pcap: Path, proto: str, index: int, hdrs: list[_Hdr], got: _Followed
                 packets=len(mine),
                 wire_bytes=sum(h.payload for h in mine),
                 truncated_frames=sum(h.truncated for h in mine),
+                sent=_sent(mine, [h for h in real if (h.src, h.sport) == dst])
+                if proto == "tcp"
+                else frozenset(),
             )
         )
     return Stream(
@@ -628,6 +663,8 @@ def _stream(pcap: Path, proto: str, index: int, hdrs: list[_Hdr], got: _Followed
         flags=flags,
         malformed_frames=len({h.frame for h in hdrs if h.malformed}),
         paths=frozenset(h.path for h in hdrs),
+        first_creates=proto != "tcp" or bool(first.flags & _SYN) or first.payload > 0,
+        last_ts=max(h.ts for h in real),
     )
 
 
@@ -635,6 +672,7 @@ def _stream(pcap: Path, proto: str, index: int, hdrs: list[_Hdr], got: _Followed
 class _Capture:
     streams: tuple[Stream, ...]
     conversations: tuple[tuple[str, tuple[str, int], tuple[str, int]], ...]
+    times: tuple[int, ...]  # every frame's time (ns), in capture order
 
 
 _CONV = re.compile(r"(TCP|UDP) Conversations")
@@ -680,7 +718,8 @@ def _capture(pcap: str) -> _Capture:
     if missing:
         raise OracleError(f"{path.name}: no follow output for {missing}")
     streams = tuple(_stream(path, p, i, by_stream[(p, i)], followed[(p, i)]) for p, i in specs)
-    return _Capture(streams, _conversations(lines[cut:]))
+    times = tuple(_epoch_ns(line.split("\t")[1]) for line in lines[:cut] if line)
+    return _Capture(streams, _conversations(lines[cut:]), times)
 
 
 def _key(pcap: Path | str) -> str:
@@ -690,6 +729,11 @@ def _key(pcap: Path | str) -> str:
 def reference_streams(pcap: Path | str) -> tuple[Stream, ...]:
     """Every TCP then UDP stream tshark finds in `pcap`, in stream-index order (cached)."""
     return _capture(_key(pcap)).streams
+
+
+def frame_times(pcap: Path | str) -> tuple[int, ...]:
+    """Every frame's time in ns, in capture order (cached with reference_streams)."""
+    return _capture(_key(pcap)).times
 
 
 def reference_flows(pcap: Path | str) -> list[FlowDir]:

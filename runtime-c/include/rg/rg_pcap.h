@@ -1,8 +1,10 @@
-/* rg_pcap.h - capture input on libpcap.
+/* rg_pcap.h - capture input: classic pcap on libpcap, pcapng read here.
  *
- * rg_pcap_open reads pcap and pcapng files (pcap_open_offline handles both)
- * with nanosecond timestamps.  Frames expose the captured bytes (caplen) and
- * the original wire length; nothing past caplen is ever read.
+ * rg_pcap_open reads pcap files (libpcap) and pcapng files (its own reader:
+ * libpcap refuses interfaces of different link types and sections of
+ * different byte orders in one file) with nanosecond timestamps.  Frames
+ * expose the captured bytes (caplen), the original wire length and their
+ * link type (pcapng: their interface's); nothing past caplen is ever read.
  *
  * Link types are mapped to an entry-protocol hint and the offset where the
  * network layer starts (rg_link_info, per capture), and per frame to the
@@ -61,12 +63,21 @@ typedef struct rg_frame {
     uint32_t caplen; /* bytes available at data */
     uint32_t len;    /* original length on the wire */
     uint64_t ts_ns;  /* timestamp, nanoseconds since the epoch */
+    int dlt;         /* link type of this frame (pcapng: of its interface) */
 } rg_frame;
 
 typedef struct rg_pcap rg_pcap;
 
 /* Open a pcap or pcapng file ("-" is stdin).  NULL on error, with a message in
- * err (if given). */
+ * err (if given).
+ *
+ * pcapng: every section (either byte order) with its interfaces; Enhanced,
+ * Simple (interface 0, no timestamp: 0) and obsolete Packet Blocks; per
+ * interface the link type, snaplen, if_tsresol (10^-n or 2^-n s) and
+ * if_tsoffset (seconds added); other blocks are skipped.  rg_pcap_link is the
+ * first interface's link (frames carry their own dlt).  A block cut short at
+ * the end of the file is an RG_EIO from rg_pcap_next after the frames before
+ * it. */
 rg_pcap *rg_pcap_open(const char *path, char *err, size_t errlen);
 /* Next frame: 1 = a frame (valid until the next call), 0 = end of file,
  * RG_EIO on a read error (message from rg_pcap_error). */
@@ -83,7 +94,7 @@ typedef struct rg_capture {
     uint8_t *arena;
     size_t arena_len;
     uint64_t bytes; /* sum of caplen */
-    rg_linkinfo link;
+    rg_linkinfo link; /* of the first interface (frames carry their dlt) */
     uint32_t snaplen;
 } rg_capture;
 
