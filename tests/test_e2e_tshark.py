@@ -53,7 +53,14 @@ from captures import (
 #: (capture, stream) -> why that stream's bytes may differ from tshark's. `stream` is
 #: "tcp N" / "udp N" for tshark's stream N, or "tcp A:P B:Q" / "udp A:P B:Q" for a flow of
 #: ours between endpoints tshark has no stream for. A failing run prints the labels to use.
-EXCEPTIONS: dict[tuple[str, str], str] = {}
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("http-ooo-lost-rst-tlpw1.pcap", "tcp 0"): (
+        "gap recovery: the server's out-of-order data after a hole no captured ACK covers stays"
+        " in tshark's fragment list and is never printed; the stack delivers it when the RST"
+        " ends the connection (tcp.yaml `sequence.drain`), tshark's bytes being a prefix of"
+        " its own (tests/test_gaps.py checks this shape byte for byte against a model)"
+    ),
+}
 
 Endpoints = tuple[str, frozenset[tuple[str, int]]]
 

@@ -71,6 +71,8 @@ typedef struct rg_nf_counts {
     uint64_t opened;        /* instances created */
     uint64_t closed;        /* instances ended, for any reason */
     uint64_t payload_bytes; /* total length of the calls' "data" arguments */
+    uint64_t gaps;          /* holes skipped (on_gap) */
+    uint64_t gap_bytes;     /* bytes in them */
 } rg_nf_counts;
 
 /* The counters of a "count" NF; NULL for any other NF. */

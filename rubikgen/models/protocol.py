@@ -168,6 +168,12 @@ class Sequence(Model):
     buffer_data: bool = True
     max_bytes: StrictInt = 1 << 20
     max_blocks: StrictInt = 256
+    drain: bool = Field(
+        False,
+        description="Gap recovery when an instance ends (accept state, expiry, eviction, end of "
+        "capture): skip the holes and pass every buffered byte to the layer's handlers that take "
+        "sdu as an argument.",
+    )
 
 
 class Transition(Model):
