@@ -11,7 +11,10 @@
  *   events     OUT/events.jsonl: one line per handler call, in call order:
  *              {"pkt","ts","handler","layer","flow": uid|null,"dir": "c2s"|"s2c",
  *               "args": {name: number | {"len","hex","sha256"}}}
- *              ("hex": the first 64 bytes; "sha256": of all the bytes).
+ *              ("hex": the first 64 bytes; "sha256": of all the bytes),
+ *              and one line per hole a sequence skipped (gap recovery):
+ *              {"ts","event":"gap","layer","flow","dir","seq","len","at"}
+ *              (rg_obs.on_gap's arguments).
  *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes:
  *              {"layer","proto","uid","src","dst","sport","dport",
  *               "packets":[c2s,s2c],"bytes":[c2s,s2c],"first_ts","last_ts",
@@ -26,7 +29,13 @@
  *              OUT/flows.jsonl:
  *              {"layer","proto","src","dst","sport","dport","dir","bytes",
  *               "sha256","file": "streams/<uid>-<dir>.bin" | null,
- *               "complete": bool | null (no PSM),"uid","close"}
+ *               "complete": bool | null (no PSM),"uid","close",
+ *               "gaps": [[offset, length], ...]}
+ *              (gaps: the holes skipped in that direction, in order,
+ *              adjacent ones merged; offset counts delivered and missing
+ *              bytes from the direction's start, so the bytes of the .bin
+ *              file before a hole are offset minus the lengths of the
+ *              holes before it)
  *              (src/sport: the sender of that line's direction, so the s2c
  *              line has the c2s line's dst/dport as its src/sport).  Only
  *              flows of layers with a handler that has a "data" argument are
@@ -34,7 +43,7 @@
  *              Data of calls without an instance goes to
  *              OUT/streams/noflow.bin; OUT/streams.json sums it all up:
  *              {"flows","directions","bytes","noflow_calls","noflow_bytes",
- *               "noflow_file"}.  At most 256 stream files are open at once
+ *               "noflow_file","gaps","gap_bytes"}.  At most 256 stream files are open at once
  *              (least recently written closed, reopened to append).
  *
  * "data": a handler call's payload is its first argument of kind
