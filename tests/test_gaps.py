@@ -202,3 +202,45 @@ def test_events_nf_reports_each_gap(work: Path) -> None:
             assert x <= pos, (g, covered)
             pos = max(pos, y)
         assert pos >= b, f"gap {g} covers bytes no dropped segment carried"
+
+
+def test_handler_with_gap(work: Path) -> None:
+    """A handler `with: gap` runs after the assemble that skipped holes, once per packet, and
+    gets `gap_seq` (the first hole's sequence number) and `gap_len` (the bytes skipped): the
+    `gap` lines the events NF wrote for that flow direction since its last such call."""
+    src = TRACES / "vlan-http-syn-retransmit.pcap"
+    if not src.is_file():
+        pytest.skip(f"{src.name} is not in {TRACES}")
+    spec = (REPO / "specs" / "stacks" / "tcp_ip.yaml").read_text()
+    spec = spec.replace("stack: tcp_ip", "stack: tcp_gap").replace(
+        "../protocols/", f"{REPO / 'specs' / 'protocols'}/"
+    )
+    spec += "  tcp_gap: {layer: tcp, with: gap, args: {seq: gap_seq, len: gap_len}}\n"
+    stack = work / "tcp_gap.yaml"
+    stack.write_text(spec)
+    argv = [*rubikgen_command(), "build", str(stack), "-o", str(work / "tcp_gap")]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    segs = lossy.segments(src)
+    pcap = lossy.write_without(src, lossy.every_nth(5)(segs), work / "handler-lossy.pcap")
+    out = work / "out-handler"
+    proc = subprocess.run(
+        [str(work / "tcp_gap" / "tcp_gap"), str(pcap), "--nf", "events", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    pending: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    calls = 0
+    for line in (out / "events.jsonl").read_text().splitlines():
+        x = json.loads(line)
+        key = (x["flow"], x["dir"])
+        if x.get("event") == "gap":
+            pending.setdefault(key, []).append(x)
+        elif x.get("handler") == "tcp_gap":
+            calls += 1
+            mine = pending.pop(key, [])
+            assert mine, f"tcp_gap without a gap before it: {x}"
+            assert x["args"] == {"seq": mine[0]["seq"], "len": sum(g["len"] for g in mine)}, x
+    assert calls > 0

@@ -681,8 +681,10 @@ class CGen:
                 f"{{\n    const uint32_t g0_ = sres_{n}.ngaps;\n"
                 f"    const uint32_t n0_ = has_inst_{n} ? rg_seq_next(&inst_{n}->seq[{d}]) : 0;\n"
                 f"    {s}\n"
-                f"    if (RG_UNLIKELY(sres_{n}.ngaps != g0_) && has_inst_{n})\n"
-                f"        {self.S}__gaps(ctx, {lc.index}, &inst_{n}->fi, {d}, &sres_{n}, g0_, n0_);\n}}"
+                f"    if (RG_UNLIKELY(sres_{n}.ngaps != g0_) && has_inst_{n}) {{\n"
+                f"        ev_{n}[{lc.ev_index('gap')}] = 1;\n"
+                f"        {self.S}__gaps(ctx, {lc.index}, &inst_{n}->fi, {d}, &sres_{n}, g0_, n0_);\n"
+                "    }\n}"
             )
             s += f"\nctx->stats->layer[{lc.index}].seq.bytes_delivered += sdu_{n}.len;"
         return s

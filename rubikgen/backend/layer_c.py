@@ -487,6 +487,11 @@ class LayerEnv:
                 return CRef(lc.v("sdu"), BytesT(None))
             if x == "sdu_len":
                 return CRef(f"{lc.v('sdu')}.len", NumT(32))
+            if x == "gap_len":  # gap recovery: bytes this packet's assembles skipped
+                return CRef(f"{lc.v('sres')}.gap_bytes", NumT(32))
+            if x == "gap_seq":  # ... and where the first hole started
+                r = lc.v("sres")
+                return CRef(f"({r}.ngaps ? {r}.gaps[0].start : 0u)", NumT(32))
             if x == "to_active":
                 return CRef(lc.dir_expr(), BOOL)
             if x == "to_passive":

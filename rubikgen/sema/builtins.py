@@ -15,6 +15,7 @@ BUILTIN_EVENTS: dict[str, str] = {
     "evicted": "the instance was evicted because the layer's instance cap was reached",
     "created": "an instance was created by this packet",
     "destroyed": "the instance was destroyed (accept state, timeout, eviction or flush)",
+    "gap": "an assemble() skipped holes the capture lost (gap recovery; values gap_seq, gap_len)",
 }
 
 # Names available in expressions without a prefix.
@@ -24,6 +25,8 @@ BUILTIN_VALUES = (
     "cursor",
     "sdu",
     "sdu_len",
+    "gap_seq",
+    "gap_len",
     "to_active",
     "to_passive",
     "current_state",

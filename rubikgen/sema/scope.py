@@ -39,7 +39,7 @@ class ProtocolScope:
                 return Resolved(NumT(32), "builtin"), None
             if p == "sdu":
                 return Resolved(BytesT(None), "builtin"), "seq"
-            if p == "sdu_len":
+            if p in ("sdu_len", "gap_seq", "gap_len"):  # gap_*: gap recovery
                 return Resolved(NumT(32), "builtin"), "seq"
             if p in ("to_active", "to_passive"):
                 return (
@@ -130,7 +130,7 @@ class ProtocolScope:
             if self.ctx.perm:
                 names.append("perm")
             if self.ctx.seq:
-                names += ["sdu", "sdu_len"]
+                names += ["sdu", "sdu_len", "gap_seq", "gap_len"]
             if self.ctx.direction and info.bidirectional:
                 names += ["to_active", "to_passive"]
             if self.ctx.psm and info.states:
