@@ -123,6 +123,19 @@ static int blk_reserve(rg_seq_store *st, uint32_t n)
     return 0;
 }
 
+/* gap recovery: the buffer is full (byte or block cap) behind a hole at next,
+ * so the hole would hold the sequence forever: skip it, and every hole up to
+ * the last buffered byte, at the next assemble. */
+static void stall_skip(rg_seq *s)
+{
+    if (!s->nblk || s->st->blk[0].start == s->next) return;
+    uint32_t hi = s->st->blk[s->nblk - 1].end;
+    if (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(hi, s->floor) > 0) {
+        s->floor = hi;
+        s->flags |= RG_SEQF_FLOOR;
+    }
+}
+
 /* Merge [seq, seq + len) (len > 0, seq at or after next, within the caps)
  * into the blocks, copying data per the overlap policy.  Adds duplicate and
  * new byte counts to res.  Returns 0, or -1 when dropped (caps / memory). */
@@ -165,6 +178,7 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
     if (i == j) {
         if (n >= cfg_max_blocks(cfg) || blk_reserve(st, n + 1)) {
             drop_cap(res, len);
+            stall_skip(s);
             return -1;
         }
     }
@@ -369,9 +383,11 @@ uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const ui
         const uint32_t maxspan = cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg) : RG_SEQ_MAX_SPAN;
         if (rel >= maxspan) {
             drop_cap(res, len);
+            stall_skip(s);
             len = 0;
         } else if (len > maxspan - rel) {
             drop_cap(res, len - (maxspan - rel));
+            stall_skip(s);
             len = maxspan - rel;
         }
         if (len && s->borrow_len) { /* without buffering: a pending region at next */

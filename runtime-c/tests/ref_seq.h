@@ -112,6 +112,19 @@ static int ref__blk_reserve(ref_store *st, uint32_t n)
     return 0;
 }
 
+/* gap recovery: the buffer is full (byte or block cap) behind a hole at next,
+ * so the hole would hold the sequence forever: skip it, and every hole up to
+ * the last buffered byte, at the next assemble. */
+static void ref__stall_skip(ref_seq *s)
+{
+    if (!s->nblk || s->st->blk[0].start == s->next) return;
+    uint32_t hi = s->st->blk[s->nblk - 1].end;
+    if (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(hi, s->floor) > 0) {
+        s->floor = hi;
+        s->flags |= RG_SEQF_FLOOR;
+    }
+}
+
 /* Merge [seq, seq + len) (len > 0, seq at or after next, within the caps)
  * into the blocks, copying data per the overlap policy.  Adds duplicate and
  * new byte counts to res.  Returns 0, or -1 when dropped (caps / memory). */
@@ -153,6 +166,7 @@ static int ref__place(ref_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uin
     if (i == j) {
         if (n >= ref__cfg_max_blocks(cfg) || ref__blk_reserve(st, n + 1)) {
             ref__drop_cap(res, len);
+            ref__stall_skip(s);
             return -1;
         }
     }
@@ -358,9 +372,11 @@ static uint32_t ref_insert(ref_seq *s, const rg_seq_cfg *cfg, uint32_t seq, cons
         const uint32_t maxspan = cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg) : RG_SEQ_MAX_SPAN;
         if (rel >= maxspan) {
             ref__drop_cap(res, len);
+            ref__stall_skip(s);
             len = 0;
         } else if (len > maxspan - rel) {
             ref__drop_cap(res, len - (maxspan - rel));
+            ref__stall_skip(s);
             len = maxspan - rel;
         }
         if (len) {

@@ -936,6 +936,52 @@ static void test_gap_skipping(void **state)
     free(st);
 }
 
+/* gap recovery: a hole that holds a full buffer is skipped (byte cap, then
+ * block cap) */
+static void test_gap_full_buffer(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(400);
+    static const rg_seq_cfg small = {.policy = RG_SEQ_FIRST, .buffer_data = 1, .zero_based = 1,
+                                     .max_bytes = 100, .max_blocks = 3};
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res r = {0};
+    ins(&s, &small, 0, st, 10, NULL);
+    (void)rg_seq_assemble(&s, &small, NULL);
+    ins(&s, &small, 20, st + 20, 40, NULL); /* [10,20) lost */
+    assert_false(rg_seq_pending(&s));
+    ins(&s, &small, 60, st + 60, 70, &r); /* only [60,110) fits the 100-byte span */
+    assert_true(r.flags & RG_SEQ_EV_BUFFER_FULL);
+    assert_int_equal(r.cap_bytes, 20);
+    assert_true(rg_seq_pending(&s));
+    memset(&r, 0, sizeof r);
+    rg_bytes b = rg_seq_assemble(&s, &small, &r);
+    assert_int_equal(r.ngaps, 1);
+    assert_int_equal(r.gaps[0].start, 10);
+    assert_int_equal(r.gaps[0].end, 20);
+    assert_int_equal(b.len, 90);
+    assert_memory_equal(b.ptr, st + 20, 90);
+    /* block cap: three blocks behind a hole, a fourth is refused */
+    ins(&s, &small, 120, st + 120, 5, NULL);
+    ins(&s, &small, 130, st + 130, 5, NULL);
+    ins(&s, &small, 140, st + 140, 5, NULL);
+    memset(&r, 0, sizeof r);
+    ins(&s, &small, 150, st + 150, 5, &r);
+    assert_true(r.flags & RG_SEQ_EV_BUFFER_FULL);
+    memset(&r, 0, sizeof r);
+    b = rg_seq_assemble(&s, &small, &r);
+    assert_int_equal(r.ngaps, 3);
+    assert_int_equal(r.gap_bytes, 20);
+    assert_int_equal(b.len, 15);
+    assert_memory_equal(b.ptr, st + 120, 5);
+    assert_memory_equal(b.ptr + 5, st + 130, 5);
+    assert_memory_equal(b.ptr + 10, st + 140, 5);
+    assert_int_equal(rg_seq_next(&s), 145);
+    rg_seq_free(&s);
+    free(st);
+}
+
 /* ---- buffer_data = false ---- */
 static void test_metadata_only(void **state)
 {
@@ -1725,6 +1771,7 @@ int main(void)
         cmocka_unit_test(test_fragments_end_marker),
         cmocka_unit_test(test_window_right_edge),
         cmocka_unit_test(test_gap_skipping),
+        cmocka_unit_test(test_gap_full_buffer),
         cmocka_unit_test(test_metadata_only),
         cmocka_unit_test(test_fast_equals_slow),
         cmocka_unit_test(test_random_model),
