@@ -6,7 +6,10 @@ payload-carrying frames from that list, `write_without(pcap, frames, out)` copie
 without them (byte for byte otherwise: same header, timestamps and link type), and
 `expected_holes` computes, per direction, the byte ranges that the dropped segments carried and
 no kept segment covers, relative to the direction's first sequence number: the holes a
-stack must report as gaps. Nothing here reassembles the streams: tshark does (tests/oracle).
+stack must report as gaps; `captured` is the independent model of what a direction's
+captured segments hold. `write_from` cuts a capture in the middle (mid-stream pickup).
+`binary`/`run` build a stock stack once and run its binary on a capture with an NF. Nothing
+here reassembles with tshark's or the stack's code: tshark dissects, the model is ours.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ import os
 import shutil
 import struct
 import subprocess
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from captures import REPO, Run, rubikgen_command
 
 _MOD = 1 << 32
 _SYN, _FIN, _RST = 0x02, 0x01, 0x04
@@ -248,3 +254,20 @@ def captured(segs: Iterable[Segment], dropped: set[int] = frozenset()) -> dict[t
             pos = off + 1
         out[key] = Delivery(bytes(data), holes)
     return out
+
+
+@functools.cache
+def binary(stack: str) -> Path:
+    """Build the stack once (rubikgen build: skipped when up to date) and return its binary."""
+    out = REPO / "build" / stack
+    argv = [*rubikgen_command(), "build", f"specs/stacks/{stack}.yaml", "-o", str(out)]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out / stack
+
+
+def run(stack: str, pcap: Path, out: Path, nf: str = "streams") -> Run:
+    argv = [str(binary(stack)), str(pcap), "--nf", nf, "--out", str(out), "--summary", "json"]
+    start = time.monotonic()
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    return Run(pcap, out, argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)

@@ -26,15 +26,14 @@ One build per stack for the session; a handful of captures × patterns (< 90 s).
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import lossy
 import pytest
+from lossy import run
 from oracle import TRACES, reference_streams, tshark_available
 
 from captures import REPO, Run, flow_key, rubikgen_command
@@ -63,23 +62,6 @@ CAPTURES = [
 ]
 
 CASES = [(c, s, p) for c, s, ps in CAPTURES for p in ps]
-
-
-@functools.cache
-def binary(stack: str) -> Path:
-    """Build the stack once (rubikgen build: skipped when up to date) and return its binary."""
-    out = REPO / "build" / stack
-    argv = [*rubikgen_command(), "build", f"specs/stacks/{stack}.yaml", "-o", str(out)]
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out / stack
-
-
-def run(stack: str, pcap: Path, out: Path, nf: str = "streams") -> Run:
-    argv = [str(binary(stack)), str(pcap), "--nf", nf, "--out", str(out), "--summary", "json"]
-    start = time.monotonic()
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
-    return Run(pcap, out, argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
 @pytest.fixture(scope="module")
