@@ -506,6 +506,12 @@ class LayerEnv:
             ns, n = p
             if ns == "__v":
                 return CRef(f"{lc.t('vtest')}({lc.v('inst')}, {n})", BOOL)
+            if ns == "option":  # the layer's value, else the protocol's default
+                d = lc.proto.model.options[n].default
+                val = lc.li.options.get(n, d)
+                if isinstance(d, bool):
+                    return CRef("1" if val else "0", BOOL)
+                return CRef(lit(int(val)), NumT(64))
             if ns == "header":
                 return self._var_ref(f"{lc.v('h')}.", lc.proto.fields[n])
             if ns == "temp":

@@ -34,7 +34,7 @@ BUILTIN_VALUES = (
     "false",
 )
 
-NAMESPACES = ("header", "temp", "perm", "psm", "event", "v")
+NAMESPACES = ("header", "temp", "perm", "psm", "event", "v", "option")
 
 FUNCTIONS = ("has", "len", "varint", "varint_len", "min", "max")
 

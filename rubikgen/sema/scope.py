@@ -52,6 +52,9 @@ class ProtocolScope:
             return None, None
         if n == 2:
             ns, name = parts
+            if ns == "option" and name in info.model.options:  # a constant per layer
+                d = info.model.options[name].default
+                return Resolved(BOOL if isinstance(d, bool) else NumT(64), "option"), None
             if ns == "header" and name in info.fields:
                 return Resolved(field_type(info.fields[name]), "field"), "header"
             if ns == "temp" and name in info.temps:
@@ -137,6 +140,8 @@ class ProtocolScope:
                 names += ["current_state", *info.states]
             if self.ctx.fired:
                 names += ["psm", "event"]
+            if info.model.options:
+                names.append("option")
             if self.ctx.foreign:
                 names += list(self.params)
             return names
@@ -153,6 +158,7 @@ class ProtocolScope:
                 "psm": info.transitions,
                 "event": info.all_events(),
                 "layout": info.layouts,
+                "option": info.model.options,
             }.get(ns, [])
             if ns in self.params:
                 return ["header", "perm", "temp"]
