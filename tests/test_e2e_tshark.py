@@ -68,7 +68,14 @@ from captures import (
 #: "tcp N" / "udp N" for tshark's stream N, or "tcp A:P B:Q" / "udp A:P B:Q" for a flow of
 #: ours between endpoints tshark has no stream for. A failing run prints the labels to use.
 #: An entry that matches again fails the test (stale): none may hide a fixed difference.
-EXCEPTIONS: dict[tuple[str, str], str] = {}
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("http-ooo-lost-rst-tlpw1.pcap", "tcp 0"): (
+        "gap recovery: the server's out-of-order data after a hole no captured ACK covers stays"
+        " in tshark's fragment list and is never printed; the stack delivers it when the RST"
+        " ends the connection (tcp.yaml `sequence.drain`), tshark's bytes being a prefix of"
+        " its own (tests/test_gaps.py checks this shape byte for byte against a model)"
+    ),
+}
 
 #: (capture, "tcp N" / "udp N") -> why the stream is not compared at all. Empty: today every
 #: stream of every eligible capture is compared, mid-stream ones included.

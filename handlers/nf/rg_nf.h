@@ -16,7 +16,10 @@
  *              destroyed): the reason its instance ended ("accept", "evicted",
  *              "expired", "flushed"); such a call comes right before the
  *              instance's close (on_close), with "pkt" the packets processed
- *              so far and "ts" the context's clock.
+ *              so far and "ts" the context's clock.  And one line per hole a
+ *              sequence skipped (gap recovery):
+ *              {"ts","event":"gap","layer","flow","dir","seq","len","at"}
+ *              (rg_obs.on_gap's arguments).
  *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes,
  *              for instances that outlive a packet (all of them after
  *              rg_nf_flowstats_all; the driver's --flowstats-all):
@@ -42,7 +45,13 @@
  *              OUT/flows.jsonl:
  *              {"layer","proto","src","dst","sport","dport","dir","bytes",
  *               "sha256","file": "streams/<uid>-<dir>.bin" | null,
- *               "complete": bool | null (no PSM),"uid","close"}
+ *               "complete": bool | null (no PSM),"uid","close",
+ *               "gaps": [[offset, length], ...]}
+ *              (gaps: the holes skipped in that direction, in order,
+ *              adjacent ones merged; offset counts delivered and missing
+ *              bytes from the direction's start, so the bytes of the .bin
+ *              file before a hole are offset minus the lengths of the
+ *              holes before it)
  *              (src/sport: the sender of that line's direction, so the s2c
  *              line has the c2s line's dst/dport as its src/sport).  Only
  *              flows of layers with a handler that has a "data" argument are
@@ -50,7 +59,7 @@
  *              Data of calls without an instance goes to
  *              OUT/streams/noflow.bin; OUT/streams.json sums it all up:
  *              {"flows","directions","bytes","noflow_calls","noflow_bytes",
- *               "noflow_file"}.  At most 256 stream files are open at once
+ *               "noflow_file","gaps","gap_bytes"}.  At most 256 stream files are open at once
  *              (least recently written closed, reopened to append).
  *
  * "data": a handler call's payload is its first argument of kind
@@ -91,6 +100,8 @@ typedef struct rg_nf_counts {
     uint64_t opened;        /* instances created */
     uint64_t closed;        /* instances ended, for any reason */
     uint64_t payload_bytes; /* total length of the calls' "data" arguments */
+    uint64_t gaps;          /* holes skipped (on_gap) */
+    uint64_t gap_bytes;     /* bytes in them */
 } rg_nf_counts;
 
 /* The counters of a "count" NF; NULL for any other NF. */

@@ -33,6 +33,19 @@ static void on_close(void *self, const rg_flow_info *f, int reason, int complete
     ((nf_count *)self)->n.closed++;
 }
 
+static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                   uint32_t at, uint64_t ts_ns)
+{
+    (void)f;
+    (void)dir;
+    (void)seq;
+    (void)at;
+    (void)ts_ns;
+    nf_count *nf = self;
+    nf->n.gaps++;
+    nf->n.gap_bytes += len;
+}
+
 static int finish(rg_nf *base)
 {
     free(((nf_count *)base)->data_arg);
@@ -52,6 +65,7 @@ rg_nf *rg_nf_count_new(const rg_stack_desc *stack, const char *outdir, char *err
     nf->base.obs.on_call = on_call;
     nf->base.obs.on_open = on_open;
     nf->base.obs.on_close = on_close;
+    nf->base.obs.on_gap = on_gap;
     nf->base.finish = finish;
     return &nf->base;
 }

@@ -58,6 +58,21 @@ static void on_call(void *self, const rg_call *c)
     fputs("}}\n", out);
 }
 
+/* gap recovery: {"ts","event":"gap","layer","flow","dir","seq","len","at"} */
+static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                   uint32_t at, uint64_t ts_ns)
+{
+    nf_events *nf = self;
+    FILE *out = nf->out;
+    fprintf(out, "{\"ts\":%" PRIu64 ",\"event\":\"gap\",\"layer\":", ts_ns);
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
+    rg_nf_json_string(out, l ? l->name : NULL);
+    fprintf(out,
+            ",\"flow\":%" PRIu64 ",\"dir\":\"%s\",\"seq\":%" PRIu32 ",\"len\":%" PRIu32
+            ",\"at\":%" PRIu32 "}\n",
+            f->uid, dir ? "s2c" : "c2s", seq, len, at);
+}
+
 static int finish(rg_nf *base)
 {
     nf_events *nf = (nf_events *)base;
@@ -80,6 +95,7 @@ rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *er
         return NULL;
     }
     nf->base.obs.on_call = on_call;
+    nf->base.obs.on_gap = on_gap;
     nf->base.finish = finish;
     return &nf->base;
 }

@@ -25,6 +25,10 @@ typedef struct sdir {
     rg_sha256 sha;
     uint8_t dir;
     uint8_t created; /* the file exists: reopen it to append */
+    /* gap recovery: holes skipped, as (offset in the stream, length) pairs */
+    uint64_t skipped; /* bytes in them: offset = bytes + skipped */
+    uint64_t *gaps;
+    uint32_t ngaps, gap_cap;
 } sdir;
 
 typedef struct st_flow {
@@ -46,6 +50,7 @@ typedef struct nf_streams {
     FILE *noflow;
     uint64_t noflow_calls, noflow_bytes;
     uint64_t nflows, bytes;
+    uint64_t gaps, gap_bytes; /* gap recovery */
 } nf_streams;
 
 static const char *dir_name(unsigned dir)
@@ -173,6 +178,43 @@ static void on_call(void *self, const rg_call *c)
     }
 }
 
+static int delivers(const nf_streams *nf, uint16_t layer);
+
+/* gap recovery: a hole before the next bytes of f's direction dir */
+static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                   uint32_t at, uint64_t ts_ns)
+{
+    (void)seq;
+    (void)ts_ns;
+    nf_streams *nf = self;
+    if (!delivers(nf, f->layer)) return;
+    st_flow *r = flow_of(nf, f);
+    if (!r) return;
+    sdir *d = &r->d[dir != 0];
+    /* the data call that follows carries the bytes around the hole: `at` of
+     * them come before it */
+    const uint64_t off = d->bytes + d->skipped + at;
+    d->skipped += len;
+    if (d->ngaps && d->gaps[2 * d->ngaps - 2] + d->gaps[2 * d->ngaps - 1] == off) {
+        d->gaps[2 * d->ngaps - 1] += len; /* continues the last hole (another assemble) */
+        return;
+    }
+    if (d->ngaps == d->gap_cap) {
+        uint32_t ncap = d->gap_cap ? d->gap_cap * 2 : 4;
+        uint64_t *g = realloc(d->gaps, (size_t)ncap * 2 * sizeof *g);
+        if (!g) {
+            errno = ENOMEM;
+            rg_nf_fail(&nf->base, "cannot record gaps", NULL);
+            return;
+        }
+        d->gaps = g;
+        d->gap_cap = ncap;
+    }
+    d->gaps[2 * d->ngaps] = off;
+    d->gaps[2 * d->ngaps + 1] = len;
+    d->ngaps++;
+}
+
 /* Does any handler of this layer deliver data?  Only such layers' flows are streams: an
  * IPv4 datagram's instance under a TCP stack is not one. */
 static int delivers(const nf_streams *nf, uint16_t layer)
@@ -221,12 +263,19 @@ static void report(nf_streams *nf, st_flow *r, const char *close, int complete)
                 ",\"dir\":\"%s\",\"bytes\":%" PRIu64 ",\"sha256\":\"%s\",\"file\":", dir_name(i),
                 d->bytes, sha);
         rg_nf_json_string(out, d->bytes ? rel : NULL);
-        fprintf(out, ",\"complete\":%s,\"uid\":%" PRIu64 ",\"close\":\"%s\"}\n",
+        fprintf(out, ",\"complete\":%s,\"uid\":%" PRIu64 ",\"close\":\"%s\",\"gaps\":[",
                 complete < 0 ? "null"
                 : complete   ? "true"
                              : "false",
                 d->uid, close);
+        for (uint32_t k = 0; k < d->ngaps; k++)
+            fprintf(out, "%s[%" PRIu64 ",%" PRIu64 "]", k ? "," : "", d->gaps[2 * k],
+                    d->gaps[2 * k + 1]);
+        fputs("]}\n", out);
+        free(d->gaps);
         nf->bytes += d->bytes;
+        nf->gaps += d->ngaps;
+        nf->gap_bytes += d->skipped;
     }
     nf->nflows++;
     free(r);
@@ -261,9 +310,10 @@ static int finish(rg_nf *base)
     if (sum) {
         fprintf(sum,
                 "{\"flows\":%" PRIu64 ",\"directions\":%" PRIu64 ",\"bytes\":%" PRIu64
-                ",\"noflow_calls\":%" PRIu64 ",\"noflow_bytes\":%" PRIu64 ",\"noflow_file\":%s}\n",
+                ",\"noflow_calls\":%" PRIu64 ",\"noflow_bytes\":%" PRIu64 ",\"noflow_file\":%s"
+                ",\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 "}\n",
                 nf->nflows, 2 * nf->nflows, nf->bytes, nf->noflow_calls, nf->noflow_bytes,
-                nf->noflow_bytes ? "\"streams/noflow.bin\"" : "null");
+                nf->noflow_bytes ? "\"streams/noflow.bin\"" : "null", nf->gaps, nf->gap_bytes);
         rg_nf_close_out(base, sum, "streams.json");
     } else if (!base->err[0]) {
         snprintf(base->err, sizeof base->err, "%s", e);
@@ -292,6 +342,7 @@ rg_nf *rg_nf_streams_new(const rg_stack_desc *stack, const char *outdir, char *e
     nf->base.obs.on_call = on_call;
     nf->base.obs.on_open = on_open;
     nf->base.obs.on_close = on_close;
+    nf->base.obs.on_gap = on_gap;
     nf->base.finish = finish;
     return &nf->base;
 oom:

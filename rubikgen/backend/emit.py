@@ -219,6 +219,7 @@ class CGen:
             "locals": self.locals(),
             "descriptors": self.descriptors(),
             "layer_support": self.layer_support(),
+            "drains": {lc.name: self.drain_support(lc) for lc in self.layers.values()},
             "entry_table": self.entry_table(),
             "lifecycle": {lc.name: self.lifecycle(lc) for lc in self.layers.values()},
             "close_reasons": CLOSE_REASONS,
@@ -263,6 +264,70 @@ class CGen:
                     f"{{\n    return (uint64_t)({' || '.join(terms)});\n}}"
                 )
         return "\n\n".join(out)
+
+    # -- gap recovery: what a layer's sequences deliver when an instance ends ---------------
+    def drain_support(self, lc: LayerC) -> str:
+        """`L_x_drain(ctx, in)` for a layer whose sequence has `drain: true`, called by
+        `L_x_close`: every direction skips its holes and hands what is buffered to the layer's
+        handlers that take `sdu` (their other arguments 0; no packet, no `when`). Empty
+        otherwise."""
+        if not lc.has_seq or not lc.model.sequence.drain:
+            return ""
+        idx, n = lc.index, lc.name
+        calls: list[str] = []
+        for hn, h in self.stack.handlers.items():
+            if h.layer != n:
+                continue
+            texts = [
+                expr_text(a.value if isinstance(a, TypedArg) else a).strip()
+                for a in h.args.values()
+            ]
+            if "sdu" not in texts:
+                continue
+            hc = self.handlers[hn]
+            inits, vals = [], []
+            for (an, _ct, kind), text in zip(hc.args, texts, strict=True):
+                if kind == "bytes":
+                    if text == "sdu":
+                        inits.append(f".{an} = sdu")
+                    else:
+                        inits.append(f".{an} = {{rg_empty_byte, 0}}")
+                    vals.append(f"{{RG_VAL_BYTES, 0, a_.{an}}}")
+                else:
+                    vals.append(f"{{RG_VAL_NUM, a_.{an}, {{rg_empty_byte, 0}}}}")
+            hidx = list(self.handlers).index(hn)
+            calls += [
+                f"        {{ /* {hc.src} handler {hn} */",
+                f"            {hc.struct} a_ = {{{', '.join(inits)}}};",
+                f"            rg_hctx hc_ = {{&in->fi, &in->fi.user[d], (uint8_t)d, {idx}, ctx->now, ctx}};",
+                f"            {hn}(&a_, &hc_);",
+                "            ctx->calls++;",
+                "            if (ctx->obs && ctx->obs->on_call) {",
+                f"                const rg_val v_[{len(vals)}] = {{{', '.join(vals)}}};",
+                f"                rg_call c_ = {{{hidx}, {idx}, (uint8_t)d, &in->fi, ctx->now, ctx->pkt_no, v_}};",
+                "                ctx->obs->on_call(ctx->obs->self, &c_);",
+                "            }",
+                "        }",
+            ]
+        line = lc.line(("sequence", "drain"))
+        lines = [
+            f"/* layer {n}: gap recovery when an instance ends ({lc.spec_file}:{line} drain) */",
+            f"static void {lc.t('drain')}(struct {self.S}_ctx *ctx, struct {lc.t('inst')} *in)",
+            "{",
+            f"    for (unsigned d = 0; d < {lc.ndirs}; d++) {{",
+            "        if (!rg_seq_flush(&in->seq[d])) continue;",
+            "        rg_seq_res r_;",
+            "        memset(&r_, 0, sizeof r_);",
+            "        const uint32_t n0_ = rg_seq_next(&in->seq[d]);",
+            f"        rg_bytes sdu = rg_seq_assemble(&in->seq[d], &{lc.t('seqcfg')}, &r_);",
+            f"        {self.S}__gaps(ctx, {idx}, &in->fi, d, &r_, 0, n0_);",
+            f"        ctx->stats->layer[{idx}].seq.bytes_delivered += sdu.len;",
+            "        if (!sdu.len) continue;",
+            *calls,
+            "    }",
+            "}",
+        ]
+        return "\n".join(lines)
 
     def locals(self) -> str:
         out = []
@@ -617,6 +682,17 @@ class CGen:
         n = lc.name
         s = lc.env().assemble()
         if lc.has_seq:
+            # gap recovery: the holes this assemble skipped go to the observers
+            d = lc.dir_expr()
+            s = (
+                f"{{\n    const uint32_t g0_ = sres_{n}.ngaps;\n"
+                f"    const uint32_t n0_ = has_inst_{n} ? rg_seq_next(&inst_{n}->seq[{d}]) : 0;\n"
+                f"    {s}\n"
+                f"    if (RG_UNLIKELY(sres_{n}.ngaps != g0_) && has_inst_{n}) {{\n"
+                f"        ev_{n}[{lc.ev_index('gap')}] = 1;\n"
+                f"        {self.S}__gaps(ctx, {lc.index}, &inst_{n}->fi, {d}, &sres_{n}, g0_, n0_);\n"
+                "    }\n}"
+            )
             s += f"\nctx->stats->layer[{lc.index}].seq.bytes_delivered += sdu_{n}.len;"
         return s
 

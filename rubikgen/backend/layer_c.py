@@ -487,6 +487,11 @@ class LayerEnv:
                 return CRef(lc.v("sdu"), BytesT(None))
             if x == "sdu_len":
                 return CRef(f"{lc.v('sdu')}.len", NumT(32))
+            if x == "gap_len":  # gap recovery: bytes this packet's assembles skipped
+                return CRef(f"{lc.v('sres')}.gap_bytes", NumT(32))
+            if x == "gap_seq":  # ... and where the first hole started
+                r = lc.v("sres")
+                return CRef(f"({r}.ngaps ? {r}.gaps[0].start : 0u)", NumT(32))
             if x == "to_active":
                 return CRef(lc.dir_expr(), BOOL)
             if x == "to_passive":
@@ -501,6 +506,12 @@ class LayerEnv:
             ns, n = p
             if ns == "__v":
                 return CRef(f"{lc.t('vtest')}({lc.v('inst')}, {n})", BOOL)
+            if ns == "option":  # the layer's value, else the protocol's default
+                d = lc.proto.model.options[n].default
+                val = lc.li.options.get(n, d)
+                if isinstance(d, bool):
+                    return CRef("1" if val else "0", BOOL)
+                return CRef(lit(int(val)), NumT(64))
             if ns == "header":
                 return self._var_ref(f"{lc.v('h')}.", lc.proto.fields[n])
             if ns == "temp":

@@ -94,7 +94,7 @@ def _name_resources(layer: str, bindings: dict[str, str], parts: tuple[str, ...]
     p0 = parts[0]
     if p0 in ("payload", "payload_len", "cursor"):
         return {f"HEADER:{layer}"}
-    if p0 in ("sdu", "sdu_len"):
+    if p0 in ("sdu", "sdu_len", "gap_seq", "gap_len"):
         return {f"SDU:{layer}"}
     if p0 in ("to_active", "to_passive"):
         return {f"INST:{layer}"}
@@ -420,7 +420,7 @@ class Lowerer:
                               self.src(li, sp, s), stmt=st)  # fmt: skip
                 elif isinstance(st, CallStmt) and st.func == "assemble":
                     self.emit(cur, "assemble", L, {f"SEQ:{L}", f"INST:{L}"},
-                              {f"SEQ:{L}", f"SDU:{L}"}, self.src(li, sp, s))  # fmt: skip
+                              {f"SEQ:{L}", f"SDU:{L}", f"FIRED:{L}"}, self.src(li, sp, s))  # fmt: skip
                 elif isinstance(st, CallStmt) and st.func == "set_sdu":
                     self.emit(cur, "set_sdu", L, expr_reads(L, b, st.args[0]), {f"SDU:{L}"},
                               self.src(li, sp, s), value=st.args[0])  # fmt: skip
@@ -532,6 +532,9 @@ class Lowerer:
                 nodes.append(hn)
                 rel[hn] = (list(h.before), h.with_)
         after: dict[str, set[str]] = {n: set() for n in nodes}  # n runs after these
+        # the built-in `gap` is raised by assemble(): `with: gap` runs after every event
+        # whose actions assemble
+        assembling = {n for n, e in m.events.items() if "assemble(" in e.model_dump_json()}
         for n, (before, with_) in rel.items():
             for x in before:
                 if x in after:
@@ -539,6 +542,8 @@ class Lowerer:
             for x in [with_] if isinstance(with_, str) else (with_ or []):
                 if x in after:
                     after[n].add(x)
+                if x == "gap":
+                    after[n] |= assembling - {n}
         order: list[str] = []
         left = list(nodes)
         while left:

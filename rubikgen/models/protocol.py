@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, StrictInt, StrictStr, Tag
+from pydantic import Discriminator, Field, StrictBool, StrictInt, StrictStr, Tag
 
 from rubikgen.models.common import Callback, Expr, Model
 
@@ -145,6 +145,16 @@ class Param(Model):
     doc: StrictStr | None = None
 
 
+OptionValue = StrictBool | Annotated[StrictInt, Field(ge=0, le=(1 << 64) - 1)]
+
+
+class Option(Model):
+    default: OptionValue = Field(
+        description="The value `option.NAME` has unless a stack's layer sets it (`options:`)."
+    )
+    doc: StrictStr | None = None
+
+
 class Selector(Model):
     key: list[StrictStr] | None = Field(None, description="Unidirectional key.")
     sides: list[list[StrictStr]] | None = Field(
@@ -168,6 +178,12 @@ class Sequence(Model):
     buffer_data: bool = True
     max_bytes: StrictInt = 1 << 20
     max_blocks: StrictInt = 256
+    drain: bool = Field(
+        False,
+        description="Gap recovery when an instance ends (accept state, expiry, eviction, end of "
+        "capture): skip the holes and pass every buffered byte to the layer's handlers that take "
+        "sdu as an argument.",
+    )
 
 
 class Transition(Model):
@@ -219,6 +235,11 @@ class Protocol(Model):
     protocol: StrictStr = Field(description="Name of the protocol.")
     doc: StrictStr | None = None
     params: dict[str, Param] = Field(default_factory=dict)
+    options: dict[str, Option] = Field(
+        default_factory=dict,
+        description="Constants a stack may set per layer (`options:` of a layer), read as "
+        "`option.NAME`.",
+    )
     layouts: dict[str, Layout] = Field(default_factory=dict)
     header: list[Step] = Field(default_factory=list)
     temp: dict[str, FieldDecl] = Field(default_factory=dict)

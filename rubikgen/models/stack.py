@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, StrictInt, StrictStr
 
 from rubikgen.models.common import CallArg, Expr, Model
+from rubikgen.models.protocol import OptionValue
 
 
 class LayerInst(Model):
@@ -16,6 +17,10 @@ class LayerInst(Model):
     )
     args: dict[str, StrictStr] = Field(
         default_factory=dict, description="Parameter name -> layer name."
+    )
+    options: dict[str, OptionValue] = Field(
+        default_factory=dict,
+        description="Option name -> value: overrides the protocol's default for this layer.",
     )
     doc: StrictStr | None = None
 

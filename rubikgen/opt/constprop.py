@@ -98,6 +98,8 @@ def transfer(ctx: _Ctx, f: Facts, ins: Instr) -> None:
     elif op == "insert_seq":
         for e in SEQ_EVENTS:
             f[("ev", L, e)] = None
+    elif op == "assemble":
+        f[("ev", L, "gap")] = None  # gap recovery: raised when holes were skipped
     elif op == "set_state":
         f[("state", L)] = ins.args["state"]
         f[("psm", L)] = ins.args["transition"]

@@ -61,6 +61,11 @@ BUILTIN_EVENT_TABLE: tuple[BuiltinEvent, ...] = (
         "the instance ended (accept state, timeout, eviction or flush)",
         closes=("accept", "evicted", "expired", "flushed"),
     ),
+    BuiltinEvent(
+        "gap",
+        "an assemble() skipped holes the capture lost (gap recovery)",
+        "values gap_seq, gap_len",
+    ),
 )
 
 # name -> description (with the arguments), in table order.
@@ -81,6 +86,8 @@ BUILTIN_VALUES = (
     "cursor",
     "sdu",
     "sdu_len",
+    "gap_seq",
+    "gap_len",
     "to_active",
     "to_passive",
     "current_state",
@@ -88,7 +95,7 @@ BUILTIN_VALUES = (
     "false",
 )
 
-NAMESPACES = ("header", "temp", "perm", "psm", "event", "v")
+NAMESPACES = ("header", "temp", "perm", "psm", "event", "v", "option")
 
 FUNCTIONS = ("has", "len", "varint", "varint_len", "min", "max")
 

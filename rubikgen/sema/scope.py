@@ -39,7 +39,7 @@ class ProtocolScope:
                 return Resolved(NumT(32), "builtin"), "packet"
             if p == "sdu":
                 return Resolved(BytesT(None), "builtin"), "seq"
-            if p == "sdu_len":
+            if p in ("sdu_len", "gap_seq", "gap_len"):  # gap_*: gap recovery
                 return Resolved(NumT(32), "builtin"), "seq"
             if p in ("to_active", "to_passive"):
                 return (
@@ -52,6 +52,9 @@ class ProtocolScope:
             return None, None
         if n == 2:
             ns, name = parts
+            if ns == "option" and name in info.model.options:  # a constant per layer
+                d = info.model.options[name].default
+                return Resolved(BOOL if isinstance(d, bool) else NumT(64), "option"), None
             if ns == "header" and name in info.fields:
                 return Resolved(field_type(info.fields[name]), "field"), "header"
             if ns == "temp" and name in info.temps:
@@ -130,13 +133,15 @@ class ProtocolScope:
             if self.ctx.perm:
                 names.append("perm")
             if self.ctx.seq:
-                names += ["sdu", "sdu_len"]
+                names += ["sdu", "sdu_len", "gap_seq", "gap_len"]
             if self.ctx.direction and info.bidirectional:
                 names += ["to_active", "to_passive"]
             if self.ctx.psm and info.states:
                 names += ["current_state", *info.states]
             if self.ctx.fired:
                 names += ["psm", "event"]
+            if info.model.options:
+                names.append("option")
             if self.ctx.foreign:
                 names += list(self.params)
             return names
@@ -153,6 +158,7 @@ class ProtocolScope:
                 "psm": info.transitions,
                 "event": info.all_events(),
                 "layout": info.layouts,
+                "option": info.model.options,
             }.get(ns, [])
             if ns in self.params:
                 return ["header", "perm", "temp"]

@@ -28,6 +28,7 @@ class LayerInfo:
     protocol: ProtocolInfo
     bindings: dict[str, str]  # param -> layer name
     path: Path
+    options: dict[str, bool | int] = field(default_factory=dict)  # set by the layer
 
 
 @dataclass
@@ -84,7 +85,7 @@ def check_stack(ws: Workspace, doc: Document) -> None:
                 )
             )
             continue
-        info.layers[lname] = LayerInfo(lname, pdoc.info, dict(layer.args), lp)
+        info.layers[lname] = LayerInfo(lname, pdoc.info, dict(layer.args), lp, dict(layer.options))
 
     for link, ename in entries.items():
         epath: Path = ("entry",) if link == "*" else ("entry", link)
@@ -165,6 +166,38 @@ def check_stack(ws: Workspace, doc: Document) -> None:
                             ap,
                         )
                     )
+
+    # Options against the protocols' declarations: a known name, a value of the default's kind.
+    for li in info.layers.values():
+        declared = li.protocol.model.options
+        for oname, value in li.options.items():
+            op = li.path + ("options", oname)
+            if oname not in declared:
+                guess = _dym_name(oname, list(declared))
+                diags.append(
+                    smap.diag(
+                        "RG051",
+                        f"protocol '{li.protocol.name}' has no option '{oname}'",
+                        op,
+                        key=True,
+                        hint=f"did you mean '{guess}'?"
+                        if guess
+                        else (
+                            f"its options: {', '.join(declared)}"
+                            if declared
+                            else "it has no options; remove options"
+                        ),
+                    )
+                )
+            elif isinstance(value, bool) != isinstance(declared[oname].default, bool):
+                want = "true or false" if isinstance(declared[oname].default, bool) else "a number"
+                diags.append(
+                    smap.diag(
+                        "RG051",
+                        f"option '{oname}' of protocol '{li.protocol.name}' takes {want}",
+                        op,
+                    )
+                )
 
     # Edges.
     children: dict[str, list[tuple[int, Edge]]] = {}

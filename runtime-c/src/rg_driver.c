@@ -334,6 +334,14 @@ static void chain_close(void *self, const rg_flow_info *f, int reason, int compl
     if (ch->b->on_close) ch->b->on_close(ch->b->self, f, reason, complete, ts_ns);
 }
 
+static void chain_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                      uint32_t at, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->a->on_gap(ch->a->self, f, dir, seq, len, at, ts_ns);
+    if (ch->b->on_gap) ch->b->on_gap(ch->b->self, f, dir, seq, len, at, ts_ns);
+}
+
 /* The observer for the stack: the count NF alone (--nf count), only its
  * instance callbacks (--nf none: no per-call cost, calls are not counted),
  * or the count NF chained before nf. */
@@ -351,6 +359,7 @@ static rg_obs make_observer(const rg_obs *counter, const rg_obs *nf, const char 
         obs.on_open = chain_open;
         obs.on_packet = nf->on_packet ? chain_packet : NULL;
         obs.on_close = chain_close;
+        obs.on_gap = chain_gap;
     }
     return obs;
 }
@@ -408,6 +417,7 @@ static uint64_t stack_errors(const rg_stack_desc *stack, const void *ctx)
 typedef struct summary {
     const char *link;
     uint64_t pkts, bytes, opened, closed, live, calls, payload, errors, skipped;
+    uint64_t gaps, gap_bytes; /* gap recovery: holes skipped, bytes in them */
 } summary;
 
 static void print_summary(const opts *o, const rg_stack_desc *stack, const summary *s)
@@ -423,9 +433,10 @@ static void print_summary(const opts *o, const rg_stack_desc *stack, const summa
         rg_nf_json_string(stdout, o->nf);
         printf(",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"flows_opened\":%" PRIu64
                ",\"flows_closed\":%" PRIu64 ",\"live_at_end\":%" PRIu64 ",\"calls\":%" PRIu64
-               ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"skipped\":%" PRIu64 "}\n",
+               ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"skipped\":%" PRIu64
+               ",\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 "}\n",
                s->pkts, s->bytes, s->opened, s->closed, s->live, s->calls, s->payload, s->errors,
-               s->skipped);
+               s->skipped, s->gaps, s->gap_bytes);
         return;
     }
     printf("stack          %s\n"
@@ -440,10 +451,11 @@ static void print_summary(const opts *o, const rg_stack_desc *stack, const summa
            "calls          %" PRIu64 "%s\n"
            "payload_bytes  %" PRIu64 "\n"
            "errors         %" PRIu64 "  (stack errors + frames skipped)\n"
-           "skipped        %" PRIu64 "  (link header cut or no entry layer)\n",
+           "skipped        %" PRIu64 "  (link header cut or no entry layer)\n"
+           "gaps           %" PRIu64 "  (holes skipped: %" PRIu64 " bytes the capture lost)\n",
            stack->name, o->capture, s->link, o->nf, s->pkts, s->bytes, s->opened, s->closed,
            s->live, s->calls, strcmp(o->nf, "none") ? "" : "  (--nf none observes no calls)",
-           s->payload, s->errors, s->skipped);
+           s->payload, s->errors, s->skipped, s->gaps, s->gap_bytes);
 }
 
 static int run_capture(const opts *o, const rg_stack_desc *stack)
@@ -507,7 +519,9 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .calls = n->calls,
                  .payload = n->payload_bytes,
                  .errors = stack_errors(stack, ctx) + fd.skipped,
-                 .skipped = fd.skipped};
+                 .skipped = fd.skipped,
+                 .gaps = n->gaps,
+                 .gap_bytes = n->gap_bytes};
     print_summary(o, stack, &s);
     fflush(stdout);
     if (o->stats && stack->stats) rg_stats_print(stack->stats(ctx), stderr);
@@ -565,7 +579,7 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
         return 1;
     }
     uint64_t best_cpu = UINT64_MAX, best_wall = UINT64_MAX;
-    rg_nf_counts last = {0, 0, 0, 0};
+    rg_nf_counts last = {0, 0, 0, 0, 0, 0};
     for (uint64_t pass = 0; pass < o->passes; pass++) {
         rg_obs *counter = rg_nf_create("count", stack, NULL, err, sizeof err);
         if (!counter) {

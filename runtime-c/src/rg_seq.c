@@ -123,6 +123,19 @@ static int blk_reserve(rg_seq_store *st, uint32_t n)
     return 0;
 }
 
+/* gap recovery: the buffer is full (byte or block cap) behind a hole at next,
+ * so the hole would hold the sequence forever: skip it, and every hole up to
+ * the last buffered byte, at the next assemble. */
+static void stall_skip(rg_seq *s)
+{
+    if (!s->nblk || s->st->blk[0].start == s->next) return;
+    uint32_t hi = s->st->blk[s->nblk - 1].end;
+    if (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(hi, s->floor) > 0) {
+        s->floor = hi;
+        s->flags |= RG_SEQF_FLOOR;
+    }
+}
+
 /* Merge [seq, seq + len) (len > 0, seq at or after next, within the caps)
  * into the blocks, copying data per the overlap policy.  Adds duplicate and
  * new byte counts to res.  Returns 0, or -1 when dropped (caps / memory). */
@@ -165,6 +178,7 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
     if (i == j) {
         if (n >= cfg_max_blocks(cfg) || blk_reserve(st, n + 1)) {
             drop_cap(res, len);
+            stall_skip(s);
             return -1;
         }
     }
@@ -369,9 +383,11 @@ uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const ui
         const uint32_t maxspan = cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg) : RG_SEQ_MAX_SPAN;
         if (rel >= maxspan) {
             drop_cap(res, len);
+            stall_skip(s);
             len = 0;
         } else if (len > maxspan - rel) {
             drop_cap(res, len - (maxspan - rel));
+            stall_skip(s);
             len = maxspan - rel;
         }
         if (len && s->borrow_len) { /* without buffering: a pending region at next */
@@ -402,6 +418,56 @@ uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const ui
     return res->flags;
 }
 
+/* ---- gap recovery: skipping holes ----------------------------------------
+ * A hole is skipped when the receiver acknowledged bytes past it (the window
+ * left edge, the floor) or the instance ends (rg_seq_flush).  Every hole
+ * before the floor goes in one assemble: the blocks between them are moved
+ * together in the buffer, so the view is the captured bytes without the
+ * holes (what tshark's follow prints), and res.gaps says where they were. */
+
+/* Record the skipped hole [a, b) in res (the list lives in the store). */
+static void note_gap(rg_seq *s, rg_seq_res *res, uint32_t a, uint32_t b)
+{
+    res->gap_bytes += b - a;
+    res->flags |= RG_SEQ_EV_GAP;
+    if (!s->st) {
+        s->st = calloc(1, sizeof *s->st);
+        if (!s->st) return; /* the bytes are counted, the list stays short */
+        heap_add(sizeof *s->st);
+    }
+    rg_seq_store *st = s->st;
+    if (res->ngaps == 0) st->ngap = 0; /* a new packet's list */
+    if (st->ngap == st->gap_cap) {
+        uint32_t ncap = st->gap_cap ? st->gap_cap * 2 : 4;
+        rg_seq_blk *g = realloc(st->gap, (size_t)ncap * sizeof *g);
+        if (!g) return;
+        heap_add((size_t)(ncap - st->gap_cap) * sizeof *g);
+        st->gap = g;
+        st->gap_cap = ncap;
+    }
+    st->gap[st->ngap].start = a;
+    st->gap[st->ngap].end = b;
+    st->ngap++;
+    res->ngaps = st->ngap;
+    res->gaps = st->gap;
+}
+
+int rg_seq_flush(rg_seq *s)
+{
+    if (s->flags & RG_SEQF_INIT) {
+        uint32_t hi = s->next + s->borrow_len;
+        if (s->nblk && rg_sdiff(s->st->blk[s->nblk - 1].end, hi) > 0) hi = s->st->blk[s->nblk - 1].end;
+        if ((s->flags & RG_SEQF_END) && rg_sdiff(s->lend, hi) > 0) hi = s->lend;
+        if (rg_sdiff(hi, s->next) > 0 &&
+            (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(hi, s->floor) > 0)) {
+            s->floor = hi;
+            s->flags |= RG_SEQF_FLOOR;
+        }
+    }
+    return rg_seq_pending(s);
+}
+/* ---- end of gap recovery ---- */
+
 rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 {
     rg_seq_res tmp;
@@ -412,7 +478,8 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
     }
-    if (s->borrow) { /* zero-copy: the caller's bytes, nothing else is buffered */
+    int borrowed = s->borrow != NULL;
+    if (borrowed) { /* zero-copy: the caller's bytes, nothing else is buffered */
         if (cfg->buffer_data) {
             out.ptr = s->borrow;
             out.len = s->borrow_len;
@@ -421,25 +488,39 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         res->adv_bytes += s->borrow_len;
         s->borrow = NULL;
         s->borrow_len = 0;
-    } else {
+    }
+    if (!borrowed || ((s->flags & RG_SEQF_FLOOR) && rg_sdiff(s->floor, s->next) > 0)) {
+        /* (after borrowed bytes, nothing is buffered: at most a last hole to skip) */
         uint32_t target;
-        if (floor_target(s, &target)) {
-            res->gap_bytes += target - s->next;
-            res->flags |= RG_SEQ_EV_GAP;
-            s->next = target;
-        }
-        if (s->nblk && s->st->blk[0].start == s->next) {
+        uint8_t *base = NULL; /* the view: blocks moved together behind it */
+        uint32_t have = 0;
+        for (;;) {
+            if (floor_target(s, &target)) {
+                note_gap(s, res, s->next, target);
+                s->next = target;
+            }
+            if (!(s->nblk && s->st->blk[0].start == s->next)) break;
             rg_seq_store *st = s->st;
             uint32_t n = st->blk[0].end - s->next;
             if (cfg->buffer_data && st->data) {
-                out.ptr = st->data + (s->next - st->buf_seq);
-                out.len = n;
+                uint8_t *p = st->data + (s->next - st->buf_seq);
+                if (!base)
+                    base = p;
+                else if (base + have != p)
+                    memmove(base + have, p, n);
+                have += n;
             }
             s->next = st->blk[0].end;
             s->nblk--;
             memmove(&st->blk[0], &st->blk[1], (size_t)s->nblk * sizeof st->blk[0]);
             res->adv_bytes += n;
             if (s->nblk == 0 && st->buf_cap > RG_SEQ_SHRINK_BYTES) s->flags |= RG_SEQF_SHRINK;
+            /* more holes to skip only while the floor is ahead */
+            if (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(s->floor, s->next) <= 0) break;
+        }
+        if (base) {
+            out.ptr = base;
+            out.len = have;
         }
     }
     if ((s->flags & RG_SEQF_FLOOR) &&
@@ -458,7 +539,9 @@ void rg_seq__release(rg_seq *s)
 {
     rg_seq_store *st = s->st;
     if (st) {
-        heap_sub(sizeof *st + st->buf_cap + (size_t)st->blk_cap * sizeof *st->blk);
+        heap_sub(sizeof *st + st->buf_cap + (size_t)st->blk_cap * sizeof *st->blk +
+                 (size_t)st->gap_cap * sizeof *st->gap);
+        free(st->gap);
         free(st->blk);
         free(st->data);
         free(st);
@@ -505,12 +588,15 @@ int rg_seq__ready_upto(const rg_seq *s, uint32_t upto)
     if (!(s->flags & RG_SEQF_INIT)) return 0;
     /* Phantom bytes (a FIN) are never present: the data ends at the marker. */
     if ((s->flags & RG_SEQF_END) && rg_sdiff(upto, s->end) > 0) upto = s->end;
-    uint32_t cov = s->next;
-    if (s->borrow_len) {
-        cov = s->next + s->borrow_len;
-    } else if (s->nblk && s->st->blk[0].start == s->next) {
-        cov = s->st->blk[0].end;
+    uint32_t cov = s->next + s->borrow_len;
+    /* gap recovery: a hole before the floor will be skipped, so it is settled */
+    const int fl = (s->flags & RG_SEQF_FLOOR) != 0;
+    for (uint32_t k = 0; k < s->nblk; k++) {
+        const rg_seq_blk *b = &s->st->blk[k];
+        if (rg_sdiff(b->start, cov) > 0 && (!fl || rg_sdiff(b->start, s->floor) > 0)) break;
+        if (rg_sdiff(b->end, cov) > 0) cov = b->end;
     }
+    if (fl && rg_sdiff(s->floor, cov) > 0) cov = s->floor;
     return rg_sdiff(cov, upto) >= 0;
 }
 

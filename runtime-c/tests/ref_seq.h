@@ -112,6 +112,19 @@ static int ref__blk_reserve(ref_store *st, uint32_t n)
     return 0;
 }
 
+/* gap recovery: the buffer is full (byte or block cap) behind a hole at next,
+ * so the hole would hold the sequence forever: skip it, and every hole up to
+ * the last buffered byte, at the next assemble. */
+static void ref__stall_skip(ref_seq *s)
+{
+    if (!s->nblk || s->st->blk[0].start == s->next) return;
+    uint32_t hi = s->st->blk[s->nblk - 1].end;
+    if (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(hi, s->floor) > 0) {
+        s->floor = hi;
+        s->flags |= RG_SEQF_FLOOR;
+    }
+}
+
 /* Merge [seq, seq + len) (len > 0, seq at or after next, within the caps)
  * into the blocks, copying data per the overlap policy.  Adds duplicate and
  * new byte counts to res.  Returns 0, or -1 when dropped (caps / memory). */
@@ -153,6 +166,7 @@ static int ref__place(ref_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uin
     if (i == j) {
         if (n >= ref__cfg_max_blocks(cfg) || ref__blk_reserve(st, n + 1)) {
             ref__drop_cap(res, len);
+            ref__stall_skip(s);
             return -1;
         }
     }
@@ -358,9 +372,11 @@ static uint32_t ref_insert(ref_seq *s, const rg_seq_cfg *cfg, uint32_t seq, cons
         const uint32_t maxspan = cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg) : RG_SEQ_MAX_SPAN;
         if (rel >= maxspan) {
             ref__drop_cap(res, len);
+            ref__stall_skip(s);
             len = 0;
         } else if (len > maxspan - rel) {
             ref__drop_cap(res, len - (maxspan - rel));
+            ref__stall_skip(s);
             len = maxspan - rel;
         }
         if (len) {
@@ -389,31 +405,47 @@ static rg_bytes ref_assemble(ref_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
     }
-    if (s->borrow) { /* zero-copy: the caller's bytes, nothing else is buffered */
+    int borrowed = s->borrow != NULL;
+    if (borrowed) { /* zero-copy: the caller's bytes, nothing else is buffered */
         out.ptr = s->borrow;
         out.len = s->borrow_len;
         s->next += s->borrow_len;
         res->adv_bytes += s->borrow_len;
         s->borrow = NULL;
         s->borrow_len = 0;
-    } else {
+    }
+    if (!borrowed || ((s->flags & RG_SEQF_FLOOR) && rg_sdiff(s->floor, s->next) > 0)) {
+        /* gap recovery: every hole before the floor in one call, the blocks
+         * between them moved together */
         uint32_t target;
-        if (ref__floor_target(s, &target)) {
-            res->gap_bytes += target - s->next;
-            res->flags |= RG_SEQ_EV_GAP;
-            s->next = target;
-        }
-        if (s->nblk && s->st->blk[0].start == s->next) {
+        uint8_t *base = NULL;
+        uint32_t have = 0;
+        for (;;) {
+            if (ref__floor_target(s, &target)) {
+                res->gap_bytes += target - s->next;
+                res->flags |= RG_SEQ_EV_GAP;
+                s->next = target;
+            }
+            if (!(s->nblk && s->st->blk[0].start == s->next)) break;
             ref_store *st = s->st;
             uint32_t n = st->blk[0].end - s->next;
             if (cfg->buffer_data && st->data) {
-                out.ptr = st->data + (s->next - st->buf_seq);
-                out.len = n;
+                uint8_t *p = st->data + (s->next - st->buf_seq);
+                if (!base)
+                    base = p;
+                else if (base + have != p)
+                    memmove(base + have, p, n);
+                have += n;
             }
             s->next = st->blk[0].end;
             s->nblk--;
             memmove(&st->blk[0], &st->blk[1], (size_t)s->nblk * sizeof st->blk[0]);
             res->adv_bytes += n;
+            if (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(s->floor, s->next) <= 0) break;
+        }
+        if (base) {
+            out.ptr = base;
+            out.len = have;
         }
     }
     if ((s->flags & RG_SEQF_FLOOR) &&
@@ -481,6 +513,13 @@ static int ref_ready_upto(const ref_seq *s, uint32_t upto)
         cov = s->next + s->borrow_len;
     } else if (s->nblk && s->st->blk[0].start == s->next) {
         cov = s->st->blk[0].end;
+    }
+    /* gap recovery: holes before the floor are settled (they will be skipped) */
+    if (s->flags & RG_SEQF_FLOOR) {
+        for (uint32_t k = 0; k < s->nblk; k++)
+            if (rg_sdiff(s->st->blk[k].start, s->floor) <= 0 && rg_sdiff(s->st->blk[k].end, cov) > 0)
+                cov = s->st->blk[k].end;
+        if (rg_sdiff(s->floor, cov) > 0) cov = s->floor;
     }
     return rg_sdiff(cov, upto) >= 0;
 }

@@ -300,9 +300,13 @@ static void test_count(void **state)
     call(o, H_DATA6, &f2, 0, 2, b);
     rg_val c[1] = {num(3)};
     call(o, H_NOTE, NULL, 0, 3, c);
+    o->on_gap(o->self, &f1, 1, 77, 10, 0, 3);
+    o->on_gap(o->self, &f1, 1, 97, 4, 10, 3);
     o->on_close(o->self, &f1, RG_CLOSE_ACCEPT, 1, 4);
     const rg_nf_counts *n = rg_nf_counts_of(o);
     assert_non_null(n);
+    assert_int_equal(n->gaps, 2);
+    assert_int_equal(n->gap_bytes, 14);
     assert_int_equal(n->calls, 3);
     assert_int_equal(n->opened, 2);
     assert_int_equal(n->closed, 1);
@@ -337,6 +341,10 @@ static void test_streams(void **state)
     call(o, H_NOTE, &f1, 0, 3, note); /* no data: nothing delivered */
     rg_val e[2] = {num(3), bytes("", 0)};
     call(o, H_DATA, &f1, 0, 3, e);
+    /* gap recovery: 7 bytes lost before "world", 2 + 3 (two assembles) after it */
+    o->on_gap(o->self, &f1, 0, 1006, 7, 0, 3500);
+    o->on_gap(o->self, &f1, 0, 1018, 2, 5, 3500);
+    o->on_gap(o->self, &f1, 0, 1020, 3, 5, 3500);
     rg_val c[2] = {num(4), bytes("world", 5)};
     call(o, H_DATA, &f1, 0, 4, c);
     rg_val d6[2] = {bytes("XXXX", 4), bytes("abc", 3)}; /* "data" is the second argument */
@@ -355,23 +363,23 @@ static void test_streams(void **state)
         "{\"layer\":\"frag\",\"proto\":\"ip\",\"src\":\"1.2.3.4\",\"dst\":\"5.6.7.8\",\"dir\":"
         "\"c2s\","
         "\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\",\"file\":null,\"complete\":null,\"uid\":3,"
-        "\"close\":\"evicted\"}\n"
+        "\"close\":\"evicted\",\"gaps\":[]}\n"
         "{\"layer\":\"frag\",\"proto\":\"ip\",\"src\":\"5.6.7.8\",\"dst\":\"1.2.3.4\",\"dir\":"
         "\"s2c\","
         "\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\",\"file\":null,\"complete\":null,\"uid\":3,"
-        "\"close\":\"evicted\"}\n"
+        "\"close\":\"evicted\",\"gaps\":[]}\n"
         "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"src\":\"10.0.0.1\",\"dst\":\"192.168.1.2\","
         "\"sport\":40000,\"dport\":80,\"dir\":\"c2s\",\"bytes\":11,\"sha256\":\"" SHA_HELLO_WORLD
-        "\",\"file\":\"streams/1-c2s.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\"}\n"
+        "\",\"file\":\"streams/1-c2s.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[[6,7],[18,5]]}\n"
         "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"src\":\"192.168.1.2\",\"dst\":\"10.0.0.1\","
         "\"sport\":80,\"dport\":40000,\"dir\":\"s2c\",\"bytes\":17,\"sha256\":\"" SHA_HTTP_200
-        "\",\"file\":\"streams/1-s2c.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\"}\n"
+        "\",\"file\":\"streams/1-s2c.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[]}\n"
         "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"src\":\"2001:db8::1\",\"dst\":\"fe80::1:2\","
         "\"sport\":5555,\"dport\":443,\"dir\":\"c2s\",\"bytes\":3,\"sha256\":\"" SHA_ABC
-        "\",\"file\":\"streams/2-c2s.bin\",\"complete\":null,\"uid\":2,\"close\":\"flushed\"}\n"
+        "\",\"file\":\"streams/2-c2s.bin\",\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n"
         "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"src\":\"fe80::1:2\",\"dst\":\"2001:db8::1\","
         "\"sport\":443,\"dport\":5555,\"dir\":\"s2c\",\"bytes\":0,\"sha256\":\"" SHA_EMPTY
-        "\",\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\"}\n";
+        "\",\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n";
     assert_string_equal(flows, want);
     free(flows);
 
@@ -397,7 +405,8 @@ static void test_streams(void **state)
     free(s);
     s = fs_read(dir, "streams.json", NULL);
     assert_string_equal(s, "{\"flows\":3,\"directions\":6,\"bytes\":31,\"noflow_calls\":2,"
-                           "\"noflow_bytes\":2,\"noflow_file\":\"streams/noflow.bin\"}\n");
+                           "\"noflow_bytes\":2,\"noflow_file\":\"streams/noflow.bin\","
+                           "\"gaps\":2,\"gap_bytes\":12}\n");
     free(s);
     fs_rm_tree(dir);
 }

@@ -861,17 +861,22 @@ static void test_gap_skipping(void **state)
     rg_seq_win w = {45, 1000};
     rg_seq_insert(&s, &CFG_FIRST0, 50, st + 50, 10, 10, &w, 0, NULL);
     assert_true(rg_seq_pending(&s));
+    /* both holes are settled for a virtual condition already */
+    assert_true(rg_seq_ready_upto(&s, 60));
+    assert_false(rg_seq_ready_upto(&s, 61));
     rg_seq_res r = {0};
     rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST0, &r);
+    /* gap recovery: both holes in one call, the bytes around them joined */
     assert_true(r.flags & RG_SEQ_EV_GAP);
-    assert_int_equal(r.gap_bytes, 10);
-    assert_int_equal(b.len, 10);
+    assert_int_equal(r.gap_bytes, 20);
+    assert_int_equal(r.ngaps, 2);
+    assert_int_equal(r.gaps[0].start, 10);
+    assert_int_equal(r.gaps[0].end, 20);
+    assert_int_equal(r.gaps[1].start, 30);
+    assert_int_equal(r.gaps[1].end, 40);
+    assert_int_equal(b.len, 30);
     assert_memory_equal(b.ptr, st + 20, 10);
-    memset(&r, 0, sizeof r);
-    b = rg_seq_assemble(&s, &CFG_FIRST0, &r);
-    assert_int_equal(r.gap_bytes, 10);
-    assert_int_equal(b.len, 20); /* [40,60) merged */
-    assert_memory_equal(b.ptr, st + 40, 20);
+    assert_memory_equal(b.ptr + 10, st + 40, 20); /* [40,60) merged */
     assert_false(rg_seq_pending(&s));
     assert_false(s.flags & RG_SEQF_FLOOR);
     /* an acknowledgment beyond every byte seen is not trusted (bogus or
@@ -903,17 +908,76 @@ static void test_gap_skipping(void **state)
     assert_int_equal(r.gap_bytes, 0);
     assert_int_equal(b.len, 10);
     assert_int_equal(rg_seq_next(&s), 120);
+    /* the end of an instance: rg_seq_flush skips every hole up to the last
+     * byte seen, even with no acknowledgment past it */
+    rg_seq_insert(&s, &CFG_FIRST0, 125, st + 125, 3, 3, NULL, 0, NULL);
+    assert_false(rg_seq_pending(&s));
+    assert_true(rg_seq_flush(&s));
+    memset(&r, 0, sizeof r);
+    b = rg_seq_assemble(&s, &CFG_FIRST0, &r);
+    assert_int_equal(r.ngaps, 1);
+    assert_int_equal(r.gaps[0].start, 120);
+    assert_int_equal(r.gaps[0].end, 125);
+    assert_int_equal(b.len, 3);
+    assert_memory_equal(b.ptr, st + 125, 3);
+    assert_false(rg_seq_flush(&s)); /* nothing left */
     /* skipping never passes the end marker */
     rg_seq_insert(&s, &CFG_FIRST0, 130, NULL, 0, 1, NULL, 0, NULL); /* FIN at 130 */
     w.left = 131;                                                   /* the FIN acknowledged */
-    rg_seq_insert(&s, &CFG_FIRST0, 120, NULL, 0, 0, &w, 0, NULL);
+    rg_seq_insert(&s, &CFG_FIRST0, 128, NULL, 0, 0, &w, 0, NULL);
     memset(&r, 0, sizeof r);
     while (rg_seq_pending(&s))
         (void)rg_seq_assemble(&s, &CFG_FIRST0, &r);
-    assert_int_equal(r.gap_bytes, 10);
+    assert_int_equal(r.gap_bytes, 2);
     assert_true(rg_seq_done(&s));
     assert_int_equal(rg_seq_next(&s), 131);
     free(k.buf);
+    rg_seq_free(&s);
+    free(st);
+}
+
+/* gap recovery: a hole that holds a full buffer is skipped (byte cap, then
+ * block cap) */
+static void test_gap_full_buffer(void **state)
+{
+    (void)state;
+    uint8_t *st = make_stream(400);
+    static const rg_seq_cfg small = {.policy = RG_SEQ_FIRST, .buffer_data = 1, .zero_based = 1,
+                                     .max_bytes = 100, .max_blocks = 3};
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res r = {0};
+    ins(&s, &small, 0, st, 10, NULL);
+    (void)rg_seq_assemble(&s, &small, NULL);
+    ins(&s, &small, 20, st + 20, 40, NULL); /* [10,20) lost */
+    assert_false(rg_seq_pending(&s));
+    ins(&s, &small, 60, st + 60, 70, &r); /* only [60,110) fits the 100-byte span */
+    assert_true(r.flags & RG_SEQ_EV_BUFFER_FULL);
+    assert_int_equal(r.cap_bytes, 20);
+    assert_true(rg_seq_pending(&s));
+    memset(&r, 0, sizeof r);
+    rg_bytes b = rg_seq_assemble(&s, &small, &r);
+    assert_int_equal(r.ngaps, 1);
+    assert_int_equal(r.gaps[0].start, 10);
+    assert_int_equal(r.gaps[0].end, 20);
+    assert_int_equal(b.len, 90);
+    assert_memory_equal(b.ptr, st + 20, 90);
+    /* block cap: three blocks behind a hole, a fourth is refused */
+    ins(&s, &small, 120, st + 120, 5, NULL);
+    ins(&s, &small, 130, st + 130, 5, NULL);
+    ins(&s, &small, 140, st + 140, 5, NULL);
+    memset(&r, 0, sizeof r);
+    ins(&s, &small, 150, st + 150, 5, &r);
+    assert_true(r.flags & RG_SEQ_EV_BUFFER_FULL);
+    memset(&r, 0, sizeof r);
+    b = rg_seq_assemble(&s, &small, &r);
+    assert_int_equal(r.ngaps, 3);
+    assert_int_equal(r.gap_bytes, 20);
+    assert_int_equal(b.len, 15);
+    assert_memory_equal(b.ptr, st + 120, 5);
+    assert_memory_equal(b.ptr + 5, st + 130, 5);
+    assert_memory_equal(b.ptr + 10, st + 140, 5);
+    assert_int_equal(rg_seq_next(&s), 145);
     rg_seq_free(&s);
     free(st);
 }
@@ -1115,6 +1179,25 @@ static uint8_t abs_pat(uint32_t x)
     return (uint8_t)(x * 7u + (x >> 8) + (x >> 16));
 }
 
+/* gap recovery: an assembled view is the bytes from n0 on with the holes of
+ * r->gaps cut out; the holes add up to r->gap_bytes. */
+static void check_gapped(uint64_t seed, rg_bytes b, uint32_t n0, const rg_seq_res *r)
+{
+    uint32_t x = n0, g = 0, skipped = 0;
+    for (uint32_t i = 0; i <= b.len; i++) {
+        while (g < r->ngaps && x == r->gaps[g].start) {
+            skipped += r->gaps[g].end - r->gaps[g].start;
+            x = r->gaps[g++].end;
+        }
+        if (i == b.len) break;
+        if (b.ptr[i] != abs_pat(x))
+            fail_msg("seed %llu: byte %u of %zu", (unsigned long long)seed, i, b.len);
+        x++;
+    }
+    assert_int_equal(g, r->ngaps);
+    assert_int_equal(skipped, r->gap_bytes);
+}
+
 static void stress_run(uint64_t seed)
 {
     rg_rng rng = {seed};
@@ -1183,9 +1266,7 @@ static void stress_run(uint64_t seed)
             uint32_t start = n0 + ar.gap_bytes;
             if (cfg.buffer_data) {
                 assert_int_equal(b.len, ar.adv_bytes);
-                for (uint32_t i = 0; i < b.len; i++)
-                    if (b.ptr[i] != abs_pat(start + i))
-                        fail_msg("seed %llu: byte %u of %zu", (unsigned long long)seed, i, b.len);
+                check_gapped(seed, b, n0, &ar);
             } else {
                 assert_int_equal(b.len, 0);
             }
@@ -1208,8 +1289,7 @@ static void stress_run(uint64_t seed)
         rg_seq_res ar = {0};
         uint32_t n0 = s.next;
         rg_bytes b = rg_seq_assemble(&s, &cfg, &ar);
-        for (uint32_t i = 0; i < b.len; i++)
-            assert_int_equal(b.ptr[i], abs_pat(n0 + ar.gap_bytes + i));
+        check_gapped(seed, b, n0, &ar);
         delivered += ar.adv_bytes;
     }
     assert_true(delivered > 0);
@@ -1691,6 +1771,7 @@ int main(void)
         cmocka_unit_test(test_fragments_end_marker),
         cmocka_unit_test(test_window_right_edge),
         cmocka_unit_test(test_gap_skipping),
+        cmocka_unit_test(test_gap_full_buffer),
         cmocka_unit_test(test_metadata_only),
         cmocka_unit_test(test_fast_equals_slow),
         cmocka_unit_test(test_random_model),

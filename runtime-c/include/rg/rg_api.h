@@ -144,6 +144,18 @@ typedef struct rg_obs {
     void (*on_packet)(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns);
     /* an instance ends; complete = its PSM saw the setup transitions and reached accept */
     void (*on_close)(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns);
+    /* ---- gap recovery ----
+     * direction dir of f skipped a hole of len bytes the capture lost, at
+     * sequence number seq (the layer's `meta` numbering, modulo 2^32).  It
+     * lies after the first `at` bytes of the data that the sequence delivers
+     * next (the sdu of this assemble, which the handlers receive after the
+     * gaps were reported; at == its length for a hole at its end).  Several
+     * holes of one assemble come in order, each `at` counting data bytes
+     * only.  Reported when delivery resumes after the hole: the receiver
+     * acknowledged bytes past it, or the instance ended (then from inside the
+     * close, before on_close). */
+    void (*on_gap)(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                   uint32_t at, uint64_t ts_ns);
 } rg_obs;
 
 /* ---- contexts ---- */

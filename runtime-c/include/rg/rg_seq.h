@@ -21,8 +21,10 @@
  *             occupy [seq + len, seq + takeup).  Data past the end marker is
  *             dropped.  A data-less phantom at next before any other byte
  *             (a SYN) just advances next.
- *   floor     ACK-driven gap skipping: a window left edge past next lets
- *             assemble skip the hole in front of next.
+ *   floor     gap recovery: a window left edge past next (the receiver
+ *             acknowledged bytes the capture lost) lets assemble skip every
+ *             hole before it; rg_seq_flush skips every hole at the end of an
+ *             instance's life.
  *
  * Insert (rg_seq_insert) never keeps the caller's pointer unless
  * RG_SEQ_BORROW is passed; flags and byte counts are added into an
@@ -42,7 +44,11 @@
  *     (both RG_SEQ_EV_BUFFER_FULL).
  * Assemble (rg_seq_assemble) returns the contiguous bytes at next (pointer
  * valid until the next call on this sequence) and advances next; when next
- * reaches the end marker it also consumes the phantom bytes.  With
+ * reaches the end marker it also consumes the phantom bytes.  With gap
+ * skipping armed it skips every hole before the floor at once: the view is
+ * the buffered bytes up to the floor (and the contiguous run after it), the
+ * holes cut out, and res.gaps lists the holes ([start, end) sequence
+ * numbers).  With
  * cfg.buffer_data == 0 only offsets are tracked and the returned view is
  * empty (never NULL); res.adv_bytes says how far next moved.
  *
@@ -105,6 +111,10 @@ typedef struct rg_seq_res {
     uint32_t cap_bytes; /* dropped: caps / memory */
     uint32_t gap_bytes; /* skipped by assemble */
     uint32_t adv_bytes; /* data bytes delivered by assemble (also without buffering) */
+    /* ---- gap recovery: the holes assemble skipped, in order (valid until the
+     * next call on the sequence; added to by every assemble with the same res) */
+    uint32_t ngaps;
+    const struct rg_seq_blk *gaps;
 } rg_seq_res;
 
 typedef struct rg_seq_blk {
@@ -118,7 +128,10 @@ typedef struct rg_seq_store {
     uint32_t blk_cap;
     uint32_t buf_seq; /* sequence number of data[0] */
     uint32_t buf_cap; /* bytes allocated in data */
-    uint32_t pad_;
+    /* gap recovery: the holes skipped by the assemble calls of one packet */
+    uint32_t ngap;
+    uint32_t gap_cap;
+    rg_seq_blk *gap;
 } rg_seq_store;
 
 /* Internal flags (rg_seq.flags). */
@@ -288,12 +301,13 @@ uint32_t rg_seq_buffered(const rg_seq *s);
 int rg_seq_ready(const rg_seq *s);
 /* Every byte from the start of the sequence up to upto (exclusive; capped at
  * the end marker) was delivered or is buffered contiguously at next: the
- * "no hole" half of a virtual condition.  0 before the first insert. */
+ * "no hole" half of a virtual condition.  A hole that gap skipping will
+ * skip (before the floor) counts as settled.  0 before the first insert. */
 RG_INLINE int rg_seq_ready_upto(const rg_seq *s, uint32_t upto)
 {
     const uint32_t f = s->flags;
     if (!(f & RG_SEQF_INIT)) return 0;
-    if (RG_UNLIKELY(s->nblk != 0)) return rg_seq__ready_upto(s, upto);
+    if (RG_UNLIKELY(s->nblk != 0 || (f & RG_SEQF_FLOOR))) return rg_seq__ready_upto(s, upto);
     /* Phantom bytes (a FIN) are never present: the data ends at the marker. */
     if ((f & RG_SEQF_END) && rg_sdiff(upto, s->end) > 0) upto = s->end;
     return rg_sdiff(s->next + s->borrow_len, upto) >= 0;
@@ -310,6 +324,13 @@ RG_INLINE int rg_seq_done(const rg_seq *s)
 }
 /* rg_seq_assemble would return data or skip a hole now. */
 int rg_seq_pending(const rg_seq *s);
+
+/* Gap recovery at the end of an instance's life (or whenever the caller
+ * knows no byte before the last one seen will come): arm gap skipping up to
+ * the highest sequence number seen (the end marker's phantom bytes
+ * included), so that the next assemble delivers everything buffered with
+ * the holes skipped.  Returns rg_seq_pending(s). */
+int rg_seq_flush(rg_seq *s);
 
 /* ---- fast forward ---- */
 
