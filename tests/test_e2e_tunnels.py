@@ -196,3 +196,24 @@ def test_udp_reference_keys_match_flow_key() -> None:
     # normalises them; IPv6 addresses in tshark's -n output are already in that form
     _, src, sport, _, _ = flow_key("udp", "2001:db8::1", 53, "10.0.0.1", 9)
     assert (src, sport) == ("2001:db8::1", 53)
+
+
+def test_tutorial_vxlan_recipe_matches_tshark(tmp_path: Path) -> None:
+    """docs/tutorial.md's "add an encapsulation" recipe: tcp_ip + VXLAN in a few lines of
+    `extends:`, built and compared with tshark on vxlan-http.pcap like tcp_ip_tunnels."""
+    if not tshark_available():
+        pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
+    pcap = TRACES / "vxlan-http.pcap"
+    if not pcap.is_file():
+        pytest.skip(f"vxlan-http.pcap is not in {TRACES}")
+    recipe = REPO / "docs" / "tutorial" / "tcp_ip_vxlan.yaml"
+    run = run_stack(pcap, tmp_path / "out", stack=recipe)
+    assert run.returncode == 0, run.describe()
+    streams = reference_streams(pcap)
+    tcp = tuple(s for s in streams if s.proto == "tcp")
+    problems, totals = compare("vxlan-http.pcap", only(run, "tcp"), tcp)
+    udp_problems, n_dirs, _ = compare_udp("vxlan-http.pcap", run, udp_reference(pcap))
+    assert not problems + udp_problems, problems + udp_problems
+    assert totals.directions == 2 and n_dirs == 2  # the inner HTTP connection, the outer UDP flow
+    inner = [r for r in run.records() if r["layer"] == "inner_tcp"]
+    assert sum(r["bytes"] for r in inner) == totals.bytes > 0
