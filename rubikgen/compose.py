@@ -256,6 +256,10 @@ def _remove(st: Stack, own: SourceMap, parts: _Parts, diags: list[Diagnostic]) -
         # The edges into and out of a removed layer and its handlers cannot stand on their own.
         parts.edges = [(e, loc) for e, loc in parts.edges if n not in (e.from_, e.to)]
         parts.handlers = {h: v for h, v in parts.handlers.items() if v[0].layer != n}
+        for sn, (sub, loc) in list(parts.subtrees.items()):
+            if n in sub.layers:
+                rest = [x for x in sub.layers if x != n]
+                parts.subtrees[sn] = (sub.model_copy(update={"layers": rest}), loc)
     for j, ref in enumerate(rm.edges):
         keep = [(e, loc) for e, loc in parts.edges if (e.from_, e.to) != (ref.from_, ref.to)]
         if len(keep) == len(parts.edges):

@@ -90,6 +90,7 @@ def test_remove_and_override(tmp_path: Path) -> None:
     st = ws.docs[str(f)].model
     assert isinstance(st, Stack)
     assert "arp" not in st.layers and all("arp" not in (e.from_, e.to) for e in st.edges)
+    assert "arp" not in st.subtrees["ethernet"].layers
     assert ("sll", "vlan") not in [(e.from_, e.to) for e in st.edges]
     assert "udp6_data" not in st.handlers and "udp_data" in st.handlers
     assert isinstance(st.entry, dict) and "sll2" not in st.entry and "ethernet" in st.entry

@@ -118,7 +118,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """protocols/ holds the stock protocols and the reference's `demo`; stacks/ is beside it."""
     root = tmp_path_factory.mktemp("reference")
     shutil.copytree(ROOT / "specs" / "protocols", root / "protocols")
-    (root / "stacks").mkdir()
+    shutil.copytree(ROOT / "specs" / "stacks", root / "stacks")  # bases to extend
     demo = next(b for b in REF_BLOCKS if b.first.startswith("protocol: demo"))
     (root / "protocols" / "demo.yaml").write_text(demo.text, encoding="utf-8")
     return root
