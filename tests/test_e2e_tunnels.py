@@ -15,7 +15,10 @@ capture below:
 - every stream tshark sees (also those without a handshake, e.g. a midstream capture) must have
   a flow of the stack between the same endpoints: the stack parsed through the tunnel to it.
 
-The stack is built once; the runs share the build.
+The same comparison runs on crafted captures (tests/tunnel_captures.py, written with scapy,
+dissected by tshark) for what no real capture carries: Geneve, GRE with IPv4, IPv6 and
+transparent Ethernet bridging, 4in4, 6in6, an MPLS label stack, PPPoE/IPv6 under 802.1ad, VXLAN
+over IPv6. The stack is built once; the runs share the build.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tunnel_captures
 from oracle import TRACES, Stream, encapsulations, reference_streams, tshark_available
 from test_e2e_tshark import _endpoints, compare, our_flows
 
@@ -196,6 +200,31 @@ def test_udp_reference_keys_match_flow_key() -> None:
     # normalises them; IPv6 addresses in tshark's -n output are already in that form
     _, src, sport, _, _ = flow_key("udp", "2001:db8::1", 53, "10.0.0.1", 9)
     assert (src, sport) == ("2001:db8::1", 53)
+
+
+@pytest.mark.parametrize("name", sorted(tunnel_captures.WRAPS))
+def test_tunnels_stack_on_crafted_captures(
+    name: str, runs: Callable[[str], Run], tmp_path: Path
+) -> None:
+    """The encapsulations no real capture carries (tests/tunnel_captures.py), against tshark:
+    the inner TCP connection (handshake, both directions) and the inner UDP exchange must be
+    delivered exactly, and the outer UDP flows of UDP tunnels too."""
+    pcap = tunnel_captures.write(name, tmp_path)
+    run = run_stack(pcap, tmp_path / "out", stack=STACK)
+    assert run.returncode == 0, run.describe()
+    streams = reference_streams(pcap)
+    assert [(s.proto, s.c2s.flow.handshake) for s in streams if s.proto == "tcp"] == [("tcp", True)]
+    tcp = tuple(s for s in streams if s.proto == "tcp")
+    problems, totals = compare(name, only(run, "tcp"), tcp)
+    udp_problems, n_dirs, n_bytes = compare_udp(name, run, udp_reference(pcap))
+    assert not problems + udp_problems, problems + udp_problems
+    assert totals.directions == 2 and totals.bytes > 1000
+    # the UDP exchange inside the tunnel (below IP for MPLS and PPPoE, an inner_ layer else)
+    inner_udp = [r for r in run.records() if {r["sport"], r["dport"]} == {53, 33333}]
+    assert sum(r["bytes"] for r in inner_udp) == len(b"ping over udp") + len(
+        b"pong over udp, longer"
+    )
+    assert n_dirs >= 2
 
 
 def test_tutorial_vxlan_recipe_matches_tshark(tmp_path: Path) -> None:
