@@ -181,3 +181,16 @@ def test_schema_covers_the_new_keys(key: str) -> None:
 
     schema = json.loads((ROOT / "schema" / "stack.schema.json").read_text())
     assert key in schema["properties"]
+
+
+def test_missing_base_and_build_inputs(tmp_path: Path) -> None:
+    from rubikgen.build import spec_files
+
+    f = write(tmp_path, "m.yaml", "stack: m\nextends: nosuch.yaml\n")
+    _, diags = check(f)
+    assert [(d[0], d[1], d[2], d[3]) for d in diags] == [("error", "m.yaml", 2, 10)]
+    assert "not found" in diags[0][4]
+    # a change to the base stack makes an extending stack's build stale
+    files = {p.resolve() for p in spec_files(TUNNELS)}
+    assert (STACKS / "tcp_ip.yaml").resolve() in files
+    assert (STACKS.parent / "protocols" / "vxlan.yaml").resolve() in files
