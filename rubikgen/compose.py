@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rubikgen.diagnostics import Diagnostic
-from rubikgen.models.stack import Edge, Handler, LayerInst, Stack, Subtree
+from rubikgen.models.stack import Edge, Graft, Handler, LayerInst, Stack, Subtree
 from rubikgen.source import Path, Pos, SourceMap
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def compose(ws: Workspace, doc: Document) -> None:
         if sum(d.severity == "error" for d in diags) > n_errors:
             doc.model = None
             return
-        if not st.graft:
+        if not st.graft and not st.subtrees:
             return
         parts = _parts(st, own)
     else:
@@ -227,6 +227,10 @@ def compose(ws: Workspace, doc: Document) -> None:
             parts.subtrees[n] = (s, (own, ("subtrees", n)))
     for i, g in enumerate(st.graft):
         _graft(parts, own, ("graft", i), g, diags)
+    for sname, (sub, (ssm, spath)) in parts.subtrees.items():
+        for j, n in enumerate(sub.layers):
+            if n not in parts.layers:
+                diags.append(_unknown_in_subtree(sname, n, ssm, spath + ("layers", j), parts))
     if sum(d.severity == "error" for d in diags) > n_errors:
         doc.model = None
         return
@@ -277,9 +281,7 @@ def _remove(st: Stack, own: SourceMap, parts: _Parts, diags: list[Diagnostic]) -
                 del table[n]
 
 
-def _graft(
-    parts: _Parts, own: SourceMap, gp: Path, g: Any, diags: list[Diagnostic]
-) -> None:  # g: Graft
+def _graft(parts: _Parts, own: SourceMap, gp: Path, g: Graft, diags: list[Diagnostic]) -> None:
     if g.subtree not in parts.subtrees:
         diags.append(
             own.diag(
@@ -307,18 +309,9 @@ def _graft(
         return
     sub, (ssm, spath) = parts.subtrees[g.subtree]
     group: list[str] = []
-    for j, n in enumerate(sub.layers):
-        if n not in parts.layers:
-            diags.append(
-                ssm.diag(
-                    "RG052",
-                    f"subtree '{g.subtree}' names unknown layer '{n}'",
-                    spath + ("layers", j),
-                    hint=_dym(n, parts.layers),
-                )
-            )
-        else:
-            group.append(n)
+    for n in sub.layers:
+        if n in parts.layers:
+            group.append(n)  # unknown names are reported once, after every graft
     ren = {n: g.prefix + n for n in group}
     clash = [ren[n] for n in group if ren[n] in parts.layers]
     hren = {h: g.prefix + h for h, (hd, _) in parts.handlers.items() if hd.layer in ren}
@@ -356,6 +349,14 @@ def _graft(
             ),
             loc,
         )
+
+
+def _unknown_in_subtree(
+    sname: str, n: str, ssm: SourceMap, path: Path, parts: _Parts
+) -> Diagnostic:
+    return ssm.diag(
+        "RG052", f"subtree '{sname}' names unknown layer '{n}'", path, hint=_dym(n, parts.layers)
+    )
 
 
 def _finish(doc: Document, st: Stack, own: SourceMap, parts: _Parts) -> None:

@@ -194,3 +194,17 @@ def test_missing_base_and_build_inputs(tmp_path: Path) -> None:
     files = {p.resolve() for p in spec_files(TUNNELS)}
     assert (STACKS / "tcp_ip.yaml").resolve() in files
     assert (STACKS.parent / "protocols" / "vxlan.yaml").resolve() in files
+
+
+def test_subtree_layers_are_checked_without_graft(tmp_path: Path) -> None:
+    protos = STACKS.parent / "protocols"
+    f = write(
+        tmp_path,
+        "p.yaml",
+        f"stack: p\nentry: eth\nlayers:\n  eth: {{protocol: {protos / 'eth.yaml'}}}\n"
+        "subtrees:\n  g: {layers: [eth, ehh]}\n",
+    )
+    _, diags = check(f)
+    assert [(d[0], d[2], d[3], d[4]) for d in diags] == [
+        ("error", 6, 21, "subtree 'g' names unknown layer 'ehh'")
+    ]
