@@ -48,6 +48,8 @@ class ComposedMap(SourceMap):
         super().__init__(own.file, own.values, own.keys, own.text, own.reported)
         self.own = own
         self.links: dict[Path, Loc] = {}
+        # (subtree, prefix, layers of the copy) per graft, for drawings
+        self.grafts: list[tuple[str, str, list[str]]] = []
 
     def locate(self, path: Path) -> tuple[SourceMap, Path]:
         p = tuple(path)
@@ -91,6 +93,7 @@ class _Parts:
     handlers: dict[str, tuple[Handler, Loc]] = field(default_factory=dict)
     entry: dict[str, tuple[str, Loc]] = field(default_factory=dict)  # '*' = every link type
     subtrees: dict[str, tuple[Subtree, Loc]] = field(default_factory=dict)
+    grafts: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
 
 def _parts(st: Stack, smap: SourceMap) -> _Parts:
@@ -207,6 +210,8 @@ def compose(ws: Workspace, doc: Document) -> None:
         doc.sources += [s for s in bdoc.sources if s not in doc.sources]
         bst: Stack = bdoc.model  # type: ignore[assignment]
         parts = _parts(bst, bdoc.smap)
+        if isinstance(bdoc.smap, ComposedMap):
+            parts.grafts += bdoc.smap.grafts
         bdir, mydir = os.path.dirname(bdoc.abspath), os.path.dirname(doc.abspath)
         parts.layers = {n: (_rebase(li, bdir, mydir), loc) for n, (li, loc) in parts.layers.items()}
         _remove(st, own, parts, diags)
@@ -328,6 +333,7 @@ def _graft(parts: _Parts, own: SourceMap, gp: Path, g: Graft, diags: list[Diagno
             )
         )
         return
+    parts.grafts.append((g.subtree, g.prefix, [ren[n] for n in group]))
     for n in group:
         layer, loc = parts.layers[n]
         args = {p: ren.get(t, t) for p, t in layer.args.items()}
@@ -361,6 +367,7 @@ def _unknown_in_subtree(
 
 def _finish(doc: Document, st: Stack, own: SourceMap, parts: _Parts) -> None:
     cmap = ComposedMap(own)
+    cmap.grafts = [(s, p, [n for n in ls if n in parts.layers]) for s, p, ls in parts.grafts]
     for n, (_, loc) in parts.layers.items():
         cmap.links[("layers", n)] = loc
     for i, (_, loc) in enumerate(parts.edges):

@@ -26,11 +26,27 @@ def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
         '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
     ]
+    # Grafted copies of a subtree (stack composition) are drawn as one labelled cluster.
+    cluster_of: dict[str, int] = {}
+    grafts = getattr(doc.smap, "grafts", [])
+    for k, (_, _, names) in enumerate(grafts):
+        for n in names:
+            cluster_of.setdefault(n, k)
+    node_lines: dict[int, list[str]] = {}
     for lname in st.layers:
         proto = info.layers[lname].protocol.name if info and lname in info.layers else "?"
         label = lname if proto == lname else f"{lname}\n({proto})"
         extra = ", penwidth=2" if lname in entries_of(st.entry).values() else ""
-        lines.append(f"  {_q(lname)} [label={_q(label)}{extra}];")
+        node_lines.setdefault(cluster_of.get(lname, -1), []).append(
+            f"  {_q(lname)} [label={_q(label)}{extra}];"
+        )
+    lines += node_lines.pop(-1, [])
+    for k, body in node_lines.items():
+        sub, prefix, _ = grafts[k]
+        lines.append(f"  subgraph {_q(f'cluster_graft{k}')} {{")
+        lines.append(f"    label={_q(f'graft: subtree {sub}, prefix {prefix}')}; style=dashed;")
+        lines += ["  " + ln for ln in body]
+        lines.append("  }")
     for lst in (info.children if info else {}).values():
         for rank, (_, e) in enumerate(lst, start=1):
             label = expr_text(e.when) if e.when is not None else "always"

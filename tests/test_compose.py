@@ -7,6 +7,7 @@ names both files in its spec comments.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -173,6 +174,13 @@ def test_graph_shows_the_composed_tree() -> None:
     ).stdout
     for edge in ('"vxlan" -> "inner_eth"', '"inner_ip" -> "inner_tcp"', '"udp" -> "vxlan"'):
         assert edge in out
+    # the grafted copy is one cluster holding exactly the copied layers
+    cluster = out.split('subgraph "cluster_graft0" {', 1)[1].split("  }", 1)[0]
+    assert "graft: subtree ethernet, prefix inner_" in cluster
+    names = set(re.findall(r'^\s+"(\w+)" \[label=', cluster, re.M))
+    assert names == {
+        f"inner_{n}" for n in ("eth", "vlan", "arp", "ip", "ipv6", "tcp", "udp", "tcp6", "udp6")
+    }
 
 
 @pytest.mark.parametrize("key", ["extends", "graft", "remove", "subtrees"])
