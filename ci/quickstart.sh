@@ -4,7 +4,12 @@
 # `streams` network function, and show what it found.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/setup.sh
+# Setup only when something is missing (ci/setup.sh --check runs no apt, pip or compiler).
+if bash ci/setup.sh --check >/dev/null; then
+  echo "quickstart: everything is installed; setup skipped (bash ci/setup.sh forces it)"
+else
+  bash ci/setup.sh
+fi
 PY=${PYTHON:-python3}
 $PY -m rubikgen validate specs/
 mkdir -p build

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs every system and Python dependency rubikgen needs on a fresh Debian machine.
 # Idempotent: packages already present are not fetched again.
+# `bash ci/setup.sh --check` installs nothing: it exits 0 when everything is present (system
+# packages, this checkout's Python package, built runtime libraries), 1 otherwise.
 set -euo pipefail
+CHECK=0
+[ "${1:-}" = "--check" ] && CHECK=1
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
@@ -13,10 +17,14 @@ APT_PACKAGES=(
 )
 
 missing=()
+# one dpkg-query for all packages: the quick path runs no apt at all
+mapfile -t status < <(dpkg-query -W -f='${Package} ${Status}\n' "${APT_PACKAGES[@]}" 2>/dev/null || true)
 for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  printf '%s\n' "${status[@]}" | grep -qx "$p install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]})); then
+if ((CHECK)); then
+  ((${#missing[@]} == 0)) || { echo "setup: missing ${missing[*]}"; exit 1; }
+elif ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "setup: installing ${missing[*]}"
@@ -30,6 +38,11 @@ PY=${PYTHON:-python3}
 HERE=$(pwd -P)
 # The installed package must be this checkout (another clone may have installed its own).
 installed=$(cd / && $PY -c 'import os, rubikgen, lark, hypothesis, tomli_w, jsonschema, scapy, build, wheel, pre_commit; print(os.path.dirname(os.path.dirname(os.path.realpath(rubikgen.__file__))))' 2>/dev/null || true)
+if ((CHECK)); then
+  [ "$installed" = "$HERE" ] || { echo "setup: the rubikgen package of this checkout is not installed"; exit 1; }
+  [ ! -f runtime-c/Makefile ] || make -s -q -C runtime-c lib || { echo "setup: runtime libraries to build"; exit 1; }
+  exit 0
+fi
 if [ "$installed" != "$HERE" ] || [ "${RUBIKGEN_REINSTALL:-}" = 1 ]; then
   echo "setup: installing the rubikgen Python package (editable) with test extras"
   $PY -m pip install -q --disable-pip-version-check -e '.[test]'

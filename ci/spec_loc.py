@@ -10,7 +10,7 @@ Counts, for every file in specs/protocols and specs/stacks:
 
 and, per stack, the totals over the stack file and every protocol file it uses (layers and,
 recursively, their parameters), next to upstream Rubik's measured non-blank total and the
-paper's Table II (REQUIREMENTS.md section 11).
+paper's Table II.
 
     python ci/spec_loc.py            # print the Markdown
     python ci/spec_loc.py --write    # refresh docs/spec-loc.md between its markers

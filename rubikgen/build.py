@@ -209,13 +209,15 @@ def compile_command(
 
 
 def spec_files(stack_path: str | os.PathLike[str]) -> list[Path]:
-    """The stack file and the protocol files its layers name (those that exist)."""
+    """The stack file, the stacks it extends and the protocol files its layers name (those that
+    exist)."""
     from rubikgen.models import Stack
     from rubikgen.workspace import Workspace
 
     path = Path(stack_path)
-    files = [path]
-    model = Workspace().load(str(path)).model
+    doc = Workspace().load(str(path))
+    files = [path] + [Path(s) for s in doc.sources[1:]]
+    model = doc.model
     if isinstance(model, Stack):
         base = os.path.dirname(os.path.abspath(path))
         files += [

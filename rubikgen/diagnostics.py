@@ -143,8 +143,18 @@ def render_github(d: Diagnostic) -> str:
     return f"::{kind} file={d.file},line={d.line},col={d.col},title={d.code}::{esc(msg)}"
 
 
+SEVERITY_ORDER = {"error": 0, "note": 1, "warning": 2}
+
+
+def errors_first(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """Errors, then notes, then warnings; each group in its given order (the real problem is
+    read first, not after pages of warnings)."""
+    return sorted(diags, key=lambda d: SEVERITY_ORDER.get(d.severity, 3))
+
+
 def render(diags: list[Diagnostic], sources: SourceCache, fmt: str, stream=None) -> None:
     stream = stream or sys.stdout
+    diags = errors_first(diags)
     if fmt == "json":
         json.dump([d.to_dict() for d in diags], stream, indent=2)
         stream.write("\n")

@@ -26,11 +26,27 @@ def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
         '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
     ]
+    # Grafted copies of a subtree (stack composition) are drawn as one labelled cluster.
+    cluster_of: dict[str, int] = {}
+    grafts = getattr(doc.smap, "grafts", [])
+    for k, (_, _, names) in enumerate(grafts):
+        for n in names:
+            cluster_of.setdefault(n, k)
+    node_lines: dict[int, list[str]] = {}
     for lname in st.layers:
         proto = info.layers[lname].protocol.name if info and lname in info.layers else "?"
         label = lname if proto == lname else f"{lname}\n({proto})"
         extra = ", penwidth=2" if lname in entries_of(st.entry).values() else ""
-        lines.append(f"  {_q(lname)} [label={_q(label)}{extra}];")
+        node_lines.setdefault(cluster_of.get(lname, -1), []).append(
+            f"  {_q(lname)} [label={_q(label)}{extra}];"
+        )
+    lines += node_lines.pop(-1, [])
+    for k, body in node_lines.items():
+        sub, prefix, _ = grafts[k]
+        lines.append(f"  subgraph {_q(f'cluster_graft{k}')} {{")
+        lines.append(f"    label={_q(f'graft: subtree {sub}, prefix {prefix}')}; style=dashed;")
+        lines += ["  " + ln for ln in body]
+        lines.append("  }")
     for lst in (info.children if info else {}).values():
         for rank, (_, e) in enumerate(lst, start=1):
             label = expr_text(e.when) if e.when is not None else "always"
@@ -52,29 +68,83 @@ def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
     return "\n".join(lines) + "\n"
 
 
+GUARD_WIDTH = 30  # characters per line of a guard label
+
+
+def wrap_guard(text: str, width: int = GUARD_WIDTH) -> list[str]:
+    """A guard split into lines of about `width` characters, after a top-level '&&' or '||'
+    where possible (then after any space), so long conditions do not widen the drawing."""
+    parts: list[str] = []
+    depth = 0
+    cur = ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if depth == 0 and text.startswith((" && ", " || "), i):
+            parts.append(cur + text[i : i + 3])
+            cur = ""
+            i += 4
+            continue
+        cur += ch
+        i += 1
+    parts.append(cur)
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 1 + len(part) <= width:
+            lines[-1] += " " + part
+            continue
+        while len(part) > width and " " in part[:width]:
+            cut = part.rindex(" ", 0, width)
+            lines.append(part[:cut])
+            part = "  " + part[cut + 1 :]
+        lines.append(part)
+    return lines
+
+
 def psm_dot(info) -> str:  # type: ignore[no-untyped-def]
+    """A PSM as DOT, each transition drawn once: `from: "*"` leaves one 'any state' box, and a
+    transition with several sources joins them at a point before its one labelled edge."""
     psm = info.model.psm
     lines = [
         f"digraph {_q(info.name + '_psm')} {{",
-        "  rankdir=LR;",
-        '  node [shape=circle, fontname="Helvetica"];',
-        '  edge [fontname="Helvetica", fontsize=10];',
+        "  rankdir=TB; nodesep=0.3; ranksep=0.35;",
+        '  node [shape=ellipse, fontname="Helvetica", fontsize=11, margin="0.04,0.02"];',
+        '  edge [fontname="Helvetica", fontsize=9];',
         "  __start [shape=point];",
     ]
     start = psm.start[0] if isinstance(psm.start, list) and psm.start else psm.start
     for s in psm.states:
-        shape = "doublecircle" if s in psm.accept else "circle"
+        shape = "doubleoctagon" if s in psm.accept else "ellipse"
         lines.append(f"  {_q(s)} [shape={shape}];")
     if isinstance(start, str):
         lines.append(f"  __start -> {_q(start)};")
+    any_state = False
     for i, t in enumerate(psm.transitions, start=1):
-        srcs = (
-            psm.states if t.from_ == "*" else ([t.from_] if isinstance(t.from_, str) else t.from_)
-        )
         guard = expr_text(t.when) if t.when is not None else ""
-        label = f"{i}. {t.name}" + (f"\n[{guard}]" if guard else "")
+        rows = wrap_guard(guard) if guard else []
+        if rows:
+            rows[0] = "[" + rows[0]
+            rows[-1] += "]"
+        label = "\n".join([f"{i}. {t.name}", *rows])
+        tid = f"t{i}"
+        if t.from_ == "*":
+            if not any_state:
+                any_state = True
+                lines.append(
+                    '  "__any" [label="any state", shape=box, style="dashed,rounded", fontsize=9];'
+                )
+            lines.append(f'  "__any" -> {_q(t.to)} [label={_q(label)}];')
+            continue
+        srcs = [t.from_] if isinstance(t.from_, str) else list(t.from_)
+        if len(srcs) == 1:
+            lines.append(f"  {_q(srcs[0])} -> {_q(t.to)} [label={_q(label)}];")
+            continue
+        lines.append(f'  {_q(tid)} [shape=point, width=0.06, label=""];')
         for s in srcs:
-            lines.append(f"  {_q(s)} -> {_q(t.to)} [label={_q(label)}];")
+            lines.append(f"  {_q(s)} -> {_q(tid)} [arrowhead=none];")
+        lines.append(f"  {_q(tid)} -> {_q(t.to)} [label={_q(label)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

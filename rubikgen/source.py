@@ -293,6 +293,11 @@ class _Builder:
             problem = str(e.problem or e)
             if "could not determine a constructor for the tag" in problem:
                 tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+                if not tag.startswith("!!") and isinstance(node, yaml.ScalarNode):
+                    # `when: !header.syn` reads as tag '!header.syn': an expression, not a tag
+                    self.diags.append(self._bang(node))
+                    self.smap.reported.add(path)
+                    return None
                 self.diags.append(
                     self._d(
                         "RG001",
@@ -312,6 +317,16 @@ class _Builder:
             self.diags.append(self._d("RG006", f"invalid value: {e}", node, None))
             self.smap.reported.add(path)
             return None
+        if (
+            isinstance(node, yaml.ScalarNode)
+            and node.style is None
+            and (self.smap.text or "")[node.start_mark.index : node.start_mark.index + 1] == "!"
+            and str(node.tag) == "tag:yaml.org,2002:str"
+        ):
+            # `when: ! x` is YAML's non-specific tag: the '!' would silently vanish
+            self.diags.append(self._bang(node))
+            self.smap.reported.add(path)
+            return None
         if isinstance(value, (bytes, bytearray)):
             self.diags.append(
                 self._d(
@@ -325,6 +340,20 @@ class _Builder:
             return None
         return value
 
+    def _bang(self, node: yaml.Node) -> Diagnostic:
+        m = node.start_mark
+        lines = (self.smap.text or "").splitlines()
+        line = lines[m.line] if m.line < len(lines) else ""
+        return Diagnostic(
+            "RG001",
+            _must_quote("!"),
+            self.smap.file,
+            m.line + 1,
+            m.column + 1,
+            "error",
+            quote_hint(line, m.column),
+        )
+
     def _d(self, code: str, msg: str, node: yaml.Node, hint: str | None) -> Diagnostic:
         m, e = node.start_mark, node.end_mark
         end = e.column + 1 if e.line == m.line and e.column > m.column else None
@@ -335,6 +364,45 @@ class _TooBig(Exception):
     def __init__(self, msg: str, node: yaml.Node) -> None:
         super().__init__(msg)
         self.node = node
+
+
+def _value_text(line: str, col: int) -> str:
+    """The unquoted value starting at column col (0-based) of a source line: up to a comment,
+    or in flow style up to the ',', '}' or ']' that ends it (brackets of slices and parentheses
+    nest)."""
+    depth = 0
+    out = []
+    for i in range(col, len(line)):
+        ch = line[i]
+        if ch == "#" and i > col and line[i - 1] in " \t":
+            break
+        if ch in "([":
+            depth += 1
+        elif ch in ")]" and depth > 0:
+            depth -= 1
+        elif ch in ",}]" and depth == 0:
+            break
+        out.append(ch)
+    return "".join(out).strip()
+
+
+def quote_hint(line: str, col: int) -> str:
+    """Tell the user to quote the whole expression at column col, written out."""
+    value = _value_text(line, col)
+    key = re.search(r"([A-Za-z_][\w-]*)\s*:\s*$", line[:col])
+    quoted = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return (
+        f"quote the whole expression: {key.group(1) + ': ' if key else ''}{quoted}"
+        " ('!', '&' and '*' at the start of a YAML value begin a tag, an anchor or an alias)"
+    )
+
+
+_SCANNING = ("while scanning a tag", "while scanning an anchor", "while scanning an alias")
+
+
+def _must_quote(c: str) -> str:
+    kind = {"!": "a tag", "&": "an anchor", "*": "an alias"}.get(c, "a tag")
+    return f"an expression starting with '{c}' must be quoted: YAML reads '{c}' as {kind}"
 
 
 def _yaml_error(file: str, text: str, e: yaml.YAMLError) -> Diagnostic:
@@ -355,6 +423,26 @@ def _yaml_error(file: str, text: str, e: yaml.YAMLError) -> Diagnostic:
             "while scanning a quoted scalar": "quote",
         }.get(context)
     src_line = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
+    if context in _SCANNING and cmark is not None:
+        # `{when: !a && b}`: the expression is read as a tag or an anchor; point at its start
+        lines = text.splitlines()
+        cline = lines[cmark.line] if cmark.line < len(lines) else ""
+        start = cmark.column
+        # an anchor after a tag (`!a && b`): the expression starts at the first of them
+        while True:
+            m = re.search(r"([^\s,\[\]{}:]+)\s+$", cline[:start])
+            if m is None or m.group(1)[0] not in "!&*":
+                break
+            start = m.start(1)
+        return Diagnostic(
+            "RG001",
+            _must_quote(cline[start : start + 1] or "!"),
+            file,
+            cmark.line + 1,
+            start + 1,
+            "error",
+            quote_hint(cline, start),
+        )
     if isinstance(e, yaml.reader.ReaderError):
         msg = (
             f"not a text file: {e.reason} (byte 0x{e.character:02x})"

@@ -102,14 +102,16 @@ def stock_names(kind: str = "protocols") -> list[str]:
     return sorted(p.name for p in d.iterdir() if p.is_file()) if d.is_dir() else []
 
 
-def hint(ref: str, res: Resolved, relative_to: str) -> str:
-    """The hint of a reference that resolved nowhere: where it looked and what exists."""
+def hint(ref: str, res: Resolved, relative_to: str, kind: str = "protocols") -> str:
+    """The hint of a reference that resolved nowhere: where it looked and what exists (`kind`:
+    the stock library's folder the reference names a file of)."""
     looked = ", ".join(_shown(c) for c in res.looked) or "nowhere"
     if res.stock:
         name = os.path.basename(ref[len(STOCK) :])
-        near = difflib.get_close_matches(name, stock_names(), n=1)
+        names = stock_names(kind)
+        near = difflib.get_close_matches(name, names, n=1)
         dym = f"did you mean 'stock:{near[0]}'? " if near else ""
-        known = "" if near else f"; stock protocols: {', '.join(stock_names())}"
+        known = "" if near else f"; stock {kind}: {', '.join(names)}"
         return f"{dym}looked in: {looked}{known}"
     if os.path.isabs(ref):
         return f"looked in: {looked}"

@@ -35,6 +35,7 @@ class Document:
     info: Any = None  # ProtocolInfo for protocols
     stack_info: Any = None  # StackInfo for stacks
     checked: bool = False
+    sources: list[str] = field(default_factory=list)  # stack files composed into this one
 
 
 def display_path(p: str) -> str:
@@ -46,6 +47,7 @@ class Workspace:
     def __init__(self) -> None:
         self.docs: dict[str, Document] = {}
         self.sources = SourceCache()
+        self.loading: set[str] = set()  # stacks being composed (extends cycles)
 
     # -- loading ----------------------------------------------------------------------------
     def load(self, path: str) -> Document:
@@ -64,7 +66,11 @@ class Workspace:
             return doc
         self.sources.add(shown, text)
         loaded = load_text(shown, text)
-        doc = self._model(ap, loaded)
+        self.loading.add(ap)
+        try:
+            doc = self._model(ap, loaded)
+        finally:
+            self.loading.discard(ap)
         self.docs[ap] = doc
         return doc
 
@@ -115,7 +121,12 @@ class Workspace:
         except RecursionError:
             diags.append(smap.diag("RG009", "document nested too deeply", ()))
             return Document(shown, ap, kind, None, smap, diags)
-        return Document(shown, ap, kind, model, smap, diags)
+        doc = Document(shown, ap, kind, model, smap, diags, sources=[ap])
+        if kind == "stack":
+            from rubikgen.compose import compose
+
+            compose(self, doc)
+        return doc
 
     # -- protocols ----------------------------------------------------------------------------
     def protocol_info(self, path: str) -> Document:
@@ -216,8 +227,14 @@ class Workspace:
 
     def all_diagnostics(self) -> list[Diagnostic]:
         out: list[Diagnostic] = []
+        seen: set[tuple[str, int, int, str, str]] = set()
         for doc in self.docs.values():
-            out += doc.diags
+            for d in doc.diags:
+                # A base stack's element checked again as part of an extending stack.
+                k = (d.file, d.line, d.col, d.code, d.message)
+                if k not in seen:
+                    seen.add(k)
+                    out.append(d)
         out.sort(key=lambda d: (d.file, d.line, d.col, d.code))
         return out
 

@@ -29,6 +29,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -39,7 +40,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 REFERENCE = DOCS / "spec-language.md"
 TUTORIAL = DOCS / "tutorial.md"
-TUTORIAL_FILES = [DOCS / "tutorial" / "trp.yaml", DOCS / "tutorial" / "trp_stack.yaml"]
+TUTORIAL_FILES = [
+    DOCS / "tutorial" / "trp.yaml",
+    DOCS / "tutorial" / "trp_stack.yaml",
+    DOCS / "tutorial" / "tcp_ip_vxlan.yaml",
+]
 
 
 @dataclass
@@ -113,7 +118,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """protocols/ holds the stock protocols and the reference's `demo`; stacks/ is beside it."""
     root = tmp_path_factory.mktemp("reference")
     shutil.copytree(ROOT / "specs" / "protocols", root / "protocols")
-    (root / "stacks").mkdir()
+    shutil.copytree(ROOT / "specs" / "stacks", root / "stacks")  # bases to extend
     demo = next(b for b in REF_BLOCKS if b.first.startswith("protocol: demo"))
     (root / "protocols" / "demo.yaml").write_text(demo.text, encoding="utf-8")
     return root
@@ -367,3 +372,70 @@ def test_spec_loc_counts() -> None:
     assert c.nonblank == sum(1 for ln in text if ln.strip())
     assert c.code == sum(1 for ln in text if ln.strip() and not ln.lstrip().startswith("#"))
     assert 0 < c.doc < c.code
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/tutorial.md, steps 12-13: build, run, fill in the handlers
+
+
+CONSOLE = [b for b in TUT_BLOCKS if b.lang == "console"]
+
+
+@pytest.fixture(scope="module")
+def tutorial_run(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Block, Any]]:
+    """Runs every ```console command of the tutorial in order, in one copy of the repository's
+    specs/ and docs/tutorial/ (a build is reused by the next command, as a reader's would)."""
+    root = tmp_path_factory.mktemp("tutorial")
+    shutil.copytree(ROOT / "specs", root / "specs")
+    shutil.copytree(DOCS / "tutorial", root / "docs" / "tutorial")
+    out = []
+    for b in CONSOLE:
+        command = b.text.splitlines()[0]
+        assert command.startswith("$ rubikgen "), command
+        argv = shlex.split(command[2:])
+        r = subprocess.run(
+            [sys.executable, "-m", "rubikgen", *argv[1:]],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env=_env(),
+        )
+        out.append((b, r))
+    return [*out, (Block("dir", str(root), 0, ""), None)]
+
+
+def test_tutorial_builds_runs_and_fills_a_handler(tutorial_run: list[tuple[Block, Any]]) -> None:
+    assert [b.text.split()[1:3] for b in CONSOLE] == [
+        ["rubikgen", "build"],
+        ["rubikgen", "run"],
+    ], "the tutorial builds, then runs"
+    *runs, (root_block, _) = tutorial_run
+    root = Path(root_block.text)
+    for b, r in runs:
+        assert r.returncode == 0, f"docs line {b.line}: {r.stdout}{r.stderr}"
+        shown = b.text.splitlines()[1:]
+        # the handlers' lines come first; the summary after them is not shown
+        got = r.stdout.splitlines()[: len(shown)]
+        assert got == shown, f"docs line {b.line}: the output is now:\n{r.stdout}"
+    # the filled-in handler file defines exactly the functions of the generated stub
+    stub = (root / "build" / "trp_stack" / "trp_stack_handlers.c").read_text()
+    mine = (DOCS / "tutorial" / "trp_handlers.c").read_text()
+    protos = re.compile(r"^void \w+\(.*\)$", re.M)
+    assert protos.findall(stub) and protos.findall(stub) == protos.findall(mine)
+    # every C block is an excerpt of the stub or of the filled-in file
+    for b in (b for b in TUT_BLOCKS if b.lang == "c"):
+        part = _lines(b.text)
+        assert _is_excerpt(part, _lines(stub)) or _is_excerpt(part, _lines(mine)), b.line
+
+
+def test_tutorial_capture_is_what_its_script_writes(tmp_path: Path) -> None:
+    script = DOCS / "tutorial" / "make_trp_pcap.py"
+    shutil.copy(script, tmp_path / script.name)
+    subprocess.run([sys.executable, str(tmp_path / script.name)], check=True, capture_output=True)
+    assert (tmp_path / "trp.pcap").read_bytes() == (DOCS / "tutorial" / "trp.pcap").read_bytes()
+
+
+def test_tutorial_vxlan_recipe_is_short() -> None:
+    text = (DOCS / "tutorial" / "tcp_ip_vxlan.yaml").read_text()
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert len(lines) <= 15, "the 'add an encapsulation' recipe promises at most 15 lines"

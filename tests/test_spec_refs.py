@@ -166,3 +166,26 @@ def test_validate_still_reports_specs(
     assert main(["validate", "--format", "json", str(f)]) == 1
     got = json.loads(capsys.readouterr().out)
     assert (got[0]["code"], got[0]["line"]) == (code, line), got
+
+
+def test_extends_names_a_stock_stack(tmp_path: Path) -> None:
+    """`extends: stock:tcp_ip.yaml` composes the stock stack from any directory, and a wrong
+    stock stack name is RG007 at `extends`, suggesting the stock stack (not a protocol)."""
+    p = tmp_path / "vx.yaml"
+    p.write_text(
+        "stack: vx\n"
+        "extends: stock:tcp_ip.yaml\n"
+        "layers:\n"
+        "  vxlan: {protocol: stock:vxlan.yaml}\n"
+        "graft:\n"
+        "  - {subtree: ethernet, prefix: inner_}\n"
+        "edges:\n"
+        '  - {from: udp, to: vxlan, when: "header.dport == 4789"}\n'
+        "  - {from: vxlan, to: inner_eth}\n",
+        encoding="utf-8",
+    )
+    assert diags(p) == []
+    p.write_text(p.read_text().replace("stock:tcp_ip.yaml", "stock:tcp_ipx.yaml"))
+    (d,) = diags(p)
+    assert d[:3] == ("RG007", 2, 10)
+    assert "did you mean 'stock:tcp_ip.yaml'?" in d[4]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,9 @@ def ordered(model: Any) -> str:
 def test_toml_equals_yaml(spec: Path, tmp_path: Path) -> None:
     # rubikgen's loader keeps keys as written (PyYAML would turn a key `no:` into False).
     data = load_yaml(str(spec), spec.read_text()).data
-    toml_file = tmp_path / (spec.stem + ".toml")
+    # Beside a copy of the library, so paths relative to the file (extends:) resolve alike.
+    shutil.copytree(spec.parent.parent, tmp_path / "specs")
+    toml_file = tmp_path / "specs" / spec.parent.name / (spec.stem + ".toml")
     toml_file.write_text(to_toml(data))
     ws = Workspace()
     a = ws.load(str(spec))

@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 
 from rubikgen import __version__, resources
+from rubikgen.compose import locate
 from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import unparse
@@ -113,7 +114,7 @@ def generate(
     t1 = time.perf_counter()
     res = optimize(prog, opt_level, disable=disable, dump_after=dump_after)
     t2 = time.perf_counter()
-    files = [doc.abspath] + [li.protocol.file for li in doc.stack_info.layers.values()]
+    files = list(doc.sources) + [li.protocol.file for li in doc.stack_info.layers.values()]
     gen = CGen(prog, doc, spec_hash(files, opt_level), opt_level).render()
     gen.dumps = res.dumps
     if timings is not None:
@@ -177,7 +178,9 @@ class CGen:
         for hn, h in self.stack.handlers.items():
             lc = self.layers[h.layer]
             hc = HandlerC(hn, h.layer, self._arg_types(lc, h.args))
-            hc.src = f"{os.path.basename(self.doc.abspath)}:{smap.pos(('handlers', hn)).line}"
+            sm, q = locate(smap, ("handlers", hn))
+            rel = os.path.relpath(os.path.abspath(sm.file), os.path.dirname(self.doc.abspath))
+            hc.src = f"{rel}:{sm.pos(q).line}"
             hs[hn] = hc
         for lir in self.prog.layers.values():
             for hn, reasons in lir.lifecycle:

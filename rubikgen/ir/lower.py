@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubikgen import specpath
+from rubikgen.compose import locate
 from rubikgen.expr import parse_expr, parse_stmt
 from rubikgen.expr.ast import Binary, Expr, Name, Unary, unparse, walk
 from rubikgen.models.common import Callback, expr_text
@@ -147,12 +148,17 @@ class Lowerer:
     # -- helpers ----------------------------------------------------------------------------
     def src(self, li: LayerInfo | None, path: Path, what: str) -> Src:
         if li is None:
-            smap = self._stack_smap
-            file = self._stack_file
+            return self.stack_src(path, what)
         else:
             smap = li.protocol.smap
             file = specpath.display(li.protocol.file, self.stack_dir)
         return Src(file, smap.pos(path).line, what)
+
+    def stack_src(self, path: Path, what: str) -> Src:
+        """Where a stack element is written: the extending stack or a base it composes."""
+        sm, q = locate(self._stack_smap, path)
+        file = os.path.relpath(os.path.abspath(sm.file), self.stack_dir)
+        return Src(file, sm.pos(q).line, what)
 
     def block(self, layer: str, tag: str, src: Src | None = None) -> Block:
         self._n += 1
@@ -347,7 +353,7 @@ class Lowerer:
         edges = [(i, e) for i, e in self.info.children.get(L, []) if e.to != L]
         for i, e in edges:
             ep: Path = ("edges", i)
-            s = Src(self._stack_file, self._stack_smap.pos(ep).line, f"edge {L} -> {e.to}")
+            s = self.stack_src(ep, f"edge {L} -> {e.to}")
             call = self.block(L, f"to_{e.to}", s)
             call.term = Call(e.to, after.name, L)
             self.prog.layers[e.to].callers.append((call.name, after.name))
@@ -375,7 +381,7 @@ class Lowerer:
                 L,
                 expr_reads(L, b, ex),
                 {f"LOOP:{L}"},
-                Src(self._stack_file, self._stack_smap.pos(("edges", i)).line, "self-loop"),
+                self.stack_src(("edges", i), "self-loop"),
                 cond=Cond("expr", ex, expr_text(e.when)) if ex is not None else None,
                 max_repeat=mr,
             )
@@ -588,7 +594,7 @@ class Lowerer:
             h = self.stack.handlers[name]
             path = ("handlers", name)
             when, with_, do = h.when, h.with_, None
-            s = Src(self._stack_file, self._stack_smap.pos(path).line, f"handler {name}")
+            s = self.stack_src(path, f"handler {name}")
         cond: Expr | None = None
         text = []
         for w in [with_] if isinstance(with_, str) else (with_ or []):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, StrictInt, StrictStr
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from rubikgen.models.common import CallArg, Expr, Model
 from rubikgen.models.protocol import OptionValue
@@ -47,19 +47,78 @@ class Handler(Model):
 LinkType = Literal["ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2"]
 
 
-def entries_of(entry: str | dict[str, str]) -> dict[str, str]:
+def entries_of(entry: str | dict[str, str] | None) -> dict[str, str]:
     """Link type -> entry layer; a single entry serves every link type ('*')."""
+    if entry is None:
+        return {}
     return {"*": entry} if isinstance(entry, str) else dict(entry)
+
+
+class EdgeRef(Model):
+    """Names the edges from one layer to another (every edge between them)."""
+
+    from_: StrictStr = Field(alias="from")
+    to: StrictStr
+
+
+class Removal(Model):
+    """What an extending stack removes from its base; each name must exist there."""
+
+    layers: list[StrictStr] = Field(
+        default_factory=list,
+        description="Layers to remove, with the edges into and out of them and their handlers.",
+    )
+    edges: list[EdgeRef] = Field(default_factory=list)
+    handlers: list[StrictStr] = Field(default_factory=list)
+    entry: list[LinkType] = Field(default_factory=list, description="Link types to drop.")
+    subtrees: list[StrictStr] = Field(default_factory=list)
+
+
+class Subtree(Model):
+    """A named group of layers; the edges between them and their handlers come with them."""
+
+    layers: list[StrictStr] = Field(min_length=1)
+    doc: StrictStr | None = None
+
+
+class Graft(Model):
+    """A copy of a subtree whose layers (and handlers) are renamed PREFIX + name."""
+
+    subtree: StrictStr
+    prefix: StrictStr = Field(description="Prepended to each layer and handler name of the copy.")
+    handlers: StrictBool = Field(True, description="Copy the subtree's handlers too.")
+    doc: StrictStr | None = None
 
 
 class Stack(Model):
     """Layers, the parse tree joining them, and the handlers C developers implement."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"anyOf": [{"required": ["extends"]}, {"required": ["entry", "layers"]}]}
+    )
+
     stack: StrictStr
     doc: StrictStr | None = None
-    entry: StrictStr | dict[LinkType, StrictStr] = Field(
-        description="The first layer, or one per capture link type (the driver picks by the capture's)."
+    extends: StrictStr | None = Field(
+        None,
+        description="A base stack file (relative to this file) whose layers, edges, handlers, "
+        "entries and subtrees this stack starts from.",
     )
-    layers: dict[str, LayerInst] = Field(min_length=1)
-    edges: list[Edge] = Field(default_factory=list)
+    remove: Removal | None = Field(None, description="What to remove from the base stack.")
+    entry: StrictStr | dict[LinkType, StrictStr] | None = Field(
+        None,
+        description="The first layer, or one per capture link type (the driver picks by the "
+        "capture's). Required unless the stack extends another.",
+    )
+    layers: dict[str, LayerInst] = Field(
+        default_factory=dict,
+        description="Layers (added to, or replacing by name, those of the base stack).",
+    )
+    edges: list[Edge] = Field(
+        default_factory=list, description="Edges (appended to those of the base stack)."
+    )
     handlers: dict[str, Handler] = Field(default_factory=dict)
+    subtrees: dict[str, Subtree] = Field(default_factory=dict)
+    graft: list[Graft] = Field(
+        default_factory=list, description="Copies of subtrees, added after everything else."
+    )

@@ -281,12 +281,17 @@ def check_stack(ws: Workspace, doc: Document) -> None:
         path_stack.pop()
         state[n] = 2
 
+    # An edge or entry naming an unknown layer was reported above: reachability is unknown
+    # (the misspelt name was meant to reach some layer), so "unreachable" would only echo it.
+    broken = any(name not in st.layers for e in st.edges for name in (e.from_, e.to)) or any(
+        e not in st.layers for e in entries.values()
+    )
     if roots:
         for r in roots:
             if r not in state:
                 visit(r)
         for lname in st.layers:
-            if lname not in state:
+            if lname not in state and not broken:
                 diags.append(
                     smap.diag(
                         "RG053",
