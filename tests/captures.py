@@ -1261,10 +1261,12 @@ def run_stack(
     sanitize: bool = False,
     args: Sequence[str] = (),
     timeout: float = 900,
+    stack: Path = STACK,
 ) -> Run:
-    """`rubikgen run specs/stacks/tcp_ip.yaml PCAP --nf streams --out OUT --summary json`."""
+    """`rubikgen run specs/stacks/tcp_ip.yaml PCAP --nf streams --out OUT --summary json`
+    (another stack with `stack`)."""
     cmd = rubikgen_command()
-    argv = [*cmd, "run", str(STACK.relative_to(REPO)), str(pcap), "--nf", "streams"]
+    argv = [*cmd, "run", str(stack.relative_to(REPO)), str(pcap), "--nf", "streams"]
     argv += ["--out", str(out), "--summary", "json"]
     if sanitize:
         argv.append("--sanitize")
