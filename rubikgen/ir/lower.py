@@ -378,7 +378,7 @@ class Lowerer:
                 Src(self._stack_file, self._stack_smap.pos(("edges", i)).line, "self-loop"),
                 cond=Cond("expr", ex, expr_text(e.when)) if ex is not None else None,
                 max_repeat=mr,
-                input=inp,
+                **({"input": inp} if inp is not None else {}),
             )
 
         # 10. destroy
