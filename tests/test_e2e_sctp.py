@@ -518,3 +518,45 @@ def test_garbage_survives_and_levels_agree(binaries: dict[bool, Path], tmp_path:
     assert (sa / "flows.jsonl").read_bytes() == (sb / "flows.jsonl").read_bytes()
     for f in (sa / "streams").iterdir():
         assert f.read_bytes() == (sb / "streams" / f.name).read_bytes(), f.name
+
+
+def test_message_past_max_bytes(tmp_path: Path) -> None:
+    """A message longer than sctp_user's max_bytes reaches sctp_message cut to its first
+    max_bytes bytes with complete 0 (buffer_full); the next messages are whole; sctp_data still
+    delivers every byte. The stack is the stock one with max_bytes lowered to 64."""
+    specs = tmp_path / "specs"
+    shutil.copytree(REPO / "specs", specs)
+    user = specs / "protocols" / "sctp_user.yaml"
+    text = user.read_text()
+    assert "max_bytes: 1048576" in text
+    user.write_text(text.replace("max_bytes: 1048576", "max_bytes: 64"))
+    binary = build_stack(specs / "stacks" / "sctp.yaml", tmp_path / "build", quiet=True).binary
+    rng = random.Random(5)
+    frags = [rng.randbytes(n) for n in (40, 40, 20)]
+    small, third = rng.randbytes(10), [rng.randbytes(30), rng.randbytes(30)]
+    chunks = [
+        (1, frags[0], 1, 0), (2, frags[1], 0, 0), (3, frags[2], 0, 1),
+        (4, small, 1, 1),
+        (5, third[0], 1, 0), (6, third[1], 0, 1),
+    ]  # fmt: skip
+    pkts = []
+    for i, (tsn, body, b, e) in enumerate(chunks):
+        d = SCTPChunkData(tsn=tsn, stream_id=3, stream_seq=i, data=body, beginning=b, ending=e)
+        p = Ether(src=MAC, dst=MAC) / IP(src=C4, dst=S4) / SCTP(sport=9, dport=10, tag=1) / d
+        p.time = 1_700_000_000 + i / 1000
+        pkts.append(p)
+    pcap = tmp_path / "big.pcap"
+    wrpcap(str(pcap), pkts)
+    run(binary, pcap, tmp_path / "e", "events")
+    calls = [
+        json.loads(line) for line in (tmp_path / "e" / "events.jsonl").read_text().splitlines()
+    ]
+    msgs = [c["args"] for c in calls if c["handler"] == "sctp_message"]
+    whole = b"".join(frags)
+    assert [(m["msg"]["len"], m["msg"]["sha256"], m["complete"]) for m in msgs] == [
+        (64, hashlib.sha256(whole[:64]).hexdigest(), 0),
+        (10, hashlib.sha256(small).hexdigest(), 1),
+        (60, hashlib.sha256(b"".join(third)).hexdigest(), 1),
+    ]
+    data = [c["args"]["data"]["len"] for c in calls if c["handler"] == "sctp_data"]
+    assert data == [40, 40, 20, 10, 30, 30]
