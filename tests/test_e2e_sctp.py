@@ -5,9 +5,9 @@ Every SCTP capture of ../shared/traces (MANIFEST.tsv rows whose `stacks_covered`
 stock sctp stack with the `streams` NF, which writes one record per association, direction and
 stream id (`sid`). The reference is written here from tshark's per-chunk output
 (`-T json -x`: each DATA chunk's TSN, SID, SSN, U/B/E flags and, from the frame bytes at the
-chunk's position, its user data): per direction, each TSN once (the first copy captured); per
-stream, ordered chunks sorted by SSN (ties by TSN: the fragments of one message), unordered
-ones by TSN, the two merged by TSN. The concatenated user data per (sender, receiver, sid) must
+chunk's position, its user data), delivered as a receiver does (`in_order`): each TSN once (the
+first copy captured), whole unordered messages on arrival, everything else once the TSNs before
+it are in, and the ordered chunks of each stream in SSN order. The concatenated user data per (sender, receiver, sid) must
 be equal, byte for byte. Whole user messages (the `sctp_message` handler, `events` NF) are
 checked against the same chunks: every E fragment closes a message made of the fragments since
 its B fragment.
@@ -15,7 +15,8 @@ its B fragment.
 The hand-made capture (scapy) holds an IPv4 association with a handshake, several streams
 interleaved, bundled DATA chunks (lengths not multiple of 4: padding), TSNs out of order, a
 retransmitted TSN (alone and bundled), a message fragmented over three packets, an unordered
-chunk arriving before earlier TSNs, SACKs and a shutdown; and an IPv6 association joined
+chunk arriving while an earlier ordered chunk of its stream waits for a missing TSN (the
+unordered one is delivered first), SACKs and a shutdown; and an IPv6 association joined
 mid-stream. The test first checks that tshark sees exactly the chunks the case sent, so the
 capture and the oracle are verified before the stack runs. Both plain and ASan/UBSan builds run.
 """
@@ -176,33 +177,48 @@ def _serial(x: int, base: int, bits: int) -> int:
 
 
 def in_order(chunks: list[Chunk]) -> dict[Key, list[Chunk]]:
-    """Per direction and stream, the chunks a receiver delivers, in order: each TSN once (first
-    copy), ordered chunks by SSN (then TSN), unordered ones by TSN, merged by TSN."""
+    """Per direction and stream, the chunks a receiver delivers, in order. Each TSN counts once
+    (its first copy). A whole unordered message (U, B and E) is delivered when it arrives; any
+    other chunk once every TSN of its direction before it arrived (from the direction's first
+    TSN seen: the sender orders fragments and a stream's ordered messages by TSN); a TSN the
+    capture never shows was lost by the capture, not by the receiver, and counts as arrived once
+    a later one did. The ordered
+    chunks of a stream then take their places in SSN order (ties: TSN, the fragments of one
+    message), which is the same order for a sender that numbers SSNs as RFC 9260 says."""
     seen: set[tuple[str, int, str, int, int]] = set()
+    nxt: dict[tuple[str, int, str, int], int] = {}  # per direction: the next TSN to deliver
+    pending: dict[tuple[str, int, str, int], dict[int, Chunk]] = defaultdict(dict)
+    got: dict[tuple[str, int, str, int], set[int]] = defaultdict(set)
     streams: dict[Key, list[Chunk]] = defaultdict(list)
-    tsn0: dict[tuple[str, int, str, int], int] = {}
+    every: dict[tuple[str, int, str, int], set[int]] = defaultdict(set)
+    for c in chunks:
+        every[(c.src, c.sport, c.dst, c.dport)].add(c.tsn)
     for c in chunks:
         d = (c.src, c.sport, c.dst, c.dport)
         if (*d, c.tsn) in seen:
             continue
         seen.add((*d, c.tsn))
-        tsn0.setdefault(d, c.tsn)
-        streams[(*d, c.sid)].append(c)
+        nxt.setdefault(d, c.tsn)
+        got[d].add(c.tsn)
+        if c.unordered and c.first and c.last:
+            streams[(*d, c.sid)].append(c)
+        else:
+            pending[d][c.tsn] = c
+        while nxt[d] in got[d] or (nxt[d] not in every[d] and _serial(c.tsn, nxt[d], 32) > 0):
+            p = pending[d].pop(nxt[d], None)
+            if p is not None:
+                streams[(*d, p.sid)].append(p)
+            nxt[d] = (nxt[d] + 1) % (1 << 32)
     out: dict[Key, list[Chunk]] = {}
     for key, cs in streams.items():
-        t0 = tsn0[key[:4]]
-        ordered = [c for c in cs if not c.unordered]
-        s0 = ordered[0].ssn if ordered else 0
-        ordered.sort(key=lambda c: (_serial(c.ssn, s0, 16), _serial(c.tsn, t0, 32)))
-        unordered = sorted((c for c in cs if c.unordered), key=lambda c: _serial(c.tsn, t0, 32))
-        merged: list[Chunk] = []
-        while ordered or unordered:
-            if not unordered or (
-                ordered and _serial(ordered[0].tsn, t0, 32) < _serial(unordered[0].tsn, t0, 32)
-            ):
-                merged.append(ordered.pop(0))
-            else:
-                merged.append(unordered.pop(0))
+        slots = [k for k, c in enumerate(cs) if not (c.unordered and c.first and c.last)]
+        ordered = [cs[k] for k in slots]
+        if ordered:
+            s0, t0 = ordered[0].ssn, ordered[0].tsn
+            ordered.sort(key=lambda c: (_serial(c.ssn, s0, 16), _serial(c.tsn, t0, 32)))
+        merged = list(cs)
+        for k, c in zip(slots, ordered, strict=True):
+            merged[k] = c
         out[key] = merged
     return out
 
@@ -342,7 +358,7 @@ def handmade(path: Path) -> list[tuple[str, str, int, int, int, bytes]]:
     v4(*cs, stag, SCTPChunkCookieEcho(cookie=b"cookie"))
     v4(*sc, ctag, SCTPChunkCookieAck())
     m = {k: _payload(k, n) for k, n in [("a0", 13), ("b1", 30), ("c2", 7), ("d0", 21), ("e1", 5),
-                                          ("f2", 41), ("g0", 9), ("u1", 11), ("h1", 17)]}  # fmt: skip
+                                          ("f2", 41), ("g0", 9), ("u1", 11), ("h1", 17), ("x1", 23)]}  # fmt: skip
     frag = [_payload("F1", 40), _payload("F2", 33), _payload("F3", 6)]
     # client: streams 0, 1, 2 interleaved; bundles; TSN 1003 before 1002; 1001 retransmitted
     v4(*cs, stag, data(ct, 0, 0, m["a0"]), data(ct + 1, 1, 0, m["b1"]))
@@ -351,17 +367,19 @@ def handmade(path: Path) -> list[tuple[str, str, int, int, int, bytes]]:
     v4(*cs, stag, data(ct + 2, 2, 0, m["c2"]))
     v4(*cs, stag, data(ct + 1, 1, 0, m["b1"]))  # retransmission: delivered once
     v4(*cs, stag, data(ct + 1, 1, 0, m["b1"]), data(ct + 5, 2, 1, m["f2"]))  # again, bundled
-    # an unordered chunk on stream 1 arrives before TSN ct + 6
-    v4(*cs, stag, data(ct + 7, 1, 0, m["u1"], u=1))
+    # TSN ct + 6 is late: the ordered ct + 7 on stream 1 waits for it, the unordered ct + 8 on
+    # stream 1 does not (it is delivered before ct + 7)
+    v4(*cs, stag, data(ct + 7, 1, 2, m["x1"]))
+    v4(*cs, stag, data(ct + 8, 1, 0, m["u1"], u=1))
     v4(*cs, stag, data(ct + 6, 0, 2, m["g0"]))
     # a message fragmented over three packets on stream 1, the middle one late
-    v4(*cs, stag, data(ct + 8, 1, 2, frag[0], e=0))
-    v4(*cs, stag, data(ct + 10, 1, 2, frag[2], b=0))
-    v4(*cs, stag, data(ct + 9, 1, 2, frag[1], b=0, e=0))
-    v4(*cs, stag, data(ct + 11, 1, 3, m["h1"]))
+    v4(*cs, stag, data(ct + 9, 1, 3, frag[0], e=0))
+    v4(*cs, stag, data(ct + 11, 1, 3, frag[2], b=0))
+    v4(*cs, stag, data(ct + 10, 1, 3, frag[1], b=0, e=0))
+    v4(*cs, stag, data(ct + 12, 1, 4, m["h1"]))
     # server: its TSNs cross 2^32
     srv = [_payload(f"s{i}", 20 + i) for i in range(4)]
-    v4(*sc, ctag, data(st, 0, 0, srv[0]), SCTPChunkSACK(cumul_tsn_ack=ct + 11, a_rwnd=65535))
+    v4(*sc, ctag, data(st, 0, 0, srv[0]), SCTPChunkSACK(cumul_tsn_ack=ct + 12, a_rwnd=65535))
     v4(*sc, ctag, data(st + 2, 3, 0, srv[2]))
     v4(*sc, ctag, data(st + 1, 0, 1, srv[1]), data(st + 3, 0, 2, srv[3]))
     v4(*cs, stag, SCTPChunkSACK(cumul_tsn_ack=(st + 3) % (1 << 32), a_rwnd=65535))
@@ -380,7 +398,7 @@ def handmade(path: Path) -> list[tuple[str, str, int, int, int, bytes]]:
     wrpcap(str(path), pkts)
     return [
         (*cs, 0, m["a0"] + m["d0"] + m["g0"]),
-        (*cs, 1, m["b1"] + m["e1"] + m["u1"] + b"".join(frag) + m["h1"]),
+        (*cs, 1, m["b1"] + m["e1"] + m["u1"] + m["x1"] + b"".join(frag) + m["h1"]),
         (*cs, 2, m["c2"] + m["f2"]),
         (*sc, 0, srv[0] + srv[1] + srv[3]),
         (*sc, 3, srv[2]),
@@ -528,16 +546,16 @@ def test_message_past_max_bytes(tmp_path: Path) -> None:
     shutil.copytree(REPO / "specs", specs)
     user = specs / "protocols" / "sctp_user.yaml"
     text = user.read_text()
-    assert "max_bytes: 1048576" in text
-    user.write_text(text.replace("max_bytes: 1048576", "max_bytes: 64"))
+    assert text.count("1048576") == 4  # max_bytes and the offsets' bound (per direction)
+    user.write_text(text.replace("1048576", "64"))
     binary = build_stack(specs / "stacks" / "sctp.yaml", tmp_path / "build", quiet=True).binary
     rng = random.Random(5)
     frags = [rng.randbytes(n) for n in (40, 40, 20)]
     small, third = rng.randbytes(10), [rng.randbytes(30), rng.randbytes(30)]
     chunks = [
         (1, frags[0], 1, 0), (2, frags[1], 0, 0), (3, frags[2], 0, 1),
-        (4, small, 1, 1),
-        (5, third[0], 1, 0), (6, third[1], 0, 1),
+        (4, third[0], 1, 0), (5, third[1], 0, 1),  # right after the cut message
+        (6, small, 1, 1),
     ]  # fmt: skip
     pkts = []
     for i, (tsn, body, b, e) in enumerate(chunks):
@@ -555,8 +573,8 @@ def test_message_past_max_bytes(tmp_path: Path) -> None:
     whole = b"".join(frags)
     assert [(m["msg"]["len"], m["msg"]["sha256"], m["complete"]) for m in msgs] == [
         (64, hashlib.sha256(whole[:64]).hexdigest(), 0),
-        (10, hashlib.sha256(small).hexdigest(), 1),
         (60, hashlib.sha256(b"".join(third)).hexdigest(), 1),
+        (10, hashlib.sha256(small).hexdigest(), 1),
     ]
     data = [c["args"]["data"]["len"] for c in calls if c["handler"] == "sctp_data"]
-    assert data == [40, 40, 20, 10, 30, 30]
+    assert data == [40, 40, 20, 30, 30, 10]

@@ -636,9 +636,12 @@ class CGen:
         d = lc.dir_expr()
         ev = lc.ev_index
         if sq.unit == "message":  # one unit per packet (or none), whatever its length
+            early = "0"
+            if sq.early is not None:
+                early = f"(({cond_to_c(parse_expr(expr_text(sq.early)), env)}) ? RG_SEQ_EARLY : 0u)"
             lines += [
                 f"uint32_t fl_ = rg_seq_minsert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, "
-                f"(uint32_t)m_, d_.ptr, len_, take_, {win}, &sres_{n});",
+                f"(uint32_t)m_, d_.ptr, len_, take_, {early}, {win}, &sres_{n});",
                 f"vend_{n} = (uint32_t)m_ + (take_ != 0);",
             ]
         else:

@@ -292,7 +292,7 @@ class Lowerer:
             ins = self.block(L, "insert", self.src(li, ("sequence",), "sequence"))
             cur.term = Branch(Cond("has_inst"), ins.name, "", L, frozenset({f"INST:{L}"}))
             rd = set()
-            for key in ("meta", "data", "data_len"):
+            for key in ("meta", "data", "data_len", "early"):
                 v = getattr(m.sequence, key)
                 if v is not None:
                     rd |= expr_reads(L, b, parse_expr(expr_text(v)))

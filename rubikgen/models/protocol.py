@@ -169,6 +169,11 @@ class Sequence(Model):
         description="What meta counts: bytes (TCP, IP fragments) or messages (SCTP TSNs, packet "
         "numbers: each packet's data is one unit, delivered whole).",
     )
+    early: Expr | None = Field(
+        None,
+        description="unit: message only: when this holds, a new message is delivered at the "
+        "next assemble() without waiting for the units before it (SCTP's unordered chunks).",
+    )
     zero_based: bool = False
     window: list[Expr] | None = Field(
         None, min_length=2, max_length=2, description="[left, right)."

@@ -410,6 +410,18 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
                         "whatever its length); phantom units do not exist",
                     )
                 )
+        if sq.early is not None:
+            ec.expr(("sequence", "early"), sq.early, B.SEQUENCE, "bool")
+            if sq.unit != "message":
+                diags.append(
+                    smap.diag(
+                        "RG006",
+                        "early applies to message sequences only",
+                        ("sequence", "early"),
+                        key=True,
+                        hint="add unit: message, or drop early: a byte is never delivered out of order",
+                    )
+                )
         if sq.window is not None:
             for i, w in enumerate(sq.window):
                 ec.expr(("sequence", "window", i), w, B.SEQUENCE, "num")

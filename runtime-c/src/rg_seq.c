@@ -550,6 +550,8 @@ typedef struct rg_seq_msgs {
     uint64_t bytes; /* message bytes buffered */
     uint8_t *out;   /* the last massemble's view when it concatenated */
     uint32_t out_cap;
+    uint32_t early_len, early_cap; /* RG_SEQ_EARLY messages since the last massemble */
+    uint8_t *early;
 } rg_seq_msgs;
 
 static void msgs_free(rg_seq_store *st)
@@ -558,9 +560,11 @@ static void msgs_free(rg_seq_store *st)
     if (!ms) return;
     for (uint32_t i = 0; i < ms->n; i++)
         free(ms->m[i].data);
-    heap_sub((size_t)ms->bytes + ms->out_cap + (size_t)ms->cap * sizeof *ms->m + sizeof *ms);
+    heap_sub((size_t)ms->bytes + ms->out_cap + ms->early_cap + (size_t)ms->cap * sizeof *ms->m +
+             sizeof *ms);
     free(ms->m);
     free(ms->out);
+    free(ms->early);
     free(ms);
     st->msgs = NULL;
 }
@@ -621,8 +625,28 @@ uint32_t rg_seq_mcount(const rg_seq *s)
     return s->st && s->st->msgs ? s->st->msgs->n : 0;
 }
 
+/* Append an early message (kept until the next massemble). */
+static int early_put(rg_seq_msgs *ms, const uint8_t *data, uint32_t len)
+{
+    if (len > ms->early_cap - ms->early_len) {
+        uint64_t ncap = ms->early_cap ? (uint64_t)ms->early_cap * 2 : 256;
+        while (ncap < (uint64_t)ms->early_len + len)
+            ncap *= 2;
+        if (ncap > RG_SEQ_MAX_SPAN) return -1;
+        uint8_t *p = realloc(ms->early, (size_t)ncap);
+        if (!p) return -1;
+        heap_add((size_t)ncap - ms->early_cap);
+        ms->early = p;
+        ms->early_cap = (uint32_t)ncap;
+    }
+    if (len) memcpy(ms->early + ms->early_len, data, len);
+    ms->early_len += len;
+    return 0;
+}
+
 uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const uint8_t *data,
-                        uint32_t len, uint32_t take, const rg_seq_win *win, rg_seq_res *res)
+                        uint32_t len, uint32_t take, unsigned mflags, const rg_seq_win *win,
+                        rg_seq_res *res)
 {
     rg_seq_res tmp, r;
     if (!res) {
@@ -644,8 +668,8 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
         for (uint32_t k = 0; !known && k < s->nblk; k++)
             known = rg_sdiff(unit, s->st->blk[k].start) >= 0 && rg_sdiff(unit, s->st->blk[k].end) < 0;
         const uint32_t maxm = cfg->max_blocks ? cfg->max_blocks : RG_SEQ_DEFAULT_MAX_BLOCKS;
-        if (!known && ((ms ? ms->n : 0) >= maxm ||
-                       (ms ? ms->bytes : 0) + len > rg_seq_cfg_max_bytes(cfg))) {
+        const uint64_t held = ms ? ms->bytes + ms->early_len : 0;
+        if (!known && ((ms ? ms->n : 0) >= maxm || held + len > rg_seq_cfg_max_bytes(cfg))) {
             drop_cap(res, len);
             res->flags |= RG_SEQ_EV_BUFFER_FULL; /* also for an empty message */
             take = 0; /* still apply the window's left edge below */
@@ -660,6 +684,10 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
         res->new_bytes += len;
         if (!cfg->buffer_data) return res->flags;
         ms = msgs_of(s);
+        if (mflags & RG_SEQ_EARLY) { /* delivered ahead of order; the unit stays empty */
+            if (!ms || early_put(ms, data, len) < 0) drop_cap(res, len);
+            return res->flags;
+        }
         rg_seq_msg m;
         if (!ms || msg_copy(&m, data, len) < 0) {
             drop_cap(res, len); /* out of memory: the unit is kept, its message lost */
@@ -721,16 +749,18 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     res->flags |= r.flags;
     res->gap_bytes += r.gap_bytes;
     rg_seq_msgs *ms = s->st ? s->st->msgs : NULL;
-    if (!r.adv_bytes || !ms || !ms->n) return out;
+    if (!ms) return out;
     /* the delivered units are [first, next); their messages lead the list */
     const uint32_t first = s->next - r.adv_bytes;
+    const uint32_t early = ms->early_len;
     uint32_t k = 0;
     uint64_t total = 0;
-    while (k < ms->n && ms->m[k].unit - first < r.adv_bytes)
+    while (r.adv_bytes && k < ms->n && ms->m[k].unit - first < r.adv_bytes)
         total += ms->m[k++].len;
-    if (k == 0) return out;
+    if (k == 0 && early == 0) return out;
+    total += early;
     if (total > UINT32_MAX) total = UINT32_MAX; /* cannot happen: max_bytes <= 1 GiB */
-    if (k == 1 && ms->m[0].data) {
+    if (early == 0 && k == 1 && ms->m[0].data) {
         /* one message: hand over its own buffer as the view */
         heap_sub(ms->out_cap);
         free(ms->out);
@@ -744,9 +774,10 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
             if (!p) { /* out of memory: the messages are lost, counted as dropped */
                 for (uint32_t i = 0; i < k; i++)
                     free(ms->m[i].data);
-                heap_sub((size_t)total);
+                heap_sub((size_t)(total - early));
                 drop_cap(res, (uint32_t)total);
-                ms->bytes -= total;
+                ms->bytes -= total - early;
+                ms->early_len = 0;
                 memmove(&ms->m[0], &ms->m[k], (size_t)(ms->n - k) * sizeof *ms->m);
                 ms->n -= k;
                 return out;
@@ -757,20 +788,22 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
             ms->out = p;
             ms->out_cap = (uint32_t)total;
         }
-        uint32_t at = 0;
+        if (early) memcpy(ms->out, ms->early, early);
+        uint32_t at = early;
         for (uint32_t i = 0; i < k; i++) {
             if (ms->m[i].len) memcpy(ms->out + at, ms->m[i].data, ms->m[i].len);
             at += ms->m[i].len;
             free(ms->m[i].data);
         }
-        heap_sub((size_t)total);
+        heap_sub((size_t)(total - early));
         out.ptr = ms->out;
         out.len = (uint32_t)total;
     } else {
         for (uint32_t i = 0; i < k; i++)
             free(ms->m[i].data);
     }
-    ms->bytes -= total;
+    ms->bytes -= total - early;
+    ms->early_len = 0;
     memmove(&ms->m[0], &ms->m[k], (size_t)(ms->n - k) * sizeof *ms->m);
     ms->n -= k;
     res->adv_bytes += (uint32_t)total;

@@ -1688,7 +1688,7 @@ static uint32_t mins(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, uint32_t v
     uint8_t b[300];
     mfill(b, unit);
     if (variant && mlen(unit)) b[0] ^= 0xff;
-    return rg_seq_minsert(s, cfg, unit, b, mlen(unit), 1, NULL, res);
+    return rg_seq_minsert(s, cfg, unit, b, mlen(unit), 1, 0, NULL, res);
 }
 
 /* The expected concatenation of messages [a, b). */
@@ -1796,7 +1796,7 @@ static void test_msg_window_gap_and_ack(void **state)
     /* an acknowledgment (no unit) moves the left edge to 3: the hole is skipped */
     rg_seq_win w = {3, 3 + 1000};
     memset(&res, 0, sizeof res);
-    rg_seq_minsert(&s, &CFG_MSG0, 0, NULL, 0, 0, &w, &res);
+    rg_seq_minsert(&s, &CFG_MSG0, 0, NULL, 0, 0, 0, &w, &res);
     rg_bytes b = rg_seq_massemble(&s, &CFG_MSG0, &res);
     assert_int_equal(b.len, mlen(3));
     assert_true(res.flags & RG_SEQ_EV_GAP);
@@ -1805,7 +1805,7 @@ static void test_msg_window_gap_and_ack(void **state)
     rg_seq_win w2 = {4, 6};
     memset(&res, 0, sizeof res);
     assert_true(mins(&s, &CFG_MSG0, 7, 0, &res) == 0 ||
-                (rg_seq_minsert(&s, &CFG_MSG0, 6, (const uint8_t *)"x", 1, 1, &w2, &res) &
+                (rg_seq_minsert(&s, &CFG_MSG0, 6, (const uint8_t *)"x", 1, 1, 0, &w2, &res) &
                  RG_SEQ_EV_OUT_OF_WINDOW));
     rg_seq_free(&s);
 }
@@ -1819,22 +1819,22 @@ static void test_msg_caps(void **state)
     rg_seq_init(&s);
     rg_seq_res res = {0};
     uint8_t big[600] = {0};
-    rg_seq_minsert(&s, &cfg, 1, big, 10, 1, NULL, &res);
-    rg_seq_minsert(&s, &cfg, 2, big, 10, 1, NULL, &res);
-    rg_seq_minsert(&s, &cfg, 3, big, 10, 1, NULL, &res);
+    rg_seq_minsert(&s, &cfg, 1, big, 10, 1, 0, NULL, &res);
+    rg_seq_minsert(&s, &cfg, 2, big, 10, 1, 0, NULL, &res);
+    rg_seq_minsert(&s, &cfg, 3, big, 10, 1, 0, NULL, &res);
     assert_false(res.flags & RG_SEQ_EV_BUFFER_FULL);
-    uint32_t fl = rg_seq_minsert(&s, &cfg, 4, big, 10, 1, NULL, &res); /* 4th message */
+    uint32_t fl = rg_seq_minsert(&s, &cfg, 4, big, 10, 1, 0, NULL, &res); /* 4th message */
     assert_true(fl & RG_SEQ_EV_BUFFER_FULL);
-    rg_seq_minsert(&s, &cfg, 0, big, 10, 1, NULL, &res); /* the 4th buffered: refused too */
+    rg_seq_minsert(&s, &cfg, 0, big, 10, 1, 0, NULL, &res); /* the 4th buffered: refused too */
     assert_int_equal(rg_seq_mcount(&s), 3);
     /* unit 0 is still a hole: nothing delivered, nothing lost from memory */
     assert_int_equal(rg_seq_massemble(&s, &cfg, &res).len, 0);
     rg_seq_free(&s);
     rg_seq_init(&s);
     memset(&res, 0, sizeof res);
-    fl = rg_seq_minsert(&s, &cfg, 0, big, 600, 1, NULL, &res);
+    fl = rg_seq_minsert(&s, &cfg, 0, big, 600, 1, 0, NULL, &res);
     assert_false(fl & RG_SEQ_EV_BUFFER_FULL);
-    fl = rg_seq_minsert(&s, &cfg, 1, big, 600, 1, NULL, &res); /* 1200 bytes > max_bytes */
+    fl = rg_seq_minsert(&s, &cfg, 1, big, 600, 1, 0, NULL, &res); /* 1200 bytes > max_bytes */
     assert_true(fl & RG_SEQ_EV_BUFFER_FULL);
     assert_int_equal(rg_seq_massemble(&s, &cfg, &res).len, 600);
     rg_seq_free(&s);
@@ -1872,7 +1872,7 @@ static void test_msg_random(void **state)
         uint8_t buf[300];
         for (uint32_t i = 0; i < m; i++) {
             mfill(buf, order[i]);
-            rg_seq_minsert(&s, &cfg, base + order[i], buf, mlen(order[i]), 1, NULL, &res);
+            rg_seq_minsert(&s, &cfg, base + order[i], buf, mlen(order[i]), 1, 0, NULL, &res);
             if ((rnd >> 3) % 2) sink_put(&got, rg_seq_massemble(&s, &cfg, &res));
         }
         sink_put(&got, rg_seq_massemble(&s, &cfg, &res));
@@ -1886,6 +1886,41 @@ static void test_msg_random(void **state)
         free(want.buf);
     }
     assert_int_equal(rg_seq_heap_stats().cur, 0);
+}
+
+static void test_msg_early(void **state)
+{
+    (void)state;
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res res = {0};
+    uint8_t b[300];
+    mins(&s, &CFG_MSG0, 0, 0, &res);
+    assert_int_equal(rg_seq_massemble(&s, &CFG_MSG0, &res).len, mlen(0));
+    mfill(b, 5);
+    rg_seq_minsert(&s, &CFG_MSG0, 5, b, mlen(5), 1, RG_SEQ_EARLY, NULL, &res); /* holes 1..4 */
+    rg_bytes o = rg_seq_massemble(&s, &CFG_MSG0, &res);
+    assert_int_equal(o.len, mlen(5)); /* delivered at once, ahead of order */
+    assert_memory_equal(o.ptr, b, mlen(5));
+    for (uint32_t u = 1; u < 5; u++)
+        mins(&s, &CFG_MSG0, u, 0, &res);
+    mfill(b, 6);
+    rg_seq_minsert(&s, &CFG_MSG0, 6, b, mlen(6), 1, RG_SEQ_EARLY, NULL, &res);
+    sink got = {0}, want = {0};
+    sink_put(&got, rg_seq_massemble(&s, &CFG_MSG0, &res));
+    mexpect(&want, 6, 7); /* the early message first ... */
+    mexpect(&want, 1, 5); /* ... then units 1-4; unit 5 is empty now */
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.buf, want.buf, want.len);
+    assert_int_equal(rg_seq_next(&s), 7);
+    /* a duplicate of an early unit is never delivered again */
+    memset(&res, 0, sizeof res);
+    uint32_t fl = rg_seq_minsert(&s, &CFG_MSG0, 5, b, 3, 1, RG_SEQ_EARLY, NULL, &res);
+    assert_true(fl & RG_SEQ_EV_REXMIT);
+    assert_int_equal(rg_seq_massemble(&s, &CFG_MSG0, &res).len, 0);
+    rg_seq_free(&s);
+    free(got.buf);
+    free(want.buf);
 }
 
 int main(void)
@@ -1931,6 +1966,7 @@ int main(void)
         cmocka_unit_test(test_msg_window_gap_and_ack),
         cmocka_unit_test(test_msg_caps),
         cmocka_unit_test(test_msg_random),
+        cmocka_unit_test(test_msg_early),
     };
     return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);
 }

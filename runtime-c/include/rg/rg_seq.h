@@ -368,24 +368,33 @@ RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const 
  * copied aside until assembled, so nothing is borrowed.
  *   rg_seq_minsert     unit `unit` with the message data[0, len) if take is
  *                      non-zero; take == 0 inserts nothing but still applies
- *                      the window's left edge (an acknowledgment).  A unit
+ *                      the window's left edge (an acknowledgment).  With
+ *                      RG_SEQ_EARLY in mflags a new unit's message needs no
+ *                      order (SCTP's unordered chunks): the next massemble
+ *                      returns it first, whatever the holes before its unit,
+ *                      and the unit itself is recorded without content (a
+ *                      duplicate of it is not delivered again).  A unit
  *                      seen before is a duplicate and is delivered once
  *                      (REXMIT; CONFLICT when a buffered copy differs,
  *                      cfg.policy choosing the copy kept).  Caps: max_blocks
  *                      buffered messages and max_bytes buffered message
  *                      bytes; a message past either is dropped whole
  *                      (BUFFER_FULL) and its unit stays a hole.
- *   rg_seq_massemble   the messages of the contiguous units at next (after
- *                      skipping a hole when the window armed it), whole and
- *                      concatenated in unit order, as one view valid until
- *                      the next massemble or free; next moves past them.
+ *   rg_seq_massemble   the early messages since the last call, in arrival
+ *                      order, then the messages of the contiguous units at
+ *                      next (after skipping a hole when the window armed
+ *                      it), whole and concatenated in unit order, as one view
+ *                      valid until the next massemble or free; next moves
+ *                      past them.
  *                      Empty (never NULL) without buffer_data.
  * The res byte counters count message bytes (new, dup, dropped, delivered);
  * gap_bytes counts the skipped units.  rg_seq_next, rg_seq_pending,
  * rg_seq_ready_upto, rg_seq_empty and rg_seq_free work in units; the byte
  * calls (rg_seq_insert, rg_seq_assemble, rg_seq_fast) must not be used. */
+#define RG_SEQ_EARLY 1u /* rg_seq_minsert: deliver the message at the next massemble */
 uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const uint8_t *data,
-                        uint32_t len, uint32_t take, const rg_seq_win *win, rg_seq_res *res);
+                        uint32_t len, uint32_t take, unsigned mflags, const rg_seq_win *win,
+                        rg_seq_res *res);
 rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
 /* Messages buffered (not yet assembled). */
 uint32_t rg_seq_mcount(const rg_seq *s);
