@@ -7,8 +7,8 @@ stream id (`sid`). The reference is written here from tshark's per-chunk output
 (`-T json -x`: each DATA chunk's TSN, SID, SSN, U/B/E flags and, from the frame bytes at the
 chunk's position, its user data), delivered as a receiver does (`in_order`): each TSN once (the
 first copy captured), whole unordered messages on arrival, everything else once the TSNs before
-it are in, and the ordered chunks of each stream in SSN order. The concatenated user data per (sender, receiver, sid) must
-be equal, byte for byte. Whole user messages (the `sctp_message` handler, `events` NF) are
+it are in, and the ordered chunks of each stream in SSN order. The concatenated user data per
+(sender, receiver, sid) must be equal, byte for byte. Whole user messages (the `sctp_message` handler, `events` NF) are
 checked against the same chunks: every E fragment closes a message made of the fragments since
 its B fragment.
 
@@ -18,7 +18,10 @@ retransmitted TSN (alone and bundled), a message fragmented over three packets, 
 chunk arriving while an earlier ordered chunk of its stream waits for a missing TSN (the
 unordered one is delivered first), SACKs and a shutdown; and an IPv6 association joined
 mid-stream. The test first checks that tshark sees exactly the chunks the case sent, so the
-capture and the oracle are verified before the stack runs. Both plain and ASan/UBSan builds run.
+capture and the oracle are verified before the stack runs. A -O0 build and an -O2 ASan/UBSan
+build run; random chunks (`garbage`) must leave no sanitizer report and give the same events and
+streams at both levels; a copy of the stack with a 64-byte max_bytes shows what happens to a
+longer message.
 """
 
 from __future__ import annotations
