@@ -1263,8 +1263,8 @@ def run_stack(
     timeout: float = 900,
     stack: Path = STACK,
 ) -> Run:
-    """`rubikgen run specs/stacks/tcp_ip.yaml PCAP --nf streams --out OUT --summary json` (or
-    another stack of the repository)."""
+    """`rubikgen run specs/stacks/tcp_ip.yaml PCAP --nf streams --out OUT --summary json`
+    (another stack with `stack`)."""
     cmd = rubikgen_command()
     argv = [*cmd, "run", str(stack.relative_to(REPO)), str(pcap), "--nf", "streams"]
     argv += ["--out", str(out), "--summary", "json"]

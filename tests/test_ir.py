@@ -150,11 +150,28 @@ def test_effects_name_foreign_perm_writes() -> None:
     assert any(w.startswith("PERM:quic_udp") for w in writes), writes
 
 
-def test_event_order_respects_before_and_with() -> None:
-    prog = lower(REPO / "specs" / "stacks" / "sctp.yaml")
-    order = prog.layers["chunk"].order
-    # sctp_data runs with asm (after it) and before next_chunk
-    assert order.index("asm") < order.index("sctp_data") < order.index("next_chunk")
+def test_event_order_respects_before_and_with(tmp_path: Path) -> None:
+    # a handler with `with: asm` runs after asm and, with `before: [mark]`, before mark
+    proto = tmp_path / "p.yaml"
+    proto.write_text(
+        (REPO / "specs" / "protocols" / "udp.yaml")
+        .read_text()
+        .replace("protocol: udp", "protocol: p")
+        + "sequence: {meta: header.length}\n"
+        "events:\n  asm: {do: ['assemble()']}\n  mark: {when: 'sdu_len > 0'}\n"
+    )
+    for f in ("ip.yaml", "ipv6.yaml", "eth.yaml"):
+        shutil.copy(REPO / "specs" / "protocols" / f, tmp_path / f)
+    stack = tmp_path / "s.yaml"
+    stack.write_text(
+        "stack: s\nentry: eth\n"
+        "layers: {eth: {protocol: eth.yaml}, ip: {protocol: ip.yaml}, "
+        "p: {protocol: p.yaml, args: {ip: ip}}}\n"
+        "edges:\n  - {from: eth, to: ip}\n  - {from: ip, to: p, when: 'event.asm'}\n"
+        "handlers:\n  h: {layer: p, with: asm, before: [mark], args: {data: sdu}}\n"
+    )
+    order = lower(stack).layers["p"].order
+    assert order.index("asm") < order.index("h") < order.index("mark")
 
 
 def test_text_and_dot_dumps(tcp_ip: Program, tmp_path: Path) -> None:

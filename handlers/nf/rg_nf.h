@@ -56,10 +56,18 @@
  *              line has the c2s line's dst/dport as its src/sport).  Only
  *              flows of layers with a handler that has a "data" argument are
  *              streams (a TCP stack's IPv4 datagram instances are not).
+ *              Split flows: when a handler of the layer that has a "data"
+ *              argument also has a numeric argument named "sid" (a stream
+ *              id, as SCTP's), each (direction, sid) of the flow is its own
+ *              record: OUT/streams/<uid>-<dir>-sid<N>.bin, and one line per
+ *              direction and stream id that delivered data (c2s first, by
+ *              sid) with "sid": N after "dir"; a split flow that delivered
+ *              nothing has the two lines, with "sid": null.  Other flows'
+ *              lines have no "sid".
  *              Data of calls without an instance goes to
  *              OUT/streams/noflow.bin; OUT/streams.json sums it all up:
  *              {"flows","directions","bytes","noflow_calls","noflow_bytes",
- *               "noflow_file","gaps","gap_bytes"}.  At most 256 stream files are open at once
+ *               "noflow_file","gaps","gap_bytes"} ("directions": the lines of flows.jsonl).  At most 256 stream files are open at once
  *              (least recently written closed, reopened to append).
  *
  * "data": a handler call's payload is its first argument of kind

@@ -25,6 +25,7 @@ typedef struct sdir {
     rg_sha256 sha;
     uint8_t dir;
     uint8_t created; /* the file exists: reopen it to append */
+    int32_t sid;     /* -1, or the stream id of a split flow's record */
     /* gap recovery: holes skipped, as (offset in the stream, length) pairs */
     uint64_t skipped; /* bytes in them: offset = bytes + skipped */
     uint64_t *gaps;
@@ -35,11 +36,16 @@ typedef struct st_flow {
     uint16_t layer;
     rg_nf_endpoints ep; /* read at open: the keys are gone after on_close */
     sdir d[2];
+    /* Split flows (a handler with a "sid" argument): one record per direction and
+     * stream id, allocated one by one (the open-file list points at them). */
+    sdir **subs;
+    uint32_t nsubs, capsubs;
 } st_flow;
 
 typedef struct nf_streams {
     rg_nf base;
     int16_t *data_arg; /* per handler: index of its "data" argument or -1 */
+    int16_t *sid_arg;  /* per handler: index of its numeric "sid" argument or -1 */
     rg_nf_map flows;   /* uid -> st_flow */
     sdir *head, *tail; /* open files */
     unsigned nopen;
@@ -49,7 +55,7 @@ typedef struct nf_streams {
     FILE *flows_out;
     FILE *noflow;
     uint64_t noflow_calls, noflow_bytes;
-    uint64_t nflows, bytes;
+    uint64_t nflows, ndirs, bytes;
     uint64_t gaps, gap_bytes; /* gap recovery */
 } nf_streams;
 
@@ -61,7 +67,11 @@ static const char *dir_name(unsigned dir)
 /* path relative to OUT of a direction's file */
 static void rel_name(char *buf, size_t n, const sdir *d)
 {
-    snprintf(buf, n, "streams/%" PRIu64 "-%s.bin", d->uid, dir_name(d->dir));
+    if (d->sid >= 0)
+        snprintf(buf, n, "streams/%" PRIu64 "-%s-sid%" PRId32 ".bin", d->uid, dir_name(d->dir),
+                 d->sid);
+    else
+        snprintf(buf, n, "streams/%" PRIu64 "-%s.bin", d->uid, dir_name(d->dir));
 }
 
 static void unlink_open(nf_streams *nf, sdir *d)
@@ -137,9 +147,72 @@ static st_flow *flow_of(nf_streams *nf, const rg_flow_info *f)
     for (unsigned i = 0; i < 2; i++) {
         r->d[i].uid = f->uid;
         r->d[i].dir = (uint8_t)i;
+        r->d[i].sid = -1;
         rg_sha256_init(&r->d[i].sha);
     }
     return r;
+}
+
+/* ---- split flows: one record per direction and stream id ---- */
+
+/* Index of handler h's numeric argument named "sid", or -1. */
+static int16_t *sid_args(const rg_stack_desc *stack)
+{
+    int16_t *a = malloc((stack->nhandlers ? stack->nhandlers : 1) * sizeof *a);
+    if (!a) return NULL;
+    for (unsigned h = 0; h < stack->nhandlers; h++) {
+        const rg_handler_desc *d = &stack->handlers[h];
+        a[h] = -1;
+        for (unsigned i = 0; i < d->nargs && i < INT16_MAX; i++)
+            if (d->arg_kinds[i] == RG_VAL_NUM && !strcmp(d->arg_names[i], "sid")) {
+                a[h] = (int16_t)i;
+                break;
+            }
+    }
+    return a;
+}
+
+/* Does a data handler of this layer name a stream id?  Its flows are split. */
+static int splits(const nf_streams *nf, uint16_t layer)
+{
+    const rg_stack_desc *st = nf->base.stack;
+    for (unsigned h = 0; h < st->nhandlers; h++)
+        if (st->handlers[h].layer == layer && nf->data_arg[h] >= 0 && nf->sid_arg[h] >= 0)
+            return 1;
+    return 0;
+}
+
+/* r's record for (dir, sid), created on first use; NULL on error (recorded). */
+static sdir *sub_of(nf_streams *nf, st_flow *r, unsigned dir, int32_t sid)
+{
+    for (uint32_t i = 0; i < r->nsubs; i++)
+        if (r->subs[i]->dir == dir && r->subs[i]->sid == sid) return r->subs[i];
+    if (r->nsubs == r->capsubs) {
+        uint32_t ncap = r->capsubs ? r->capsubs * 2 : 4;
+        sdir **p = realloc(r->subs, ncap * sizeof *p);
+        if (!p) goto oom;
+        r->subs = p;
+        r->capsubs = ncap;
+    }
+    sdir *d = calloc(1, sizeof *d);
+    if (!d) goto oom;
+    d->uid = r->d[0].uid;
+    d->dir = (uint8_t)dir;
+    d->sid = sid;
+    rg_sha256_init(&d->sha);
+    r->subs[r->nsubs++] = d;
+    return d;
+oom:
+    errno = ENOMEM;
+    rg_nf_fail(&nf->base, "cannot track streams", NULL);
+    return NULL;
+}
+
+static int cmp_sub(const void *a, const void *b)
+{
+    const sdir *x = *(sdir *const *)a, *y = *(sdir *const *)b;
+    if (x->dir != y->dir) return x->dir < y->dir ? -1 : 1;
+    return x->sid < y->sid ? -1 : x->sid > y->sid;
 }
 
 static void on_call(void *self, const rg_call *c)
@@ -166,6 +239,11 @@ static void on_call(void *self, const rg_call *c)
     st_flow *r = flow_of(nf, c->flow);
     if (!r) return;
     sdir *d = &r->d[c->dir != 0];
+    const int16_t si = nf->sid_arg[c->handler];
+    if (si >= 0) { /* stream ids are 16 bits in SCTP; keep any 31-bit value */
+        d = sub_of(nf, r, c->dir != 0, (int32_t)(c->args[si].num & 0x7fffffffu));
+        if (!d) return;
+    }
     /* count and hash even if the file fails: flows.jsonl stays right and
      * the failure is reported by rg_nf_finish */
     d->bytes += data->len;
@@ -178,9 +256,26 @@ static void on_call(void *self, const rg_call *c)
     }
 }
 
+/* Does any handler of this layer deliver data?  Only such layers' flows are streams: an
+ * IPv4 datagram's instance under a TCP stack is not one. */
+static int delivers(const nf_streams *nf, uint16_t layer)
+{
+    const rg_stack_desc *st = nf->base.stack;
+    for (unsigned h = 0; h < st->nhandlers; h++)
+        if (st->handlers[h].layer == layer && nf->data_arg[h] >= 0) return 1;
+    return 0;
+}
+
+static void on_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
+{
+    (void)ts_ns;
+    if (delivers(self, f->layer)) flow_of(self, f);
+}
+
 static int delivers(const nf_streams *nf, uint16_t layer);
 
-/* gap recovery: a hole before the next bytes of f's direction dir */
+/* gap recovery: a hole before the next bytes of f's direction dir (a split flow's holes
+ * are the instance's, recorded on its unsplit direction records) */
 static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
                    uint32_t at, uint64_t ts_ns)
 {
@@ -215,68 +310,81 @@ static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uin
     d->ngaps++;
 }
 
-/* Does any handler of this layer deliver data?  Only such layers' flows are streams: an
- * IPv4 datagram's instance under a TCP stack is not one. */
-static int delivers(const nf_streams *nf, uint16_t layer)
-{
-    const rg_stack_desc *st = nf->base.stack;
-    for (unsigned h = 0; h < st->nhandlers; h++)
-        if (st->handlers[h].layer == layer && nf->data_arg[h] >= 0) return 1;
-    return 0;
-}
-
-static void on_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
-{
-    (void)ts_ns;
-    if (delivers(self, f->layer)) flow_of(self, f);
-}
-
-/* Both directions' lines; frees r.  complete: 1/0, or -1 for null. */
-static void report(nf_streams *nf, st_flow *r, const char *close, int complete)
+/* One line of flows.jsonl for record d (direction i of r); closes its file. */
+static void report_dir(nf_streams *nf, st_flow *r, sdir *d, unsigned i, int split,
+                       const char *close, int complete)
 {
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, r->layer);
     FILE *out = nf->flows_out;
-    for (unsigned i = 0; i < 2; i++) {
-        sdir *d = &r->d[i];
-        close_file(nf, d);
-        uint8_t digest[32];
-        char sha[65], rel[64];
-        rg_sha256_final(&d->sha, digest);
-        rg_sha256_hex(digest, sha);
-        rel_name(rel, sizeof rel, d);
-        fputs("{\"layer\":", out);
-        rg_nf_json_string(out, l ? l->name : NULL);
-        fputs(",\"proto\":", out);
-        rg_nf_json_string(out, l ? l->protocol : NULL);
-        /* each line names its own direction's sender first */
-        rg_nf_endpoints ep = r->ep;
-        if (i == 1) {
-            memcpy(ep.src, r->ep.dst, sizeof ep.src);
-            memcpy(ep.dst, r->ep.src, sizeof ep.dst);
-            ep.sport = r->ep.dport;
-            ep.dport = r->ep.sport;
-            ep.has_sport = r->ep.has_dport;
-            ep.has_dport = r->ep.has_sport;
-        }
-        rg_nf_json_endpoints(out, &ep);
-        fprintf(out,
-                ",\"dir\":\"%s\",\"bytes\":%" PRIu64 ",\"sha256\":\"%s\",\"file\":", dir_name(i),
-                d->bytes, sha);
-        rg_nf_json_string(out, d->bytes ? rel : NULL);
-        fprintf(out, ",\"complete\":%s,\"uid\":%" PRIu64 ",\"close\":\"%s\",\"gaps\":[",
-                complete < 0 ? "null"
-                : complete   ? "true"
-                             : "false",
-                d->uid, close);
-        for (uint32_t k = 0; k < d->ngaps; k++)
-            fprintf(out, "%s[%" PRIu64 ",%" PRIu64 "]", k ? "," : "", d->gaps[2 * k],
-                    d->gaps[2 * k + 1]);
-        fputs("]}\n", out);
-        free(d->gaps);
-        nf->bytes += d->bytes;
-        nf->gaps += d->ngaps;
-        nf->gap_bytes += d->skipped;
+    close_file(nf, d);
+    uint8_t digest[32];
+    char sha[65], rel[64];
+    rg_sha256_final(&d->sha, digest);
+    rg_sha256_hex(digest, sha);
+    rel_name(rel, sizeof rel, d);
+    fputs("{\"layer\":", out);
+    rg_nf_json_string(out, l ? l->name : NULL);
+    fputs(",\"proto\":", out);
+    rg_nf_json_string(out, l ? l->protocol : NULL);
+    /* each line names its own direction's sender first */
+    rg_nf_endpoints ep = r->ep;
+    if (i == 1) {
+        memcpy(ep.src, r->ep.dst, sizeof ep.src);
+        memcpy(ep.dst, r->ep.src, sizeof ep.dst);
+        ep.sport = r->ep.dport;
+        ep.dport = r->ep.sport;
+        ep.has_sport = r->ep.has_dport;
+        ep.has_dport = r->ep.has_sport;
     }
+    rg_nf_json_endpoints(out, &ep);
+    fprintf(out, ",\"dir\":\"%s\"", dir_name(i));
+    if (split) { /* only split flows have the key: other records stay as they were */
+        if (d->sid >= 0)
+            fprintf(out, ",\"sid\":%" PRId32, d->sid);
+        else
+            fputs(",\"sid\":null", out);
+    }
+    fprintf(out, ",\"bytes\":%" PRIu64 ",\"sha256\":\"%s\",\"file\":", d->bytes, sha);
+    rg_nf_json_string(out, d->bytes ? rel : NULL);
+    fprintf(out, ",\"complete\":%s,\"uid\":%" PRIu64 ",\"close\":\"%s\",\"gaps\":[",
+            complete < 0 ? "null"
+            : complete   ? "true"
+                         : "false",
+            d->uid, close);
+    for (uint32_t k = 0; k < d->ngaps; k++)
+        fprintf(out, "%s[%" PRIu64 ",%" PRIu64 "]", k ? "," : "", d->gaps[2 * k],
+                d->gaps[2 * k + 1]);
+    fputs("]}\n", out);
+    nf->bytes += d->bytes;
+    nf->gaps += d->ngaps;
+    nf->gap_bytes += d->skipped;
+}
+
+/* The flow's lines (both directions, or one per direction and stream id of a split flow
+ * that delivered something); frees r.  complete: 1/0, or -1 for null. */
+static void report(nf_streams *nf, st_flow *r, const char *close, int complete)
+{
+    const int split = splits(nf, r->layer);
+    if (r->nsubs) {
+        qsort(r->subs, r->nsubs, sizeof *r->subs, cmp_sub);
+        for (uint32_t k = 0; k < r->nsubs; k++) {
+            report_dir(nf, r, r->subs[k], r->subs[k]->dir, split, close, complete);
+            free(r->subs[k]->gaps);
+            free(r->subs[k]);
+        }
+        nf->ndirs += r->nsubs;
+        for (unsigned i = 0; i < 2; i++) { /* holes of a split flow: counted, not listed */
+            nf->gaps += r->d[i].ngaps;
+            nf->gap_bytes += r->d[i].skipped;
+        }
+    } else {
+        for (unsigned i = 0; i < 2; i++)
+            report_dir(nf, r, &r->d[i], i, split, close, complete);
+        nf->ndirs += 2;
+    }
+    free(r->d[0].gaps);
+    free(r->d[1].gaps);
+    free(r->subs);
     nf->nflows++;
     free(r);
 }
@@ -312,13 +420,14 @@ static int finish(rg_nf *base)
                 "{\"flows\":%" PRIu64 ",\"directions\":%" PRIu64 ",\"bytes\":%" PRIu64
                 ",\"noflow_calls\":%" PRIu64 ",\"noflow_bytes\":%" PRIu64 ",\"noflow_file\":%s"
                 ",\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 "}\n",
-                nf->nflows, 2 * nf->nflows, nf->bytes, nf->noflow_calls, nf->noflow_bytes,
+                nf->nflows, nf->ndirs, nf->bytes, nf->noflow_calls, nf->noflow_bytes,
                 nf->noflow_bytes ? "\"streams/noflow.bin\"" : "null", nf->gaps, nf->gap_bytes);
         rg_nf_close_out(base, sum, "streams.json");
     } else if (!base->err[0]) {
         snprintf(base->err, sizeof base->err, "%s", e);
     }
     free(nf->data_arg);
+    free(nf->sid_arg);
     free(nf->outdir);
     free(nf->path);
     return RG_OK;
@@ -334,7 +443,9 @@ rg_nf *rg_nf_streams_new(const rg_stack_desc *stack, const char *outdir, char *e
     nf->outdir = strdup(outdir);
     nf->path = malloc(nf->pathlen);
     nf->data_arg = rg_nf_data_args(stack);
-    if (!nf->outdir || !nf->path || !nf->data_arg || rg_nf_map_init(&nf->flows)) goto oom;
+    nf->sid_arg = sid_args(stack);
+    if (!nf->outdir || !nf->path || !nf->data_arg || !nf->sid_arg || rg_nf_map_init(&nf->flows))
+        goto oom;
     snprintf(nf->path, nf->pathlen, "%s/streams", outdir);
     if (rg_nf_mkdirs(nf->path, err, errlen)) goto fail;
     nf->flows_out = rg_nf_open_out(outdir, "flows.jsonl", err, errlen);
@@ -351,6 +462,7 @@ fail:
     if (nf) {
         rg_nf_map_free(&nf->flows);
         free(nf->data_arg);
+        free(nf->sid_arg);
         free(nf->outdir);
         free(nf->path);
         free(nf);

@@ -254,7 +254,8 @@ class CGen:
                 out.append(
                     f"static const rg_seq_cfg {lc.t('seqcfg')} = {{{sq.max_bytes}u, {sq.max_blocks}u, "
                     f"{'RG_SEQ_LAST' if sq.overwrite == 'last' else 'RG_SEQ_FIRST'}, "
-                    f"{1 if sq.buffer_data else 0}, {1 if sq.zero_based else 0}, 0}};"
+                    f"{1 if sq.buffer_data else 0}, {1 if sq.zero_based else 0}, "
+                    f"{'RG_SEQ_UNIT_MSG' if sq.unit == 'message' else 'RG_SEQ_UNIT_BYTE'}}};"
                 )
             if lc.atoms:
                 terms = []
@@ -720,12 +721,22 @@ class CGen:
             win = "&w_"
         d = lc.dir_expr()
         ev = lc.ev_index
-        lines += [
-            f"uint32_t fl_ = rg_seq_insert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, (uint32_t)m_, "
-            f"d_.ptr, len_, take_, {win}, {'RG_SEQ_BORROW' if ins.args.get('borrow') else '0'}, "
-            f"&sres_{n});",
-            f"vend_{n} = (uint32_t)m_ + take_;",
-        ]
+        if sq.unit == "message":  # one unit per packet (or none), whatever its length
+            early = "0"
+            if sq.early is not None:
+                early = f"(({cond_to_c(parse_expr(expr_text(sq.early)), env)}) ? RG_SEQ_EARLY : 0u)"
+            lines += [
+                f"uint32_t fl_ = rg_seq_minsert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, "
+                f"(uint32_t)m_, d_.ptr, len_, take_, {early}, {win}, &sres_{n});",
+                f"vend_{n} = (uint32_t)m_ + (take_ != 0);",
+            ]
+        else:
+            lines += [
+                f"uint32_t fl_ = rg_seq_insert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, (uint32_t)m_, "
+                f"d_.ptr, len_, take_, {win}, {'RG_SEQ_BORROW' if ins.args.get('borrow') else '0'}, "
+                f"&sres_{n});",
+                f"vend_{n} = (uint32_t)m_ + take_;",
+            ]
         flag = {"rexmit": "REXMIT", "out_of_wnd": "OUT_OF_WINDOW", "overlap": "CONFLICT",
                 "buffer_full": "BUFFER_FULL"}  # fmt: skip
         # dead-stores lists the flags something reads; without it (-O0/-O1) all are set
@@ -850,9 +861,15 @@ class CGen:
 
     def i_loop_decide(self, ins: Instr, lc: LayerC) -> str:
         c = ins.args["cond"]
+        n = lc.name
         if c is None:
-            return f"loop_{lc.name} = 1;"
-        return f"loop_{lc.name} = ({cond_to_c(c.expr, lc.env())}) ? 1u : 0u; /* {c_comment(unparse(c.expr))} */"
+            s = f"loop_{n} = 1;"
+        else:
+            s = f"loop_{n} = ({cond_to_c(c.expr, lc.env())}) ? 1u : 0u; /* {c_comment(unparse(c.expr))} */"
+        inp = ins.args.get("input")
+        if inp is not None:  # the edge's input, not the sdu, feeds the next pass
+            s += f"\nif (loop_{n}) sdu_{n} = {to_c(inp, lc.env()).text}; /* {c_comment(unparse(inp))} */"
+        return s
 
     def i_reenter(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
@@ -903,7 +920,7 @@ class CGen:
                 "    }",
                 "}",
             ]
-        if ins.args.get("settle") and lc.has_seq:
+        if ins.args.get("settle") and lc.has_seq and lc.model.sequence.unit == "byte":
             lines.append(
                 f"if (has_inst_{n}) rg_seq_settle(&inst_{n}->seq[{lc.dir_expr()}], &{lc.t('seqcfg')});"
             )

@@ -477,6 +477,8 @@ class LayerEnv:
         inp, cur = lc.v("in"), lc.v("cur")
         if len(p) == 1:
             x = p[0]
+            if x == "input":  # the whole input of this pass, header included
+                return CRef(inp, BytesT(None))
             if x == "payload":
                 return CRef(f"rg_bytes_make({inp}.ptr + {cur}, {inp}.len - {cur})", BytesT(None))
             if x == "payload_len":
@@ -557,8 +559,9 @@ class LayerEnv:
         if not lc.has_seq:
             return "/* assemble(): no sequence in this layer */"
         inst, d = lc.v("inst"), lc.dir_expr()
+        fn = "rg_seq_massemble" if lc.model.sequence.unit == "message" else "rg_seq_assemble"
         return (
-            f"{lc.v('sdu')} = {lc.v('has_inst')} ? rg_seq_assemble(&{inst}->seq[{d}], "
+            f"{lc.v('sdu')} = {lc.v('has_inst')} ? {fn}(&{inst}->seq[{d}], "
             f"&{lc.t('seqcfg')}, &{lc.v('sres')}) : rg_bytes_empty();"
         )
 

@@ -93,7 +93,7 @@ class AtomTable:
 
 def _name_resources(layer: str, bindings: dict[str, str], parts: tuple[str, ...]) -> set[str]:
     p0 = parts[0]
-    if p0 in ("payload", "payload_len", "cursor"):
+    if p0 in ("input", "payload", "payload_len", "cursor"):
         return {f"HEADER:{layer}"}
     if p0 in ("sdu", "sdu_len", "gap_seq", "gap_len"):
         return {f"SDU:{layer}"}
@@ -300,7 +300,7 @@ class Lowerer:
             ins = self.block(L, "insert", self.src(li, ("sequence",), "sequence"))
             cur.term = Branch(Cond("has_inst"), ins.name, "", L, frozenset({f"INST:{L}"}))
             rd = set()
-            for key in ("meta", "data", "data_len"):
+            for key in ("meta", "data", "data_len", "early"):
                 v = getattr(m.sequence, key)
                 if v is not None:
                     rd |= expr_reads(L, b, parse_expr(expr_text(v)))
@@ -375,15 +375,19 @@ class Lowerer:
             i, e = loops[0]
             mr = e.max_repeat or DEFAULT_MAX_REPEAT
             ex = parse_expr(expr_text(e.when)) if e.when is not None else None
+            # input: the next pass parses this instead of the sdu (written into the sdu when
+            # the loop is taken; nothing reads the sdu after this but the destroy and reenter)
+            inp = parse_expr(expr_text(e.input)) if e.input is not None else None
             self.emit(
                 cur,
                 "loop_decide",
                 L,
-                expr_reads(L, b, ex),
-                {f"LOOP:{L}"},
+                expr_reads(L, b, ex) | expr_reads(L, b, inp),
+                {f"LOOP:{L}"} | ({f"SDU:{L}"} if inp is not None else set()),
                 self.stack_src(("edges", i), "self-loop"),
                 cond=Cond("expr", ex, expr_text(e.when)) if ex is not None else None,
                 max_repeat=mr,
+                **({"input": inp} if inp is not None else {}),
             )
 
         # 10. destroy

@@ -78,7 +78,8 @@ OPCODES: dict[str, str] = {
     "fail": "no transition matched: raise fail; args: policy",
     "callback": "args: name, call (the Callback model): a protocol callback statement",
     "handler": "args: name: call a stack handler with its arguments",
-    "loop_decide": "args: cond (Cond): remember whether the self-loop edge holds",
+    "loop_decide": "args: cond (Cond), input (Expr | None): remember whether the self-loop edge "
+    "holds; with input, the next pass parses that instead of the sdu",
     "destroy": "destroy the instance (accept state)",
     "reenter": "self-loop: the sdu becomes the layer's input for another pass",
     "finish": "the layer is left: args settle (copy borrowed data), commit (a lazily created "

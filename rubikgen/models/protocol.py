@@ -169,7 +169,21 @@ class Selector(Model):
 class Sequence(Model):
     meta: Expr = Field(description="Offset of this packet's data (32-bit).")
     data: Expr = Field("payload", description="The bytes to buffer.")
-    data_len: Expr | None = Field(None, description="Logical length incl. phantom bytes.")
+    data_len: Expr | None = Field(
+        None,
+        description="Logical length incl. phantom bytes; with unit: message, 0 (no message) or "
+        "non-zero (one unit).",
+    )
+    unit: Literal["byte", "message"] = Field(
+        "byte",
+        description="What meta counts: bytes (TCP, IP fragments) or messages (SCTP TSNs, packet "
+        "numbers: each packet's data is one unit, delivered whole).",
+    )
+    early: Expr | None = Field(
+        None,
+        description="unit: message only: when this holds, a new message is delivered at the "
+        "next assemble() without waiting for the units before it (SCTP's unordered chunks).",
+    )
     zero_based: bool = False
     window: list[Expr] | None = Field(
         None, min_length=2, max_length=2, description="[left, right)."

@@ -31,6 +31,11 @@ class Edge(Model):
     when: Expr | None = None
     priority: StrictInt = 0
     max_repeat: StrictInt | None = Field(None, description="Self-loops only: bound on repetitions.")
+    input: Expr | None = Field(
+        None,
+        description="Self-loops only: the bytes the next pass parses (default: the sdu), so the "
+        "sdu can go to a child layer while the loop walks the rest of the input.",
+    )
     doc: StrictStr | None = None
 
 

@@ -81,6 +81,7 @@ LIFECYCLE_EVENTS: dict[str, tuple[str, ...]] = {
 
 # Names available in expressions without a prefix.
 BUILTIN_VALUES = (
+    "input",
     "payload",
     "payload_len",
     "cursor",

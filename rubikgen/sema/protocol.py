@@ -9,6 +9,7 @@ from typing import Any
 from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr import ExprSyntaxError, check_expr, check_stmt, parse_expr, parse_stmt
 from rubikgen.expr.ast import Name, Num, Slice, walk
+from rubikgen.expr.check import is_const
 from rubikgen.expr.types import BytesT, NumT, Type, describe
 from rubikgen.models.common import Callback, TypedArg, expr_text
 from rubikgen.models.protocol import (
@@ -28,6 +29,14 @@ from rubikgen.source import Path, SourceMap
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.]+|\|\||&&|==|!=|<=|>=|<<|>>|.", re.S)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def _const_of(e: Any) -> int | None:
+    """The value of a constant expression, None otherwise (or when it does not parse)."""
+    try:
+        return is_const(parse_expr(expr_text(e)))
+    except ExprSyntaxError:
+        return None
 
 
 def parse_duration(v: Any) -> float | None:
@@ -394,6 +403,29 @@ def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[
         t, _ = ec.expr(("sequence", "data"), sq.data, B.SEQUENCE, "bytes")
         if sq.data_len is not None:
             ec.expr(("sequence", "data_len"), sq.data_len, B.SEQUENCE, "num")
+            k = _const_of(sq.data_len) if sq.unit == "message" else None
+            if k is not None and k not in (0, 1):
+                diags.append(
+                    smap.diag(
+                        "RG015",
+                        f"data_len {k} in a message sequence: a packet inserts one unit or none",
+                        ("sequence", "data_len"),
+                        hint="with unit: message, data_len is 0 (no message) or 1 (one message, "
+                        "whatever its length); phantom units do not exist",
+                    )
+                )
+        if sq.early is not None:
+            ec.expr(("sequence", "early"), sq.early, B.SEQUENCE, "bool")
+            if sq.unit != "message":
+                diags.append(
+                    smap.diag(
+                        "RG006",
+                        "early applies to message sequences only",
+                        ("sequence", "early"),
+                        key=True,
+                        hint="add unit: message, or drop early: a byte is never delivered out of order",
+                    )
+                )
         if sq.window is not None:
             for i, w in enumerate(sq.window):
                 ec.expr(("sequence", "window", i), w, B.SEQUENCE, "num")

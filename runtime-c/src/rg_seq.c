@@ -535,10 +535,13 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     return out;
 }
 
+static void msgs_free(rg_seq_store *st);
+
 void rg_seq__release(rg_seq *s)
 {
     rg_seq_store *st = s->st;
     if (st) {
+        msgs_free(st);
         heap_sub(sizeof *st + st->buf_cap + (size_t)st->blk_cap * sizeof *st->blk +
                  (size_t)st->gap_cap * sizeof *st->gap);
         free(st->gap);
@@ -551,6 +554,7 @@ void rg_seq__release(rg_seq *s)
 
 void rg_seq_set_base(rg_seq *s, uint32_t next)
 {
+    if (s->st) msgs_free(s->st); /* message units: the buffered messages go too */
     s->nblk = 0;
     s->borrow = NULL;
     s->borrow_len = 0;
@@ -608,4 +612,287 @@ int rg_seq_pending(const rg_seq *s)
     if (floor_target(s, &target)) return 1;
     if ((s->flags & (RG_SEQF_END | RG_SEQF_DONE)) == RG_SEQF_END && s->next == s->end) return 1;
     return 0;
+}
+
+/* ======================================================================
+ * Message units (cfg.unit == RG_SEQ_UNIT_MSG; model in rg_seq.h).
+ *
+ * The unit numbers live in the sequence itself, driven through the byte
+ * code with an offsets-only "shadow" configuration (one unit = one
+ * "byte"), so duplicates, holes, the window and gap skipping behave
+ * exactly as for bytes.  The messages live in st->msgs, sorted by unit
+ * number relative to next; every buffered message's unit is at or after
+ * next (gap skipping only skips units without a message).
+ * ====================================================================== */
+
+typedef struct rg_seq_msg {
+    uint32_t unit, len;
+    uint8_t *data; /* NULL when len == 0 */
+} rg_seq_msg;
+
+typedef struct rg_seq_msgs {
+    rg_seq_msg *m;
+    uint32_t n, cap;
+    uint64_t bytes; /* message bytes buffered */
+    uint8_t *out;   /* the last massemble's view when it concatenated */
+    uint32_t out_cap;
+    uint32_t early_len, early_cap; /* RG_SEQ_EARLY messages since the last massemble */
+    uint8_t *early;
+} rg_seq_msgs;
+
+static void msgs_free(rg_seq_store *st)
+{
+    rg_seq_msgs *ms = st->msgs;
+    if (!ms) return;
+    for (uint32_t i = 0; i < ms->n; i++)
+        free(ms->m[i].data);
+    heap_sub((size_t)ms->bytes + ms->out_cap + ms->early_cap + (size_t)ms->cap * sizeof *ms->m +
+             sizeof *ms);
+    free(ms->m);
+    free(ms->out);
+    free(ms->early);
+    free(ms);
+    st->msgs = NULL;
+}
+
+static rg_seq_cfg shadow_cfg(const rg_seq_cfg *cfg)
+{
+    rg_seq_cfg sh = *cfg;
+    sh.buffer_data = 0;
+    sh.unit = RG_SEQ_UNIT_BYTE;
+    return sh;
+}
+
+static rg_seq_msgs *msgs_of(rg_seq *s)
+{
+    if (!s->st) {
+        s->st = calloc(1, sizeof *s->st);
+        if (!s->st) return NULL;
+        heap_add(sizeof *s->st);
+    }
+    if (!s->st->msgs) {
+        s->st->msgs = calloc(1, sizeof *s->st->msgs);
+        if (!s->st->msgs) return NULL;
+        heap_add(sizeof *s->st->msgs);
+    }
+    return s->st->msgs;
+}
+
+/* Index of the first message whose unit is at or after `unit` (relative to next). */
+static uint32_t msg_lower(const rg_seq_msgs *ms, uint32_t next, uint32_t unit)
+{
+    uint32_t lo = 0, hi = ms->n, r = unit - next;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ms->m[mid].unit - next < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int msg_copy(rg_seq_msg *m, const uint8_t *data, uint32_t len)
+{
+    uint8_t *p = NULL;
+    if (len) {
+        p = malloc(len);
+        if (!p) return -1;
+        memcpy(p, data, len);
+        heap_add(len);
+    }
+    m->data = p;
+    m->len = len;
+    return 0;
+}
+
+uint32_t rg_seq_mcount(const rg_seq *s)
+{
+    return s->st && s->st->msgs ? s->st->msgs->n : 0;
+}
+
+/* Append an early message (kept until the next massemble). */
+static int early_put(rg_seq_msgs *ms, const uint8_t *data, uint32_t len)
+{
+    if (len > ms->early_cap - ms->early_len) {
+        uint64_t ncap = ms->early_cap ? (uint64_t)ms->early_cap * 2 : 256;
+        while (ncap < (uint64_t)ms->early_len + len)
+            ncap *= 2;
+        if (ncap > RG_SEQ_MAX_SPAN) return -1;
+        uint8_t *p = realloc(ms->early, (size_t)ncap);
+        if (!p) return -1;
+        heap_add((size_t)ncap - ms->early_cap);
+        ms->early = p;
+        ms->early_cap = (uint32_t)ncap;
+    }
+    if (len) memcpy(ms->early + ms->early_len, data, len);
+    ms->early_len += len;
+    return 0;
+}
+
+uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const uint8_t *data,
+                        uint32_t len, uint32_t take, unsigned mflags, const rg_seq_win *win,
+                        rg_seq_res *res)
+{
+    rg_seq_res tmp, r;
+    if (!res) {
+        memset(&tmp, 0, sizeof tmp);
+        res = &tmp;
+    }
+    memset(&r, 0, sizeof r);
+    const rg_seq_cfg sh = shadow_cfg(cfg);
+    if (!data) len = 0;
+    take = take ? 1u : 0u;
+    rg_seq_msgs *ms = s->st ? s->st->msgs : NULL;
+
+    if (take && cfg->buffer_data) {
+        /* a message that would be new but does not fit is dropped before its
+         * unit is recorded: its unit stays a hole (skippable by the window) */
+        const uint32_t next = (s->flags & RG_SEQF_INIT) ? s->next : (cfg->zero_based ? 0 : unit);
+        const uint32_t rel = unit - next;
+        int known = rg_sdiff(unit, next) < 0 || rel < s->borrow_len;
+        for (uint32_t k = 0; !known && k < s->nblk; k++)
+            known = rg_sdiff(unit, s->st->blk[k].start) >= 0 && rg_sdiff(unit, s->st->blk[k].end) < 0;
+        const uint32_t maxm = cfg->max_blocks ? cfg->max_blocks : RG_SEQ_DEFAULT_MAX_BLOCKS;
+        const uint64_t held = ms ? ms->bytes + ms->early_len : 0;
+        if (!known && ((ms ? ms->n : 0) >= maxm || held + len > rg_seq_cfg_max_bytes(cfg))) {
+            drop_cap(res, len);
+            res->flags |= RG_SEQ_EV_BUFFER_FULL; /* also for an empty message */
+            take = 0; /* still apply the window's left edge below */
+        }
+    }
+    (void)rg_seq__insert(s, &sh, unit, take ? rg_empty_byte : NULL, take, take, win, 0, &r);
+    res->flags |= r.flags;
+    res->gap_bytes += r.gap_bytes;
+    if (r.oow_bytes) res->oow_bytes += len;
+    if (r.cap_bytes) res->cap_bytes += len;
+    if (r.new_bytes) {
+        res->new_bytes += len;
+        if (!cfg->buffer_data) return res->flags;
+        ms = msgs_of(s);
+        if (mflags & RG_SEQ_EARLY) { /* delivered ahead of order; the unit stays empty */
+            if (!ms || early_put(ms, data, len) < 0) drop_cap(res, len);
+            return res->flags;
+        }
+        rg_seq_msg m;
+        if (!ms || msg_copy(&m, data, len) < 0) {
+            drop_cap(res, len); /* out of memory: the unit is kept, its message lost */
+            return res->flags;
+        }
+        m.unit = unit;
+        if (ms->n == ms->cap) {
+            uint32_t ncap = ms->cap ? ms->cap * 2 : 8;
+            rg_seq_msg *p = realloc(ms->m, (size_t)ncap * sizeof *p);
+            if (!p) {
+                free(m.data);
+                heap_sub(len);
+                drop_cap(res, len);
+                return res->flags;
+            }
+            heap_add((size_t)(ncap - ms->cap) * sizeof *p);
+            ms->m = p;
+            ms->cap = ncap;
+        }
+        uint32_t i = msg_lower(ms, s->next, unit);
+        memmove(&ms->m[i + 1], &ms->m[i], (size_t)(ms->n - i) * sizeof *ms->m);
+        ms->m[i] = m;
+        ms->n++;
+        ms->bytes += len;
+    } else if (r.dup_bytes) {
+        if (!res->dup_bytes) res->dup_seq = unit;
+        res->dup_bytes += len;
+        /* a buffered copy: compare, and keep the last one if asked */
+        uint32_t i = ms ? msg_lower(ms, s->next, unit) : 0;
+        if (ms && i < ms->n && ms->m[i].unit == unit) {
+            rg_seq_msg *m = &ms->m[i];
+            if (m->len != len || (len && memcmp(m->data, data, len) != 0)) {
+                res->flags |= RG_SEQ_EV_CONFLICT;
+                rg_seq_msg nm;
+                if (cfg->policy == RG_SEQ_LAST && msg_copy(&nm, data, len) == 0) {
+                    heap_sub(m->len);
+                    free(m->data);
+                    ms->bytes = ms->bytes - m->len + len;
+                    nm.unit = unit;
+                    *m = nm;
+                }
+            }
+        }
+    }
+    return res->flags;
+}
+
+rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
+{
+    rg_seq_res tmp, r;
+    rg_bytes out = rg_bytes_empty();
+    if (!res) {
+        memset(&tmp, 0, sizeof tmp);
+        res = &tmp;
+    }
+    memset(&r, 0, sizeof r);
+    const rg_seq_cfg sh = shadow_cfg(cfg);
+    (void)rg_seq__assemble(s, &sh, &r);
+    res->flags |= r.flags;
+    res->gap_bytes += r.gap_bytes;
+    rg_seq_msgs *ms = s->st ? s->st->msgs : NULL;
+    if (!ms) return out;
+    /* the delivered units are [first, next); their messages lead the list */
+    const uint32_t first = s->next - r.adv_bytes;
+    const uint32_t early = ms->early_len;
+    uint32_t k = 0;
+    uint64_t total = 0;
+    while (r.adv_bytes && k < ms->n && ms->m[k].unit - first < r.adv_bytes)
+        total += ms->m[k++].len;
+    if (k == 0 && early == 0) return out;
+    total += early;
+    if (total > UINT32_MAX) total = UINT32_MAX; /* cannot happen: max_bytes <= 1 GiB */
+    if (early == 0 && k == 1 && ms->m[0].data) {
+        /* one message: hand over its own buffer as the view */
+        heap_sub(ms->out_cap);
+        free(ms->out);
+        ms->out = ms->m[0].data;
+        ms->out_cap = ms->m[0].len;
+        out.ptr = ms->out;
+        out.len = ms->m[0].len;
+    } else if (total) {
+        if (total > ms->out_cap) {
+            uint8_t *p = malloc((size_t)total);
+            if (!p) { /* out of memory: the messages are lost, counted as dropped */
+                for (uint32_t i = 0; i < k; i++)
+                    free(ms->m[i].data);
+                heap_sub((size_t)(total - early));
+                drop_cap(res, (uint32_t)total);
+                ms->bytes -= total - early;
+                ms->early_len = 0;
+                memmove(&ms->m[0], &ms->m[k], (size_t)(ms->n - k) * sizeof *ms->m);
+                ms->n -= k;
+                return out;
+            }
+            heap_sub(ms->out_cap);
+            heap_add((size_t)total);
+            free(ms->out);
+            ms->out = p;
+            ms->out_cap = (uint32_t)total;
+        }
+        if (early) memcpy(ms->out, ms->early, early);
+        uint32_t at = early;
+        for (uint32_t i = 0; i < k; i++) {
+            if (ms->m[i].len) memcpy(ms->out + at, ms->m[i].data, ms->m[i].len);
+            at += ms->m[i].len;
+            free(ms->m[i].data);
+        }
+        heap_sub((size_t)(total - early));
+        out.ptr = ms->out;
+        out.len = (uint32_t)total;
+    } else {
+        for (uint32_t i = 0; i < k; i++)
+            free(ms->m[i].data);
+    }
+    ms->bytes -= total - early;
+    ms->early_len = 0;
+    memmove(&ms->m[0], &ms->m[k], (size_t)(ms->n - k) * sizeof *ms->m);
+    ms->n -= k;
+    res->adv_bytes += (uint32_t)total;
+    if (!cfg->buffer_data) out = rg_bytes_empty();
+    return out;
 }

@@ -411,6 +411,92 @@ static void test_streams(void **state)
     fs_rm_tree(dir);
 }
 
+/* A data handler with a numeric "sid" argument splits its layer's flows: one record per
+ * direction and stream id (c2s first, by sid), the two plain lines (sid null) when nothing
+ * was delivered; the sid of another layer's handler changes nothing there. */
+static const rg_layer_desc SID_LAYERS[] = {
+    {"user", "sctp_user", "sctp_user.yaml", 1, 1, 0, 1, 14, 3, TCP4_PARTS, 0, NULL, 0},
+};
+static const char *const CHUNK_ARGS[] = {"data", "sid", "ssn"};
+static const uint8_t CHUNK_KINDS[] = {RG_VAL_BYTES, RG_VAL_NUM, RG_VAL_NUM};
+static const char *const MSG_ARGS[] = {"msg", "sid"}; /* no "data": not a stream */
+static const uint8_t MSG_KINDS[] = {RG_VAL_BYTES, RG_VAL_NUM};
+static const rg_handler_desc SID_HANDLERS[] = {
+    {"on_chunk", 0, 3, CHUNK_ARGS, CHUNK_KINDS},
+    {"on_msg", 0, 2, MSG_ARGS, MSG_KINDS},
+};
+static const rg_stack_desc SID_STACK = {
+    .name = "sid",
+    .nlayers = 1,
+    .layers = SID_LAYERS,
+    .nhandlers = 2,
+    .handlers = SID_HANDLERS,
+    .entry = {0, -1, -1, -1, -1, -1},
+};
+
+#define SHA_B    "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d"
+#define SHA_AADD "c814a68d2e619986584b667a7269dbf1124b915f44f50a57dcd6f813759e85b3"
+#define SHA_CC   "355b1bbfc96725cdce8f4a2708fda310a80e6d13315aec4e5eed2a75fe8032ce"
+
+static void test_streams_sid(void **state)
+{
+    (void)state;
+    char dir[64], err[256];
+    assert_non_null(fs_tmpdir(dir, "rg_nf_"));
+    rg_obs *o = rg_nf_create("streams", &SID_STACK, dir, err, sizeof err);
+    assert_non_null(o);
+    rg_flow_info f1 = flow(1, 0), f2 = flow(2, 0);
+    o->on_open(o->self, &f1, 1000);
+    o->on_open(o->self, &f2, 1000);
+    const struct {
+        uint8_t dir;
+        uint64_t sid;
+        const char *data;
+    } calls[] = {{0, 1, "aa"}, {0, 0, "b"}, {1, 1, "cc"}, {0, 1, "dd"}};
+    for (unsigned i = 0; i < 4; i++) {
+        rg_val a[3] = {bytes(calls[i].data, strlen(calls[i].data)), num(calls[i].sid), num(i)};
+        rg_call c = {0, 0, calls[i].dir, &f1, i * 1000, i + 1, a};
+        o->on_call(o->self, &c);
+    }
+    rg_val m[2] = {bytes("whole", 5), num(0)};
+    rg_call mc = {1, 0, 0, &f1, 9000, 9, m};
+    o->on_call(o->self, &mc); /* a message: not stream bytes */
+    o->on_close(o->self, &f1, RG_CLOSE_FLUSHED, 0, 9000);
+    o->on_close(o->self, &f2, RG_CLOSE_FLUSHED, 0, 9000);
+    assert_int_equal(rg_nf_finish(o), RG_OK);
+
+    char *flows = fs_read(dir, "flows.jsonl", NULL);
+    assert_non_null(flows);
+#define EP_C2S "\"src\":\"10.0.0.1\",\"dst\":\"192.168.1.2\",\"sport\":40000,\"dport\":80"
+#define EP_S2C "\"src\":\"192.168.1.2\",\"dst\":\"10.0.0.1\",\"sport\":80,\"dport\":40000"
+#define HEAD   "{\"layer\":\"user\",\"proto\":\"sctp_user\","
+    const char *want =
+        HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":0,\"bytes\":1,\"sha256\":\"" SHA_B "\","
+        "\"file\":\"streams/1-c2s-sid0.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\"}\n"
+        HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":1,\"bytes\":4,\"sha256\":\"" SHA_AADD "\","
+        "\"file\":\"streams/1-c2s-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\"}\n"
+        HEAD EP_S2C ",\"dir\":\"s2c\",\"sid\":1,\"bytes\":2,\"sha256\":\"" SHA_CC "\","
+        "\"file\":\"streams/1-s2c-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\"}\n"
+        HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
+        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\"}\n"
+        HEAD EP_S2C ",\"dir\":\"s2c\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
+        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\"}\n";
+    assert_string_equal(flows, want);
+    free(flows);
+    size_t n;
+    char *s = fs_read(dir, "streams/1-c2s-sid1.bin", &n);
+    assert_non_null(s);
+    assert_int_equal(n, 4);
+    assert_memory_equal(s, "aadd", 4);
+    free(s);
+    assert_false(fs_exists(dir, "streams/1-c2s.bin")); /* split: no per-direction file */
+    s = fs_read(dir, "streams.json", NULL);
+    assert_string_equal(s, "{\"flows\":2,\"directions\":5,\"bytes\":7,\"noflow_calls\":0,"
+                           "\"noflow_bytes\":0,\"noflow_file\":null}\n");
+    free(s);
+    fs_rm_tree(dir);
+}
+
 static size_t open_fds(void)
 {
     size_t n = 0;
@@ -633,7 +719,7 @@ int main(void)
         cmocka_unit_test(test_sha256_fips),  cmocka_unit_test(test_sha256_lengths),
         cmocka_unit_test(test_endpoints),    cmocka_unit_test(test_json_string),
         cmocka_unit_test(test_uid_map),      cmocka_unit_test(test_create_errors),
-        cmocka_unit_test(test_count),        cmocka_unit_test(test_streams),
+        cmocka_unit_test(test_count),        cmocka_unit_test(test_streams),     cmocka_unit_test(test_streams_sid),
         cmocka_unit_test(test_streams_many), cmocka_unit_test(test_events),
         cmocka_unit_test(test_flowstats),    cmocka_unit_test(test_flowstats_within_packet),    cmocka_unit_test(test_write_error),
     };

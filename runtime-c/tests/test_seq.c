@@ -1744,6 +1744,265 @@ static void test_heap_accounting(void **state)
     free(d);
 }
 
+
+/* ---- message units ---- */
+static const rg_seq_cfg CFG_MSG0 = {.buffer_data = 1, .zero_based = 1, .unit = RG_SEQ_UNIT_MSG};
+static const rg_seq_cfg CFG_MSG0_LAST = {
+    .buffer_data = 1, .zero_based = 1, .policy = RG_SEQ_LAST, .unit = RG_SEQ_UNIT_MSG};
+
+/* Message i: length (i * 37) % 300 (so some are empty), bytes pat(i * 1000 + j). */
+static uint32_t mlen(uint32_t i)
+{
+    return (i * 37u) % 300u;
+}
+
+static void mfill(uint8_t *b, uint32_t i)
+{
+    for (uint32_t j = 0; j < mlen(i); j++)
+        b[j] = pat(i * 1000u + j);
+}
+
+static uint32_t mins(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, uint32_t variant,
+                     rg_seq_res *res)
+{
+    uint8_t b[300];
+    mfill(b, unit);
+    if (variant && mlen(unit)) b[0] ^= 0xff;
+    return rg_seq_minsert(s, cfg, unit, b, mlen(unit), 1, 0, NULL, res);
+}
+
+/* The expected concatenation of messages [a, b). */
+static void mexpect(sink *k, uint32_t a, uint32_t b)
+{
+    uint8_t buf[300];
+    for (uint32_t i = a; i < b; i++) {
+        mfill(buf, i);
+        sink_put(k, rg_bytes_make(buf, mlen(i)));
+    }
+}
+
+static void test_msg_whole_in_order(void **state)
+{
+    (void)state;
+    rg_seq s;
+    rg_seq_init(&s);
+    sink got = {0}, want = {0};
+    for (uint32_t i = 0; i < 20; i++) {
+        rg_seq_res res = {0};
+        mins(&s, &CFG_MSG0, i, 0, &res);
+        assert_int_equal(res.new_bytes, mlen(i));
+        rg_bytes b = rg_seq_massemble(&s, &CFG_MSG0, &res);
+        assert_int_equal(b.len, mlen(i)); /* the whole message, not one byte per unit */
+        assert_int_equal(res.adv_bytes, mlen(i));
+        sink_put(&got, b);
+        assert_int_equal(rg_seq_next(&s), i + 1); /* next counts units */
+    }
+    mexpect(&want, 0, 20);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.buf, want.buf, want.len);
+    assert_int_equal(rg_seq_mcount(&s), 0);
+    rg_seq_free(&s);
+    free(got.buf);
+    free(want.buf);
+}
+
+static void test_msg_reverse_then_one_assemble(void **state)
+{
+    (void)state;
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res res = {0};
+    for (uint32_t i = 9; i >= 1; i--) {
+        mins(&s, &CFG_MSG0, i, 0, &res);
+        assert_int_equal(rg_seq_massemble(&s, &CFG_MSG0, &res).len, 0); /* hole at 0 */
+    }
+    assert_false(rg_seq_ready_upto(&s, 10));
+    mins(&s, &CFG_MSG0, 0, 0, &res);
+    assert_true(rg_seq_ready_upto(&s, 10));
+    sink got = {0}, want = {0};
+    sink_put(&got, rg_seq_massemble(&s, &CFG_MSG0, &res));
+    mexpect(&want, 0, 10);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.buf, want.buf, want.len);
+    assert_int_equal(rg_seq_next(&s), 10);
+    rg_seq_free(&s);
+    free(got.buf);
+    free(want.buf);
+}
+
+static void test_msg_duplicates_once(void **state)
+{
+    (void)state;
+    for (int last = 0; last < 2; last++) {
+        const rg_seq_cfg *cfg = last ? &CFG_MSG0_LAST : &CFG_MSG0;
+        rg_seq s;
+        rg_seq_init(&s);
+        rg_seq_res res = {0};
+        mins(&s, cfg, 1, 0, &res);
+        memset(&res, 0, sizeof res);
+        /* buffered duplicate with other content: conflict, policy picks the copy */
+        uint32_t fl = mins(&s, cfg, 1, 1, &res);
+        assert_true(fl & RG_SEQ_EV_REXMIT);
+        assert_true(fl & RG_SEQ_EV_CONFLICT);
+        assert_int_equal(res.dup_bytes, mlen(1));
+        assert_int_equal(res.new_bytes, 0);
+        mins(&s, cfg, 0, 0, &res);
+        rg_bytes b = rg_seq_massemble(&s, cfg, &res);
+        assert_int_equal(b.len, mlen(0) + mlen(1));
+        uint8_t m1[300];
+        mfill(m1, 1);
+        if (last) m1[0] ^= 0xff;
+        assert_memory_equal(b.ptr + mlen(0), m1, mlen(1));
+        /* a delivered unit again: a retransmission, never delivered twice */
+        memset(&res, 0, sizeof res);
+        fl = mins(&s, cfg, 0, 0, &res);
+        assert_true(fl & RG_SEQ_EV_REXMIT);
+        assert_int_equal(rg_seq_massemble(&s, cfg, &res).len, 0);
+        assert_int_equal(rg_seq_next(&s), 2);
+        rg_seq_free(&s);
+    }
+}
+
+static void test_msg_window_gap_and_ack(void **state)
+{
+    (void)state;
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res res = {0};
+    mins(&s, &CFG_MSG0, 0, 0, &res);
+    assert_int_equal(rg_seq_massemble(&s, &CFG_MSG0, &res).len, mlen(0));
+    mins(&s, &CFG_MSG0, 3, 0, &res); /* units 1 and 2 missing */
+    assert_int_equal(rg_seq_massemble(&s, &CFG_MSG0, &res).len, 0);
+    /* an acknowledgment (no unit) moves the left edge to 3: the hole is skipped */
+    rg_seq_win w = {3, 3 + 1000};
+    memset(&res, 0, sizeof res);
+    rg_seq_minsert(&s, &CFG_MSG0, 0, NULL, 0, 0, 0, &w, &res);
+    rg_bytes b = rg_seq_massemble(&s, &CFG_MSG0, &res);
+    assert_int_equal(b.len, mlen(3));
+    assert_true(res.flags & RG_SEQ_EV_GAP);
+    assert_int_equal(res.gap_bytes, 2); /* units, not bytes */
+    /* right edge in units */
+    rg_seq_win w2 = {4, 6};
+    memset(&res, 0, sizeof res);
+    assert_true(mins(&s, &CFG_MSG0, 7, 0, &res) == 0 ||
+                (rg_seq_minsert(&s, &CFG_MSG0, 6, (const uint8_t *)"x", 1, 1, 0, &w2, &res) &
+                 RG_SEQ_EV_OUT_OF_WINDOW));
+    rg_seq_free(&s);
+}
+
+static void test_msg_caps(void **state)
+{
+    (void)state;
+    const rg_seq_cfg cfg = {.buffer_data = 1, .zero_based = 1, .max_blocks = 3, .max_bytes = 1000,
+                            .unit = RG_SEQ_UNIT_MSG};
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res res = {0};
+    uint8_t big[600] = {0};
+    rg_seq_minsert(&s, &cfg, 1, big, 10, 1, 0, NULL, &res);
+    rg_seq_minsert(&s, &cfg, 2, big, 10, 1, 0, NULL, &res);
+    rg_seq_minsert(&s, &cfg, 3, big, 10, 1, 0, NULL, &res);
+    assert_false(res.flags & RG_SEQ_EV_BUFFER_FULL);
+    uint32_t fl = rg_seq_minsert(&s, &cfg, 4, big, 10, 1, 0, NULL, &res); /* 4th message */
+    assert_true(fl & RG_SEQ_EV_BUFFER_FULL);
+    rg_seq_minsert(&s, &cfg, 0, big, 10, 1, 0, NULL, &res); /* the 4th buffered: refused too */
+    assert_int_equal(rg_seq_mcount(&s), 3);
+    /* unit 0 is still a hole: nothing delivered, nothing lost from memory */
+    assert_int_equal(rg_seq_massemble(&s, &cfg, &res).len, 0);
+    rg_seq_free(&s);
+    rg_seq_init(&s);
+    memset(&res, 0, sizeof res);
+    fl = rg_seq_minsert(&s, &cfg, 0, big, 600, 1, 0, NULL, &res);
+    assert_false(fl & RG_SEQ_EV_BUFFER_FULL);
+    fl = rg_seq_minsert(&s, &cfg, 1, big, 600, 1, 0, NULL, &res); /* 1200 bytes > max_bytes */
+    assert_true(fl & RG_SEQ_EV_BUFFER_FULL);
+    assert_int_equal(rg_seq_massemble(&s, &cfg, &res).len, 600);
+    rg_seq_free(&s);
+}
+
+/* Random orders with duplicates, in any wrap position: every message once, in unit order. */
+static void test_msg_random(void **state)
+{
+    (void)state;
+    uint32_t rnd = 12345;
+    for (int round = 0; round < 200; round++) {
+        const uint32_t n = 1 + round % 40;
+        const uint32_t base = round % 3 == 0 ? 0xfffffff0u : (uint32_t)round * 1000u;
+        rg_seq_cfg cfg = {.buffer_data = 1, .unit = RG_SEQ_UNIT_MSG, .max_blocks = 1000};
+        rg_seq s;
+        rg_seq_init(&s);
+        rg_seq_res res = {0};
+        uint32_t order[120];
+        uint32_t m = 0;
+        order[m++] = 0; /* the first insert sets next (not zero-based) */
+        for (uint32_t i = 1; i < n; i++)
+            order[m++] = i;
+        for (uint32_t i = 1; i < m; i++) { /* shuffle all but the first */
+            rnd = rnd * 1103515245u + 12345u;
+            uint32_t j = 1 + (rnd >> 8) % i;
+            uint32_t t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (uint32_t i = 0; i < n / 3; i++) { /* duplicates */
+            rnd = rnd * 1103515245u + 12345u;
+            order[m++] = (rnd >> 8) % n;
+        }
+        sink got = {0}, want = {0};
+        uint8_t buf[300];
+        for (uint32_t i = 0; i < m; i++) {
+            mfill(buf, order[i]);
+            rg_seq_minsert(&s, &cfg, base + order[i], buf, mlen(order[i]), 1, 0, NULL, &res);
+            if ((rnd >> 3) % 2) sink_put(&got, rg_seq_massemble(&s, &cfg, &res));
+        }
+        sink_put(&got, rg_seq_massemble(&s, &cfg, &res));
+        mexpect(&want, 0, n);
+        assert_int_equal(got.len, want.len);
+        if (want.len) assert_memory_equal(got.buf, want.buf, want.len);
+        assert_int_equal(rg_seq_next(&s), base + n);
+        assert_int_equal(rg_seq_mcount(&s), 0);
+        rg_seq_free(&s);
+        free(got.buf);
+        free(want.buf);
+    }
+    assert_int_equal(rg_seq_heap_stats().cur, 0);
+}
+
+static void test_msg_early(void **state)
+{
+    (void)state;
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_res res = {0};
+    uint8_t b[300];
+    mins(&s, &CFG_MSG0, 0, 0, &res);
+    assert_int_equal(rg_seq_massemble(&s, &CFG_MSG0, &res).len, mlen(0));
+    mfill(b, 5);
+    rg_seq_minsert(&s, &CFG_MSG0, 5, b, mlen(5), 1, RG_SEQ_EARLY, NULL, &res); /* holes 1..4 */
+    rg_bytes o = rg_seq_massemble(&s, &CFG_MSG0, &res);
+    assert_int_equal(o.len, mlen(5)); /* delivered at once, ahead of order */
+    assert_memory_equal(o.ptr, b, mlen(5));
+    for (uint32_t u = 1; u < 5; u++)
+        mins(&s, &CFG_MSG0, u, 0, &res);
+    mfill(b, 6);
+    rg_seq_minsert(&s, &CFG_MSG0, 6, b, mlen(6), 1, RG_SEQ_EARLY, NULL, &res);
+    sink got = {0}, want = {0};
+    sink_put(&got, rg_seq_massemble(&s, &CFG_MSG0, &res));
+    mexpect(&want, 6, 7); /* the early message first ... */
+    mexpect(&want, 1, 5); /* ... then units 1-4; unit 5 is empty now */
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.buf, want.buf, want.len);
+    assert_int_equal(rg_seq_next(&s), 7);
+    /* a duplicate of an early unit is never delivered again */
+    memset(&res, 0, sizeof res);
+    uint32_t fl = rg_seq_minsert(&s, &CFG_MSG0, 5, b, 3, 1, RG_SEQ_EARLY, NULL, &res);
+    assert_true(fl & RG_SEQ_EV_REXMIT);
+    assert_int_equal(rg_seq_massemble(&s, &CFG_MSG0, &res).len, 0);
+    rg_seq_free(&s);
+    free(got.buf);
+    free(want.buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1782,6 +2041,13 @@ int main(void)
         cmocka_unit_test(test_fast_vs_slow_cases),
         cmocka_unit_test(test_ft_no_allocation),
         cmocka_unit_test(test_heap_accounting),
+        cmocka_unit_test(test_msg_whole_in_order),
+        cmocka_unit_test(test_msg_reverse_then_one_assemble),
+        cmocka_unit_test(test_msg_duplicates_once),
+        cmocka_unit_test(test_msg_window_gap_and_ack),
+        cmocka_unit_test(test_msg_caps),
+        cmocka_unit_test(test_msg_random),
+        cmocka_unit_test(test_msg_early),
     };
     return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);
 }

@@ -85,8 +85,11 @@ typedef struct rg_seq_cfg {
     uint8_t policy;      /* RG_SEQ_FIRST or RG_SEQ_LAST */
     uint8_t buffer_data; /* 0: track offsets only */
     uint8_t zero_based;  /* 1: next starts at 0 instead of the first insert */
-    uint8_t pad_;
+    uint8_t unit;        /* RG_SEQ_UNIT_BYTE, or RG_SEQ_UNIT_MSG: see "message units" */
 } rg_seq_cfg;
+
+/* What a sequence number counts (rg_seq_cfg.unit). */
+enum rg_seq_unit { RG_SEQ_UNIT_BYTE = 0, RG_SEQ_UNIT_MSG = 1 };
 
 /* Event flags (rg_seq_res.flags). */
 enum {
@@ -121,10 +124,13 @@ typedef struct rg_seq_blk {
     uint32_t start, end;
 } rg_seq_blk;
 
+struct rg_seq_msgs; /* message units: the buffered messages (rg_seq.c) */
+
 /* Out-of-order storage, allocated on first need. */
 typedef struct rg_seq_store {
     rg_seq_blk *blk;
     uint8_t *data;
+    struct rg_seq_msgs *msgs; /* RG_SEQ_UNIT_MSG only */
     uint32_t blk_cap;
     uint32_t buf_seq; /* sequence number of data[0] */
     uint32_t buf_cap; /* bytes allocated in data */
@@ -267,7 +273,9 @@ RG_INLINE rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res 
 void rg_seq__unborrow(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
 RG_INLINE void rg_seq_settle(rg_seq *s, const rg_seq_cfg *cfg)
 {
-    if (s->borrow && cfg->buffer_data) rg_seq__unborrow(s, cfg, NULL);
+    /* message units never borrow (rg_seq_minsert copies) */
+    if (s->borrow && cfg->buffer_data && cfg->unit == RG_SEQ_UNIT_BYTE)
+        rg_seq__unborrow(s, cfg, NULL);
 }
 
 /* ---- queries ---- */
@@ -371,6 +379,46 @@ RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const 
     }
     return 1;
 }
+
+/* ---- message units (cfg.unit == RG_SEQ_UNIT_MSG) ----
+ * A sequence whose numbers count messages (SCTP TSNs, packet numbers), not
+ * bytes: every insert is one unit carrying a message of any length (or no
+ * unit at all).  The unit numbers are tracked exactly as the bytes of an
+ * offsets-only byte sequence (duplicates, holes, the window and ACK-driven
+ * gap skipping, all counted in units, never in bytes); the messages are
+ * copied aside until assembled, so nothing is borrowed.
+ *   rg_seq_minsert     unit `unit` with the message data[0, len) if take is
+ *                      non-zero; take == 0 inserts nothing but still applies
+ *                      the window's left edge (an acknowledgment).  With
+ *                      RG_SEQ_EARLY in mflags a new unit's message needs no
+ *                      order (SCTP's unordered chunks): the next massemble
+ *                      returns it first, whatever the holes before its unit,
+ *                      and the unit itself is recorded without content (a
+ *                      duplicate of it is not delivered again).  A unit
+ *                      seen before is a duplicate and is delivered once
+ *                      (REXMIT; CONFLICT when a buffered copy differs,
+ *                      cfg.policy choosing the copy kept).  Caps: max_blocks
+ *                      buffered messages and max_bytes buffered message
+ *                      bytes; a message past either is dropped whole
+ *                      (BUFFER_FULL) and its unit stays a hole.
+ *   rg_seq_massemble   the early messages since the last call, in arrival
+ *                      order, then the messages of the contiguous units at
+ *                      next (after skipping a hole when the window armed
+ *                      it), whole and concatenated in unit order, as one view
+ *                      valid until the next massemble or free; next moves
+ *                      past them.
+ *                      Empty (never NULL) without buffer_data.
+ * The res byte counters count message bytes (new, dup, dropped, delivered);
+ * gap_bytes counts the skipped units.  rg_seq_next, rg_seq_pending,
+ * rg_seq_ready_upto, rg_seq_empty and rg_seq_free work in units; the byte
+ * calls (rg_seq_insert, rg_seq_assemble, rg_seq_fast) must not be used. */
+#define RG_SEQ_EARLY 1u /* rg_seq_minsert: deliver the message at the next massemble */
+uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const uint8_t *data,
+                        uint32_t len, uint32_t take, unsigned mflags, const rg_seq_win *win,
+                        rg_seq_res *res);
+rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
+/* Messages buffered (not yet assembled). */
+uint32_t rg_seq_mcount(const rg_seq *s);
 
 /* ---- statistics ---- */
 /* Heap bytes held by the reassembly buffers of all sequences of the calling

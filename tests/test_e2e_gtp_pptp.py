@@ -1,0 +1,93 @@
+"""End to end: the conversations inside tunnels, as the gtp and pptp stacks deliver them,
+against tshark's `follow`.
+
+The captures are the MANIFEST.tsv rows of ../shared/traces whose `stacks_covered` has a path
+through the tunnel (`gtp`, or `gre>ppp` for PPTP's enhanced GRE), so new captures are picked up.
+Each runs through its stock stack with the `streams` NF; the reference is tshark's follow output
+of every TCP and UDP stream whose frames go through the tunnel (`oracle.reference_streams`,
+their `frame.protocols` paths), compared exactly as tests/test_e2e_tshark.py compares the
+tcp_ip stack (the same `compare`: TCP streams with a complete handshake and every UDP stream,
+each direction's bytes equal; a flow of ours that tshark has no stream for must deliver
+nothing). The outer flows (GTP-U's UDP 2152, PPTP's control connection) are not delivered by
+these stacks and not compared.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from oracle import TRACES, reference_streams, tshark_available
+from test_e2e_tshark import compare
+
+from captures import run_stack
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: stack -> (a MANIFEST path component sequence, the frame.protocols marker of the tunnel)
+TUNNELS = {"gtp": ("udp>gtp", ":gtp:"), "pptp": ("gre>ppp", ":gre:ppp:")}
+
+
+def tunnel_captures(stack: str) -> list[str]:
+    manifest = TRACES / "MANIFEST.tsv"
+    if not manifest.is_file():
+        return []
+    via = TUNNELS[stack][0]
+    with manifest.open(newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    return sorted(
+        r["file"]
+        for r in rows
+        if any(via in p for p in (r.get("stacks_covered") or "").split(";"))
+        and (TRACES / r["file"]).is_file()
+    )
+
+
+#: (stack, capture) -> why the stack does not deliver what tshark follows yet (strict xfail:
+#: the test fails once it does, so the entry must go)
+KNOWN: dict[tuple[str, str], str] = {
+    ("gtp", "gtp-u-http-outer-frag.pcap"): (
+        "tcp 0 s2c: the capture lacks inner segments at relative seq 43583 and 49343 (outer IPv4"
+        " fragments missing) and every ACK past 40703; tshark follows past the holes, tcp.yaml"
+        " skips a hole only once the peer acknowledged it, so it stops at 43582 of 50942 bytes"
+        " (TCP gap recovery without an ACK is tcp.yaml's own issue)"
+    ),
+}
+
+CASES = [
+    pytest.param(
+        s,
+        name,
+        id=f"{s}-{name}",
+        marks=[pytest.mark.xfail(reason=KNOWN[(s, name)], strict=True)]
+        if (s, name) in KNOWN
+        else [],
+    )
+    for s in TUNNELS
+    for name in tunnel_captures(s)
+]
+
+
+def test_manifest_lists_tunnel_captures() -> None:
+    if not TRACES.is_dir():
+        pytest.skip("../shared/traces is not there")
+    for stack in TUNNELS:
+        assert tunnel_captures(stack), f"MANIFEST.tsv lists no {stack} capture"
+
+
+@pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
+@pytest.mark.parametrize(("stack", "name"), CASES)
+def test_inner_conversations_equal_tshark_follow(stack: str, name: str, tmp_path: Path) -> None:
+    pcap = TRACES / name
+    run = run_stack(pcap, tmp_path / "out", stack=REPO / "specs" / "stacks" / f"{stack}.yaml")
+    assert run.returncode == 0, run.describe()
+    marker = TUNNELS[stack][1]
+    inner = tuple(s for s in reference_streams(pcap) if any(marker in p for p in s.paths))
+    assert inner, f"{name}: tshark sees no stream inside the tunnel"
+    problems, totals = compare(name, run, inner)
+    print(f"\n[e2e-tunnels] {stack} {name}: {totals.line()}")
+    assert totals.directions > 0, f"{name}: nothing compared ({totals.line()})"
+    assert not problems, f"{name}: {len(problems)} differences from tshark:\n" + "\n".join(
+        problems[:40]
+    )
