@@ -46,14 +46,7 @@ def tunnel_captures(stack: str) -> list[str]:
 
 #: (stack, capture) -> why the stack does not deliver what tshark follows yet (strict xfail:
 #: the test fails once it does, so the entry must go)
-KNOWN: dict[tuple[str, str], str] = {
-    ("gtp", "gtp-u-http-outer-frag.pcap"): (
-        "tcp 0 s2c: the capture lacks inner segments at relative seq 43583 and 49343 (outer IPv4"
-        " fragments missing) and every ACK past 40703; tshark follows past the holes, tcp.yaml"
-        " skips a hole only once the peer acknowledged it, so it stops at 43582 of 50942 bytes"
-        " (TCP gap recovery without an ACK is tcp.yaml's own issue)"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 CASES = [
     pytest.param(

@@ -82,12 +82,7 @@ def test_stack_runs_under_sanitizers(
 GTP_CAPTURES = ["gtp-u-qinq-rtmp.pcap", "gtp-u-tls-anon.pcap", "gtp-u-tls.pcap",
                 "gtp-u-http-outer-frag.pcap"]  # fmt: skip
 #: (capture, stream) -> why it differs; an entry that matches again fails (remove it then).
-GTP_EXCEPTIONS = {
-    ("gtp-u-http-outer-frag.pcap", "tcp 0"): (
-        "capture gaps: delivery stops after the second of three lost segments (43,582 of the"
-        " 50,942 bytes tshark follows), so the close is not seen either (issue 18, gap recovery)"
-    ),
-}
+GTP_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("capture", GTP_CAPTURES)

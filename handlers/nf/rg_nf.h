@@ -16,7 +16,9 @@
  *              destroyed): the reason its instance ended ("accept", "evicted",
  *              "expired", "flushed"); such a call comes right before the
  *              instance's close (on_close), with "pkt" the packets processed
- *              so far and "ts" the context's clock.  And one line per hole a
+ *              so far and "ts" the context's clock; a data handler's call
+ *              with the bytes gap recovery drained at the end (drain: true)
+ *              carries "end" too.  And one line per hole a
  *              sequence skipped (gap recovery):
  *              {"ts","event":"gap","layer","flow","dir","seq","len","at"}
  *              (rg_obs.on_gap's arguments).

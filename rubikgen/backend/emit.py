@@ -271,9 +271,10 @@ class CGen:
 
     # -- gap recovery: what a layer's sequences deliver when an instance ends ---------------
     def drain_support(self, lc: LayerC) -> str:
-        """`L_x_drain(ctx, in)` for a layer whose sequence has `drain: true`, called by
+        """`L_x_drain(ctx, in, reason)` for a layer whose sequence has `drain: true`, called by
         `L_x_close`: every direction skips its holes and hands what is buffered to the layer's
-        handlers that take `sdu` (their other arguments 0; no packet, no `when`). Empty
+        handlers that take `sdu` (their other arguments 0; no packet, no `when`; the call's
+        `end` is RG_END(reason), so handlers and NFs can tell it from a packet's). Empty
         otherwise."""
         if not lc.has_seq or not lc.model.sequence.drain:
             return ""
@@ -303,12 +304,12 @@ class CGen:
             calls += [
                 f"        {{ /* {hc.src} handler {hn} */",
                 f"            {hc.struct} a_ = {{{', '.join(inits)}}};",
-                f"            rg_hctx hc_ = {{&in->fi, &in->fi.user[d], (uint8_t)d, {idx}, ctx->now, ctx, 0}};",
+                f"            rg_hctx hc_ = {{&in->fi, &in->fi.user[d], (uint8_t)d, {idx}, ctx->now, ctx, RG_END(reason)}};",
                 f"            {hn}(&a_, &hc_);",
                 "            ctx->calls++;",
                 "            if (ctx->obs && ctx->obs->on_call) {",
                 f"                const rg_val v_[{len(vals)}] = {{{', '.join(vals)}}};",
-                f"                rg_call c_ = {{{hidx}, {idx}, (uint8_t)d, &in->fi, ctx->now, ctx->pkt_no, v_, 0}};",
+                f"                rg_call c_ = {{{hidx}, {idx}, (uint8_t)d, &in->fi, ctx->now, ctx->pkt_no, v_, RG_END(reason)}};",
                 "                ctx->obs->on_call(ctx->obs->self, &c_);",
                 "            }",
                 "        }",
@@ -316,7 +317,7 @@ class CGen:
         line = lc.line(("sequence", "drain"))
         lines = [
             f"/* layer {n}: gap recovery when an instance ends ({lc.spec_file}:{line} drain) */",
-            f"static void {lc.t('drain')}(struct {self.S}_ctx *ctx, struct {lc.t('inst')} *in)",
+            f"static void {lc.t('drain')}(struct {self.S}_ctx *ctx, struct {lc.t('inst')} *in, int reason)",
             "{",
             f"    for (unsigned d = 0; d < {lc.ndirs}; d++) {{",
             "        if (!rg_seq_flush(&in->seq[d])) continue;",

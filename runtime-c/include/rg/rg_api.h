@@ -102,9 +102,11 @@ enum rg_close_reason {
 };
 
 /* rg_call.end and rg_hctx.end: 0 for a call made while a packet is processed;
- * RG_END(reason) for a lifecycle handler (with: timeout, evicted, destroyed)
- * called because its instance ended for that RG_CLOSE_* reason.  (0 is "in a
- * packet" so that zero-initialised records mean the common case.) */
+ * RG_END(reason) for a call made because its instance ended for that
+ * RG_CLOSE_* reason: a lifecycle handler (with: timeout, evicted, destroyed),
+ * or a data handler receiving what gap recovery drained from the instance's
+ * sequences (`drain: true`; its arguments other than the sdu are 0).  (0 is
+ * "in a packet" so that zero-initialised records mean the common case.) */
 #define RG_END(reason)  ((uint8_t)((reason) + 1))
 #define RG_END_REASON(end) ((int)(end)-1)
 
@@ -118,7 +120,7 @@ typedef struct rg_call {
     uint64_t ts_ns;           /* packet timestamp */
     uint64_t pkt_no;          /* 1-based packet number in this context */
     const rg_val *args;       /* rg_handler_desc.nargs values */
-    uint8_t end;              /* 0 in a packet; RG_END(reason) in a lifecycle call */
+    uint8_t end;              /* 0 in a packet; RG_END(reason) when the instance ends */
 } rg_call;
 
 /* What a user handler (S_handlers.c) receives besides its arguments. */
@@ -129,7 +131,7 @@ typedef struct rg_hctx {
     uint16_t layer;
     uint64_t ts_ns;
     void *ctx;   /* the stack context */
-    uint8_t end; /* 0 in a packet; RG_END(reason) in a lifecycle handler */
+    uint8_t end; /* 0 in a packet; RG_END(reason) when the instance ends */
 } rg_hctx;
 
 /* ---- observers ---- */
