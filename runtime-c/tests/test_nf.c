@@ -574,6 +574,7 @@ static void test_events(void **state)
     call(o, H_FRAG, NULL, 1, 2, b);
     rg_val c[1] = {num(UINT64_MAX)};
     call(o, H_NOTE, &f1, 1, 3, c);
+    o->on_gap(o->self, &f1, 1, 4000000000u, 1448, 17, 3500); /* gap recovery */
     assert_int_equal(rg_nf_finish(o), RG_OK);
     char hex64[129];
     for (unsigned i = 0; i < 64; i++)
@@ -587,7 +588,9 @@ static void test_events(void **state)
              "\"dir\":\"s2c\",\"args\":{\"data\":{\"len\":100,\"hex\":\"%s\","
              "\"sha256\":\"" SHA_RANGE100 "\"}}}\n"
              "{\"pkt\":3,\"ts\":3000,\"handler\":\"on_note\",\"layer\":\"tcp4\",\"flow\":1,"
-             "\"dir\":\"s2c\",\"args\":{\"code\":18446744073709551615}}\n",
+             "\"dir\":\"s2c\",\"args\":{\"code\":18446744073709551615}}\n"
+             "{\"ts\":3500,\"event\":\"gap\",\"layer\":\"tcp4\",\"flow\":1,\"dir\":\"s2c\","
+             "\"seq\":4000000000,\"len\":1448,\"at\":17}\n",
              hex64);
     char *ev = fs_read(dir, "events.jsonl", NULL);
     assert_non_null(ev);
