@@ -29,7 +29,7 @@ fi
 PY=${PYTHON:-python3}
 HERE=$(pwd -P)
 # The installed package must be this checkout (another clone may have installed its own).
-installed=$(cd / && $PY -c 'import os, rubikgen, lark, hypothesis, tomli_w, jsonschema, scapy; print(os.path.dirname(os.path.dirname(os.path.realpath(rubikgen.__file__))))' 2>/dev/null || true)
+installed=$(cd / && $PY -c 'import os, rubikgen, lark, hypothesis, tomli_w, jsonschema, scapy, build, wheel, pre_commit; print(os.path.dirname(os.path.dirname(os.path.realpath(rubikgen.__file__))))' 2>/dev/null || true)
 if [ "$installed" != "$HERE" ] || [ "${RUBIKGEN_REINSTALL:-}" = 1 ]; then
   echo "setup: installing the rubikgen Python package (editable) with test extras"
   $PY -m pip install -q --disable-pip-version-check -e '.[test]'

@@ -12,25 +12,29 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import rubikgen
+from rubikgen import resources, specpath
 
 if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated
 
-REPO = Path(rubikgen.__file__).resolve().parents[1]
-RUNTIME_DIR = REPO / "runtime-c"
-NF_DIR = REPO / "handlers" / "nf"
+# The checkout's top-level directories, or their copies in an installed package (resources.py);
+# REPO is whichever root holds them, with the checkout's layout in both cases.
+REPO = resources.data_root()
+RUNTIME_DIR = resources.runtime_dir()
+NF_DIR = resources.nf_dir()
 
 BASE_CFLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_DEFAULT_SOURCE")
 SAN_CFLAGS = (
@@ -103,23 +107,35 @@ def runtime_libs(sanitize: bool) -> list[Path]:
     """The libraries a stack links against, in link order: the runtime, whose capture driver
     creates the network functions, then the network functions (runtime-c/Makefile)."""
     suffix = "-asan" if sanitize else ""
-    return [
-        RUNTIME_DIR / "build" / f"librgrt{suffix}.a",
-        RUNTIME_DIR / "build" / f"librgnf{suffix}.a",
-    ]
+    build_dir = resources.runtime_build_dir()
+    return [build_dir / f"librgrt{suffix}.a", build_dir / f"librgnf{suffix}.a"]
 
 
 def ensure_runtime(sanitize: bool, quiet: bool) -> list[Path]:
-    """Runs `make -s -C runtime-c lib` (or `asan-lib`); returns the libraries."""
+    """Runs `make -s -C runtime-c lib` (or `asan-lib`); returns the libraries.
+
+    An installed package builds into its per-user cache directory (`BUILD=`), holding a lock
+    so that concurrent builds (pre-commit, parallel runs) do not race on the same objects."""
     if not (RUNTIME_DIR / "Makefile").is_file():
         raise BuildError(
-            f"the C runtime is not where rubikgen expects it ({RUNTIME_DIR}): building a stack "
-            "needs a rubikgen source checkout (install it with 'pip install -e .')"
+            f"the C runtime is not where rubikgen expects it ({RUNTIME_DIR}): the installation "
+            "looks broken; reinstall rubikgen (pip install --force-reinstall rubikgen)"
         )
     target = "asan-lib" if sanitize else "lib"
     cmd = ["make", "-s", "-C", str(RUNTIME_DIR), target]
+    build_dir = resources.runtime_build_dir()
+    if resources.installed():
+        cmd.insert(-1, f"BUILD={build_dir}")
+        try:
+            build_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BuildError(
+                f"cannot create the runtime cache directory {build_dir}: {e.strerror or e} "
+                "(set XDG_CACHE_HOME to a writable directory)"
+            ) from e
     try:
-        proc = subprocess.run(cmd, capture_output=quiet, text=True)
+        with _lock(build_dir / ".lock" if resources.installed() else None):
+            proc = subprocess.run(cmd, capture_output=quiet, text=True)
     except FileNotFoundError as e:
         raise BuildError("'make' not found: install a C toolchain (bash ci/setup.sh)") from e
     if proc.returncode != 0:
@@ -130,6 +146,20 @@ def ensure_runtime(sanitize: bool, quiet: bool) -> list[Path]:
     if missing:
         raise BuildError(f"'{shlex.join(cmd)}' did not produce {', '.join(missing)}")
     return libs
+
+
+@contextlib.contextmanager
+def _lock(path: Path | None) -> Iterator[None]:
+    """An exclusive lock on path for the duration (nothing when path is None)."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def pcap_libs() -> list[str]:
@@ -187,7 +217,12 @@ def spec_files(stack_path: str | os.PathLike[str]) -> list[Path]:
     files = [path]
     model = Workspace().load(str(path)).model
     if isinstance(model, Stack):
-        files += [path.parent / layer.protocol for layer in model.layers.values()]
+        base = os.path.dirname(os.path.abspath(path))
+        files += [
+            Path(r.path)
+            for r in (specpath.resolve(x.protocol, base) for x in model.layers.values())
+            if r.path
+        ]
     return [f for f in files if f.is_file()]
 
 

@@ -11,8 +11,9 @@ import sys
 import traceback
 from pathlib import Path
 
-from rubikgen import __version__
+from rubikgen import __version__, specpath
 from rubikgen.diagnostics import CODES, Diagnostic, SourceCache, render
+from rubikgen.specpath import resolve_arg
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -39,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--strict", action="store_true", help="warnings fail too")
     v.add_argument("--list-codes", action="store_true", help="print the diagnostic codes and exit")
+    v.add_argument(
+        "-v", "--verbose", action="store_true", help="say which files are skipped as not specs"
+    )
+    _spec_path(v)
 
     s = sub.add_parser("schema", help="write the JSON Schemas of the documents")
     s.add_argument("--out", default="schema", help="directory (default: schema/)")
@@ -59,11 +64,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--format", choices=("dot", "svg"), default="dot")
     g.add_argument("-o", "--output", help="write here instead of standard output")
+    _spec_path(g)
 
     b = sub.add_parser("build", help="compile a stack into a binary")
     b.add_argument("stack", help="stack spec file")
     b.add_argument("-o", "--out-dir", metavar="DIR", help="build directory (default: build/STACK)")
     _build_options(b)
+    _spec_path(b)
     b.add_argument(
         "--cc", default=os.environ.get("CC") or "cc", help="C compiler (default: $CC or cc)"
     )
@@ -89,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--build-dir", metavar="DIR", help="build directory (default: build/STACK)")
     _build_options(r)
+    _spec_path(r)
     r.add_argument("--summary", choices=("text", "json"), default="text")
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
@@ -107,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print the IR after this pass (repeatable) instead of the final IR",
     )
     i.add_argument("--list-passes", action="store_true", help="list the passes and exit")
+    _spec_path(i)
 
     c = sub.add_parser("check", help="report stale generated files and mismatched handlers")
     c.add_argument("stack", help="stack spec file")
@@ -114,7 +123,18 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--handlers", metavar="F.c", help="the handler file (default: DIR/STACK_handlers.c)"
     )
+    _spec_path(c)
     return p
+
+
+def _spec_path(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--spec-path",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="also look for referenced spec files here (repeatable; then $RUBIKGEN_SPEC_PATH)",
+    )
 
 
 def _opt_level(p: argparse.ArgumentParser, default: int, help: str) -> None:
@@ -148,35 +168,67 @@ def _build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sanitize", action="store_true", help="ASan + UBSan build (binary STACK-asan)")
 
 
+def _internal_error(e: BaseException, file: str) -> Diagnostic:
+    """RG900 for a genuine internal error; RG901 when a module of rubikgen (or a dependency)
+    cannot be imported, which means a broken installation, not a bug to report."""
+    if isinstance(e, ImportError):
+        return Diagnostic(
+            "RG901",
+            f"rubikgen's installation looks broken: {_import_problem(e)}",
+            file,
+            1,
+            1,
+            hint="reinstall rubikgen (pip install --force-reinstall rubikgen, "
+            "or 'pre-commit clean' for the pre-commit hook)",
+        )
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
+    return Diagnostic(
+        "RG900",
+        f"internal error while checking this file: {type(e).__name__}: {e}",
+        file,
+        1,
+        1,
+        hint=f"this is a rubikgen bug (at {where}); please report it with the spec",
+    )
+
+
+def _import_problem(e: ImportError) -> str:
+    name = getattr(e, "name", None)
+    return f"cannot import module '{name}' ({type(e).__name__}: {e})" if name else str(e)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    from rubikgen.workspace import Workspace, expand_paths
+    from rubikgen.workspace import Workspace, expand_paths, is_rubikgen_document
 
     if args.list_codes:
         for code, title in CODES.items():
             print(f"{code}  {title}")
         return EXIT_OK
-    paths = args.paths or ["specs"]
+    paths = [resolve_arg(p) for p in args.paths] or ["specs"]
     fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
     files, diags = expand_paths(paths)
     ws = Workspace()
     internal = False
+    checked = skipped = 0
     for f in files:
         try:
+            # YAML/TOML files that are not rubikgen documents (CI workflows, compose files,
+            # the pre-commit config) are skipped, so the hook may see every such file.
+            known = os.path.abspath(f) in ws.docs  # loaded already: a stack refers to it
+            if not is_rubikgen_document(ws, f):
+                skipped += 1
+                if not known:
+                    ws.docs.pop(os.path.abspath(f), None)  # and none of its diagnostics
+                if args.verbose:
+                    print(f"{f}: note: skipped: not a rubikgen document (no top-level "
+                          "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip
+                continue
+            checked += 1
             ws.check(f)
         except Exception as e:  # never a traceback for a user: report it with the file
             internal = True
-            tb = traceback.extract_tb(e.__traceback__)
-            where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
-            diags.append(
-                Diagnostic(
-                    "RG900",
-                    f"internal error while checking this file: {type(e).__name__}: {e}",
-                    f,
-                    1,
-                    1,
-                    hint=f"this is a rubikgen bug (at {where}); please report it with the spec",
-                )
-            )
+            diags.append(_internal_error(e, f))
     diags = diags + ws.all_diagnostics()
     render(diags, ws.sources, fmt)
     if internal:
@@ -184,8 +236,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     errors = any(d.severity == "error" for d in diags)
     warnings = any(d.severity == "warning" for d in diags)
     if fmt == "text" and not diags:
-        n = len(files)
-        print(f"{n} spec file{'s' if n != 1 else ''} OK")
+        other = f" ({skipped} other YAML/TOML file{'s' if skipped != 1 else ''} skipped)"
+        print(f"{checked} spec file{'s' if checked != 1 else ''} OK{other if skipped else ''}")
     return EXIT_ERRORS if errors or (args.strict and warnings) else EXIT_OK
 
 
@@ -411,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        specpath.configure(getattr(args, "spec_path", []))
+        for name in ("stack", "spec"):  # a stock: name as the file argument
+            if isinstance(getattr(args, name, None), str):
+                setattr(args, name, resolve_arg(getattr(args, name)))
         commands = {
             "validate": cmd_validate,
             "schema": cmd_schema,
@@ -425,6 +481,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except ImportError as e:  # a module missing from the installation: not a bug to report
+        sys.stderr.write(
+            f"rubikgen: error: the installation looks broken: {_import_problem(e)}\n"
+            "(reinstall rubikgen: pip install --force-reinstall rubikgen)\n"
+        )
+        if os.environ.get("RUBIKGEN_DEBUG"):
+            traceback.print_exc()
+        return EXIT_INTERNAL
     except Exception as e:
         sys.stderr.write(
             f"rubikgen: internal error: {type(e).__name__}: {e}\n(this is a rubikgen bug; please report it)\n"

@@ -50,6 +50,7 @@ CODES: dict[str, str] = {
     "RG040": "cyclic event relation",
     "RG041": "event referenced but never defined",
     "RG042": "declared but never used (warning)",
+    "RG043": "lifecycle event where no instance ends",
     "RG050": "parse-tree cycle other than a declared self-loop",
     "RG051": "layer arguments do not match the protocol's parameters",
     "RG052": "unknown layer",
@@ -58,6 +59,7 @@ CODES: dict[str, str] = {
     "RG055": "two edges from one layer with the same condition (warning)",
     "RG060": "invalid handler",
     "RG900": "internal error",
+    "RG901": "broken installation (a module of rubikgen or of a dependency cannot be imported)",
 }
 
 DOC_URL = "docs/spec-language.md"

@@ -10,12 +10,13 @@ from __future__ import annotations
 import difflib
 import itertools
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from rubikgen import schema_errors
+from rubikgen import schema_errors, specpath
 from rubikgen.diagnostics import Diagnostic, SourceCache
 from rubikgen.models import Protocol, Stack
 from rubikgen.source import Loaded, SourceMap, load_text, read_file
@@ -131,7 +132,8 @@ class Workspace:
                 files = (
                     [param.protocol] if isinstance(param.protocol, str) else list(param.protocol)
                 )
-                info.param_files[pname] = [os.path.abspath(os.path.join(base, f)) for f in files]
+                # a file found nowhere keeps its relative location: check_protocol reports it
+                info.param_files[pname] = [specpath.locate(f, base) for f in files]
         return doc
 
     def check_protocol(self, path: str) -> Document:
@@ -156,12 +158,13 @@ class Workspace:
                     what = (
                         "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
                     )
+                    res = specpath.resolve(raw_list[i], os.path.dirname(doc.abspath))
                     doc.diags.append(
                         doc.smap.diag(
                             "RG007",
                             f"protocol file '{raw_list[i]}' {what}",
                             ppath,
-                            hint="paths are relative to this file",
+                            hint=specpath.hint(raw_list[i], res, "this file"),
                         )
                     )
                     continue
@@ -217,6 +220,43 @@ class Workspace:
             out += doc.diags
         out.sort(key=lambda d: (d.file, d.line, d.col, d.code))
         return out
+
+
+_TOP_KEY = re.compile(r"""^["']?(protocol|stack)["']?[ \t]*[:=]""", re.M)
+
+
+def _known_keys() -> set[str]:
+    keys: set[str] = set()
+    for cls in (Protocol, Stack):
+        for name, f in cls.model_fields.items():
+            keys.add(f.alias or name)
+    return keys
+
+
+def is_rubikgen_document(ws: Workspace, path: str) -> bool:
+    """Whether a file is meant as a rubikgen spec, so that `validate` run on every YAML/TOML
+    file of a repository (the pre-commit hook) skips CI workflows, compose files and the like.
+
+    A spec has a top-level `protocol` or `stack` key. A mapping without one still counts when
+    it has a key close to those (a misspelling) next to another key of a spec, so that
+    `protocl: x` with `layouts:` is reported, not skipped. A file that does not parse counts
+    when a line starts with `protocol:`/`stack:` (or `=` in TOML). Unreadable files count:
+    their error is reported.
+    """
+    doc = ws.load(path)
+    if doc.kind is not None:
+        return True
+    text, _ = read_file(doc.abspath)
+    if text is None:
+        return True  # unreadable (binary, not UTF-8, too large): report why
+    data = load_text(doc.path, text).data
+    if isinstance(data, dict):
+        keys = [str(k) for k in data]
+        near = any(
+            difflib.get_close_matches(k, ("protocol", "stack"), n=1, cutoff=0.75) for k in keys
+        )
+        return near and bool(set(keys) & (_known_keys() - {"protocol", "stack", "doc"}))
+    return bool(_TOP_KEY.search(text))
 
 
 def expand_paths(paths: list[str]) -> tuple[list[str], list[Diagnostic]]:

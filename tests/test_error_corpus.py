@@ -53,7 +53,8 @@ def test_case(case: Path) -> None:
 
 def test_every_code_has_a_case() -> None:
     covered = {w[0] for c in CASES for w in expected(c)}
-    # Codes that cannot be produced by a spec file on its own.
-    untestable = {"RG900"}
+    # Codes that cannot be produced by a spec file on its own (internal error, broken install:
+    # tests/test_install.py).
+    untestable = {"RG900", "RG901"}
     missing = sorted(set(CODES) - covered - untestable)
     assert not missing, f"codes without an error-corpus case: {missing}"

@@ -125,14 +125,11 @@ int16_t *rg_nf_data_args(const rg_stack_desc *stack)
 const char *rg_nf_close_name(int reason)
 {
     switch (reason) {
-    case RG_CLOSE_ACCEPT:
-        return "accept";
-    case RG_CLOSE_EVICTED:
-        return "evicted";
-    case RG_CLOSE_EXPIRED:
-        return "expired";
-    case RG_CLOSE_FLUSHED:
-        return "flushed";
+#define RG_CLOSE_CASE_(name, value, text) \
+    case name:                            \
+        return text;
+        RG_CLOSE_REASONS(RG_CLOSE_CASE_)
+#undef RG_CLOSE_CASE_
     default:
         return "unknown";
     }

@@ -10,8 +10,13 @@
  *              bytes (see "data" below); writes nothing (rg_nf_counts_of).
  *   events     OUT/events.jsonl: one line per handler call, in call order:
  *              {"pkt","ts","handler","layer","flow": uid|null,"dir": "c2s"|"s2c",
- *               "args": {name: number | {"len","hex","sha256"}}}
- *              ("hex": the first 64 bytes; "sha256": of all the bytes).
+ *               ["end": close reason,] "args": {name: number | {"len","hex","sha256"}}}
+ *              ("hex": the first 64 bytes; "sha256": of all the bytes).  "end"
+ *              marks the call of a lifecycle handler (with: timeout, evicted,
+ *              destroyed): the reason its instance ended ("accept", "evicted",
+ *              "expired", "flushed"); such a call comes right before the
+ *              instance's close (on_close), with "pkt" the packets processed
+ *              so far and "ts" the context's clock.
  *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes,
  *              for instances that outlive a packet (all of them after
  *              rg_nf_flowstats_all; the driver's --flowstats-all):

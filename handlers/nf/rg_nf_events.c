@@ -42,7 +42,10 @@ static void on_call(void *self, const rg_call *c)
         fprintf(out, ",\"flow\":%" PRIu64, c->flow->uid);
     else
         fputs(",\"flow\":null", out);
-    fprintf(out, ",\"dir\":\"%s\",\"args\":{", c->dir ? "s2c" : "c2s");
+    fprintf(out, ",\"dir\":\"%s\"", c->dir ? "s2c" : "c2s");
+    /* a lifecycle handler's call: why its instance ended */
+    if (c->end) fprintf(out, ",\"end\":\"%s\"", rg_nf_close_name(RG_END_REASON(c->end)));
+    fputs(",\"args\":{", out);
     for (unsigned i = 0; h && i < h->nargs; i++) {
         if (i) putc(',', out);
         rg_nf_json_string(out, h->arg_names[i]);

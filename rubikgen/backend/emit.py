@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-from rubikgen import __version__
+from rubikgen import __version__, resources
 from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import unparse
@@ -21,6 +21,7 @@ from rubikgen.ir import Branch, Call, Done, Jump, Program, Return, lower_stack, 
 from rubikgen.ir.lower import LINK_KINDS
 from rubikgen.ir.nodes import Block, Cond, Instr
 from rubikgen.models.common import TypedArg, expr_text
+from rubikgen.sema.builtins import CLOSE_C, CLOSE_REASONS
 from rubikgen.workspace import Workspace
 
 from .cexpr import cond_to_c, stmt_to_c, to_c
@@ -28,7 +29,7 @@ from .layer_c import LayerC, c_comment, c_string, ctype_of_width
 
 # Bump when the generated code changes for the same specs (part of the spec hash).
 GENERATOR_VERSION = "1"
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+TEMPLATES = resources.templates_dir()  # the checkout's templates/ or the installed copy
 _TYPED = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
 
 
@@ -55,6 +56,7 @@ class HandlerC:
     layer: str  # first layer that calls it
     args: list[tuple[str, str, str]] = field(default_factory=list)  # (name, ctype, kind)
     src: str = ""
+    ends: str = ""  # a lifecycle handler: the close reasons it runs for
 
     @property
     def struct(self) -> str:
@@ -177,6 +179,9 @@ class CGen:
             hc = HandlerC(hn, h.layer, self._arg_types(lc, h.args))
             hc.src = f"{os.path.basename(self.doc.abspath)}:{smap.pos(('handlers', hn)).line}"
             hs[hn] = hc
+        for lir in self.prog.layers.values():
+            for hn, reasons in lir.lifecycle:
+                hs[hn].ends = ", ".join(reasons)
         for b in self.prog.blocks.values():
             for ins in b.instrs:
                 if ins.op != "callback":
@@ -215,6 +220,8 @@ class CGen:
             "descriptors": self.descriptors(),
             "layer_support": self.layer_support(),
             "entry_table": self.entry_table(),
+            "lifecycle": {lc.name: self.lifecycle(lc) for lc in self.layers.values()},
+            "close_reasons": CLOSE_REASONS,
         }
         files = {
             f"{self.S}_gen.h": env.get_template("stack_gen.h.j2").render(ctx),
@@ -697,7 +704,8 @@ class CGen:
             s += f"\ninst_{n}->fi.state = {ins.args['start']};"
         return s
 
-    def _call(self, h: HandlerC, args: dict[str, Any], lc: LayerC) -> str:
+    def _call(self, h: HandlerC, args: dict[str, Any], lc: LayerC, end: str = "0") -> str:
+        """A handler call; `end` is rg_hctx.end / rg_call.end (0 in a packet)."""
         n = lc.name
         env = lc.env()
         inits = []
@@ -715,17 +723,44 @@ class CGen:
         lines = [
             f"{h.struct} a_ = {{{', '.join(inits) or '0'}}};",
             f"rg_hctx hc_ = {{has_inst_{n} ? &inst_{n}->fi : NULL, has_inst_{n} ? &inst_{n}->fi.user[dir_{n}] : NULL, "
-            f"(uint8_t)dir_{n}, {lc.index}, ctx->now, ctx}};",
+            f"(uint8_t)dir_{n}, {lc.index}, ctx->now, ctx, {end}}};",
             f"{h.name}(&a_, &hc_);",
             "ctx->calls++;",
             "if (ctx->obs && ctx->obs->on_call) {",
             f"    const rg_val v_[{max(1, len(vals))}] = {{{', '.join(vals) or '{0, 0, {rg_empty_byte, 0}}'}}};",
             f"    rg_call c_ = {{{hidx}, {lc.index}, (uint8_t)dir_{n}, has_inst_{n} ? &inst_{n}->fi : NULL, "
-            "ctx->now, ctx->pkt_no, v_};",
+            f"ctx->now, ctx->pkt_no, v_, {end}}};",
             "    ctx->obs->on_call(ctx->obs->self, &c_);",
             "}",
         ]
         return "\n".join(lines)
+
+    def lifecycle(self, lc: LayerC) -> str:
+        """The lifecycle handlers of a layer, for its lifecycle entry (`L_x_close`): each runs
+        when the instance ends for a reason its `with` covers and its `when` holds. The locals
+        the per-packet code uses are bound to the ending instance (direction 0)."""
+        hs = self.prog.layers[lc.name].lifecycle
+        if not hs:
+            return ""
+        n = lc.name
+        env = lc.env()
+        out = [
+            f"struct {lc.t('inst')} *inst_{n} = in;",
+            f"const int has_inst_{n} = 1, dir_{n} = 0;",
+        ]
+        smap = self.doc.smap
+        stack_file = os.path.basename(self.doc.abspath)
+        for hn, reasons in hs:
+            h = self.stack.handlers[hn]
+            where = f"{stack_file}:{smap.pos(('handlers', hn)).line}"
+            conds = [" || ".join(f"reason == {CLOSE_C[r]}" for r in reasons) or "0"]
+            if h.when is not None:
+                conds.append(cond_to_c(parse_expr(expr_text(h.when)), env))
+            body = self._call(self.handlers[hn], h.args, lc, "RG_END(reason)")
+            out.append(f"if (({') && ('.join(conds)})) {{ /* handler {hn}: {where} */")
+            out += ["    " + ln for ln in body.splitlines()]
+            out.append("}")
+        return "\n".join("    " + ln for ln in out)
 
     def i_handler(self, ins: Instr, lc: LayerC) -> str:
         name = ins.args["name"]

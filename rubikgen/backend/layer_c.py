@@ -15,10 +15,10 @@ function each layer owns these locals (all declared at the top of the function):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rubikgen import specpath
 from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import Name
 from rubikgen.expr.types import BOOL, BytesT, NumT, Type
@@ -103,7 +103,7 @@ class LayerC:
 
     @property
     def spec_file(self) -> str:
-        return os.path.relpath(self.proto.file, self.stack_dir)
+        return specpath.display(self.proto.file, self.stack_dir)
 
     def line(self, path: tuple[Any, ...]) -> int:
         return self.proto.smap.pos(path).line

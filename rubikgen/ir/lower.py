@@ -13,12 +13,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from rubikgen import specpath
 from rubikgen.expr import parse_expr, parse_stmt
 from rubikgen.expr.ast import Binary, Expr, Name, Unary, unparse, walk
 from rubikgen.models.common import Callback, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
-from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
+from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS
+from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo, lifecycle_hooks
 from rubikgen.source import Path, SourceMap
 
 from .nodes import Block, Branch, Call, Cond, Instr, Jump, LayerIR, Program, Return, Src
@@ -149,7 +151,7 @@ class Lowerer:
             file = self._stack_file
         else:
             smap = li.protocol.smap
-            file = os.path.relpath(li.protocol.file, self.stack_dir)
+            file = specpath.display(li.protocol.file, self.stack_dir)
         return Src(file, smap.pos(path).line, what)
 
     def block(self, layer: str, tag: str, src: Src | None = None) -> Block:
@@ -310,6 +312,7 @@ class Lowerer:
         order, pre, post = self.event_order(li)
         lir.order = order
         lir.handlers = [h for h in order if h in self.stack.handlers]
+        lir.lifecycle = self.lifecycle_order(li)
         for ev in pre:
             cur = self.event(cur, li, ev)
 
@@ -525,7 +528,7 @@ class Lowerer:
             n: (list(e.before), e.with_) for n, e in m.events.items()
         }
         for hn, h in self.stack.handlers.items():
-            if h.layer == li.name:
+            if h.layer == li.name and not lifecycle_hooks(h.with_):
                 nodes.append(hn)
                 rel[hn] = (list(h.before), h.with_)
         after: dict[str, set[str]] = {n: set() for n in nodes}  # n runs after these
@@ -549,6 +552,23 @@ class Lowerer:
         pre = [n for n in order if n in m.events and m.events[n].phase == "pre_psm"]
         post = [n for n in order if n not in pre]
         return order, pre, post
+
+    def lifecycle_order(self, li: LayerInfo) -> list[tuple[str, tuple[str, ...]]]:
+        """The layer's lifecycle handlers with the close reasons each runs for (every event of
+        its `with` raised), in declaration order, those hooked on an event more specific than
+        `destroyed` (timeout, evicted) first: `destroyed` comes last for every end."""
+        out: list[tuple[int, str, tuple[str, ...]]] = []
+        for hn, h in self.stack.handlers.items():
+            hooks = lifecycle_hooks(h.with_)
+            if h.layer != li.name or not hooks:
+                continue
+            reasons = [r for r, _c, _v in CLOSE_REASONS]
+            for w in hooks:
+                reasons = [r for r in reasons if r in LIFECYCLE_EVENTS[w]]
+            specific = any(len(LIFECYCLE_EVENTS[w]) < len(CLOSE_REASONS) for w in hooks)
+            out.append((0 if specific else 1, hn, tuple(reasons)))
+        out.sort(key=lambda t: t[0])  # stable: declaration order within each group
+        return [(hn, reasons) for _g, hn, reasons in out]
 
     def event(self, cur: Block, li: LayerInfo, name: str) -> Block:
         L = li.name

@@ -200,6 +200,10 @@ class LayerIR:
     # events and handlers in run order (names); handlers are marked in ``handlers``
     order: list[str] = field(default_factory=list)
     handlers: list[str] = field(default_factory=list)
+    # lifecycle handlers (with: timeout/evicted/destroyed), in run order, each with the close
+    # reasons (builtins.CLOSE_REASONS names) it runs for; they run when an instance ends,
+    # outside the per-packet blocks
+    lifecycle: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     callers: list[tuple[str, str]] = field(default_factory=list)  # (calling block, ret block)
     # the PSM, for constant analysis: state names (index = C value), start, accept states
     states: list[str] = field(default_factory=list)

@@ -55,6 +55,9 @@ def block_text(b: Block, effects: bool = True) -> str:
 
 def to_text(prog: Program, layer: str | None = None, effects: bool = True) -> str:
     head = [f"; stack {prog.stack}"] + [f"; entry {k}: {v}" for k, v in prog.entries.items()]
+    for lir in prog.layers.values():  # run by the layer's lifecycle entry, not by a block
+        if layer is None or lir.name == layer:
+            head += [f"; lifecycle {lir.name}: {h} on {'|'.join(r)}" for h, r in lir.lifecycle]
     out = ["\n".join(head)]
     for b in prog.blocks.values():
         if layer is None or b.layer == layer:

@@ -10,7 +10,10 @@ from rubikgen.models.common import CallArg, Expr, Model
 
 
 class LayerInst(Model):
-    protocol: StrictStr = Field(description="Protocol file, relative to this stack file.")
+    protocol: StrictStr = Field(
+        description="Protocol file: relative to this stack file, a stock: name (stock:tcp.yaml)"
+        " or found in the spec search path."
+    )
     args: dict[str, StrictStr] = Field(
         default_factory=dict, description="Parameter name -> layer name."
     )

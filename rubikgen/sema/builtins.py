@@ -4,18 +4,75 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Built-in events fired by the runtime, with the arguments their handlers receive.
+
+@dataclass(frozen=True)
+class BuiltinEvent:
+    """One built-in event: the single table the validator, the docs and the back-end use."""
+
+    name: str
+    doc: str
+    args: str = ""  # what its handlers typically pass (documentation)
+    # Close reasons (CLOSE_REASONS names) that raise it when an instance ends outside the
+    # per-packet pipeline; empty: raised while a packet is processed (a fired flag).
+    closes: tuple[str, ...] = ()
+
+    @property
+    def lifecycle(self) -> bool:
+        return bool(self.closes)
+
+
+# Why an instance ends: name in NF output, the C enumerator (runtime-c/include/rg/rg_api.h,
+# tied to RG_FLOW_* by a static assert in the generated code) and its value.
+CLOSE_REASONS: tuple[tuple[str, str, int], ...] = (
+    ("accept", "RG_CLOSE_ACCEPT", 0),
+    ("evicted", "RG_CLOSE_EVICTED", 1),
+    ("expired", "RG_CLOSE_EXPIRED", 2),
+    ("flushed", "RG_CLOSE_FLUSHED", 3),
+)
+CLOSE_C = {name: cname for name, cname, _ in CLOSE_REASONS}
+
+# Built-in events raised by the runtime. Adding one is one line here (and, for a packet event,
+# the runtime code that sets its flag).
+BUILTIN_EVENT_TABLE: tuple[BuiltinEvent, ...] = (
+    BuiltinEvent("rexmit", "a segment carried only bytes already received", "offset, length"),
+    BuiltinEvent("out_of_wnd", "a segment fell outside the sequence window", "offset, length"),
+    BuiltinEvent(
+        "overlap",
+        "a segment partly overlapped buffered data with different bytes",
+        "offset, length",
+    ),
+    BuiltinEvent(
+        "buffer_full",
+        "the sequence hit max_bytes or max_blocks; data was dropped",
+        "offset, length",
+    ),
+    BuiltinEvent("fail", "no PSM transition matched", "state"),
+    BuiltinEvent(
+        "timeout", "the instance was idle longer than the layer's timeout", closes=("expired",)
+    ),
+    BuiltinEvent(
+        "evicted",
+        "the instance was evicted because the layer's instance cap was reached",
+        closes=("evicted",),
+    ),
+    BuiltinEvent("created", "an instance was created by this packet"),
+    BuiltinEvent(
+        "destroyed",
+        "the instance ended (accept state, timeout, eviction or flush)",
+        closes=("accept", "evicted", "expired", "flushed"),
+    ),
+)
+
+# name -> description (with the arguments), in table order.
 BUILTIN_EVENTS: dict[str, str] = {
-    "rexmit": "a segment carried only bytes already received (args: offset, length)",
-    "out_of_wnd": "a segment fell outside the sequence window (args: offset, length)",
-    "overlap": "a segment partly overlapped buffered data with different bytes (args: offset, length)",
-    "buffer_full": "the sequence hit max_bytes or max_blocks; data was dropped (args: offset, length)",
-    "fail": "no PSM transition matched (args: state)",
-    "timeout": "the instance was idle longer than the layer's timeout",
-    "evicted": "the instance was evicted because the layer's instance cap was reached",
-    "created": "an instance was created by this packet",
-    "destroyed": "the instance was destroyed (accept state, timeout, eviction or flush)",
+    e.name: e.doc + (f" (args: {e.args})" if e.args else "") for e in BUILTIN_EVENT_TABLE
 }
+# Lifecycle events: raised when an instance ends, outside the per-packet pipeline; name ->
+# the close reasons that raise it.
+LIFECYCLE_EVENTS: dict[str, tuple[str, ...]] = {
+    e.name: e.closes for e in BUILTIN_EVENT_TABLE if e.lifecycle
+}
+
 
 # Names available in expressions without a prefix.
 BUILTIN_VALUES = (
@@ -58,6 +115,7 @@ class Context:
     fired: bool = True  # psm.T, event.E: set by the PSM step and the events
     direction: bool = True  # to_active / to_passive
     virtual: bool = False
+    packet: bool = True  # payload, payload_len, cursor, has(): there is a packet
     why: str = ""
 
 
@@ -113,3 +171,15 @@ TRANSITION = Context("a transition", virtual=True)
 EVENT = Context("an event", virtual=True)
 EDGE = Context("a parse-tree edge")
 HANDLER = Context("a handler", virtual=True)
+LIFECYCLE = Context(
+    "a lifecycle handler",
+    header=False,
+    temp=False,
+    foreign=False,
+    seq=False,
+    fired=False,
+    direction=False,
+    packet=False,
+    why="a lifecycle handler (with: timeout, evicted or destroyed) runs when the instance ends, "
+    "outside any packet: only its perm variables, current_state and constants are available",
+)

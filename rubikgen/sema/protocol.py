@@ -84,10 +84,14 @@ class ExprChecker:
             if code == "RG011":
                 nm = re.match(r"(?:unknown name )?'([^']+)'", msg)
                 name = nm.group(1) if nm else None
+                lay = re.match(r"unknown layout '([^']+)'", msg)
+                if lay:  # has(L) where there is no packet
+                    name = f"layout.{lay.group(1)}"
                 for parts, why in scope.unavailable.items():
                     if ".".join(parts) == name:
                         code = "RG038"
-                        msg = f"'{name}' is not available in {scope.ctx.name}"
+                        shown = f"has({parts[1]})" if lay else name
+                        msg = f"'{shown}' is not available in {scope.ctx.name}"
                         hint = why
                         break
                 else:
@@ -798,6 +802,19 @@ def _check_events(ec: ExprChecker, info: ProtocolInfo) -> None:
                     hint="built-in events are raised by the runtime; pick another name",
                 )
             )
+        for key, names in (("with", ev.with_), ("before", ev.before)):
+            lst = [names] if isinstance(names, str) else list(names or [])
+            for j, other in enumerate(lst):
+                if other in B.LIFECYCLE_EVENTS:
+                    diags.append(
+                        smap.diag(
+                            "RG043",
+                            f"event '{name}' cannot hook '{other}': it is raised when the "
+                            "instance ends, outside the per-packet pipeline events run in",
+                            ep + (key,) + ((j,) if not isinstance(names, str) else ()),
+                            hint=f"give the stack a handler with 'with: {other}' on this layer",
+                        )
+                    )
         if ev.when is not None:
             ec.expr(ep + ("when",), ev.when, B.EVENT, "bool")
         ec.stmts(ep + ("do",), ev.do, B.EVENT, frozenset({"assemble", "set_sdu"}))

@@ -34,9 +34,9 @@ class ProtocolScope:
         if n == 1:
             p = parts[0]
             if p in ("payload",):
-                return Resolved(BytesT(None), "builtin"), None
+                return Resolved(BytesT(None), "builtin"), "packet"
             if p in ("payload_len", "cursor"):
-                return Resolved(NumT(32), "builtin"), None
+                return Resolved(NumT(32), "builtin"), "packet"
             if p == "sdu":
                 return Resolved(BytesT(None), "builtin"), "seq"
             if p == "sdu_len":
@@ -63,7 +63,7 @@ class ProtocolScope:
             if ns == "event" and (name in info.events or name in BUILTIN_EVENTS):
                 return Resolved(BOOL, "event"), "fired"
             if ns == "layout" and name in info.layouts:
-                return Resolved(BOOL, "layout"), None
+                return Resolved(BOOL, "layout"), "packet"
             return None, None
         if n == 3 and parts[0] == "v":
             r, need = self._resolve_all(parts[1:])

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rubikgen import specpath
 from rubikgen.expr import ExprSyntaxError, parse_expr
 from rubikgen.models import Stack
 from rubikgen.models.common import Callback, expr_text
@@ -51,18 +52,20 @@ def check_stack(ws: Workspace, doc: Document) -> None:
     for lname, layer in st.layers.items():
         lp: Path = ("layers", lname)
         check_ident(lname, "layer name", smap, lp, diags)
-        f = os.path.abspath(os.path.join(base, layer.protocol))
-        if not os.path.isfile(f):
+        res = specpath.resolve(layer.protocol, base)
+        if res.path is None:
+            f = res.first
             what = "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
             diags.append(
                 smap.diag(
                     "RG007",
                     f"protocol file '{layer.protocol}' {what}",
                     lp + ("protocol",),
-                    hint="paths are relative to the stack file",
+                    hint=specpath.hint(layer.protocol, res, "the stack file"),
                 )
             )
             continue
+        f = res.path
         pdoc = ws.check_protocol(f)
         if pdoc.kind == "stack":
             diags.append(
@@ -149,10 +152,9 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             if (
                 tl is not None
                 and os.path.abspath(tl.protocol.file) not in params[pname]
-                and ws.docs.get(os.path.abspath(os.path.join(base, st.layers[target].protocol)))
-                is not None
+                and ws.docs.get(specpath.locate(st.layers[target].protocol, base)) is not None
             ):
-                tfile = os.path.abspath(os.path.join(base, st.layers[target].protocol))
+                tfile = specpath.locate(st.layers[target].protocol, base)
                 if tfile not in params[pname]:
                     allowed = ", ".join(os.path.basename(x) for x in params[pname])
                     diags.append(
@@ -296,6 +298,7 @@ def check_stack(ws: Workspace, doc: Document) -> None:
     callbacks = _callbacks(info)
     layer_of = {hname: h.layer for hname, h in st.handlers.items()}
     rel: dict[str, dict[str, tuple[list[str], Any]]] = {}
+    lifecycle_handlers = {hn for hn, h in st.handlers.items() if lifecycle_hooks(h.with_)}
     for hname, h in st.handlers.items():
         hp: Path = ("handlers", hname)
         check_ident(hname, "handler name", smap, hp, diags)
@@ -357,10 +360,12 @@ def check_stack(ws: Workspace, doc: Document) -> None:
                             hint="'before' and 'with' order the events and handlers of one layer",
                         )
                     )
+        life = _check_lifecycle(hname, h, li, lifecycle_handlers, smap, diags)
+        ctx = B.LIFECYCLE if life else B.HANDLER
         ec = _layer_checker(ws, info, li, smap, diags)
         if h.when is not None:
-            ec.expr(hp + ("when",), h.when, B.HANDLER, "bool")
-        ec.args(hp + ("args",), h.args, B.Context(**{**B.HANDLER.__dict__, "virtual": False}))
+            ec.expr(hp + ("when",), h.when, ctx, "bool")
+        ec.args(hp + ("args",), h.args, B.Context(**{**ctx.__dict__, "virtual": False}))
         ec.virtual_needs_sequence(
             li.protocol.model.sequence is not None,
             f"layer '{h.layer}' (protocol '{li.protocol.name}')",
@@ -379,6 +384,99 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             for w in [e.with_] if isinstance(e.with_, str) else list(e.with_ or []):
                 edges.setdefault(w, []).append((ev, ("handlers",)))
         check_event_cycles(edges, smap, ("handlers",), diags)
+
+
+def lifecycle_hooks(with_: str | list[str] | None) -> list[str]:
+    """The lifecycle events (timeout, evicted, destroyed) a `with` names."""
+    names = [with_] if isinstance(with_, str) else list(with_ or [])
+    return [w for w in names if w in B.LIFECYCLE_EVENTS]
+
+
+def _check_lifecycle(
+    hname: str,
+    h: Any,
+    li: LayerInfo,
+    lifecycle_handlers: set[str],
+    smap: Any,
+    diags: list[Any],
+) -> bool:
+    """Checks what only lifecycle handlers may do and what they may not; True if `hname` is
+    one (it runs when its layer's instance ends, outside the per-packet pipeline)."""
+    hp: Path = ("handlers", hname)
+    withs = [h.with_] if isinstance(h.with_, str) else list(h.with_ or [])
+    idx = (lambda j: ()) if isinstance(h.with_, str) else (lambda j: (j,))
+    life = bool(lifecycle_hooks(h.with_))
+    if life:
+        for j, w in enumerate(withs):
+            if w not in B.LIFECYCLE_EVENTS:
+                diags.append(
+                    smap.diag(
+                        "RG060",
+                        f"handler '{hname}' hooks a lifecycle event and '{w}', which fires "
+                        "while a packet is processed",
+                        hp + ("with",) + idx(j),
+                        hint="a lifecycle handler (with: timeout, evicted or destroyed) runs when "
+                        "the instance ends, outside any packet; use two handlers",
+                    )
+                )
+        hooks = lifecycle_hooks(h.with_)
+        ends = set.intersection(*(set(B.LIFECYCLE_EVENTS[w]) for w in hooks))
+        if not ends:
+            diags.append(
+                smap.diag(
+                    "RG060",
+                    f"handler '{hname}' can never run: no end of an instance raises "
+                    + " and ".join(f"'{w}'" for w in hooks),
+                    hp + ("with",),
+                    hint="'with' needs every event it names; use one handler per event",
+                )
+            )
+        if h.before:
+            diags.append(
+                smap.diag(
+                    "RG060",
+                    f"lifecycle handler '{hname}' cannot run 'before' anything",
+                    hp + ("before",),
+                    hint="lifecycle handlers run in declaration order, those hooked on timeout or "
+                    "evicted before those hooked on destroyed alone",
+                )
+            )
+        if not li.protocol.has_instance:
+            diags.append(
+                smap.diag(
+                    "RG043",
+                    f"layer '{li.name}' (protocol '{li.protocol.name}') has no selector: no "
+                    f"instance ever ends, so handler '{hname}' would never run",
+                    hp + ("with",),
+                    hint="hook lifecycle events on a layer with a selector",
+                )
+            )
+        return True
+    for key, names in (("before", h.before), ("with", h.with_)):
+        lst = [names] if isinstance(names, str) else list(names or [])
+        for j, other in enumerate(lst):
+            p = hp + (key,) + ((j,) if not isinstance(names, str) else ())
+            if key == "before" and other in B.LIFECYCLE_EVENTS:
+                diags.append(
+                    smap.diag(
+                        "RG043",
+                        f"'before: {other}' orders nothing: '{other}' is raised when the "
+                        "instance ends, outside any packet",
+                        p,
+                        hint="drop it; a handler with 'with: " + other + "' runs at that moment",
+                    )
+                )
+            elif other in lifecycle_handlers:
+                diags.append(
+                    smap.diag(
+                        "RG060",
+                        f"handler '{other}' runs when an instance ends, outside any packet; "
+                        f"'{key}' cannot order '{hname}' with it",
+                        p,
+                        hint="relations order the events and handlers of one packet",
+                    )
+                )
+    return False
 
 
 def _callbacks(info: StackInfo) -> dict[str, tuple[ProtocolInfo, Path]]:

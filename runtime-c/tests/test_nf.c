@@ -162,7 +162,7 @@ static rg_val bytes(const void *p, size_t n)
 static void call(const rg_obs *o, uint16_t h, const rg_flow_info *f, uint8_t dir, uint64_t pkt,
                  const rg_val *args)
 {
-    rg_call c = {h, HANDLERS[h].layer, dir, f, pkt * 1000, pkt, args};
+    rg_call c = {h, HANDLERS[h].layer, dir, f, pkt * 1000, pkt, args, 0};
     o->on_call(o->self, &c);
 }
 

@@ -85,13 +85,28 @@ typedef struct rg_flow_info {
     void *user[2];        /* handler-owned pointers, per direction (0 = to_passive) */
 } rg_flow_info;
 
-/* Why an instance ended. */
+/* Why an instance ended: the one table of close reasons (enumerator, value,
+ * name in NF output).  rubikgen/sema/builtins.py CLOSE_REASONS mirrors it (a
+ * test compares them) and the generated code ties it to rg_flow's
+ * RG_FLOW_* removal reasons with static asserts. */
+#define RG_CLOSE_REASONS(X)                                                           \
+    X(RG_CLOSE_ACCEPT, 0, "accept")   /* the PSM reached an accept state */             \
+    X(RG_CLOSE_EVICTED, 1, "evicted") /* instance cap reached: least recently used */   \
+    X(RG_CLOSE_EXPIRED, 2, "expired") /* idle longer than the layer's timeout */        \
+    X(RG_CLOSE_FLUSHED, 3, "flushed") /* end of capture / shutdown */
+
 enum rg_close_reason {
-    RG_CLOSE_ACCEPT = 0,  /* the PSM reached an accept state */
-    RG_CLOSE_EVICTED = 1, /* instance cap reached: least recently used evicted */
-    RG_CLOSE_EXPIRED = 2, /* idle longer than the layer's timeout */
-    RG_CLOSE_FLUSHED = 3, /* end of capture / shutdown */
+#define RG_CLOSE_ENUM_(name, value, text) name = value,
+    RG_CLOSE_REASONS(RG_CLOSE_ENUM_)
+#undef RG_CLOSE_ENUM_
 };
+
+/* rg_call.end and rg_hctx.end: 0 for a call made while a packet is processed;
+ * RG_END(reason) for a lifecycle handler (with: timeout, evicted, destroyed)
+ * called because its instance ended for that RG_CLOSE_* reason.  (0 is "in a
+ * packet" so that zero-initialised records mean the common case.) */
+#define RG_END(reason)  ((uint8_t)((reason) + 1))
+#define RG_END_REASON(end) ((int)(end)-1)
 
 /* ---- handler calls ---- */
 
@@ -103,6 +118,7 @@ typedef struct rg_call {
     uint64_t ts_ns;           /* packet timestamp */
     uint64_t pkt_no;          /* 1-based packet number in this context */
     const rg_val *args;       /* rg_handler_desc.nargs values */
+    uint8_t end;              /* 0 in a packet; RG_END(reason) in a lifecycle call */
 } rg_call;
 
 /* What a user handler (S_handlers.c) receives besides its arguments. */
@@ -112,7 +128,8 @@ typedef struct rg_hctx {
     uint8_t dir;              /* 0 = to_passive, 1 = to_active */
     uint16_t layer;
     uint64_t ts_ns;
-    void *ctx; /* the stack context */
+    void *ctx;   /* the stack context */
+    uint8_t end; /* 0 in a packet; RG_END(reason) in a lifecycle handler */
 } rg_hctx;
 
 /* ---- observers ---- */

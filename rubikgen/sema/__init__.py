@@ -1,0 +1,1 @@
+"""Semantic checks: symbol tables, name resolution, protocol and stack checks."""

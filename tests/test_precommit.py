@@ -1,0 +1,153 @@
+"""The pre-commit hook used the way a user uses it: from another repository, by the real
+pre-commit framework, on `git commit`.
+
+A scratch git repository holds a stack in a folder that is not `specs/` (README's user stack,
+which names the stock protocols with `stock:`), a CI workflow (YAML, not a spec), a text and a
+Markdown file, and README's `.pre-commit-config.yaml` snippet with `repo:` = this checkout's path
+and `rev:` = its HEAD commit. pre-commit clones that commit and pip-installs it into an
+environment of its own (network access to PyPI for the dependencies). pre-commit sees committed
+files only: uncommitted changes of this checkout are not what this test runs (README says so).
+
+Checked: committing the valid stack passes; the hook gets the spec and the YAML files only
+(validate's summary counts one spec and two skipped non-rubikgen documents; the text file would
+fail the hook if it were passed); committing an invalid spec fails with its own RG code and
+file:line:col, as validate in this process reports it, never RG900 or RG901.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import readme_snippets
+
+from rubikgen.workspace import Workspace
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT = 600
+
+pytestmark = pytest.mark.skipif(
+    not (REPO / ".git").exists() or shutil.which("git") is None,
+    reason="needs a git checkout of rubikgen (the hook is installed from a commit)",
+)
+
+# Not a spec, but would fail validation if the hook were given it.
+NOTES = "protocol: not_a_spec\nlayouts: 3\n"
+WORKFLOW = """\
+name: CI
+on: [push]
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo ok
+"""
+# A spec with an error: a field the layout does not have.
+BAD = """\
+protocol: bad
+layouts:
+  hdr: {kind: 8, length: 8}
+header: [hdr]
+prep:
+  - "set_sdu(payload[header.size:])"
+"""
+
+
+@dataclass
+class Scratch:
+    path: Path
+    env: dict[str, str]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            list(args),
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+
+    def git(self, *args: str) -> subprocess.CompletedProcess:
+        proc = self.run("git", *args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+
+def _pre_commit() -> list[str]:
+    exe = shutil.which("pre-commit")
+    return [exe] if exe else ["python3", "-m", "pre_commit"]
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Scratch:
+    tmp = tmp_path_factory.mktemp("precommit")
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PRE_COMMIT"))}
+    env.pop("PYTHONPATH", None)
+    env.pop("RUBIKGEN_SPEC_PATH", None)
+    env.update(
+        PRE_COMMIT_HOME=str(tmp / "pre-commit-home"),  # its own hook environments
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.com",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.com",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=str(tmp / "gitconfig"),  # no user git configuration (hooks, signing)
+    )
+    (tmp / "gitconfig").write_text("", encoding="utf-8")
+    s = Scratch(tmp / "repo", env)
+    s.path.mkdir()
+    s.git("init", "-q")
+    name, stack = readme_snippets.user_stack()
+    files = {
+        f"net/{name}": stack,
+        ".github/workflows/ci.yml": WORKFLOW,
+        "notes.txt": NOTES,
+        "docs/index.md": "# docs\nprotocol: x\n",
+        ".pre-commit-config.yaml": readme_snippets.precommit_config(str(REPO), head),
+    }
+    for rel, text in files.items():
+        (s.path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (s.path / rel).write_text(text, encoding="utf-8")
+    proc = s.run(*_pre_commit(), "install")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return s
+
+
+def test_valid_spec_commits(scratch: Scratch) -> None:
+    scratch.git("add", "-A")
+    proc = scratch.run("git", "commit", "-q", "-m", "specs")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "rubikgen validate" in out and "Passed" in out, out
+    # which files the hook was given: the spec and the two YAML files that are not specs
+    proc = scratch.run(*_pre_commit(), "run", "--all-files", "--verbose")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "1 spec file OK (2 other YAML/TOML files skipped)" in out, out
+
+
+def test_invalid_spec_fails_with_its_diagnostic(scratch: Scratch) -> None:
+    bad = scratch.path / "proto" / "bad.yaml"
+    bad.parent.mkdir(exist_ok=True)
+    bad.write_text(BAD, encoding="utf-8")
+    ws = Workspace()
+    ws.check(str(bad))
+    errors = [d for d in ws.all_diagnostics() if d.severity == "error"]
+    assert [d.code for d in errors] == ["RG011"], errors  # unknown name header.size
+    want = f"proto/bad.yaml:{errors[0].line}:{errors[0].col}: error[RG011]"
+    head = scratch.git("rev-parse", "HEAD").stdout
+    scratch.git("add", "proto/bad.yaml")
+    proc = scratch.run("git", "commit", "-q", "-m", "bad spec")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert want in out, out
+    assert "RG900" not in out and "RG901" not in out, out
+    assert scratch.git("rev-parse", "HEAD").stdout == head  # the commit was refused
