@@ -20,6 +20,7 @@ LT_NULL, LT_ETHERNET, LT_LOOP = 0, 1, 108
 LT_RAW, LT_RAW_12, LT_RAW_14 = 101, 12, 14  # LINKTYPE_RAW and the two DLT_RAW values
 LT_IPV4, LT_IPV6 = 228, 229
 LT_SLL, LT_SLL2 = 113, 276
+LT_USER0 = 147
 
 SNAPLEN = 262144
 AF_INET = 2
@@ -99,6 +100,7 @@ def wrap(f: Frame, link: str) -> tuple[int, bytes, int]:
         "raw14": (LT_RAW_14, b""),
         "ipv4": (LT_IPV4, b""),
         "ipv6": (LT_IPV6, b""),
+        "user0": (LT_USER0, b""),  # a link type no stack has an entry for
     }
     lt, hdr = hdrs[link]
     return lt, hdr + f.ip, f.wire + len(hdr)

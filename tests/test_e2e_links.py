@@ -285,3 +285,35 @@ def test_flowstats_times_are_tshark_frame_times(name: str, runner: Runner) -> No
         if id(s) in firsts and (s.proto == "udp" or s.c2s.flow.handshake):
             assert min(firsts[id(s)]) == min(times[(s.proto, s.index)]), s.index
     assert checked >= 5
+
+
+def test_pcapng_interface_without_entry_is_skipped(runner: Runner, tmp_path: Path) -> None:
+    """Frames of an interface whose link type the stack has no entry for are counted as skipped
+    (with a warning), and the other interfaces' frames are processed as usual."""
+    frames = runner.frames
+    itfs = [Interface("ethernet"), Interface("user0")]
+    pk = [(1 if i % 5 == 0 else 0, f, "epb") for i, f in enumerate(frames)]
+    path = write_pcapng(tmp_path / "user0.pcapng", [Section(itfs, pk)])
+    p = _run(runner.binary, path, "streams", tmp_path / "out")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    skipped = sum(1 for i, _, _ in pk if i == 1)
+    assert summary["packets"] == len(frames) and summary["skipped"] == skipped, summary
+    assert "147" in p.stderr and "skipped" in p.stderr
+
+
+def test_pcapng_cases_under_sanitizers(runner: Runner, tmp_path: Path) -> None:
+    """The pcapng reader and the per-interface entry layers under ASan/UBSan: no report, and
+    the same flows as the plain build."""
+    from captures import SANITIZER_REPORT
+    from rubikgen.build import build
+
+    asan = build(STACK, REPO / "build" / "tcp_ip", sanitize=True, quiet=True).binary
+    for name, r in runner.results.items():
+        if not name.startswith("pcapng"):
+            continue
+        p = _run(asan, r.path, "streams", tmp_path / name)
+        assert p.returncode == (1 if r.case.truncated else 0), p.stderr[-2000:]
+        assert not any(s in p.stderr for s in SANITIZER_REPORT), p.stderr[-3000:]
+        got = (tmp_path / name / "flows.jsonl").read_text()
+        assert got == (r.streams.out / "flows.jsonl").read_text(), name
