@@ -132,15 +132,24 @@ def ensure_runtime(sanitize: bool, quiet: bool) -> list[Path]:
     return libs
 
 
-def pcap_libs() -> list[str]:
-    """Linker flags for libpcap (pkg-config, or plain -lpcap)."""
+def pkg_libs(pkg: str, fallback: str) -> list[str]:
+    """Linker flags for a C library (pkg-config, or the plain fallback)."""
     try:
         proc = subprocess.run(
-            ["pkg-config", "--libs", "libpcap"], capture_output=True, text=True, check=True
+            ["pkg-config", "--libs", pkg], capture_output=True, text=True, check=True
         )
     except (OSError, subprocess.CalledProcessError):
-        return ["-lpcap"]
-    return shlex.split(proc.stdout) or ["-lpcap"]
+        return [fallback]
+    return shlex.split(proc.stdout) or [fallback]
+
+
+def pcap_libs() -> list[str]:
+    """Linker flags for libpcap (pkg-config, or plain -lpcap)."""
+    return pkg_libs("libpcap", "-lpcap")
+
+
+# libraries a stack's transforms need (rubikgen/sema/transforms.py), only when it uses them
+_PKG_FALLBACK = {"libcrypto": "-lcrypto"}
 
 
 # -- compiling --------------------------------------------------------------------------------
@@ -174,6 +183,7 @@ def compile_command(
         str(binary_path(out_dir, gen.stack, sanitize)),
         *map(str, libs),
         *pcap_libs(),
+        *[f for p in gen.pkg_config for f in pkg_libs(p, _PKG_FALLBACK.get(p, f"-l{p}"))],
         *cflags,
     ]
 

@@ -50,6 +50,7 @@ CODES: dict[str, str] = {
     "RG040": "cyclic event relation",
     "RG041": "event referenced but never defined",
     "RG042": "declared but never used (warning)",
+    "RG043": "unknown transform or wrong transform arguments",
     "RG050": "parse-tree cycle other than a declared self-loop",
     "RG051": "layer arguments do not match the protocol's parameters",
     "RG052": "unknown layer",

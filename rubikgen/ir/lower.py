@@ -15,7 +15,7 @@ from typing import Any
 
 from rubikgen.expr import parse_expr, parse_stmt
 from rubikgen.expr.ast import Binary, Expr, Name, Unary, unparse, walk
-from rubikgen.models.common import Callback, expr_text
+from rubikgen.models.common import Callback, Transform, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
 from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
@@ -90,7 +90,7 @@ class AtomTable:
 
 def _name_resources(layer: str, bindings: dict[str, str], parts: tuple[str, ...]) -> set[str]:
     p0 = parts[0]
-    if p0 in ("payload", "payload_len", "cursor"):
+    if p0 in ("input", "payload", "payload_len", "cursor"):
         return {f"HEADER:{layer}"}
     if p0 in ("sdu", "sdu_len"):
         return {f"SDU:{layer}"}
@@ -366,15 +366,17 @@ class Lowerer:
             i, e = loops[0]
             mr = e.max_repeat or DEFAULT_MAX_REPEAT
             ex = parse_expr(expr_text(e.when)) if e.when is not None else None
+            inp = parse_expr(expr_text(e.input)) if e.input is not None else None
             self.emit(
                 cur,
                 "loop_decide",
                 L,
-                expr_reads(L, b, ex),
+                expr_reads(L, b, ex) | expr_reads(L, b, inp),
                 {f"LOOP:{L}"},
                 Src(self._stack_file, self._stack_smap.pos(("edges", i)).line, "self-loop"),
                 cond=Cond("expr", ex, expr_text(e.when)) if ex is not None else None,
                 max_repeat=mr,
+                input=inp,
             )
 
         # 10. destroy
@@ -388,7 +390,7 @@ class Lowerer:
             cur = nxt
         if loops:
             again = self.block(L, "loop")
-            self.emit(again, "reenter", L, {f"SDU:{L}"}, {f"HEADER:{L}", f"LOOP:{L}"})
+            self.emit(again, "reenter", L, {f"SDU:{L}", f"LOOP:{L}"}, {f"HEADER:{L}", f"LOOP:{L}"})
             cur.term = Branch(Cond("loop"), again.name, "", L, frozenset({f"LOOP:{L}"}))
             again.term = Jump(enter.name)
             ret = self.block(L, "return")
@@ -431,6 +433,14 @@ class Lowerer:
                     rd |= expr_reads(L, b, parse_expr(expr_text(v)))
                 self.emit(cur, "callback", L, rd, {"RUNTIME"},
                           self.src(li, sp, f"callback {s.callback}"), name=s.callback, call=s)  # fmt: skip
+                i += 1
+            elif isinstance(s, Transform):
+                rd = {f"INST:{L}"}
+                for v in s.args.values():
+                    rd |= expr_reads(L, b, parse_expr(expr_text(v)))
+                self.emit(cur, "transform", L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
+                          self.src(li, sp, f"transform {s.transform}"), name=s.transform,
+                          call=s)  # fmt: skip
                 i += 1
             elif isinstance(s, IfStmt):
                 # an if, its elifs and its else

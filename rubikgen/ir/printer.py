@@ -12,7 +12,9 @@ def _args(ins: Instr) -> str:
     for k, v in ins.args.items():
         if k in ("call",):
             continue
-        if k == "stmt" or k == "value" or k == "expr":
+        if k == "input" and v is None:
+            continue
+        if k in ("stmt", "value", "expr", "input"):
             v = unparse(v)
         elif k == "cond":
             v = v.show() if v is not None else "always"

@@ -23,6 +23,9 @@ class Edge(Model):
     when: Expr | None = None
     priority: StrictInt = 0
     max_repeat: StrictInt | None = Field(None, description="Self-loops only: bound on repetitions.")
+    input: Expr | None = Field(
+        None, description="Self-loops only: the bytes the next pass parses (default: the sdu)."
+    )
     doc: StrictStr | None = None
 
 

@@ -19,6 +19,7 @@ BUILTIN_EVENTS: dict[str, str] = {
 
 # Names available in expressions without a prefix.
 BUILTIN_VALUES = (
+    "input",
     "payload",
     "payload_len",
     "cursor",

@@ -33,7 +33,7 @@ class ProtocolScope:
         n = len(parts)
         if n == 1:
             p = parts[0]
-            if p in ("payload",):
+            if p in ("payload", "input"):
                 return Resolved(BytesT(None), "builtin"), None
             if p in ("payload_len", "cursor"):
                 return Resolved(NumT(32), "builtin"), None
@@ -124,7 +124,17 @@ class ProtocolScope:
         info = self.info
         prefix = parts[:-1]
         if not prefix:
-            names = ["payload", "payload_len", "cursor", "header", "v", "true", "false", *FUNCTIONS]
+            names = [
+                "input",
+                "payload",
+                "payload_len",
+                "cursor",
+                "header",
+                "v",
+                "true",
+                "false",
+                *FUNCTIONS,
+            ]
             if self.ctx.temp:
                 names.append("temp")
             if self.ctx.perm:

@@ -181,6 +181,16 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             diags.append(
                 smap.diag("RG006", "max_repeat applies to self-loops only", ep + ("max_repeat",))
             )
+        if e.input is not None and e.from_ != e.to:
+            diags.append(
+                smap.diag(
+                    "RG006",
+                    "input applies to self-loops only",
+                    ep + ("input",),
+                    key=True,
+                    hint="a child parses its parent's sdu; set the sdu in the parent",
+                )
+            )
         if e.max_repeat is not None and not 1 <= e.max_repeat <= 1024:
             diags.append(
                 smap.diag(
@@ -203,6 +213,9 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             if dst is not None and dst.protocol is not src.protocol:
                 ec.missing_hint = _edge_hint(src, dst)
             ec.expr(ep + ("when",), e.when, B.EDGE, "bool")
+        if e.input is not None and src is not None and e.from_ == e.to:
+            ec = _layer_checker(ws, info, src, smap, diags)
+            ec.expr(ep + ("input",), e.input, B.EDGE, "bytes")
     for lname, lst in children.items():
         lst.sort(key=lambda ie: (-ie[1].priority, ie[0]))
         seen: dict[tuple[str, Any], int] = {}
