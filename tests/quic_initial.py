@@ -61,6 +61,35 @@ def keys(version: int, cid: bytes, server: bool) -> tuple[bytes, bytes, bytes]:
     )
 
 
+def client_hello(rng: random.Random, sni: str, alpn: list[str], size: int) -> bytes:
+    """A TLS 1.3 ClientHello handshake message of `size` bytes (a padding extension fills it):
+    SNI, ALPN, supported_versions, signature_algorithms, then padding (RFC 8446, RFC 7685)."""
+
+    def ext(t: int, body: bytes) -> bytes:
+        return struct.pack("!HH", t, len(body)) + body
+
+    name = sni.encode()
+    exts = ext(0, struct.pack("!HBH", len(name) + 3, 0, len(name)) + name)
+    names = b"".join(bytes([len(a)]) + a.encode() for a in alpn)
+    exts += ext(16, struct.pack("!H", len(names)) + names)
+    exts += ext(43, b"\x02\x03\x04")
+    exts += ext(13, b"\x00\x04\x04\x03\x08\x04")
+    ciphers = b"\x13\x01\x13\x02\x13\x03"
+    body = b"\x03\x03" + bytes(rng.randrange(256) for _ in range(32)) + b"\x00"
+    body += struct.pack("!H", len(ciphers)) + ciphers + b"\x01\x00"
+    pad = size - 4 - len(body) - 2 - len(exts) - 4
+    assert pad >= 0
+    exts += ext(21, bytes(pad))
+    body += struct.pack("!H", len(exts)) + exts
+    return b"\x01" + len(body).to_bytes(3, "big") + body
+
+
+def server_hello(rng: random.Random, size: int) -> bytes:
+    """A handshake message of type ServerHello with `size` bytes (the body is not parsed)."""
+    body = b"\x03\x03" + bytes(rng.randrange(256) for _ in range(size - 6))
+    return b"\x02" + len(body).to_bytes(3, "big") + body
+
+
 def crypto_frame(offset: int, data: bytes) -> bytes:
     return b"\x06" + varint(offset) + varint(len(data)) + data
 
@@ -155,11 +184,11 @@ def write_capture(path: Path) -> Expected:
         raw = bytes(Ether() / IP(src=src, dst=dst) / UDP(sport=sport, dport=dport) / payload)
         frames.append((raw[:snap] if snap else raw, len(raw)))
 
-    # -- connection A, QUIC v1: a 1600-byte ClientHello split over Initials sent out of order,
+    # -- connection A, QUIC v1: a 1500-byte ClientHello split over Initials sent out of order,
     # two of them coalesced in one datagram, a retransmission, a packet with a bad tag, a packet
     # cut by the capture's snaplen; the server's Initial coalesced with a Handshake packet
-    ch = bytes(rng.randrange(256) for _ in range(1600))
-    sh = bytes(rng.randrange(256) for _ in range(90))
+    ch = client_hello(rng, "split.example.org", ["h3", "h3-29"], 1500)
+    sh = server_hello(rng, 90)
     dcid, cscid, sscid = b"\x11" * 8, b"\x22" * 5, b"\x33" * 8
 
     def cinit(pn: int, fr: bytes, **kw: object) -> bytes:
@@ -175,7 +204,8 @@ def write_capture(path: Path) -> Expected:
     dgram(C, 50000, S, 443, cinit(4, crypto_frame(1400, ch[1400:1500]), pad_to=1200))
     dgram(C, 50000, S, 443, cinit(5, crypto_frame(0, ch[:300]), pad_to=1200))  # retransmission
     # cut by the snaplen: its CRYPTO bytes [1500, 1600) are never seen whole
-    dgram(C, 50000, S, 443, cinit(6, crypto_frame(1500, ch[1500:]), pad_to=1200), snap=400)
+    more = bytes(rng.randrange(256) for _ in range(100))  # a second message's first bytes
+    dgram(C, 50000, S, 443, cinit(6, crypto_frame(1500, more), pad_to=1200), snap=400)
     ack = b"\x02\x01\x00\x00\x01"  # ACK largest 1, delay 0, 0 ranges, first range 1
     srv = initial(V1, cscid, sscid, 0, ack + crypto_frame(0, sh), key_cid=dcid, server=True)
     dgram(S, 443, C, 50000, srv + opaque_long(V1, "handshake", cscid, sscid, 300))
@@ -184,8 +214,8 @@ def write_capture(path: Path) -> Expected:
 
     # -- connection B, QUIC v2 with a Retry: the client's second Initial uses the DCID the
     # Retry chose, and the keys derive from it from then on (both directions)
-    ch2 = bytes(rng.randrange(256) for _ in range(700))
-    sh2 = bytes(rng.randrange(256) for _ in range(120))
+    ch2 = client_hello(rng, "retry.example.net", ["h3"], 700)
+    sh2 = server_hello(rng, 120)
     d1, cs, rs = b"\x44" * 8, b"\x55" * 8, b"\x66" * 10
     dgram(C, 50001, S, 443, initial(V2, d1, cs, 0, crypto_frame(0, ch2[:400]), key_cid=d1,
                                    server=False, pad_to=1200))  # fmt: skip

@@ -558,5 +558,10 @@ class LayerEnv:
             f"&{lc.t('seqcfg')}, &{lc.v('sres')}) : rg_bytes_empty();"
         )
 
+    def seq_ready_upto(self, offset: str) -> str:
+        lc = self.lc
+        # every byte below offset (an absolute 32-bit sequence offset) has arrived
+        return f"rg_seq_ready_upto(&{lc.v('inst')}->seq[{lc.dir_expr()}], (uint32_t)({offset}))"
+
     def set_sdu(self, value: CExpr) -> str:
         return f"{self.lc.v('sdu')} = {value.text};"

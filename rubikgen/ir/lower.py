@@ -15,6 +15,7 @@ from typing import Any
 
 from rubikgen.expr import parse_expr, parse_stmt
 from rubikgen.expr.ast import Binary, Expr, Name, Unary, unparse, walk
+from rubikgen.expr.ast import Call as ECall
 from rubikgen.models.common import Callback, Transform, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
@@ -122,6 +123,8 @@ def expr_reads(layer: str, bindings: dict[str, str], e: Expr | None) -> frozense
     for n in walk(e):
         if isinstance(n, Name):
             out |= _name_resources(layer, bindings, n.parts)
+        elif isinstance(n, ECall) and n.func == "ready_upto":
+            out |= {f"SEQ:{layer}", f"INST:{layer}"}
     return frozenset(out)
 
 
