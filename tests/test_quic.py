@@ -51,10 +51,12 @@ CAPTURES = quic_captures()
 
 
 @pytest.fixture(scope="module")
-def binaries() -> dict[bool, Path]:
+def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Path]:
+    # a fresh directory: a handler stub left in build/quic by an older stack would not link
+    out_dir = tmp_path_factory.mktemp("quic-build")
     out = {}
     for san in (False, True):
-        res = build(STACK, REPO / "build" / "quic", sanitize=san, quiet=True)
+        res = build(STACK, out_dir, sanitize=san, quiet=True)
         out[san] = res.binary
     return out
 
