@@ -90,10 +90,31 @@ def emit(gen: Generated, out_dir: str | os.PathLike[str]) -> list[Path]:
         out / name for name, text in gen.files.items() if _write_if_changed(out / name, text)
     ]
     handlers = out / gen.handlers_file
-    if not handlers.exists():
+    if not handlers.exists() or (
+        _untouched_stub(handlers.read_text(encoding="utf-8", errors="replace"))
+        and handlers.read_text(encoding="utf-8", errors="replace") != gen.handlers_stub
+    ):
         handlers.write_text(gen.handlers_stub, encoding="utf-8")
         written.append(handlers)
     return written
+
+
+_STUB_FN = re.compile(
+    r"void\s+\w+\s*\(\s*const\s+struct\s+\w+_args\s*\*\s*args\s*,\s*rg_hctx\s*\*\s*h\s*\)\s*"
+    r"\{\s*\(void\)\s*args\s*;\s*\(void\)\s*h\s*;\s*\}"
+)
+
+
+def _untouched_stub(text: str) -> bool:
+    """A handler file exactly as rubikgen wrote it (empty bodies, no code of the user's): it
+    may be rewritten when the stack's handlers change, so a stale stub never breaks a build."""
+    if "- the handlers of stack " not in text or "Written once by rubikgen as stubs" not in text:
+        return False
+    rest = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    rest = _STUB_FN.sub("", rest)
+    rest = re.sub(r'#include\s+"\w+_gen\.h"', "", rest)
+    rest = re.sub(r"typedef\s+int\s+\w+_no_handlers_\s*;", "", rest)
+    return rest.strip() == ""
 
 
 # -- runtime libraries ------------------------------------------------------------------------
