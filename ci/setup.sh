@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential pkg-config
   libpcap-dev libcmocka-dev       # runtime-c: capture driver, unit tests; built stacks link libpcap
+  libssl-dev                      # runtime-c: libcrypto (HKDF, AES-GCM, AES-ECB) for QUIC Initial decryption
   graphviz                        # rubikgen graph --format svg
   tshark                          # reference oracle in end-to-end tests
   libnids-dev libhyperscan-dev libpcre2-dev valgrind  # benchmarks: libnids peers (make -C bench peers), Hyperscan (SF workload), callgrind

@@ -94,10 +94,36 @@ def emit(gen: Generated, out_dir: str | os.PathLike[str]) -> list[Path]:
         out / name for name, text in gen.files.items() if _write_if_changed(out / name, text)
     ]
     handlers = out / gen.handlers_file
-    if not handlers.exists():
+    if not handlers.exists() or (
+        _untouched_stub(handlers.read_text(encoding="utf-8", errors="replace"))
+        and handlers.read_text(encoding="utf-8", errors="replace") != gen.handlers_stub
+    ):
         handlers.write_text(gen.handlers_stub, encoding="utf-8")
         written.append(handlers)
     return written
+
+
+_STUB_FN = re.compile(
+    r"void\s+\w+\s*\(\s*const\s+struct\s+\w+_args\s*\*\s*args\s*,\s*rg_hctx\s*\*\s*h\s*\)\s*"
+    r"\{\s*\(void\)\s*args\s*;\s*\(void\)\s*h\s*;\s*\}"
+)
+
+
+def _untouched_stub(text: str) -> bool:
+    """A handler file exactly as rubikgen wrote it (its header comment, then per handler a
+    comment and an empty body; nothing of the user's, not even a comment): it may be rewritten
+    when the stack's handlers change, so a stale stub never breaks a build."""
+    if not text.startswith("/* ") or "Written once by rubikgen as stubs" not in text:
+        return False
+    rest = text[text.index("*/") + 2 :]  # the header comment
+    rest = re.sub(r"/\*[^\n]*\*/\s*" + _STUB_FN.pattern, "", rest)
+    rest = re.sub(r'#include\s+"\w+_gen\.h"', "", rest)
+    rest = re.sub(
+        r"/\* This stack declares no handlers\. \*/\s*typedef\s+int\s+\w+_no_handlers_\s*;",
+        "",
+        rest,
+    )
+    return rest.strip() == ""
 
 
 # -- runtime libraries ------------------------------------------------------------------------
@@ -162,15 +188,24 @@ def _lock(path: Path | None) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def pcap_libs() -> list[str]:
-    """Linker flags for libpcap (pkg-config, or plain -lpcap)."""
+def pkg_libs(pkg: str, fallback: str) -> list[str]:
+    """Linker flags for a C library (pkg-config, or the plain fallback)."""
     try:
         proc = subprocess.run(
-            ["pkg-config", "--libs", "libpcap"], capture_output=True, text=True, check=True
+            ["pkg-config", "--libs", pkg], capture_output=True, text=True, check=True
         )
     except (OSError, subprocess.CalledProcessError):
-        return ["-lpcap"]
-    return shlex.split(proc.stdout) or ["-lpcap"]
+        return [fallback]
+    return shlex.split(proc.stdout) or [fallback]
+
+
+def pcap_libs() -> list[str]:
+    """Linker flags for libpcap (pkg-config, or plain -lpcap)."""
+    return pkg_libs("libpcap", "-lpcap")
+
+
+# libraries a stack's transforms need (rubikgen/sema/transforms.py), only when it uses them
+_PKG_FALLBACK = {"libcrypto": "-lcrypto"}
 
 
 # -- compiling --------------------------------------------------------------------------------
@@ -204,6 +239,7 @@ def compile_command(
         str(binary_path(out_dir, gen.stack, sanitize)),
         *map(str, libs),
         *pcap_libs(),
+        *[f for p in gen.pkg_config for f in pkg_libs(p, _PKG_FALLBACK.get(p, f"-l{p}"))],
         *cflags,
     ]
 

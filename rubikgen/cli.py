@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("capture", help="pcap or pcapng file ('-': standard input)")
     r.add_argument(
         "--nf",
-        choices=("streams", "events", "flowstats", "count", "none"),
+        choices=("streams", "events", "flowstats", "count", "none", "sni"),
         default="streams",
         help="network function (default: streams)",
     )

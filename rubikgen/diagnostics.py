@@ -51,6 +51,7 @@ CODES: dict[str, str] = {
     "RG041": "event referenced but never defined",
     "RG042": "declared but never used (warning)",
     "RG043": "lifecycle event where no instance ends",
+    "RG044": "unknown transform or wrong transform arguments",
     "RG050": "parse-tree cycle other than a declared self-loop",
     "RG051": "layer arguments do not match the protocol's parameters",
     "RG052": "unknown layer",

@@ -150,6 +150,7 @@ _MODEL_WORDS = {
     "ElifStmt": "an elif statement",
     "ElseStmt": "an else statement",
     "Callback": "a callback",
+    "Transform": "a transform",
     "TypedArg": "a typed argument",
     "LayerInst": "a layer",
     "Edge": "an edge",
@@ -159,7 +160,7 @@ _MODEL_WORDS = {
 # Keys that select the kind of a header step or statement (see the models' discriminators).
 _TAG_KEYS = {
     "step": ("a header step", ("if", "elif", "else", "any_until")),
-    "statement": ("a statement", ("if", "elif", "else", "callback")),
+    "statement": ("a statement", ("if", "elif", "else", "callback", "transform")),
 }
 
 

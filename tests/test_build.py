@@ -303,3 +303,17 @@ def test_cflags_starting_with_dash_o_are_not_the_O_option() -> None:
     argv = ["build", "s.yaml", "-O0", "--cflags", "-O1 -g", "--cc", "gcc"]
     args = _parser().parse_args(_join_cflags(argv))
     assert (args.opt_level, args.cflags, args.cc) == (0, "-O1 -g", "gcc")
+
+
+def test_untouched_stub_is_refreshed(tmp_path: Path) -> None:
+    """A stub rubikgen wrote is replaced when the handlers change; a filled-in file never."""
+    from rubikgen.build import _untouched_stub
+
+    stub = (
+        "/* s_handlers.c - the handlers of stack s (s.yaml).\n *\n * Written once by rubikgen as "
+        'stubs; yours to fill in. */\n#include "s_gen.h"\n\n/* s.yaml:3 */\n'
+        "void h1(const struct h1_args *args, rg_hctx *h)\n{\n    (void)args;\n    (void)h;\n}\n"
+    )
+    assert _untouched_stub(stub)
+    assert not _untouched_stub(stub.replace("(void)h;", "(void)h;\n    count++;"))
+    assert not _untouched_stub(stub + "static int count;\n")

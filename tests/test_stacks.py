@@ -14,13 +14,17 @@ from rubikgen.build import build
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"
-STACKS = ["tcp_ip", "gtp", "pptp", "quic", "sctp"]
+STACKS = ["tcp_ip", "gtp", "pptp", "quic", "sctp", "tcp_tls"]
 
 # Captures each tunnelled / non-TCP stack parses, and a handler that must be called on them.
 RUNS = {
     "gtp": [("gtp-u-tls.pcap", "tcp_data"), ("gtp-u-http-outer-frag.pcap", "tcp_data")],
     "pptp": [("pptp-gre-ppp-udp-dns.pcap", "udp_data"), ("gre-ppp-ipfrag-crafted.pcap", None)],
-    "quic": [("quic-v1-chromium.pcap", "quic_conn"), ("quic-handshake-null-ipv6.pcap", None)],
+    "quic": [
+        ("quic-v1-chromium.pcap", "tls_hello"),
+        ("quic-handshake-null-ipv6.pcap", "tls_hello6"),
+    ],
+    "tcp_tls": [("mixed-android-mobile.pcap", "tls_hello"), ("ipv6-http-gquic.pcap", "tls_hello6")],
     "sctp": [("sctp-http.pcap", "sctp_data"), ("sctp-m3ua.pcap", "sctp_data")],
 }
 

@@ -18,6 +18,7 @@ rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *o
         {"events", rg_nf_events_new},
         {"flowstats", rg_nf_flowstats_new},
         {"streams", rg_nf_streams_new},
+        {"sni", rg_nf_sni_new},
     };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         if (strcmp(name, kinds[i].name)) continue;
@@ -28,7 +29,7 @@ rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *o
         nf->obs.self = nf;
         return &nf->obs;
     }
-    snprintf(err, errlen, "unknown NF '%s' (count, events, flowstats, streams)", name);
+    snprintf(err, errlen, "unknown NF '%s' (count, events, flowstats, streams, sni)", name);
     return NULL;
 }
 

@@ -72,6 +72,17 @@
  *               "noflow_file","gaps","gap_bytes"} ("directions": the lines of flows.jsonl).  At most 256 stream files are open at once
  *              (least recently written closed, reopened to append).
  *
+ *   sni        one line per TLS ClientHello in OUT/sni.jsonl, and on stdout: the
+ *              calls of handlers with a byte argument named "sni" (the stock
+ *              stacks' tls_hello handlers, layer tls_client_hello, over TCP or
+ *              QUIC), read by argument name:
+ *              {"pkt","layer","src","dst","sport","dport","sni": string | null,
+ *               "alpn": [names],"versions": [numbers]}
+ *              (src/dst from "saddr"/"daddr", ports from "sport"/"dport",
+ *              "alpn" from the ALPN protocol_name_list, "versions" from
+ *              "supported_versions"; bytes outside printable ASCII as \u00XX).
+ *              stdout: "sni LAYER SRC:SPORT -> DST:DPORT NAME alpn=A,B".
+ *
  * "data": a handler call's payload is its first argument of kind
  * RG_VAL_BYTES named "data" (none: the call carries no payload).
  *

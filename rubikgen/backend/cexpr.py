@@ -89,6 +89,8 @@ class CEnv(Protocol):
 
     def set_sdu(self, value: CExpr) -> str: ...
 
+    def seq_ready_upto(self, offset: str) -> str: ...
+
 
 # ---------------------------------------------------------------------------------------
 # Expressions
@@ -232,6 +234,8 @@ class _Translator:
                 return _C(f"rg_varint_len({self.bytes(s)})", U64)
             case ("min" | "max") as f, (a, b):
                 return _C(f"rg_op_{f}({self.num(a)}, {self.num(b)})", U64)
+            case "ready_upto", (n,):
+                return _boolean(f"!!({self.env.seq_ready_upto(self.num(n))})")
         raise ValueError(f"cannot translate call {c.func}() with {len(c.args)} argument(s)")
 
     def slice(self, e: Slice) -> _C:
@@ -256,6 +260,8 @@ class _EnvScope:
     def resolve(self, parts: tuple[str, ...]) -> Resolved | None:
         if len(parts) == 2 and parts[0] == "layout":
             return Resolved(BOOL, "layout")  # has(L): the env decides what L means
+        if parts == ("ready_upto",):  # the checker asks whether ready_upto() is available
+            return Resolved(BOOL, "builtin")
         return Resolved(self.env.ref(Name(parts)).type, "temp", assignable=True)
 
     def candidates(self, parts: tuple[str, ...]) -> list[str]:

@@ -23,6 +23,7 @@ from rubikgen.ir.lower import LINK_KINDS
 from rubikgen.ir.nodes import Block, Cond, Instr
 from rubikgen.models.common import TypedArg, expr_text
 from rubikgen.sema.builtins import CLOSE_C, CLOSE_REASONS
+from rubikgen.sema.transforms import TRANSFORMS, user_reasons
 from rubikgen.workspace import Workspace
 
 from .cexpr import cond_to_c, stmt_to_c, to_c
@@ -43,6 +44,7 @@ class Generated:
     handlers_stub: str
     prototypes: dict[str, str]
     dumps: dict[str, str] = field(default_factory=dict)  # --dump-after: pass -> IR text
+    pkg_config: list[str] = field(default_factory=list)  # C libraries the stack links
 
 
 class GenerateError(Exception):
@@ -146,9 +148,17 @@ class CGen:
         for name, lir in prog.layers.items():
             li = self.info.layers[name]
             self.layers[name] = LayerC(li, lir.index, self.layers, stack_dir)
+        xfs: dict[str, list[str]] = {}
+        for b in prog.blocks.values():
+            for ins in b.instrs:
+                if ins.op == "transform":
+                    xfs.setdefault(ins.layer, []).append(ins.args["name"])
+        self.transforms = sorted({t for ts in xfs.values() for t in ts})
         for name, lc in self.layers.items():
             lc.atoms = len(prog.layers[name].atoms)
-            lc.prepare([h for h, hd in self.stack.handlers.items() if hd.layer == name])
+            lc.prepare(
+                [h for h, hd in self.stack.handlers.items() if hd.layer == name], xfs.get(name)
+            )
         self.handlers = self._handlers()
         # one return id per call site of each layer (callers are (call block, ret block))
         self.ret_ids = {
@@ -226,6 +236,7 @@ class CGen:
             "entry_table": self.entry_table(),
             "lifecycle": {lc.name: self.lifecycle(lc) for lc in self.layers.values()},
             "close_reasons": CLOSE_REASONS,
+            "xf": self.transform_support(),
         }
         files = {
             f"{self.S}_gen.h": env.get_template("stack_gen.h.j2").render(ctx),
@@ -240,7 +251,40 @@ class CGen:
             f"{self.S}_handlers.c",
             stub,
             {h.name: h.prototype for h in self.handlers.values()},
+            pkg_config=sorted({TRANSFORMS[t].pkg_config for t in self.transforms}),
         )
+
+    # -- transforms -------------------------------------------------------------------------
+    def transform_support(self) -> dict[str, str]:
+        """C for the context: per-worker transform contexts, per-layer output buffers, the
+        names of the transforms' failure reasons."""
+        fields, new, free = [], [], []
+        includes = sorted({TRANSFORMS[t].header for t in self.transforms})
+        for t in self.transforms:
+            spec = TRANSFORMS[t]
+            fields.append(f"    {spec.ctx_type} *xfc_{t};")
+            new.append(f"    ctx->xfc_{t} = {spec.ctx_new};")
+            new.append(f"    if (ctx->xfc_{t} == NULL) goto fail;")
+            free.append(f"    {spec.ctx_free}(ctx->xfc_{t});")
+        for lc in self.layers.values():
+            if not lc.transforms:
+                continue
+            size = max(TRANSFORMS[t].out_max for t in lc.transforms)
+            fields.append(f"    uint8_t *xout_{lc.name}; /* transform output ({size} bytes) */")
+            new.append(f"    ctx->xout_{lc.name} = (uint8_t *)malloc({size});")
+            new.append(f"    if (ctx->xout_{lc.name} == NULL) goto fail;")
+            free.append(f"    free(ctx->xout_{lc.name});")
+        if self.transforms:
+            for k, r in enumerate(user_reasons()):
+                new.append(
+                    f"    rg_stats_set_reason_name(ctx->stats, RG_REASON_USER + {k}, {c_string(r)});"
+                )
+        return {
+            "includes": "".join(f'#include "{h}"\n' for h in includes),
+            "fields": "\n".join(fields),
+            "new": "\n".join(new),
+            "free": "\n".join(free),
+        }
 
     # -- per-layer support code -------------------------------------------------------------
     def layer_support(self) -> str:
@@ -351,6 +395,7 @@ class CGen:
             out.append(f"    uint8_t ev_{n}[{len(lc.events)}] RG_MAYBE_UNUSED;")
             out.append(f"    unsigned psm_{n} RG_MAYBE_UNUSED = 0, ret_{n} RG_MAYBE_UNUSED = 0;")
             out.append(f"    unsigned rep_{n} RG_MAYBE_UNUSED = 0, loop_{n} RG_MAYBE_UNUSED = 0;")
+            out.append(f"    rg_bytes lin_{n} RG_MAYBE_UNUSED = rg_bytes_empty();")
             out.append(f"    rg_seq_res sres_{n} RG_MAYBE_UNUSED;")
             out.append(f"    unsigned lazy_{n} RG_MAYBE_UNUSED = 0;")
             if lc.has_instance:
@@ -868,20 +913,69 @@ class CGen:
         else:
             s = f"loop_{n} = ({cond_to_c(c.expr, lc.env())}) ? 1u : 0u; /* {c_comment(unparse(c.expr))} */"
         inp = ins.args.get("input")
-        if inp is not None:  # the edge's input, not the sdu, feeds the next pass
-            s += f"\nif (loop_{n}) sdu_{n} = {to_c(inp, lc.env()).text}; /* {c_comment(unparse(inp))} */"
-        return s
+        # the next pass's input: the sdu, or the edge's `input` (evaluated now: the instance
+        # may be destroyed before the self-loop runs)
+        src = to_c(inp, lc.env()).text if inp is not None else f"sdu_{n}"
+        return s + f"\nlin_{n} = {src};"
 
     def i_reenter(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
-        return f"in_{n} = sdu_{n};\nrep_{n}++;"
+        return f"in_{n} = lin_{n};\nrep_{n}++;"
+
+    def i_transform(self, ins: Instr, lc: LayerC) -> str:
+        n = lc.name
+        tf = ins.args["call"]
+        spec = TRANSFORMS[ins.args["name"]]
+        env = lc.env()
+        vals = {an: to_c(parse_expr(expr_text(v)), env).text for an, v in tf.args.items()}
+        lines = ["{"]
+        cargs = []
+        for an, kind, _doc in spec.params:
+            if kind == "bytes":
+                lines.append(f"    rg_bytes xa_{an} = {vals[an]};")
+                cargs += [f"xa_{an}.ptr", f"xa_{an}.len"]
+            else:
+                lines.append(f"    uint64_t xa_{an} = {vals[an]};")
+                cargs.append(f"xa_{an}")
+        if spec.name == "quic_initial":
+            call = (
+                f"{spec.call}(ctx->xfc_{spec.name}, &inst_{n}->xf_{spec.name}, xa_packet.ptr, "
+                "xa_packet.len, xa_pn_offset > xa_packet.len ? SIZE_MAX : (size_t)xa_pn_offset, "
+                "xa_cid.ptr, xa_cid.len, (uint32_t)xa_version, xa_server != 0, "
+                f"ctx->xout_{n}, {spec.out_max}, &xl_, NULL)"
+            )
+        else:  # pragma: no cover - one transform so far
+            raise ValueError(f"no C call for transform {spec.name}")
+        user = user_reasons()
+        lines += [
+            "    size_t xl_ = 0;",
+            f"    int xr_ = {call};",
+            f"    sdu_{n} = xr_ == 0 ? rg_bytes_make(ctx->xout_{n}, xl_) : rg_bytes_empty();",
+            "    switch (xr_) { /* failures: counted, the packet goes on with an empty sdu */",
+            "    case 0: break;",
+        ]
+        for code, reason in spec.failures:
+            r = (
+                reason
+                if reason.startswith("RG_REASON_")
+                else f"RG_REASON_USER + {user.index(reason)}"
+            )
+            lines.append(
+                f"    case {code}: rg_stats_error(&ctx->stats->layer[{lc.index}], {r}); break;"
+            )
+        lines += [
+            f"    default: rg_stats_error(&ctx->stats->layer[{lc.index}], RG_REASON_OTHER); break;",
+            "    }",
+            "}",
+        ]
+        return "\n".join(lines)
 
     def i_destroy(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
         lines = []
         if self._max_repeat(lc):
             # the sdu may point into the instance's sequence: keep it for the self-loop
-            lines.append(f"if (loop_{n}) sdu_{n} = rg__keep(&ctx->keep_{n}, sdu_{n});")
+            lines.append(f"if (loop_{n}) lin_{n} = rg__keep(&ctx->keep_{n}, lin_{n});")
         lines.append(f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);")
         if ins.args.get("lazy"):
             st = f"ctx->stats->layer[{lc.index}].inst"

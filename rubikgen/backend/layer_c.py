@@ -29,6 +29,7 @@ from rubikgen.sema.protocol import parse_duration
 from rubikgen.sema.scope import STATE_T, field_type
 from rubikgen.sema.stack import LayerInfo
 from rubikgen.sema.symbols import FieldInfo, VarInfo
+from rubikgen.sema.transforms import TRANSFORMS
 
 from .cexpr import CExpr, CRef, cond_to_c, lit, to_c
 
@@ -161,8 +162,9 @@ class LayerC:
         return self.v("dir") if self.bidir else "0"
 
     # -- setup ------------------------------------------------------------------------------
-    def prepare(self, handlers: list[str]) -> None:
+    def prepare(self, handlers: list[str], transforms: list[str] | None = None) -> None:
         self.events = list(self.model.events) + BUILTIN_EVENT_NAMES + list(handlers)
+        self.transforms = sorted(set(transforms or []))
         if self.has_instance:
             self._key()
 
@@ -270,6 +272,9 @@ class LayerC:
             lines.append(f"    uint8_t vl[{self.atoms}][{self.ndirs}];")
         for v in self.proto.perms.values():
             lines.append(f"    {self._var_decl(v)} /* {self.spec_file}:{self.line(v.path)} */")
+        for tn in getattr(self, "transforms", []):
+            st = TRANSFORMS[tn].state_type
+            lines.append(f"    {st} xf_{tn}; /* state of transform {tn} (a key cache) */")
         lines.append("};")
         return "\n".join(lines)
 
@@ -481,6 +486,8 @@ class LayerEnv:
                 return CRef(inp, BytesT(None))
             if x == "payload":
                 return CRef(f"rg_bytes_make({inp}.ptr + {cur}, {inp}.len - {cur})", BytesT(None))
+            if x == "input":
+                return CRef(inp, BytesT(None))
             if x == "payload_len":
                 return CRef(f"({inp}.len - {cur})", NumT(32))
             if x == "cursor":
@@ -564,6 +571,11 @@ class LayerEnv:
             f"{lc.v('sdu')} = {lc.v('has_inst')} ? {fn}(&{inst}->seq[{d}], "
             f"&{lc.t('seqcfg')}, &{lc.v('sres')}) : rg_bytes_empty();"
         )
+
+    def seq_ready_upto(self, offset: str) -> str:
+        lc = self.lc
+        # every byte below offset (an absolute 32-bit sequence offset) has arrived
+        return f"rg_seq_ready_upto(&{lc.v('inst')}->seq[{lc.dir_expr()}], (uint32_t)({offset}))"
 
     def set_sdu(self, value: CExpr) -> str:
         return f"{self.lc.v('sdu')} = {value.text};"

@@ -56,6 +56,7 @@ EXPR_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "varint_len": ("bytes",),
     "min": ("num", "num"),
     "max": ("num", "num"),
+    "ready_upto": ("num",),
 }
 # Calls that are statements (no value); check_stmt accepts those in `allowed_calls`.
 STATEMENT_CALLS: dict[str, tuple[str, ...]] = {
@@ -548,6 +549,16 @@ class _Checker:
         types = [self.arg(f, a, p) for a, p in zip(c.args, params, strict=False)]
         for a in c.args[len(params) :]:
             self.expr(a)
+        if f == "ready_upto":
+            # asks the packet direction's sequence: only where the sequence exists and is filled
+            if self.scope.resolve(("ready_upto",)) is None:
+                self.diag(
+                    "RG038",
+                    "ready_upto() asks this packet's sequence, which is not available here",
+                    (fs, fe),
+                    "use it in a transition, event or handler of a protocol with a sequence",
+                )
+            return BOOL
         if f in ("min", "max"):
             widths = [t.width if is_num(t) else 64 for t in types] or [64]
             return NumT(min(widths) if f == "min" else max(widths))

@@ -17,7 +17,8 @@ from rubikgen import specpath
 from rubikgen.compose import locate
 from rubikgen.expr import parse_expr, parse_stmt
 from rubikgen.expr.ast import Binary, Expr, Name, Unary, unparse, walk
-from rubikgen.models.common import Callback, expr_text
+from rubikgen.expr.ast import Call as ECall
+from rubikgen.models.common import Callback, Transform, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
 from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS
@@ -125,6 +126,8 @@ def expr_reads(layer: str, bindings: dict[str, str], e: Expr | None) -> frozense
     for n in walk(e):
         if isinstance(n, Name):
             out |= _name_resources(layer, bindings, n.parts)
+        elif isinstance(n, ECall) and n.func == "ready_upto":
+            out |= {f"SEQ:{layer}", f"INST:{layer}"}
     return frozenset(out)
 
 
@@ -401,7 +404,7 @@ class Lowerer:
             cur = nxt
         if loops:
             again = self.block(L, "loop")
-            self.emit(again, "reenter", L, {f"SDU:{L}"}, {f"HEADER:{L}", f"LOOP:{L}"})
+            self.emit(again, "reenter", L, {f"SDU:{L}", f"LOOP:{L}"}, {f"HEADER:{L}", f"LOOP:{L}"})
             cur.term = Branch(Cond("loop"), again.name, "", L, frozenset({f"LOOP:{L}"}))
             again.term = Jump(enter.name)
             ret = self.block(L, "return")
@@ -444,6 +447,14 @@ class Lowerer:
                     rd |= expr_reads(L, b, parse_expr(expr_text(v)))
                 self.emit(cur, "callback", L, rd, {"RUNTIME"},
                           self.src(li, sp, f"callback {s.callback}"), name=s.callback, call=s)  # fmt: skip
+                i += 1
+            elif isinstance(s, Transform):
+                rd = {f"INST:{L}"}
+                for v in s.args.values():
+                    rd |= expr_reads(L, b, parse_expr(expr_text(v)))
+                self.emit(cur, "transform", L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
+                          self.src(li, sp, f"transform {s.transform}"), name=s.transform,
+                          call=s)  # fmt: skip
                 i += 1
             elif isinstance(s, IfStmt):
                 # an if, its elifs and its else

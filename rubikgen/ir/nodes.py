@@ -52,6 +52,7 @@ COMMANDS = frozenset(
         "insert_seq",
         "assemble",
         "callback",
+        "transform",
         "handler",
         "observe",
         "error",
@@ -78,10 +79,12 @@ OPCODES: dict[str, str] = {
     "fail": "no transition matched: raise fail; args: policy",
     "callback": "args: name, call (the Callback model): a protocol callback statement",
     "handler": "args: name: call a stack handler with its arguments",
+    "transform": "args: name, call (the Transform model): the sdu := a runtime transform of the "
+    "arguments (empty on failure, counted)",
     "loop_decide": "args: cond (Cond), input (Expr | None): remember whether the self-loop edge "
-    "holds; with input, the next pass parses that instead of the sdu",
+    "holds; with input, the next pass parses that instead of the sdu (evaluated at the decision)",
     "destroy": "destroy the instance (accept state)",
-    "reenter": "self-loop: the sdu becomes the layer's input for another pass",
+    "reenter": "self-loop: the sdu (or the edge's input) becomes the layer's input for another pass",
     "finish": "the layer is left: args settle (copy borrowed data), commit (a lazily created "
     "instance enters the table)",
     "error": "args: reason: count an error of the layer",

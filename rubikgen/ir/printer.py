@@ -12,6 +12,8 @@ def _args(ins: Instr) -> str:
     for k, v in ins.args.items():
         if k in ("call",):
             continue
+        if k == "input" and v is None:
+            continue
         if k in ("stmt", "value", "expr", "input"):
             v = unparse(v)
         elif k == "cond":

@@ -39,3 +39,11 @@ class Callback(Model):
     callback: StrictStr = Field(description="Handler name (a C identifier).")
     args: dict[str, CallArg] = Field(default_factory=dict)
     doc: StrictStr | None = None
+
+
+class Transform(Model):
+    """Replace the sdu by what a runtime-provided transform makes of its arguments."""
+
+    transform: StrictStr = Field(description="Transform name (see docs/spec-language.md 2.6).")
+    args: dict[str, Expr] = Field(default_factory=dict)
+    doc: StrictStr | None = None

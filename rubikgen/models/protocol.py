@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, StrictBool, StrictInt, StrictStr, Tag
 
-from rubikgen.models.common import Callback, Expr, Model
+from rubikgen.models.common import Callback, Expr, Model, Transform
 
 
 class FieldSpec(Model):
@@ -55,6 +55,7 @@ _MODEL_TAGS = {
     "ElifStmt": "elif",
     "ElseStmt": "else",
     "Callback": "callback",
+    "Transform": "transform",
 }
 
 
@@ -102,7 +103,7 @@ def _stmt_tag(v: Any) -> str | None:
     if isinstance(v, str):
         return "stmt"
     if isinstance(v, dict):
-        for k in ("if", "elif", "else", "callback"):
+        for k in ("if", "elif", "else", "callback", "transform"):
             if k in v:
                 return k
     return _MODEL_TAGS.get(type(v).__name__)
@@ -129,11 +130,12 @@ Statement = Annotated[
         | Annotated[ElifStmt, Tag("elif")]
         | Annotated[ElseStmt, Tag("else")]
         | Annotated[Callback, Tag("callback")]
+        | Annotated[Transform, Tag("transform")]
     ),
     Discriminator(
         _stmt_tag,
         custom_error_type="statement",
-        custom_error_message="a statement is a string ('x = expr', 'assemble()') or a mapping with 'if', 'elif', 'else' or 'callback'",
+        custom_error_message="a statement is a string ('x = expr', 'assemble()') or a mapping with 'if', 'elif', 'else', 'callback' or 'transform'",
     ),
 ]
 

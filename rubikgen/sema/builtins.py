@@ -98,7 +98,7 @@ BUILTIN_VALUES = (
 
 NAMESPACES = ("header", "temp", "perm", "psm", "event", "v", "option")
 
-FUNCTIONS = ("has", "len", "varint", "varint_len", "min", "max")
+FUNCTIONS = ("has", "len", "varint", "varint_len", "min", "max", "ready_upto")
 
 STATEMENT_CALLS = ("assemble", "set_sdu")
 

@@ -11,7 +11,7 @@ from rubikgen.expr import ExprSyntaxError, check_expr, check_stmt, parse_expr, p
 from rubikgen.expr.ast import Name, Num, Slice, walk
 from rubikgen.expr.check import is_const
 from rubikgen.expr.types import BytesT, NumT, Type, describe
-from rubikgen.models.common import Callback, TypedArg, expr_text
+from rubikgen.models.common import Callback, Transform, TypedArg, expr_text
 from rubikgen.models.protocol import (
     AnyUntilStep,
     ElifStep,
@@ -25,6 +25,7 @@ from rubikgen.models.protocol import (
 from rubikgen.sema import builtins as B
 from rubikgen.sema.scope import ProtocolScope
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
+from rubikgen.sema.transforms import TRANSFORMS
 from rubikgen.source import Path, SourceMap
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.]+|\|\||&&|==|!=|<=|>=|<<|>>|.", re.S)
@@ -236,6 +237,59 @@ class ExprChecker:
             return
         if isinstance(s, Callback):
             self.callback(path, s, ctx)
+        if isinstance(s, Transform):
+            self.transform(path, s, ctx)
+
+    def transform(self, path: Path, tf: Transform, ctx: B.Context) -> None:
+        spec = TRANSFORMS.get(tf.transform)
+        if spec is None:
+            known = ", ".join(sorted(TRANSFORMS))
+            self.diags.append(
+                self.smap.diag(
+                    "RG044",
+                    f"unknown transform '{tf.transform}'",
+                    path + ("transform",),
+                    hint=f"the runtime provides: {known}",
+                )
+            )
+            return
+        params = {n: (k, doc) for n, k, doc in spec.params}
+        plain = B.Context(**{**ctx.__dict__, "virtual": False})
+        for name, a in tf.args.items():
+            apath = path + ("args", name)
+            if name not in params:
+                self.diags.append(
+                    self.smap.diag(
+                        "RG044",
+                        f"transform '{spec.name}' has no argument '{name}'",
+                        apath,
+                        key=True,
+                        hint="its arguments: " + ", ".join(params),
+                    )
+                )
+                continue
+            kind = params[name][0]
+            t, _ = self.expr(apath, a, plain)
+            if t is not None and (kind == "bytes") != isinstance(t, BytesT):
+                self.diags.append(
+                    self.smap.diag(
+                        "RG012",
+                        f"argument '{name}' of transform '{spec.name}' is a "
+                        f"{'byte slice' if kind == 'bytes' else 'number'}, not a {describe(t)}",
+                        apath,
+                        hint=params[name][1],
+                    )
+                )
+        missing = [n for n in params if n not in tf.args]
+        if missing:
+            self.diags.append(
+                self.smap.diag(
+                    "RG044",
+                    f"transform '{spec.name}' needs argument(s) {', '.join(missing)}",
+                    path + ("transform",),
+                    hint="; ".join(f"{n}: {params[n][1]}" for n in missing),
+                )
+            )
 
     def callback(self, path: Path, cb: Callback, ctx: B.Context) -> None:
         check_ident(

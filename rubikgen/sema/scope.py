@@ -39,6 +39,10 @@ class ProtocolScope:
                 return Resolved(NumT(32), "builtin"), "packet"
             if p == "sdu":
                 return Resolved(BytesT(None), "builtin"), "seq"
+            if p == "ready_upto":  # the function's availability (expr/check.py)
+                if info.model.sequence is None:
+                    return None, None
+                return Resolved(BOOL, "builtin"), "seq"
             if p in ("sdu_len", "gap_seq", "gap_len"):  # gap_*: gap recovery
                 return Resolved(NumT(32), "builtin"), "seq"
             if p in ("to_active", "to_passive"):

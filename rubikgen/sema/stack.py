@@ -216,6 +216,16 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             diags.append(
                 smap.diag("RG006", "max_repeat applies to self-loops only", ep + ("max_repeat",))
             )
+        if e.input is not None and e.from_ != e.to:
+            diags.append(
+                smap.diag(
+                    "RG006",
+                    "input applies to self-loops only",
+                    ep + ("input",),
+                    key=True,
+                    hint="a child parses its parent's sdu; set the sdu in the parent",
+                )
+            )
         if e.max_repeat is not None and not 1 <= e.max_repeat <= 1024:
             diags.append(
                 smap.diag(

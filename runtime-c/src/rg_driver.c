@@ -48,7 +48,7 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
     fprintf(out,
             "usage: %s CAPTURE [options]\n"
             "Run the %s stack on a pcap or pcapng capture (CAPTURE '-' = stdin).\n"
-            "  --nf NAME        streams|events|flowstats|count|none (default count)\n"
+            "  --nf NAME        streams|events|flowstats|count|none|sni (default count)\n"
             "  --out DIR        output directory of streams/events/flowstats (default rg-out)\n"
             "  --flowstats-all  flowstats: also instances that lived within one packet\n"
             "  --cap N          live instances per layer (default 262144; the least\n"
@@ -106,7 +106,7 @@ static int parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const char *const nfs[] = {"streams", "events", "flowstats", "count", "none"};
+    static const char *const nfs[] = {"streams", "events", "flowstats", "count", "none", "sni"};
     memset(o, 0, sizeof *o);
     o->prog = argc > 0 && argv[0] ? argv[0] : "rg";
     o->nf = "count";

@@ -8,6 +8,7 @@
 #include "rg_pkt.h"
 #include "rg_seq.h"
 #include "rg_stats.h"
+#include "rg_quic.h"
 #include "rg_timer.h"
 
 #endif /* RG_H */
