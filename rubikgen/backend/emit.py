@@ -363,6 +363,7 @@ class CGen:
             f"/* layer {n}: gap recovery when an instance ends ({lc.spec_file}:{line} drain) */",
             f"static void {lc.t('drain')}(struct {self.S}_ctx *ctx, struct {lc.t('inst')} *in, int reason)",
             "{",
+            "    (void)reason; /* unused when no handler takes the sdu */",
             f"    for (unsigned d = 0; d < {lc.ndirs}; d++) {{",
             "        if (!rg_seq_flush(&in->seq[d])) continue;",
             "        rg_seq_res r_;",

@@ -248,16 +248,7 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             if dst is not None and dst.protocol is not src.protocol:
                 ec.missing_hint = _edge_hint(src, dst)
             ec.expr(ep + ("when",), e.when, B.EDGE, "bool")
-        if e.input is not None and e.from_ != e.to:
-            diags.append(
-                smap.diag(
-                    "RG006",
-                    "input applies to self-loops only",
-                    ep + ("input",),
-                    hint="an edge to another layer hands on the sdu; set it with set_sdu()",
-                )
-            )
-        elif e.input is not None and src is not None:
+        if e.input is not None and src is not None and e.from_ == e.to:
             ec = _layer_checker(ws, info, src, smap, diags)
             ec.expr(ep + ("input",), e.input, B.EDGE, "bytes")
     for lname, lst in children.items():
