@@ -27,7 +27,8 @@ REAL = {
     "tcp_ip": sorted(p.name for p in TRACES.glob("*.pcap")) if TRACES.is_dir() else [],
     "gtp": ["gtp-u-tls.pcap", "gtp-u-http-outer-frag.pcap", "gtp-u-qinq-rtmp.pcap"],
     "pptp": ["pptp-gre-ppp-udp-dns.pcap", "pptp-control-tcp1723.pcap"],
-    "quic": ["quic-v1-chromium.pcap", "quic-handshake-null-ipv6.pcap"],
+    "quic": ["quic-v1-chromium.pcap", "quic-handshake-null-ipv6.pcap", "quic-v2-http3.pcap"],
+    "tcp_tls": ["mixed-android-mobile.pcap", "ipv6-http-gquic.pcap"],
     "sctp": ["sctp-http.pcap", "sctp-m3ua.pcap"],
 }
 
