@@ -7,6 +7,7 @@ author wrote them (tests/quic_initial.py). Each stack is built once per module."
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 from oracle.quic_crypto import initial_crypto
 from oracle.tshark import _tshark, eligible_captures, tshark_available
-from quic_initial import write_capture
+from quic_initial import client_hello, write_capture, write_pcap
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
 from test_quic import CAPTURES as QUIC_CAPTURES
 from test_quic import SANITIZER, TRACES
 
@@ -55,11 +58,14 @@ def run_sni(binary: Path, pcap: Path, out: Path) -> Counter[Hello]:
 
 
 def tshark_tcp_hellos(pcap: Path) -> Counter[Hello]:
-    """ClientHellos tshark sees in TCP connections to port 443 (not in tunnels)."""
+    """ClientHellos tshark sees in TCP connections to port 443 (not in tunnels), with TCP
+    reassembly of out-of-order segments on (Wireshark 4.0 leaves it off by default)."""
     text = _tshark(
         [
             "-r",
             str(pcap),
+            "-o",
+            "tcp.reassemble_out_of_order:TRUE",
             "-Y",
             "tls.handshake.type == 1 && tcp.dstport == 443",
             "-T",
@@ -143,3 +149,49 @@ def test_hand_made_quic_client_hellos(binaries: dict[str, Path], tmp_path: Path)
             ("10.0.0.1", 50001, "10.0.0.2", 443, "retry.example.net", ("h3",)): 1,
         }
     )
+
+
+def split_hello_capture(path: Path) -> Counter[Hello]:
+    """TCP connections to port 443 whose ClientHello record spans several segments: two
+    segments arriving in reverse order, and three segments with a retransmission."""
+    rng = random.Random(5)
+    frames: list[tuple[bytes, int]] = []
+    want: Counter[Hello] = Counter()
+
+    def seg(
+        src: str, dst: str, sp: int, dp: int, seq: int, ack: int, flags: str, data: bytes = b""
+    ) -> None:
+        raw = bytes(
+            Ether()
+            / IP(src=src, dst=dst)
+            / TCP(sport=sp, dport=dp, seq=seq, ack=ack, flags=flags, window=65535)
+            / data
+        )
+        frames.append((raw, len(raw)))
+
+    for port, sni, alpn, size, cuts, order in (
+        (40000, "split-tcp.example.com", ["h2", "http/1.1"], 1800, [1000], [1, 0]),
+        (40001, "three.example.org", ["h2"], 3000, [1200, 2400], [0, 2, 0, 1]),
+    ):
+        c, s = "10.1.0.1", "10.1.0.2"
+        ch = client_hello(rng, sni, alpn, size)
+        record = b"\x16\x03\x01" + len(ch).to_bytes(2, "big") + ch
+        ic, is_ = 1000 + port, 5000
+        seg(c, s, port, 443, ic, 0, "S")
+        seg(s, c, 443, port, is_, ic + 1, "SA")
+        seg(c, s, port, 443, ic + 1, is_ + 1, "A")
+        bounds = [0, *cuts, len(record)]
+        for k in order:
+            a, b = bounds[k], bounds[k + 1]
+            seg(c, s, port, 443, ic + 1 + a, is_ + 1, "PA", record[a:b])
+        seg(s, c, 443, port, is_ + 1, ic + 1 + len(record), "A")
+        want[(c, port, s, 443, sni, tuple(alpn))] += 1
+    write_pcap(path, frames)
+    return want
+
+
+def test_split_tcp_client_hellos(binaries: dict[str, Path], tmp_path: Path) -> None:
+    pcap = tmp_path / "split.pcap"
+    want = split_hello_capture(pcap)
+    assert tshark_tcp_hellos(pcap) == want  # the capture is what its author says
+    assert run_sni(binaries["tcp_tls"], pcap, tmp_path / "out") == want
