@@ -108,8 +108,10 @@ static void on_call(void *self, const rg_call *c)
            sni->bytes.len ? (const char *)sni->bytes.ptr : "-");
     alpn_list(nf->out, stdout, alpn);
     fputs(",\"versions\":[", nf->out);
-    for (size_t i = 0; sv && i + 1 < sv->bytes.len; i += 2)
-        fprintf(nf->out, "%s%u", i ? "," : "", (unsigned)(sv->bytes.ptr[i] << 8 | sv->bytes.ptr[i + 1]));
+    for (size_t i = 0; sv && i + 1 < sv->bytes.len; i += 2) {
+        unsigned v = (unsigned)(sv->bytes.ptr[i] << 8 | sv->bytes.ptr[i + 1]);
+        fprintf(nf->out, "%s%u", i ? "," : "", v);
+    }
     fputs("]}\n", nf->out);
     putchar('\n');
 }
