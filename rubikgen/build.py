@@ -106,14 +106,19 @@ _STUB_FN = re.compile(
 
 
 def _untouched_stub(text: str) -> bool:
-    """A handler file exactly as rubikgen wrote it (empty bodies, no code of the user's): it
-    may be rewritten when the stack's handlers change, so a stale stub never breaks a build."""
-    if "- the handlers of stack " not in text or "Written once by rubikgen as stubs" not in text:
+    """A handler file exactly as rubikgen wrote it (its header comment, then per handler a
+    comment and an empty body; nothing of the user's, not even a comment): it may be rewritten
+    when the stack's handlers change, so a stale stub never breaks a build."""
+    if not text.startswith("/* ") or "Written once by rubikgen as stubs" not in text:
         return False
-    rest = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    rest = _STUB_FN.sub("", rest)
+    rest = text[text.index("*/") + 2 :]  # the header comment
+    rest = re.sub(r"/\*[^\n]*\*/\s*" + _STUB_FN.pattern, "", rest)
     rest = re.sub(r'#include\s+"\w+_gen\.h"', "", rest)
-    rest = re.sub(r"typedef\s+int\s+\w+_no_handlers_\s*;", "", rest)
+    rest = re.sub(
+        r"/\* This stack declares no handlers\. \*/\s*typedef\s+int\s+\w+_no_handlers_\s*;",
+        "",
+        rest,
+    )
     return rest.strip() == ""
 
 

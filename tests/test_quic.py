@@ -55,9 +55,9 @@ CAPTURES = quic_captures()
 
 
 @pytest.fixture(scope="module")
-def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Path]:
-    # a fresh directory: a handler stub left in build/quic by an older stack would not link
-    out_dir = tmp_path_factory.mktemp("quic-build")
+def binaries() -> dict[bool, Path]:
+    # build/quic, shared with test_stacks.py and test_tls_hello.py: each binary compiles once
+    out_dir = REPO / "build" / "quic"
     out = {}
     for san in (False, True):
         res = build(STACK, out_dir, sanitize=san, quiet=True)

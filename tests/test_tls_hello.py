@@ -31,10 +31,10 @@ pytestmark = pytest.mark.skipif(not tshark_available(), reason="tshark is not in
 
 
 @pytest.fixture(scope="module")
-def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def binaries() -> dict[str, Path]:
     out = {}
-    for stack in ("tcp_tls", "quic"):
-        d = tmp_path_factory.mktemp(f"{stack}-build")
+    for stack in ("tcp_tls", "quic"):  # build/STACK, shared with the other suites
+        d = REPO / "build" / stack
         out[stack] = build(REPO / "specs" / "stacks" / f"{stack}.yaml", d, quiet=True).binary
     return out
 
