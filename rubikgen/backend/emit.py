@@ -17,6 +17,7 @@ from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import unparse
 from rubikgen.expr.types import NumT
+from rubikgen.handlercheck import HandlerSig, spec_type
 from rubikgen.ir import Branch, Call, Done, Jump, Program, Return, lower_stack, prune, verify
 from rubikgen.ir.lower import LINK_KINDS
 from rubikgen.ir.nodes import Block, Cond, Instr
@@ -42,6 +43,9 @@ class Generated:
     handlers_stub: str
     prototypes: dict[str, str]
     dumps: dict[str, str] = field(default_factory=dict)  # --dump-after: pass -> IR text
+    # per handler: its stub (what S_handlers.c holds for it) and its declaration in spec terms
+    handler_stubs: dict[str, str] = field(default_factory=dict)
+    handler_sigs: dict[str, HandlerSig] = field(default_factory=dict)
 
 
 class GenerateError(Exception):
@@ -229,6 +233,7 @@ class CGen:
             f"{self.S}_main.c": env.get_template("stack_main.c.j2").render(ctx),
         }
         stub = env.get_template("stack_handlers.c.j2").render(ctx)
+        one = env.get_template("handler_stub.c.j2")
         return Generated(
             self.S,
             self.hash,
@@ -236,7 +241,22 @@ class CGen:
             f"{self.S}_handlers.c",
             stub,
             {h.name: h.prototype for h in self.handlers.values()},
+            handler_stubs={h.name: one.render(ctx, h=h) for h in self.handlers.values()},
+            handler_sigs=self.handler_sigs(),
         )
+
+    def handler_sigs(self) -> dict[str, HandlerSig]:
+        """The handlers in spec terms, with where the stack declares them (file:line:col)."""
+        smap, path = self.doc.smap, self.doc.path
+        out: dict[str, HandlerSig] = {}
+        for h in self.handlers.values():
+            where = ""
+            if h.name in self.stack.handlers:
+                pos = smap.key_pos(("handlers", h.name))
+                where = f"{path}:{pos.line}:{pos.col}"
+            args = tuple((a[0], spec_type(a[1])) for a in h.args)
+            out[h.name] = HandlerSig(h.name, h.layer, args, where)
+        return out
 
     # -- per-layer support code -------------------------------------------------------------
     def layer_support(self) -> str:
