@@ -190,6 +190,7 @@ typedef struct entry_map {
     int fixed;      /* entry layer of every frame, or -1: by IP version (raw IP) */
     int16_t v4, v6; /* raw IP: the entry layers (-1 = none) */
     rg_linkinfo li;
+    int kind; /* the link kind of a fixed-kind link type, -1 for raw IP */
 } entry_map;
 
 /* RG_OK, or an error with the message printed. */
@@ -227,12 +228,48 @@ static int entry_map_init(entry_map *m, const rg_stack_desc *stack, const rg_lin
         }
     }
     if (kind >= 0) m->fixed = stack->entry[kind];
-    if (m->fixed < 0 && m->v4 < 0 && m->v6 < 0) {
-        fprintf(stderr, "%s: %s: link type %s (%d): stack %s has no entry layer for it\n", o->prog,
-                o->capture, li->name, li->dlt, stack->name);
-        return RG_EUNSUPPORTED;
-    }
+    m->kind = kind;
+    /* no entry for this link type: every frame is skipped, counted and reported
+     * (skipped_linktype), so that an empty output never goes unexplained */
     return RG_OK;
+}
+
+/* ---- frames the stack has no entry for (skipped_linktype) ---- */
+
+static const char *const link_kind_names[RG_LINK_KINDS] = {
+    [RG_LINK_ETHERNET] = "ethernet", [RG_LINK_NULL] = "null", [RG_LINK_RAW_IPV4] = "raw_ipv4",
+    [RG_LINK_RAW_IPV6] = "raw_ipv6", [RG_LINK_SLL] = "sll",   [RG_LINK_SLL2] = "sll2",
+};
+
+/* 1 if a frame entry_pick refused was refused because the stack has no entry
+ * for its link type (or, on a raw IP link, for its IP version). */
+static int skipped_for_linktype(const entry_map *m, const rg_frame *f, const char **what)
+{
+    if (m->kind >= 0) {
+        *what = "";
+        return 1; /* entry_pick refuses a fixed-kind frame only for want of an entry */
+    }
+    rg_netpos np;
+    if (rg_link_locate(&m->li, f->data, f->caplen, &np)) return 0;
+    *what = np.proto == RG_ENTRY_IPV4 ? ", IPv4 packets" : ", IPv6 packets";
+    return (np.proto == RG_ENTRY_IPV4 && m->v4 < 0) || (np.proto == RG_ENTRY_IPV6 && m->v6 < 0);
+}
+
+/* The link kinds the stack has an entry for, comma-separated, into buf. */
+static const char *stack_entries(const rg_stack_desc *stack, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int k = 0; k < RG_LINK_KINDS && n < len; k++)
+        if (stack->entry[k] >= 0)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", link_kind_names[k]);
+    return buf[0] ? buf : "none";
+}
+
+static const char *link_type_name(const rg_linkinfo *li)
+{
+    const char *name = pcap_datalink_val_to_name(li->dlt);
+    return name ? name : li->name;
 }
 
 /* The entry layer and the offset of its input in f; 0 if the frame cannot be
@@ -316,6 +353,9 @@ typedef struct feeder {
     uint64_t next_expire; /* packet time of the next expire call */
     int expire_on;        /* a first packet has set the clock */
     uint64_t pkts, bytes, skipped;
+    uint64_t skipped_linktype; /* of skipped: no entry for the link type (or IP version) */
+    const char *linktype_what;  /* ", IPv6 packets" on a raw IP link, else "" */
+    const char *prog, *capture; /* for the warning at the first such frame */
     rg_nf_counts *nc; /* the count NF's counters: uid_mark is set per packet */
 } feeder;
 
@@ -323,6 +363,7 @@ static void feeder_init(feeder *fd, const rg_stack_desc *stack, const entry_map 
                         int no_timeouts, const rg_obs *counter)
 {
     memset(fd, 0, sizeof *fd);
+    fd->linktype_what = "";
     /* the count NF owns its counters; the driver writes only uid_mark */
     fd->nc = (rg_nf_counts *)rg_nf_counts_of(counter);
     fd->stack = stack;
@@ -346,6 +387,16 @@ static inline void feed(feeder *fd, const rg_frame *f)
     uint32_t off;
     if (RG_UNLIKELY(!entry_pick(fd->em, f, &layer, &off))) {
         fd->skipped++;
+        const char *what;
+        if (skipped_for_linktype(fd->em, f, &what) && !fd->skipped_linktype++ && fd->prog) {
+            char entries[128];
+            fd->linktype_what = what;
+            fprintf(stderr,
+                    "%s: warning: %s: packet %" PRIu64 ": the stack %s has no entry for link "
+                    "type %s%s (its entries: %s): such packets are skipped (skipped_linktype)\n",
+                    fd->prog, fd->capture, fd->pkts, fd->stack->name, link_type_name(&fd->em->li),
+                    what, stack_entries(fd->stack, entries, sizeof entries));
+        }
         return;
     }
     /* the result needs no action here: the stack counts its own errors */
@@ -364,6 +415,9 @@ typedef struct summary {
     const rg_nf_counts *n;    /* per-layer counts (after the flush) */
     const uint64_t *live_per; /* per layer: live before the final flush */
     const rg_stats *st;       /* NULL without stats: no state bytes */
+    uint64_t skipped_linktype;
+    const char *linktype_what;
+    const rg_linkinfo *li;
 } summary;
 
 /* ---- per-layer instance counts (summary and --bench) ---- */
@@ -442,6 +496,7 @@ static void layers_text(const rg_stack_desc *stack, const rg_nf_counts *n, const
 
 static void print_summary(const opts *o, const rg_stack_desc *stack, const summary *s)
 {
+    char entries[128];
     if (o->json) {
         fputs("{\"stack\":", stdout);
         rg_nf_json_string(stdout, stack->name);
@@ -457,6 +512,12 @@ static void print_summary(const opts *o, const rg_stack_desc *stack, const summa
                ",\"flows_closed\":%" PRIu64 ",\"live_at_end\":%" PRIu64 ",\"calls\":%" PRIu64
                ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"skipped\":%" PRIu64 ",",
                s->opened, s->closed, s->live, s->calls, s->payload, s->errors, s->skipped);
+        printf("\"skipped_linktype\":%" PRIu64 ",\"link_type\":", s->skipped_linktype);
+        rg_nf_json_string(stdout, link_type_name(s->li));
+        fputs(",\"entries\":[", stdout);
+        for (int k = 0, n = 0; k < RG_LINK_KINDS; k++)
+            if (stack->entry[k] >= 0) printf("%s\"%s\"", n++ ? "," : "", link_kind_names[k]);
+        fputs("],", stdout);
         layers_json(stack, s->n, s->live_per, s->st);
         fputs("}\n", stdout);
         return;
@@ -476,11 +537,14 @@ static void print_summary(const opts *o, const rg_stack_desc *stack, const summa
            "calls          %" PRIu64 "%s\n"
            "payload_bytes  %" PRIu64 "\n"
            "errors         %" PRIu64 "  (stack errors + frames skipped)\n"
-           "skipped        %" PRIu64 "  (link header cut or no entry layer)\n",
+           "skipped        %" PRIu64 "  (link header cut or no entry layer)\n"
+           "skipped_linktype %" PRIu64 "  (of skipped: capture link type %s%s; the stack's "
+           "entries: %s)\n",
            stack->name, o->capture, s->link, o->nf, s->pkts, s->bytes, total_flows(stack, s->n),
            s->opened, s->closed,
            s->live, s->calls, strcmp(o->nf, "none") ? "" : "  (--nf none observes no calls)",
-           s->payload, s->errors, s->skipped);
+           s->payload, s->errors, s->skipped, s->skipped_linktype, link_type_name(s->li),
+           s->linktype_what, stack_entries(stack, entries, sizeof entries));
     layers_text(stack, s->n, s->live_per, s->st);
 }
 
@@ -524,6 +588,8 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
 
     feeder fd;
     feeder_init(&fd, stack, &em, ctx, o->no_timeouts, counter);
+    fd.prog = o->prog;
+    fd.capture = o->capture;
     rg_frame f;
     int rc, status = 0;
     while ((rc = rg_pcap_next(cap, &f)) == 1)
@@ -551,7 +617,10 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .skipped = fd.skipped,
                  .n = n,
                  .live_per = live_per,
-                 .st = stack->stats ? stack->stats(ctx) : NULL};
+                 .st = stack->stats ? stack->stats(ctx) : NULL,
+                 .skipped_linktype = fd.skipped_linktype,
+                 .linktype_what = fd.linktype_what,
+                 .li = &em.li};
     print_summary(o, stack, &s);
     fflush(stdout);
     if (o->stats && stack->stats) rg_stats_print(stack->stats(ctx), stderr);
@@ -639,6 +708,8 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
         }
         feeder fd;
         feeder_init(&fd, stack, &em, ctx, o->no_timeouts, counter);
+        fd.prog = pass ? NULL : o->prog; /* warn in the first pass only */
+        fd.capture = o->capture;
         rg_seq_heap_reset_peak();
         uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
         for (size_t i = 0; i < cap.count; i++)
