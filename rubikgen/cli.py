@@ -405,6 +405,18 @@ def _print_findings(findings: Sequence[Finding]) -> None:
     sys.stderr.flush()
 
 
+def _warn_unseen_sequences(layers: Sequence[tuple[str, str]]) -> None:
+    """The streams NF records the `data` arguments of handler calls: a layer whose reassembled
+    data neither a child layer nor such a handler takes would be missing without a word."""
+    for layer, where in layers:
+        sys.stderr.write(
+            f"{where}: warning: layer '{layer}' reassembles a sequence but nothing takes its data "
+            "(no child layer, no handler with a 'data' argument): --nf streams records none of "
+            f"its flows; add a handler such as `{layer}_data: {{layer: {layer}, "
+            "args: {data: sdu}}`\n"
+        )
+
+
 def _exit_status(returncode: int) -> int:
     """A child's exit status as a shell reports it (128 + N when killed by signal N)."""
     return 128 - returncode if returncode < 0 else returncode
@@ -439,6 +451,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
     if res.rebuilt:
         sys.stderr.write(f"rubikgen: rebuilt {res.binary}: {res.command}\n")
+    if args.nf == "streams":
+        _warn_unseen_sequences(res.generated.unseen_sequences)
     stem = "stdin" if args.capture == "-" else capture.stem
     out = Path(args.out) if args.out else Path("out") / f"{stack_name(args.stack)}-{stem}"
     cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]

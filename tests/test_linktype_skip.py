@@ -3,7 +3,9 @@
 
 Real builds and real captures: the gtp stack with its entry spelled for Ethernet only, on the
 Linux cooked capture of ../shared/traces (GTP-U as a mobile core records it); and tcp_ip without
-its raw IPv6 entry on the bundled raw-IP capture, where tshark counts the IPv6 frames.
+its raw IPv6 entry on the bundled raw-IP capture, where tshark counts the IPv6 frames. And
+`rubikgen run --nf streams` warns of a layer whose reassembled data nothing takes (the streams
+NF records only the `data` arguments of handler calls).
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ SLL = TRACES / "sll-dns2tcp-tls.pcap"
 RAW = ROOT / "captures" / "raw-ipv4-ipv6-http.pcap"
 
 
-def _stack(tmp: Path, name: str, entry: str) -> Path:
-    """A private copy of specs/ whose stack `name` has the entry line `entry`."""
+def _stack(tmp: Path, name: str, entry: str | None = None) -> Path:
+    """A private copy of specs/ whose stack `name` has the entry line `entry` (if given)."""
     shutil.copytree(ROOT / "specs", tmp / "specs")
     path = tmp / "specs" / "stacks" / f"{name}.yaml"
-    text, n = re.subn(r"(?m)^entry:.*$", f"entry: {entry}", path.read_text())
-    assert n == 1
-    path.write_text(text)
+    if entry is not None:
+        text, n = re.subn(r"(?m)^entry:.*$", f"entry: {entry}", path.read_text())
+        assert n == 1
+        path.write_text(text)
     return path
 
 
@@ -107,3 +110,36 @@ def test_raw_ip_frames_of_a_version_without_entry_are_counted(tmp_path: Path) ->
     full = build(ROOT / "specs" / "stacks" / "tcp_ip.yaml", tmp_path / "full", quiet=True).binary
     proc = _run(full, RAW, "json")
     assert json.loads(proc.stdout)["skipped_linktype"] == 0 and "warning" not in proc.stderr
+
+
+def test_run_streams_warns_of_a_sequence_nothing_takes(tmp_path: Path, capfd) -> None:
+    """tcp_ip without its tcp_data handler: the streams NF would record no IPv4 TCP flow. run
+    says so, naming the layer where the stack declares it; the handler it suggests fixes it."""
+    from rubikgen.cli import main
+
+    stack = _stack(tmp_path, "tcp_ip")
+    text = stack.read_text()
+    tcp_data = next(line for line in text.splitlines() if line.startswith("  tcp_data:"))
+    stack.write_text(text.replace(tcp_data + "\n", ""))
+    layer_line = next(
+        n for n, line in enumerate(stack.read_text().splitlines(), 1) if line.startswith("  tcp:")
+    )
+    args = ["run", str(stack), str(RAW), "--build-dir", str(tmp_path / "b")]
+    assert main([*args, "--out", str(tmp_path / "o1")]) == 0
+    err = capfd.readouterr().err
+    warned = [line for line in err.splitlines() if "warning: layer 'tcp'" in line]
+    assert len(warned) == 1 and f"tcp_ip.yaml:{layer_line}:3:" in warned[0], err
+    assert "tcp6" not in err  # tcp6 keeps its handler
+    flows = (tmp_path / "o1" / "flows.jsonl").read_text()
+    assert '"layer":"tcp6"' in flows and '"layer":"tcp"' not in flows
+    # other NFs record instances without handlers: no warning
+    assert main([*args, "--out", str(tmp_path / "o2"), "--nf", "flowstats"]) == 0
+    assert "warning" not in capfd.readouterr().err
+    # the suggested handler: the tcp flows are recorded, and the warning is gone
+    suggestion = re.search(r"`(tcp_data: \{.*\})`", warned[0])
+    assert suggestion
+    stack.write_text(stack.read_text().replace("handlers:\n", f"handlers:\n  {suggestion[1]}\n"))
+    shutil.rmtree(tmp_path / "b")
+    assert main([*args, "--out", str(tmp_path / "o3")]) == 0
+    assert "warning" not in capfd.readouterr().err
+    assert '"layer":"tcp"' in (tmp_path / "o3" / "flows.jsonl").read_text()

@@ -46,6 +46,9 @@ class Generated:
     # per handler: its stub (what S_handlers.c holds for it) and its declaration in spec terms
     handler_stubs: dict[str, str] = field(default_factory=dict)
     handler_sigs: dict[str, HandlerSig] = field(default_factory=dict)
+    # layers whose sequence delivers data nothing takes (no child layer, no handler with a
+    # `data` argument): the streams NF records nothing of them. (layer, file:line:col)
+    unseen_sequences: list[tuple[str, str]] = field(default_factory=list)
 
 
 class GenerateError(Exception):
@@ -243,7 +246,25 @@ class CGen:
             {h.name: h.prototype for h in self.handlers.values()},
             handler_stubs={h.name: one.render(ctx, h=h) for h in self.handlers.values()},
             handler_sigs=self.handler_sigs(),
+            unseen_sequences=self.unseen_sequences(),
         )
+
+    def unseen_sequences(self) -> list[tuple[str, str]]:
+        """Layers with a sequence, no child layer and no handler with a bytes `data` argument
+        (what the streams NF records, handlers/nf/rg_nf.h)."""
+        parents = {e.from_ for e in self.stack.edges}
+        takers = {
+            h.layer
+            for h in self.handlers.values()
+            if any(n == "data" and kind == "bytes" for n, _, kind in h.args)
+        }
+        smap, path = self.doc.smap, self.doc.path
+        out = []
+        for name, lc in self.layers.items():
+            if lc.has_seq and name not in parents and name not in takers:
+                pos = smap.key_pos(("layers", name))
+                out.append((name, f"{path}:{pos.line}:{pos.col}"))
+        return out
 
     def handler_sigs(self) -> dict[str, HandlerSig]:
         """The handlers in spec terms, with where the stack declares them (file:line:col)."""
