@@ -182,3 +182,17 @@ def test_rename_and_argument_diff_rules():
     newer = HandlerSig("udp_data", "udp", (("data", "bytes"), ("sport", "u32"), ("seq", "u32")))
     assert arg_changes(sig, newer) == "+seq sport: u16 -> u32"
     assert arg_changes(sig, sig) == ""
+
+
+@pytest.mark.parametrize("stack", sorted((ROOT / "specs" / "stacks").glob("*.yaml")), ids=str)
+def test_the_last_build_is_read_back_from_its_header(stack: Path) -> None:
+    """The argument diff reads the handlers of the last build from its S_gen.h: that must give
+    back what the stack declares (names, layers, argument names and types)."""
+    from rubikgen.backend.emit import generate
+    from rubikgen.handlercheck import header_sigs
+
+    gen = generate(str(stack))
+    back = header_sigs(gen.files[f"{gen.stack}_gen.h"])
+    assert {n: (s.layer, s.args) for n, s in back.items()} == {
+        n: (s.layer, s.args) for n, s in gen.handler_sigs.items()
+    }
