@@ -299,3 +299,16 @@ def test_cflags_starting_with_dash_o_are_not_the_O_option() -> None:
     argv = ["build", "s.yaml", "-O0", "--cflags", "-O1 -g", "--cc", "gcc"]
     args = _parser().parse_args(_join_cflags(argv))
     assert (args.opt_level, args.cflags, args.cc) == (0, "-O1 -g", "gcc")
+
+
+def test_spec_hash_does_not_depend_on_the_working_directory(tmp_path: Path, monkeypatch) -> None:
+    """Protocol paths may be relative to the working directory; the hash (and so `check` and
+    the rebuild decision) must be the same wherever rubikgen runs."""
+    from rubikgen.backend.emit import generate
+
+    shutil.copytree(SPECS, tmp_path / "specs")
+    stack = tmp_path / "specs" / "stacks" / "tcp_ip.yaml"
+    here = generate(str(stack)).spec_hash
+    monkeypatch.chdir(tmp_path)
+    assert generate(str(stack)).spec_hash == here
+    assert generate("specs/stacks/tcp_ip.yaml").spec_hash == here

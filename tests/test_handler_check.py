@@ -48,8 +48,7 @@ def _edit(path: Path, old: str, new: str) -> int:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """rubikgen in a subprocess, stderr merged into stdout (to see what comes first). Same
-    working directory as the tests: the spec hash depends on it (relative protocol paths)."""
+    """rubikgen in a subprocess, stderr merged into stdout (to see what comes first)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(
         [sys.executable, "-m", "rubikgen", *args],

@@ -77,7 +77,9 @@ class HandlerC:
 def spec_hash(files: list[str], opt_level: int = 2) -> str:
     h = hashlib.sha256()
     h.update(f"rubikgen {__version__} gen {GENERATOR_VERSION} -O{opt_level}\n".encode())
-    for f in sorted(set(files)):
+    # absolute paths: protocol paths may be relative to the working directory, and their order
+    # (hence the hash) must not depend on where rubikgen runs
+    for f in sorted({os.path.abspath(f) for f in files}):
         h.update(os.path.basename(f).encode() + b"\0")
         h.update(Path(f).read_bytes())
     return h.hexdigest()[:16]
