@@ -59,5 +59,7 @@ for r in shown:
 widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
 for row in rows:
     print("  ".join(cell.rjust(w) if i == 3 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
-print(f"{len(shown)} flow direction(s) with ports shown; {len(flows)} record(s) in {path}")
+# Two records per flow (one per direction): the summary's `flows` line counts flows.
+nflows = len({r.get("uid") for r in shown})
+print(f"{nflows} flow(s) with ports, {len(shown)} direction(s) shown; {len(flows)} record(s) in {path}")
 PYEOF

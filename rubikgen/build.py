@@ -20,8 +20,8 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,7 @@ from rubikgen import resources, specpath
 
 if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated
+    from rubikgen.handlercheck import Finding
 
 # The checkout's top-level directories, or their copies in an installed package (resources.py);
 # REPO is whichever root holds them, with the checkout's layout in both cases.
@@ -56,6 +57,18 @@ class BuildError(Exception):
 
     def __str__(self) -> str:
         return self.message + ("\n" + self.output.rstrip() if self.output else "")
+
+
+class HandlerError(BuildError):
+    """The handler check found errors (`findings`): the build stopped before compiling."""
+
+    def __init__(self, findings: Sequence[Finding]) -> None:
+        errors = sum(f.severity == "error" for f in findings)
+        super().__init__(
+            f"{errors} handler problem(s): the build stops before compiling",
+            "\n".join(map(str, findings)),
+        )
+        self.findings = list(findings)
 
 
 @dataclass(frozen=True)
@@ -317,21 +330,28 @@ def build(
     quiet: bool = False,
     disable: Sequence[str] = (),
     timings: dict[str, float] | None = None,
+    report: Callable[[Sequence[Finding]], None] | None = None,
 ) -> BuildResult:
     """Generates, emits and compiles a stack; skips the compile when nothing changed.
 
     `handlers` replaces out_dir/S_handlers.c in the compile (the file is used where it is).
-    Unless quiet, prints the compiler command before compiling. Raises GenerateError when the
-    specs have errors and BuildError when the runtime or the compile fails.
+    Unless quiet, prints the compiler command before compiling. First runs the handler check
+    (handlercheck.review) and gives its findings to `report`; errors among them raise
+    HandlerError before anything is written or compiled. Raises GenerateError when the specs
+    have errors and BuildError when the runtime or the compile fails.
     """
     from rubikgen.backend.emit import generate
 
     gen = generate(str(stack_path), opt_level=opt_level, disable=tuple(disable), timings=timings)
     out = Path(out_dir)
-    emit(gen, out)
     hfile = Path(handlers) if handlers is not None else out / gen.handlers_file
-    if not hfile.is_file():
-        raise BuildError(f"{hfile}: handler file not found")
+    if handlers is not None or hfile.exists():  # else emit writes the stub
+        findings = handler_findings(gen, stack_path, out, hfile, handlers is not None)
+        if report is not None and findings:
+            report(findings)
+        if any(f.severity == "error" for f in findings):
+            raise HandlerError(findings)
+    emit(gen, out)
     libs = ensure_runtime(sanitize, quiet)
     cmd = compile_command(gen, out, hfile, libs, cc=cc, cflags=list(cflags), sanitize=sanitize)
     command = shlex.join(cmd)
@@ -388,6 +408,7 @@ class FunctionDef:
     signature: str  # normalised
     line: int
     static: bool
+    body: str = field(default="", compare=False)  # comments and strings blanked
 
 
 def _function_name(sig: str) -> str | None:
@@ -411,9 +432,11 @@ def function_definitions(text: str) -> list[FunctionDef]:
     defs: list[FunctionDef] = []
     depth = 0
     start = 0  # where the current top-level declaration began
+    body_start = -1  # where the body of the last function found began
     for i, ch in enumerate(code):
         if ch == "{":
             if depth == 0:
+                body_start = -1
                 decl = code[start:i]
                 sig = decl.strip()
                 if re.fullmatch(r'extern\s*""', sig):  # extern "C" { ... }: look inside
@@ -425,10 +448,14 @@ def function_definitions(text: str) -> list[FunctionDef]:
                     norm = normalise_signature(sig)
                     static = "static" in _TOKEN.findall(sig.split(name, 1)[0])
                     defs.append(FunctionDef(name, norm, line, static))
+                    body_start = i
             depth += 1
         elif ch == "}":
             depth = max(0, depth - 1)
             if depth == 0:
+                if body_start >= 0:
+                    defs[-1] = replace(defs[-1], body=code[body_start : i + 1])
+                    body_start = -1
                 start = i + 1
         elif ch == ";" and depth == 0:
             start = i + 1
@@ -460,6 +487,22 @@ def check_handlers(path: Path, prototypes: dict[str, str]) -> list[str]:
                 "handler of that name (removed or renamed?)"
             )
     return problems
+
+
+def stubs_command(stack_path: str | os.PathLike[str], out: Path, hfile: Path, given: bool) -> str:
+    """The command that adds the stubs of new handlers to hfile."""
+    where = f"--handlers {hfile}" if given else f"-o {out}"
+    return f"rubikgen stubs {stack_path} --append {where}"
+
+
+def handler_findings(
+    gen: Generated, stack_path: str | os.PathLike[str], out: Path, hfile: Path, given: bool
+) -> list[Finding]:
+    """The handler check of hfile against the stack and the last build in out."""
+    from rubikgen.handlercheck import review
+
+    fix = stubs_command(stack_path, out, hfile, given)
+    return review(gen.handler_sigs, gen.prototypes, hfile, out / f"{gen.stack}_gen.h", fix)
 
 
 def _recorded_opt_level(out: Path, stack: str) -> int:
@@ -509,5 +552,5 @@ def check(
                 "(edited by hand? run 'rubikgen build' to regenerate it)"
             )
     hfile = Path(handlers) if handlers is not None else out / gen.handlers_file
-    problems += check_handlers(hfile, gen.prototypes)
+    problems += map(str, handler_findings(gen, stack_path, out, hfile, handlers is not None))
     return problems

@@ -1,4 +1,4 @@
-"""Command-line interface: rubikgen validate | schema | graph | build | run | check."""
+"""Command-line interface: rubikgen validate | schema | graph | build | run | check | stubs."""
 
 from __future__ import annotations
 
@@ -9,11 +9,16 @@ import signal
 import subprocess
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rubikgen import __version__, specpath
 from rubikgen.diagnostics import CODES, Diagnostic, SourceCache, render
 from rubikgen.specpath import resolve_arg
+
+if TYPE_CHECKING:
+    from rubikgen.handlercheck import Finding
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -124,6 +129,25 @@ def _parser() -> argparse.ArgumentParser:
         "--handlers", metavar="F.c", help="the handler file (default: DIR/STACK_handlers.c)"
     )
     _spec_path(c)
+
+    st = sub.add_parser(
+        "stubs",
+        help="write handler stubs: a fresh handler file, or --append those of new handlers",
+    )
+    st.add_argument("stack", help="stack spec file")
+    where = st.add_mutually_exclusive_group()
+    where.add_argument(
+        "-o", "--out-dir", metavar="DIR", help="build directory (default: build/STACK)"
+    )
+    where.add_argument(
+        "--handlers", metavar="F.c", help="the handler file (default: DIR/STACK_handlers.c)"
+    )
+    st.add_argument(
+        "--append",
+        action="store_true",
+        help="add the stubs of handlers the file does not define; the rest stays byte for byte",
+    )
+    _spec_path(st)
     return p
 
 
@@ -331,7 +355,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     import time
 
     from rubikgen.backend.emit import GenerateError
-    from rubikgen.build import BuildError, build
+    from rubikgen.build import BuildError, HandlerError, build
     from rubikgen.opt import PassError, check_names
 
     try:
@@ -352,9 +376,13 @@ def cmd_build(args: argparse.Namespace) -> int:
             sanitize=args.sanitize,
             disable=args.disable_pass,
             timings=timings,
+            report=_print_findings,
         )
     except GenerateError as e:
         _render_spec_errors(e.diagnostics)
+        return EXIT_ERRORS
+    except HandlerError as e:  # its findings are printed already
+        sys.stderr.write(f"rubikgen: error: {e.message}\n")
         return EXIT_ERRORS
     except BuildError as e:
         sys.stderr.write(f"rubikgen: error: {e}\n")
@@ -370,6 +398,25 @@ def cmd_build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _print_findings(findings: Sequence[Finding]) -> None:
+    """The handler check's findings, on stderr before any compiler output."""
+    for f in findings:
+        sys.stderr.write(f"{f}\n")
+    sys.stderr.flush()
+
+
+def _warn_unseen_sequences(layers: Sequence[tuple[str, str]]) -> None:
+    """The streams NF records the `data` arguments of handler calls: a layer whose reassembled
+    data neither a child layer nor such a handler takes would be missing without a word."""
+    for layer, where in layers:
+        sys.stderr.write(
+            f"{where}: warning: layer '{layer}' reassembles a sequence but nothing takes its data "
+            "(no child layer, no handler with a 'data' argument): --nf streams records none of "
+            f"its flows; add a handler such as `{layer}_data: {{layer: {layer}, "
+            "args: {data: sdu}}`\n"
+        )
+
+
 def _exit_status(returncode: int) -> int:
     """A child's exit status as a shell reports it (128 + N when killed by signal N)."""
     return 128 - returncode if returncode < 0 else returncode
@@ -377,7 +424,7 @@ def _exit_status(returncode: int) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rubikgen.backend.emit import GenerateError
-    from rubikgen.build import BuildError, build, stack_name
+    from rubikgen.build import BuildError, HandlerError, build, stack_name
 
     capture = Path(args.capture)
     if args.capture != "-" and not capture.is_file():  # '-': the binary reads standard input
@@ -391,15 +438,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             cc=os.environ.get("CC") or "cc",
             sanitize=args.sanitize,
             quiet=True,
+            report=_print_findings,
         )
     except GenerateError as e:
         _render_spec_errors(e.diagnostics)
+        return EXIT_ERRORS
+    except HandlerError as e:  # its findings are printed already
+        sys.stderr.write(f"rubikgen: error: {e.message}\n")
         return EXIT_ERRORS
     except BuildError as e:
         sys.stderr.write(f"rubikgen: error: {e}\n")
         return EXIT_ERRORS
     if res.rebuilt:
         sys.stderr.write(f"rubikgen: rebuilt {res.binary}: {res.command}\n")
+    if args.nf == "streams":
+        _warn_unseen_sequences(res.generated.unseen_sequences)
     stem = "stdin" if args.capture == "-" else capture.stem
     out = Path(args.out) if args.out else Path("out") / f"{stack_name(args.stack)}-{stem}"
     cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
@@ -432,6 +485,51 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not problems:
         print(f"{out}: up to date with {args.stack}")
     return EXIT_ERRORS if problems else EXIT_OK
+
+
+def cmd_stubs(args: argparse.Namespace) -> int:
+    from rubikgen.backend.emit import GenerateError, generate
+    from rubikgen.build import function_definitions
+    from rubikgen.handlercheck import header_sigs, renames
+
+    try:
+        gen = generate(args.stack)
+    except GenerateError as e:
+        _render_spec_errors(e.diagnostics)
+        return EXIT_ERRORS
+    out = _build_dir(args, args.out_dir)
+    hfile = Path(args.handlers) if args.handlers else out / gen.handlers_file
+    if not hfile.exists():
+        hfile.parent.mkdir(parents=True, exist_ok=True)
+        hfile.write_text(gen.handlers_stub, encoding="utf-8")
+        print(f"{hfile}: written, with stubs of {len(gen.handler_stubs)} handler(s)")
+        return EXIT_OK
+    if not args.append:
+        sys.stderr.write(
+            f"rubikgen: error: {hfile} exists (it is yours; nothing written): "
+            "add --append to add the stubs of the handlers it does not define\n"
+        )
+        return EXIT_ERRORS
+    data = hfile.read_bytes()
+    defs = {d.name for d in function_definitions(data.decode("utf-8", errors="replace"))}
+    new = [n for n in gen.handler_stubs if n not in defs]
+    if not new:
+        print(f"{hfile}: defines every handler of the stack; nothing to add")
+        return EXIT_OK
+    # one blank line before each stub, as in a fresh file
+    sep = "" if data.endswith(b"\n\n") or not data else "\n" if data.endswith(b"\n") else "\n\n"
+    text = sep + "\n".join(gen.handler_stubs[n] for n in new) + "\n"
+    with open(hfile, "ab") as f:  # the existing bytes stay as they are
+        f.write(text.encode())
+    print(f"{hfile}: added stubs of {', '.join(new)}")
+    header = out / f"{gen.stack}_gen.h"  # the last build's: the arguments of old handlers
+    old = header_sigs(header.read_text(encoding="utf-8")) if header.is_file() else {}
+    gone = {d: old.get(d) for d in defs if d not in gen.handler_sigs and d in old}
+    for old, to in renames(gone, {n: gen.handler_sigs[n] for n in new}).items():
+        print(
+            f"{hfile}: note: '{old}' looks like the old name of '{to}': move its body into the new stub and delete it"
+        )
+    return EXIT_OK
 
 
 def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -474,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
             "build": cmd_build,
             "run": cmd_run,
             "check": cmd_check,
+            "stubs": cmd_stubs,
             "ir": cmd_ir,
         }
         return commands[args.cmd](args)

@@ -6,8 +6,9 @@
  * `--nf NAME`) creates one, attaches it to the stack context, and calls
  * rg_nf_finish after flushing the context (so every instance has closed).
  *
- *   count      counts handler calls, instance opens and closes, and payload
- *              bytes (see "data" below); writes nothing (rg_nf_counts_of).
+ *   count      counts handler calls, instance opens and closes (per layer, by
+ *              close reason), and payload bytes (see "data" below); writes
+ *              nothing (rg_nf_counts_of).
  *   events     OUT/events.jsonl: one line per handler call, in call order:
  *              {"pkt","ts","handler","layer","flow": uid|null,"dir": "c2s"|"s2c",
  *               ["end": close reason,] "args": {name: number | {"len","hex","sha256"}}}
@@ -114,6 +115,13 @@ int rg_nf_finish(rg_obs *nf);
 /* flowstats: write every instance (all = 1), also those that do not outlive
  * the packet that created them; no effect on other NFs. */
 void rg_nf_flowstats_all(rg_obs *nf, int all);
+/* Instances of one layer, counted by the "count" NF. */
+typedef struct rg_nf_layer_counts {
+    uint64_t opened;
+    uint64_t closed[4]; /* by close reason: RG_CLOSE_ACCEPT, _EVICTED, _EXPIRED, _FLUSHED */
+    uint64_t one_packet; /* closed while the packet that opened them was processed (an
+                            unfragmented IP datagram): not flows */
+} rg_nf_layer_counts;
 
 /* Counters of the "count" NF. */
 typedef struct rg_nf_counts {
@@ -123,7 +131,20 @@ typedef struct rg_nf_counts {
     uint64_t payload_bytes; /* total length of the calls' "data" arguments */
     uint64_t gaps;          /* holes skipped (on_gap) */
     uint64_t gap_bytes;     /* bytes in them */
+    /* per layer, by index (rg_stack_desc.nlayers entries); freed by rg_nf_finish */
+    rg_nf_layer_counts *layer;
+    /* Instances that close with a uid above uid_mark count as one_packet: the
+     * driver sets uid_mark = uid_max before each packet (uids grow in
+     * creation order within a context). */
+    uint64_t uid_max; /* the highest uid opened */
+    uint64_t uid_mark;
 } rg_nf_counts;
+
+/* Flows: instances that outlived the packet that opened them (opened - one_packet). */
+RG_INLINE uint64_t rg_nf_flows(const rg_nf_layer_counts *l)
+{
+    return l->opened - l->one_packet;
+}
 
 /* The counters of a "count" NF; NULL for any other NF. */
 const rg_nf_counts *rg_nf_counts_of(const rg_obs *nf);

@@ -19,18 +19,23 @@ static void on_call(void *self, const rg_call *c)
 
 static void on_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
 {
-    (void)f;
     (void)ts_ns;
-    ((nf_count *)self)->n.opened++;
+    nf_count *nf = self;
+    nf->n.opened++;
+    if (f->layer < nf->base.stack->nlayers) nf->n.layer[f->layer].opened++;
+    if (f->uid > nf->n.uid_max) nf->n.uid_max = f->uid;
 }
 
 static void on_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
 {
-    (void)f;
-    (void)reason;
     (void)complete;
     (void)ts_ns;
-    ((nf_count *)self)->n.closed++;
+    nf_count *nf = self;
+    nf->n.closed++;
+    if (f->layer >= nf->base.stack->nlayers) return;
+    rg_nf_layer_counts *l = &nf->n.layer[f->layer];
+    if (reason >= 0 && reason < 4) l->closed[reason]++;
+    if (f->uid > nf->n.uid_mark) l->one_packet++;
 }
 
 static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
@@ -49,6 +54,7 @@ static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uin
 static int finish(rg_nf *base)
 {
     free(((nf_count *)base)->data_arg);
+    free(((nf_count *)base)->n.layer);
     return RG_OK;
 }
 
@@ -57,7 +63,12 @@ rg_nf *rg_nf_count_new(const rg_stack_desc *stack, const char *outdir, char *err
     (void)outdir; /* writes nothing: the driver prints the numbers */
     nf_count *nf = calloc(1, sizeof *nf);
     if (nf) nf->data_arg = rg_nf_data_args(stack);
-    if (!nf || !nf->data_arg) {
+    if (nf) nf->n.layer = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *nf->n.layer);
+    if (!nf || !nf->data_arg || !nf->n.layer) {
+        if (nf) {
+            free(nf->data_arg);
+            free(nf->n.layer);
+        }
         free(nf);
         snprintf(err, errlen, "out of memory");
         return NULL;

@@ -18,6 +18,7 @@ from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import unparse
 from rubikgen.expr.types import NumT
+from rubikgen.handlercheck import HandlerSig, spec_type
 from rubikgen.ir import Branch, Call, Done, Jump, Program, Return, lower_stack, prune, verify
 from rubikgen.ir.lower import LINK_KINDS
 from rubikgen.ir.nodes import Block, Cond, Instr
@@ -45,6 +46,12 @@ class Generated:
     prototypes: dict[str, str]
     dumps: dict[str, str] = field(default_factory=dict)  # --dump-after: pass -> IR text
     pkg_config: list[str] = field(default_factory=list)  # C libraries the stack links
+    # per handler: its stub (what S_handlers.c holds for it) and its declaration in spec terms
+    handler_stubs: dict[str, str] = field(default_factory=dict)
+    handler_sigs: dict[str, HandlerSig] = field(default_factory=dict)
+    # layers whose sequence delivers data nothing takes (no child layer, no handler with a
+    # `data` argument): the streams NF records nothing of them. (layer, file:line:col)
+    unseen_sequences: list[tuple[str, str]] = field(default_factory=list)
 
 
 class GenerateError(Exception):
@@ -73,7 +80,9 @@ class HandlerC:
 def spec_hash(files: list[str], opt_level: int = 2) -> str:
     h = hashlib.sha256()
     h.update(f"rubikgen {__version__} gen {GENERATOR_VERSION} -O{opt_level}\n".encode())
-    for f in sorted(set(files)):
+    # absolute paths: protocol paths may be relative to the working directory, and their order
+    # (hence the hash) must not depend on where rubikgen runs
+    for f in sorted({os.path.abspath(f) for f in files}):
         h.update(os.path.basename(f).encode() + b"\0")
         h.update(Path(f).read_bytes())
     return h.hexdigest()[:16]
@@ -244,6 +253,7 @@ class CGen:
             f"{self.S}_main.c": env.get_template("stack_main.c.j2").render(ctx),
         }
         stub = env.get_template("stack_handlers.c.j2").render(ctx)
+        one = env.get_template("handler_stub.c.j2")
         return Generated(
             self.S,
             self.hash,
@@ -252,6 +262,9 @@ class CGen:
             stub,
             {h.name: h.prototype for h in self.handlers.values()},
             pkg_config=sorted({TRANSFORMS[t].pkg_config for t in self.transforms}),
+            handler_stubs={h.name: one.render(ctx, h=h) for h in self.handlers.values()},
+            handler_sigs=self.handler_sigs(),
+            unseen_sequences=self.unseen_sequences(),
         )
 
     # -- transforms -------------------------------------------------------------------------
@@ -285,6 +298,36 @@ class CGen:
             "new": "\n".join(new),
             "free": "\n".join(free),
         }
+
+    def unseen_sequences(self) -> list[tuple[str, str]]:
+        """Layers with a sequence, no child layer and no handler with a bytes `data` argument
+        (what the streams NF records, handlers/nf/rg_nf.h)."""
+        parents = {e.from_ for e in self.stack.edges}
+        takers = {
+            h.layer
+            for h in self.handlers.values()
+            if any(n == "data" and kind == "bytes" for n, _, kind in h.args)
+        }
+        smap, path = self.doc.smap, self.doc.path
+        out = []
+        for name, lc in self.layers.items():
+            if lc.has_seq and name not in parents and name not in takers:
+                pos = smap.key_pos(("layers", name))
+                out.append((name, f"{path}:{pos.line}:{pos.col}"))
+        return out
+
+    def handler_sigs(self) -> dict[str, HandlerSig]:
+        """The handlers in spec terms, with where the stack declares them (file:line:col)."""
+        smap, path = self.doc.smap, self.doc.path
+        out: dict[str, HandlerSig] = {}
+        for h in self.handlers.values():
+            where = ""
+            if h.name in self.stack.handlers:
+                pos = smap.key_pos(("handlers", h.name))
+                where = f"{path}:{pos.line}:{pos.col}"
+            args = tuple((a[0], spec_type(a[1])) for a in h.args)
+            out[h.name] = HandlerSig(h.name, h.layer, args, where)
+        return out
 
     # -- per-layer support code -------------------------------------------------------------
     def layer_support(self) -> str:

@@ -207,6 +207,7 @@ typedef struct entry_map {
     int fixed;      /* entry layer of every frame, or -1: by IP version (raw IP) */
     int16_t v4, v6; /* raw IP: the entry layers (-1 = none) */
     rg_linkinfo li;
+    int kind; /* the link kind of a fixed-kind link type, -1 for raw IP */
 } entry_map;
 
 /* RG_OK, or an error with the message printed (o NULL: not printed). */
@@ -245,18 +246,15 @@ static int entry_map_init(entry_map *m, const rg_stack_desc *stack, const rg_lin
         }
     }
     if (kind >= 0) m->fixed = stack->entry[kind];
-    if (m->fixed < 0 && m->v4 < 0 && m->v6 < 0) {
-        if (o)
-            fprintf(stderr, "%s: %s: link type %s (%d): stack %s has no entry layer for it\n",
-                    o->prog, o->capture, li->name, li->dlt, stack->name);
-        return RG_EUNSUPPORTED;
-    }
+    m->kind = kind;
+    /* no entry for this link type: every frame is skipped, counted and reported
+     * (skipped_linktype), so that an empty output never goes unexplained */
     return RG_OK;
 }
 
 /* The entry maps of the link types a capture has (pcapng: one per interface
- * link type; the first is the capture's).  A link type without an entry
- * layer gets a map that takes no frame (they count as skipped). */
+ * link type; the first is the capture's).  A link type the runtime cannot
+ * locate IP in gets a map that takes no frame (they count as skipped). */
 enum { RG_MAX_LINKS = 16 };
 typedef struct link_maps {
     entry_map m[RG_MAX_LINKS];
@@ -276,10 +274,49 @@ static const entry_map *link_map(link_maps *lm, int dlt)
     if (entry_map_init(m, lm->stack, &li, NULL)) {
         m->fixed = -1; /* no layer takes these frames */
         m->v4 = m->v6 = -1;
-        fprintf(stderr, "%s: %s: frames of link type %s (%d) skipped: stack %s has no entry"
-                " layer for it\n", lm->o->prog, lm->o->capture, li.name, dlt, lm->stack->name);
+        m->kind = -1;
+        fprintf(stderr, "%s: %s: frames of link type %s (%d) skipped: not supported\n",
+                lm->o->prog, lm->o->capture, li.name, dlt);
     }
     return m;
+}
+
+/* ---- frames the stack has no entry for (skipped_linktype) ---- */
+
+static const char *const link_kind_names[RG_LINK_KINDS] = {
+    [RG_LINK_ETHERNET] = "ethernet", [RG_LINK_NULL] = "null", [RG_LINK_RAW_IPV4] = "raw_ipv4",
+    [RG_LINK_RAW_IPV6] = "raw_ipv6", [RG_LINK_SLL] = "sll",   [RG_LINK_SLL2] = "sll2",
+};
+
+/* 1 if a frame entry_pick refused was refused because the stack has no entry
+ * for its link type (or, on a raw IP link, for its IP version). */
+static int skipped_for_linktype(const entry_map *m, const rg_frame *f, const char **what)
+{
+    if (m->kind >= 0) {
+        *what = "";
+        return 1; /* entry_pick refuses a fixed-kind frame only for want of an entry */
+    }
+    rg_netpos np;
+    if (rg_link_locate(&m->li, f->data, f->caplen, &np)) return 0;
+    *what = np.proto == RG_ENTRY_IPV4 ? ", IPv4 packets" : ", IPv6 packets";
+    return (np.proto == RG_ENTRY_IPV4 && m->v4 < 0) || (np.proto == RG_ENTRY_IPV6 && m->v6 < 0);
+}
+
+/* The link kinds the stack has an entry for, comma-separated, into buf. */
+static const char *stack_entries(const rg_stack_desc *stack, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int k = 0; k < RG_LINK_KINDS && n < len; k++)
+        if (stack->entry[k] >= 0)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", link_kind_names[k]);
+    return buf[0] ? buf : "none";
+}
+
+static const char *link_type_name(const rg_linkinfo *li)
+{
+    const char *name = pcap_datalink_val_to_name(li->dlt);
+    return name ? name : li->name;
 }
 
 /* The entry layer and the offset of its input in f; 0 if the frame cannot be
@@ -374,12 +411,19 @@ typedef struct feeder {
     uint64_t next_expire; /* packet time of the next expire call */
     int expire_on;        /* a first packet has set the clock */
     uint64_t pkts, bytes, skipped;
+    uint64_t skipped_linktype; /* of skipped: no entry for the link type (or IP version) */
+    const char *linktype_what;  /* ", IPv6 packets" on a raw IP link, else "" */
+    const char *prog, *capture; /* for the warning at the first such frame */
+    rg_nf_counts *nc; /* the count NF's counters: uid_mark is set per packet */
 } feeder;
 
 static void feeder_init(feeder *fd, const rg_stack_desc *stack, link_maps *lm, void *ctx,
-                        int no_timeouts)
+                        int no_timeouts, const rg_obs *counter)
 {
     memset(fd, 0, sizeof *fd);
+    fd->linktype_what = "";
+    /* the count NF owns its counters; the driver writes only uid_mark */
+    fd->nc = (rg_nf_counts *)rg_nf_counts_of(counter);
     fd->stack = stack;
     fd->em = &lm->m[0];
     fd->lm = lm;
@@ -391,6 +435,7 @@ static inline void feed(feeder *fd, const rg_frame *f)
 {
     fd->pkts++;
     fd->bytes += f->caplen;
+    fd->nc->uid_mark = fd->nc->uid_max; /* instances opened from now on are this packet's */
     /* idle expiry on packet time, once per second of it: no clock reads */
     if (RG_UNLIKELY(f->ts_ns >= fd->next_expire)) {
         if (fd->expire_on) fd->stack->expire(fd->ctx, f->ts_ns);
@@ -402,6 +447,16 @@ static inline void feed(feeder *fd, const rg_frame *f)
     const entry_map *em = RG_LIKELY(f->dlt == fd->em->li.dlt) ? fd->em : link_map(fd->lm, f->dlt);
     if (RG_UNLIKELY(!entry_pick(em, f, &layer, &off))) {
         fd->skipped++;
+        const char *what;
+        if (em && skipped_for_linktype(em, f, &what) && !fd->skipped_linktype++ && fd->prog) {
+            char entries[128];
+            fd->linktype_what = what;
+            fprintf(stderr,
+                    "%s: warning: %s: packet %" PRIu64 ": the stack %s has no entry for link "
+                    "type %s%s (its entries: %s): such packets are skipped (skipped_linktype)\n",
+                    fd->prog, fd->capture, fd->pkts, fd->stack->name, link_type_name(&em->li),
+                    what, stack_entries(fd->stack, entries, sizeof entries));
+        }
         return;
     }
     /* the result needs no action here: the stack counts its own errors */
@@ -418,10 +473,91 @@ typedef struct summary {
     const char *link;
     uint64_t pkts, bytes, opened, closed, live, calls, payload, errors, skipped;
     uint64_t gaps, gap_bytes; /* gap recovery: holes skipped, bytes in them */
+    const rg_nf_counts *n;    /* per-layer counts (after the flush) */
+    const uint64_t *live_per; /* per layer: live before the final flush */
+    const rg_stats *st;       /* NULL without stats: no state bytes */
+    uint64_t skipped_linktype;
+    const char *linktype_what;
+    const rg_linkinfo *li;
 } summary;
+
+/* ---- per-layer instance counts (summary and --bench) ---- */
+
+static const char *const close_names[] = {
+#define RG_CLOSE_NAME_(name, value, text) [value] = text,
+    RG_CLOSE_REASONS(RG_CLOSE_NAME_)
+#undef RG_CLOSE_NAME_
+};
+
+static uint64_t total_flows(const rg_stack_desc *stack, const rg_nf_counts *n)
+{
+    uint64_t flows = 0;
+    for (unsigned i = 0; i < stack->nlayers; i++)
+        if (stack->layers[i].has_instance) flows += rg_nf_flows(&n->layer[i]);
+    return flows;
+}
+
+/* Closes before the flush: the flush closes exactly the instances live then. */
+static void live_before_flush(const rg_stack_desc *stack, rg_nf_counts *n, uint64_t *live)
+{
+    n->uid_mark = n->uid_max; /* the flush closes nothing during a packet */
+    for (unsigned i = 0; i < stack->nlayers; i++) {
+        const rg_nf_layer_counts *l = &n->layer[i];
+        live[i] = l->opened - l->closed[0] - l->closed[1] - l->closed[2] - l->closed[3];
+    }
+}
+
+static uint64_t state_bytes(const rg_stats *st, unsigned i)
+{
+    return st && i < st->nlayers ? st->layer[i].inst.record_bytes : 0;
+}
+
+/* "layers":{NAME:{...},...} for every layer with a selector. */
+static void layers_json(const rg_stack_desc *stack, const rg_nf_counts *n, const uint64_t *live,
+                        const rg_stats *st)
+{
+    fputs("\"layers\":{", stdout);
+    int first = 1;
+    for (unsigned i = 0; i < stack->nlayers; i++) {
+        if (!stack->layers[i].has_instance) continue;
+        const rg_nf_layer_counts *l = &n->layer[i];
+        if (!first) fputc(',', stdout);
+        first = 0;
+        rg_nf_json_string(stdout, stack->layers[i].name);
+        printf(":{\"opened\":%" PRIu64 ",\"closed\":{", l->opened);
+        for (int r = 0; r < 4; r++)
+            printf("%s\"%s\":%" PRIu64, r ? "," : "", close_names[r], l->closed[r]);
+        printf("},\"live_at_end\":%" PRIu64 ",\"evicted\":%" PRIu64 ",\"one_packet\":%" PRIu64
+               ",\"flows\":%" PRIu64 ",\"state_bytes\":%" PRIu64 "}",
+               live[i], l->closed[RG_CLOSE_EVICTED], l->one_packet, rg_nf_flows(l),
+               state_bytes(st, i));
+    }
+    fputc('}', stdout);
+}
+
+static void layers_text(const rg_stack_desc *stack, const rg_nf_counts *n, const uint64_t *live,
+                        const rg_stats *st)
+{
+    printf("instances per layer (live_at_end: before the final flush; one_packet: closed in the "
+           "packet that opened them, not flows; state_bytes: per instance)\n"
+           "  %-14s %10s %10s %10s %10s %10s %12s %10s %10s %12s\n",
+           "layer", "opened", "accept", "expired", "evicted", "flushed", "live_at_end",
+           "one_packet", "flows", "state_bytes");
+    for (unsigned i = 0; i < stack->nlayers; i++) {
+        if (!stack->layers[i].has_instance) continue;
+        const rg_nf_layer_counts *l = &n->layer[i];
+        printf("  %-14s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
+               " %12" PRIu64 " %10" PRIu64 " %10" PRIu64 " %12" PRIu64 "\n",
+               stack->layers[i].name, l->opened, l->closed[RG_CLOSE_ACCEPT],
+               l->closed[RG_CLOSE_EXPIRED], l->closed[RG_CLOSE_EVICTED],
+               l->closed[RG_CLOSE_FLUSHED], live[i], l->one_packet, rg_nf_flows(l),
+               state_bytes(st, i));
+    }
+}
 
 static void print_summary(const opts *o, const rg_stack_desc *stack, const summary *s)
 {
+    char entries[128];
     if (o->json) {
         fputs("{\"stack\":", stdout);
         rg_nf_json_string(stdout, stack->name);
@@ -431,12 +567,21 @@ static void print_summary(const opts *o, const rg_stack_desc *stack, const summa
         rg_nf_json_string(stdout, s->link);
         fputs(",\"nf\":", stdout);
         rg_nf_json_string(stdout, o->nf);
-        printf(",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"flows_opened\":%" PRIu64
+        printf(",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"flows\":%" PRIu64,
+               s->pkts, s->bytes, total_flows(stack, s->n));
+        printf(",\"flows_opened\":%" PRIu64
                ",\"flows_closed\":%" PRIu64 ",\"live_at_end\":%" PRIu64 ",\"calls\":%" PRIu64
-               ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"skipped\":%" PRIu64
-               ",\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 "}\n",
-               s->pkts, s->bytes, s->opened, s->closed, s->live, s->calls, s->payload, s->errors,
-               s->skipped, s->gaps, s->gap_bytes);
+               ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"skipped\":%" PRIu64 ",",
+               s->opened, s->closed, s->live, s->calls, s->payload, s->errors, s->skipped);
+        printf("\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 ",", s->gaps, s->gap_bytes);
+        printf("\"skipped_linktype\":%" PRIu64 ",\"link_type\":", s->skipped_linktype);
+        rg_nf_json_string(stdout, link_type_name(s->li));
+        fputs(",\"entries\":[", stdout);
+        for (int k = 0, n = 0; k < RG_LINK_KINDS; k++)
+            if (stack->entry[k] >= 0) printf("%s\"%s\"", n++ ? "," : "", link_kind_names[k]);
+        fputs("],", stdout);
+        layers_json(stack, s->n, s->live_per, s->st);
+        fputs("}\n", stdout);
         return;
     }
     printf("stack          %s\n"
@@ -445,17 +590,25 @@ static void print_summary(const opts *o, const rg_stack_desc *stack, const summa
            "nf             %s\n"
            "packets        %" PRIu64 "\n"
            "bytes          %" PRIu64 "\n"
-           "flows_opened   %" PRIu64 "\n"
+           "flows          %" PRIu64 "  (instances that outlived the packet that opened them: "
+           "connections, conversations)\n"
+           "flows_opened   %" PRIu64 "  (all instances, per-packet ones such as IP datagrams "
+           "included)\n"
            "flows_closed   %" PRIu64 "\n"
            "live_at_end    %" PRIu64 "  (before the final flush)\n"
            "calls          %" PRIu64 "%s\n"
            "payload_bytes  %" PRIu64 "\n"
            "errors         %" PRIu64 "  (stack errors + frames skipped)\n"
            "skipped        %" PRIu64 "  (link header cut or no entry layer)\n"
+           "skipped_linktype %" PRIu64 "  (of skipped: capture link type %s%s; the stack's "
+           "entries: %s)\n"
            "gaps           %" PRIu64 "  (holes skipped: %" PRIu64 " bytes the capture lost)\n",
-           stack->name, o->capture, s->link, o->nf, s->pkts, s->bytes, s->opened, s->closed,
+           stack->name, o->capture, s->link, o->nf, s->pkts, s->bytes, total_flows(stack, s->n),
+           s->opened, s->closed,
            s->live, s->calls, strcmp(o->nf, "none") ? "" : "  (--nf none observes no calls)",
-           s->payload, s->errors, s->skipped, s->gaps, s->gap_bytes);
+           s->payload, s->errors, s->skipped, s->skipped_linktype, link_type_name(s->li),
+           s->linktype_what, stack_entries(stack, entries, sizeof entries), s->gaps, s->gap_bytes);
+    layers_text(stack, s->n, s->live_per, s->st);
 }
 
 static int run_capture(const opts *o, const rg_stack_desc *stack)
@@ -485,9 +638,12 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     rg_obs obs = make_observer(counter, nf, o->nf, &ch);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap};
     void *ctx = stack->ctx_new(&cfg);
-    if (!ctx) {
+    uint64_t *live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *live_per);
+    if (!ctx || !live_per) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
                 stack->name);
+        if (ctx) stack->ctx_free(ctx);
+        free(live_per);
         rg_nf_finish(nf);
         rg_nf_finish(counter);
         rg_pcap_close(cap);
@@ -495,7 +651,9 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     }
 
     feeder fd;
-    feeder_init(&fd, stack, &lm, ctx, o->no_timeouts);
+    feeder_init(&fd, stack, &lm, ctx, o->no_timeouts, counter);
+    fd.prog = o->prog;
+    fd.capture = o->capture;
     rg_frame f;
     int rc, status = 0;
     while ((rc = rg_pcap_next(cap, &f)) == 1)
@@ -508,6 +666,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
 
     const rg_nf_counts *n = rg_nf_counts_of(counter);
     uint64_t live = n->opened - n->closed;
+    live_before_flush(stack, fd.nc, live_per);
     stack->flush(ctx);
     if (nf && rg_nf_finish(nf)) status = 1;
     summary s = {.link = lm.m[0].li.name,
@@ -520,12 +679,19 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .payload = n->payload_bytes,
                  .errors = stack_errors(stack, ctx) + fd.skipped,
                  .skipped = fd.skipped,
+                 .n = n,
+                 .live_per = live_per,
+                 .st = stack->stats ? stack->stats(ctx) : NULL,
+                 .skipped_linktype = fd.skipped_linktype,
+                 .linktype_what = fd.linktype_what,
                  .gaps = n->gaps,
-                 .gap_bytes = n->gap_bytes};
+                 .gap_bytes = n->gap_bytes,
+                 .li = &lm.m[0].li};
     print_summary(o, stack, &s);
     fflush(stdout);
     if (o->stats && stack->stats) rg_stats_print(stack->stats(ctx), stderr);
     stack->ctx_free(ctx);
+    free(live_per);
     rg_nf_finish(counter);
     rg_pcap_close(cap);
     return status;
@@ -544,14 +710,14 @@ static uint64_t now_ns(clockid_t clk)
  * the peak heap held by reassembly buffers during the pass. */
 static void print_bench(const opts *o, const rg_stack_desc *stack, const void *ctx,
                         const rg_capture *cap, uint64_t best_cpu, uint64_t best_wall,
-                        const rg_nf_counts *last, size_t seq_peak)
+                        const rg_nf_counts *last, const uint64_t *live_per, size_t seq_peak)
 {
     double pkts = cap->count ? (double)cap->count : 1.0;
     printf("{\"pkts\":%zu,\"passes\":%" PRIu64 ",\"cpu_ns_per_pkt\":%.2f,\"wall_ns_per_pkt\":%.2f"
-           ",\"payload_bytes\":%" PRIu64 ",\"flows_opened\":%" PRIu64 ",\"flows_closed\":%" PRIu64
-           ",\"calls\":%" PRIu64 ",\"state_bytes\":{",
+           ",\"payload_bytes\":%" PRIu64 ",\"flows\":%" PRIu64 ",\"flows_opened\":%" PRIu64
+           ",\"flows_closed\":%" PRIu64 ",\"calls\":%" PRIu64 ",\"state_bytes\":{",
            cap->count, o->passes, (double)best_cpu / pkts, (double)best_wall / pkts,
-           last->payload_bytes, last->opened, last->closed, last->calls);
+           last->payload_bytes, total_flows(stack, last), last->opened, last->closed, last->calls);
     const rg_stats *st = stack->stats ? stack->stats(ctx) : NULL;
     int first = 1;
     for (unsigned i = 0; st && i < stack->nlayers && i < st->nlayers; i++) {
@@ -561,7 +727,9 @@ static void print_bench(const opts *o, const rg_stack_desc *stack, const void *c
         rg_nf_json_string(stdout, stack->layers[i].name);
         printf(":%" PRIu64, st->layer[i].inst.record_bytes);
     }
-    printf("},\"seq_heap_peak_bytes\":%zu}\n", seq_peak);
+    printf("},\"seq_heap_peak_bytes\":%zu,", seq_peak);
+    layers_json(stack, last, live_per, st);
+    fputs("}\n", stdout);
     fflush(stdout);
 }
 
@@ -579,11 +747,17 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
         return 1;
     }
     uint64_t best_cpu = UINT64_MAX, best_wall = UINT64_MAX;
-    rg_nf_counts last = {0, 0, 0, 0, 0, 0};
+    uint64_t *live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *live_per);
+    if (!live_per) {
+        fprintf(stderr, "%s: out of memory\n", o->prog);
+        rg_capture_free(&cap);
+        return 1;
+    }
     for (uint64_t pass = 0; pass < o->passes; pass++) {
         rg_obs *counter = rg_nf_create("count", stack, NULL, err, sizeof err);
         if (!counter) {
             fprintf(stderr, "%s: %s\n", o->prog, err);
+            free(live_per);
             rg_capture_free(&cap);
             return 1;
         }
@@ -594,11 +768,14 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
             fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
                     stack->name);
             rg_nf_finish(counter);
+            free(live_per);
             rg_capture_free(&cap);
             return 1;
         }
         feeder fd;
-        feeder_init(&fd, stack, &lm, ctx, o->no_timeouts);
+        feeder_init(&fd, stack, &lm, ctx, o->no_timeouts, counter);
+        fd.prog = pass ? NULL : o->prog; /* warn in the first pass only */
+        fd.capture = o->capture;
         rg_seq_heap_reset_peak();
         uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
         for (size_t i = 0; i < cap.count; i++)
@@ -606,16 +783,18 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
         uint64_t c1 = now_ns(CLOCK_THREAD_CPUTIME_ID), w1 = now_ns(CLOCK_MONOTONIC);
         if (c1 - c0 < best_cpu) best_cpu = c1 - c0;
         if (w1 - w0 < best_wall) best_wall = w1 - w0;
+        const rg_nf_counts *last = fd.nc;
+        live_before_flush(stack, fd.nc, live_per);
         stack->flush(ctx);
-        last = *rg_nf_counts_of(counter);
         size_t seq_peak = rg_seq_heap_stats().peak; /* this pass's (the context is alive) */
         if (pass + 1 == o->passes)
-            print_bench(o, stack, ctx, &cap, best_cpu, best_wall, &last, seq_peak);
+            print_bench(o, stack, ctx, &cap, best_cpu, best_wall, last, live_per, seq_peak);
         if (o->stats && stack->stats && pass + 1 == o->passes)
             rg_stats_print(stack->stats(ctx), stderr);
         stack->ctx_free(ctx);
         rg_nf_finish(counter);
     }
+    free(live_per);
     rg_capture_free(&cap);
     return 0;
 }

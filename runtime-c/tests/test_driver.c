@@ -334,24 +334,32 @@ static void test_sll(void **state)
     check_entry(L_SLL, 50);
 }
 
+/* No entry for the capture's link type: the run goes on, every frame is
+ * skipped and counted (skipped_linktype), one warning names the link type and
+ * the stack's entries. */
 static void test_missing_entry(void **state)
 {
     (void)state;
     rg_stack_desc s = STACK;
     s.entry[RG_LINK_NULL] = -1;
-    assert_int_equal(RUN(&s, trace("null-smtp-rset.pcap")), 1);
-    assert_non_null(strstr(err, "null"));
+    assert_int_equal(RUN(&s, trace("null-smtp-rset.pcap")), 0);
+    assert_non_null(strstr(err, "warning"));
+    assert_non_null(strstr(err, "link type NULL"));
     assert_non_null(strstr(err, "drvtest"));
-    assert_int_equal(rec.ctx_new, 0);
-    assert_string_equal(out, "");
+    assert_null(strstr(strstr(err, "warning") + 1, "warning")); /* once */
+    assert_int_equal(total_hits(), 0);
+    assert_int_equal(field(out, "skipped_linktype"), 42);
+    assert_int_equal(field(out, "skipped"), 42);
     s = STACK;
     s.entry[RG_LINK_RAW_IPV4] = s.entry[RG_LINK_RAW_IPV6] = -1;
-    assert_int_equal(RUN(&s, trace("raw-ipv4-ipv6-http.pcap")), 1);
-    assert_non_null(strstr(err, "raw"));
+    assert_int_equal(RUN(&s, trace("raw-ipv4-ipv6-http.pcap")), 0);
+    assert_non_null(strstr(err, "RAW"));
+    assert_int_equal(field(out, "skipped_linktype"), 100);
     s = STACK;
     s.entry[RG_LINK_ETHERNET] = -1;
-    assert_int_equal(RUN(&s, trace("http-post-upload.pcap"), "--bench"), 1);
-    assert_non_null(strstr(err, "ether"));
+    assert_int_equal(RUN(&s, trace("http-post-upload.pcap"), "--bench", "--passes", "2"), 0);
+    assert_non_null(strstr(err, "EN10MB"));
+    assert_null(strstr(strstr(err, "warning") + 1, "warning")); /* the first pass only */
 }
 
 static void test_bench(void **state)

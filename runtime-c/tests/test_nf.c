@@ -472,15 +472,15 @@ static void test_streams_sid(void **state)
 #define HEAD   "{\"layer\":\"user\",\"proto\":\"sctp_user\","
     const char *want =
         HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":0,\"bytes\":1,\"sha256\":\"" SHA_B "\","
-        "\"file\":\"streams/1-c2s-sid0.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\"}\n"
+        "\"file\":\"streams/1-c2s-sid0.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n"
         HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":1,\"bytes\":4,\"sha256\":\"" SHA_AADD "\","
-        "\"file\":\"streams/1-c2s-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\"}\n"
+        "\"file\":\"streams/1-c2s-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n"
         HEAD EP_S2C ",\"dir\":\"s2c\",\"sid\":1,\"bytes\":2,\"sha256\":\"" SHA_CC "\","
-        "\"file\":\"streams/1-s2c-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\"}\n"
+        "\"file\":\"streams/1-s2c-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n"
         HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
-        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\"}\n"
+        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n"
         HEAD EP_S2C ",\"dir\":\"s2c\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
-        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\"}\n";
+        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n";
     assert_string_equal(flows, want);
     free(flows);
     size_t n;
@@ -492,7 +492,7 @@ static void test_streams_sid(void **state)
     assert_false(fs_exists(dir, "streams/1-c2s.bin")); /* split: no per-direction file */
     s = fs_read(dir, "streams.json", NULL);
     assert_string_equal(s, "{\"flows\":2,\"directions\":5,\"bytes\":7,\"noflow_calls\":0,"
-                           "\"noflow_bytes\":0,\"noflow_file\":null}\n");
+                           "\"noflow_bytes\":0,\"noflow_file\":null,\"gaps\":0,\"gap_bytes\":0}\n");
     free(s);
     fs_rm_tree(dir);
 }
