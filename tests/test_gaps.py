@@ -193,11 +193,11 @@ def test_handler_with_gap(work: Path) -> None:
     src = TRACES / "vlan-http-syn-retransmit.pcap"
     if not src.is_file():
         pytest.skip(f"{src.name} is not in {TRACES}")
-    spec = (REPO / "specs" / "stacks" / "tcp_ip.yaml").read_text()
-    spec = spec.replace("stack: tcp_ip", "stack: tcp_gap").replace(
-        "../protocols/", f"{REPO / 'specs' / 'protocols'}/"
+    # the stock stack plus one handler, by composition
+    spec = (
+        f"stack: tcp_gap\nextends: {REPO / 'specs' / 'stacks' / 'tcp_ip.yaml'}\nhandlers:\n"
+        "  tcp_gap: {layer: tcp, with: gap, args: {seq: gap_seq, len: gap_len}}\n"
     )
-    spec += "  tcp_gap: {layer: tcp, with: gap, args: {seq: gap_seq, len: gap_len}}\n"
     stack = work / "tcp_gap.yaml"
     stack.write_text(spec)
     argv = [*rubikgen_command(), "build", str(stack), "-o", str(work / "tcp_gap")]
