@@ -256,7 +256,7 @@ class LayerC:
         init = [f".{v.name} = {{rg_empty_byte, 0}}" for v in self.proto.temps.values()
                 if v.kind != "num" and v.size is None]  # fmt: skip
         lines.append(
-            f"static const struct {self.t('tmp')} {self.t('tmp_init')} = {{{', '.join(init) or '0'}}};"
+            f"static const struct {self.t('tmp')} {self.t('tmp_init')} RG_MAYBE_UNUSED = {{{', '.join(init) or '0'}}};"
         )
         return "\n".join(lines)
 
