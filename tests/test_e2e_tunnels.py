@@ -4,8 +4,9 @@
 IP, parsing inner packets with a grafted copy of tcp_ip's Ethernet-and-above subtree. On each
 capture below:
 
-- TCP: every direction of every stream with a complete handshake that tshark follows must be
-  delivered byte for byte (test_e2e_tshark's `compare`, with its matching rules);
+- TCP: every direction of every stream tshark follows, mid-stream ones included (the stock tcp.yaml
+  picks connections up mid-stream), must be delivered byte for byte (test_e2e_tshark's
+  `compare`, with its matching rules);
 - UDP: tshark's `follow,udp` cannot be the reference here: for a frame with two UDP headers (a
   VXLAN packet carrying DNS) it appends the payloads of both to each stream, and it names the
   sides by the innermost addresses. The reference is instead tshark's dissection of each UDP
