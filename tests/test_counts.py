@@ -20,12 +20,12 @@ The stock tcp_ip stack is built once and run on every eligible capture of ../sha
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from oracle import Stream, conversations, eligible_captures, reference_streams, tshark_available
+from oracle.tshark import _tshark
 
 from rubikgen.build import build
 
@@ -73,25 +73,11 @@ def _check_layers(s: dict) -> None:
 
 
 def _has_fragments(capture: Path) -> bool:
-    proc = subprocess.run(
-        [
-            shutil.which("tshark") or "tshark",
-            "-n",
-            "-r",
-            str(capture),
-            "-Y",
-            "ip.flags.mf == 1 || ip.frag_offset > 0 || ipv6.fraghdr",
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return bool(proc.stdout.strip())
+    out = _tshark(
+        ["-r", str(capture), "-Y", "ip.flags.mf == 1 || ip.frag_offset > 0 || ipv6.fraghdr",
+         "-T", "fields", "-e", "frame.number"]
+    )  # fmt: skip
+    return bool(out.strip())
 
 
 def _must_agree(capture: Path, streams: tuple[Stream, ...], convs: tuple) -> str:

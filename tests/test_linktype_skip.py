@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from oracle import TRACES, tshark_available
+from oracle.tshark import _tshark
 
 from rubikgen.build import build
 
@@ -47,25 +48,8 @@ def _run(binary: Path, capture: Path, fmt: str) -> subprocess.CompletedProcess[s
 
 
 def _tshark_count(capture: Path, display_filter: str) -> int:
-    proc = subprocess.run(
-        [
-            "tshark",
-            "-n",
-            "-r",
-            str(capture),
-            "-Y",
-            display_filter,
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return len(proc.stdout.split())
+    out = _tshark(["-r", str(capture), "-Y", display_filter, "-T", "fields", "-e", "frame.number"])
+    return len(out.split())
 
 
 def test_gtp_on_a_linux_cooked_capture_says_why_it_writes_nothing(tmp_path: Path) -> None:
