@@ -18,7 +18,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from oracle import TRACES, reference_streams, tshark_available
+from oracle import TRACES, frame_times, reference_streams, tshark_available
 from test_e2e_tshark import compare
 
 from captures import run_stack
@@ -78,9 +78,12 @@ def test_inner_conversations_equal_tshark_follow(stack: str, name: str, tmp_path
     marker = TUNNELS[stack][1]
     inner = tuple(s for s in reference_streams(pcap) if any(marker in p for p in s.paths))
     assert inner, f"{name}: tshark sees no stream inside the tunnel"
-    problems, totals = compare(name, run, inner)
+    # with the frame times, `close` is checked too (expiry against the specs' timeouts)
+    problems, totals = compare(name, run, inner, frame_times(pcap))
     print(f"\n[e2e-tunnels] {stack} {name}: {totals.line()}")
     assert totals.directions > 0, f"{name}: nothing compared ({totals.line()})"
+    if stack == "gtp":  # every GTP capture carries real TCP payload through the tunnel
+        assert totals.bytes > 1000, totals.line()
     assert not problems, f"{name}: {len(problems)} differences from tshark:\n" + "\n".join(
         problems[:40]
     )
