@@ -173,7 +173,7 @@ int main(int argc, char **argv)
                 break;
             }
     }
-    rg_obs obs = {&k, on_call, on_open, NULL, on_close};
+    rg_obs obs = {&k, on_call, on_open, NULL, on_close, NULL};
     rg_ctx_cfg cfg = {0, 1, &obs, 0, NULL};
     void *ctx = s->ctx_new(&cfg);
     if (!ctx) {
