@@ -431,7 +431,28 @@ static void feeder_init(feeder *fd, const rg_stack_desc *stack, link_maps *lm, v
     fd->next_expire = no_timeouts ? UINT64_MAX : 0;
 }
 
-static inline void feed(feeder *fd, const rg_frame *f)
+/* A frame no entry layer takes: counted, and the first one for want of an
+ * entry for its link type is warned about.  Out of line: it keeps feed small
+ * enough to inline into the capture loops. */
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
+static void feed_skipped(feeder *fd, const entry_map *em, const rg_frame *f)
+{
+    fd->skipped++;
+    const char *what;
+    if (em && skipped_for_linktype(em, f, &what) && !fd->skipped_linktype++ && fd->prog) {
+        char entries[128];
+        fd->linktype_what = what;
+        fprintf(stderr,
+                "%s: warning: %s: packet %" PRIu64 ": the stack %s has no entry for link "
+                "type %s%s (its entries: %s): such packets are skipped (skipped_linktype)\n",
+                fd->prog, fd->capture, fd->pkts, fd->stack->name, link_type_name(&em->li), what,
+                stack_entries(fd->stack, entries, sizeof entries));
+    }
+}
+
+RG_INLINE void feed(feeder *fd, const rg_frame *f)
 {
     fd->pkts++;
     fd->bytes += f->caplen;
@@ -446,17 +467,7 @@ static inline void feed(feeder *fd, const rg_frame *f)
     uint32_t off;
     const entry_map *em = RG_LIKELY(f->dlt == fd->em->li.dlt) ? fd->em : link_map(fd->lm, f->dlt);
     if (RG_UNLIKELY(!entry_pick(em, f, &layer, &off))) {
-        fd->skipped++;
-        const char *what;
-        if (em && skipped_for_linktype(em, f, &what) && !fd->skipped_linktype++ && fd->prog) {
-            char entries[128];
-            fd->linktype_what = what;
-            fprintf(stderr,
-                    "%s: warning: %s: packet %" PRIu64 ": the stack %s has no entry for link "
-                    "type %s%s (its entries: %s): such packets are skipped (skipped_linktype)\n",
-                    fd->prog, fd->capture, fd->pkts, fd->stack->name, link_type_name(&em->li),
-                    what, stack_entries(fd->stack, entries, sizeof entries));
-        }
+        feed_skipped(fd, em, f);
         return;
     }
     /* the result needs no action here: the stack counts its own errors */
