@@ -1,0 +1,88 @@
+/* rg_source.h - packet sources: where a stack's frames come from.
+ *
+ * A source is an ops table (rg_source_ops) plus its state.  The driver opens
+ * the one the command line names (a capture file, a live interface, DPDK
+ * ports...), asks it for bursts of frames and feeds them to the stack; it
+ * knows nothing else about the source.  Adding a source is one new file with
+ * one `const rg_source_ops` and one line in the registry (rg_source.c).
+ *
+ * Frames (rg_frame, rg_pcap.h) returned by next_burst stay valid until the
+ * next call of next_burst or close on the same source: a source may hand out
+ * its own buffers (libpcap's, a DPDK mbuf's data) without copying. */
+#ifndef RG_SOURCE_H
+#define RG_SOURCE_H
+
+#include <signal.h>
+
+#include "rg_common.h"
+#include "rg_pcap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The default burst: what one next_burst call returns at most unless the
+ * caller asks for less (DPDK's customary RX burst). */
+#define RG_BURST 32
+
+/* What a source is asked to open. */
+typedef struct rg_source_cfg {
+    const char *name; /* what to read: a file ("-" = stdin), an interface, a port list */
+    const char *filter; /* BPF filter expression (sources that support one), NULL = none */
+    uint32_t snaplen;   /* 0 = the source's default (whole frames) */
+    int promisc;        /* live: promiscuous mode */
+    int argc;           /* source-specific arguments (DPDK: EAL arguments) */
+    char **argv;
+    /* set asynchronously (SIGINT, --duration) to make a blocking next_burst
+     * return soon; a source polls it */
+    volatile sig_atomic_t *stop;
+} rg_source_cfg;
+
+/* Counters a source keeps (what it saw; drops by the kernel or the NIC). */
+typedef struct rg_source_stats {
+    uint64_t frames;  /* frames returned */
+    uint64_t bytes;   /* their caplen */
+    uint64_t dropped; /* frames the source knows were lost before us (kernel, NIC queues) */
+} rg_source_stats;
+
+typedef struct rg_source rg_source;
+
+/* Return values of next_burst besides n >= 0 frames (0 = none right now: a
+ * live source's timeout; the caller may run timers and ask again). */
+enum { RG_SRC_END = -1, RG_SRC_ERROR = -2 };
+
+typedef struct rg_source_ops {
+    const char *name; /* "file", "live", "dpdk": what --io names */
+    const char *help; /* one line for --help */
+    /* Open; NULL with a message in err on failure. */
+    rg_source *(*open)(const rg_source_cfg *cfg, char *err, size_t errlen);
+    /* Up to max frames into out[]: n >= 0, RG_SRC_END (no more frames ever),
+     * RG_SRC_ERROR (message from error; frames returned before stay valid
+     * for the caller's flush and summary). */
+    int (*next_burst)(rg_source *s, rg_frame *out, unsigned max);
+    /* The link of the source's first interface (frames carry their own dlt). */
+    const rg_linkinfo *(*link)(const rg_source *s);
+    void (*stats)(const rg_source *s, rg_source_stats *st);
+    const char *(*error)(const rg_source *s);
+    void (*close)(rg_source *s);
+} rg_source_ops;
+
+/* A source: its ops first, then the implementation's own state (sources
+ * embed this as their first member). */
+struct rg_source {
+    const rg_source_ops *ops;
+};
+
+/* The registered sources, NULL-terminated, in --help order. */
+extern const rg_source_ops *const rg_sources[];
+
+/* The source named `name`, NULL if none is compiled in. */
+const rg_source_ops *rg_source_find(const char *name);
+
+/* The capture-file source (pcap and pcapng, rg_pcap.h). */
+extern const rg_source_ops rg_source_file;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RG_SOURCE_H */
