@@ -15,6 +15,8 @@ APT_PACKAGES=(
   graphviz                        # rubikgen graph --format svg
   tshark                          # reference oracle in end-to-end tests
   libnids-dev libhyperscan-dev libpcre2-dev valgrind  # benchmarks: libnids peers (make -C bench peers), Hyperscan (SF workload), callgrind
+  libdpdk-dev                     # runtime-c: the "dpdk" packet source (its pcap/ring/null vdevs run the tests without a NIC)
+  tcpreplay iproute2              # tests/test_sources.py: replay captures into a veth pair in a network namespace
 )
 
 missing=()

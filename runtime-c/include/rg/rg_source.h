@@ -81,6 +81,12 @@ const rg_source_ops *rg_source_find(const char *name);
 
 /* The capture-file source (pcap and pcapng, rg_pcap.h). */
 extern const rg_source_ops rg_source_file;
+/* A live interface through libpcap (rg_source_live.c). */
+extern const rg_source_ops rg_source_live;
+#ifdef RG_HAVE_DPDK
+/* DPDK ports (rg_source_dpdk.c; built only when pkg-config finds libdpdk). */
+extern const rg_source_ops rg_source_dpdk;
+#endif
 
 #ifdef __cplusplus
 }
