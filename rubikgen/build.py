@@ -217,6 +217,38 @@ def pcap_libs() -> list[str]:
     return pkg_libs("libpcap", "-lpcap")
 
 
+#: What `build --io` accepts: the packet sources a binary is linked with. "pcap": capture
+#: files and live interfaces (libpcap, always); "dpdk" and "all": also DPDK ports.
+IO_CHOICES = ("pcap", "dpdk", "all")
+
+
+def io_link_flags(io: str) -> list[str]:
+    """Linker flags for the packet sources of `io`, before the runtime libraries: for DPDK the
+    source's archive (runtime-c builds it when pkg-config finds libdpdk), `-u` so that the
+    source registry's reference pulls it in, then DPDK's own libraries."""
+    if io not in IO_CHOICES:
+        raise BuildError(f"--io {io}: not one of {', '.join(IO_CHOICES)}")
+    if io == "pcap":
+        return []
+    try:
+        found = subprocess.run(["pkg-config", "--exists", "libdpdk"], check=False).returncode == 0
+    except OSError:
+        found = False
+    if not found:
+        raise BuildError(
+            f"--io {io}: pkg-config finds no libdpdk: install DPDK's development files "
+            "(Debian/Ubuntu: apt-get install libdpdk-dev) or point PKG_CONFIG_PATH at the "
+            "lib/pkgconfig directory of a DPDK build; --io pcap needs no DPDK"
+        )
+    archive = resources.runtime_build_dir() / "librgdpdk.a"
+    if not archive.is_file():
+        raise BuildError(
+            f"--io {io}: the runtime's DPDK source was not built ({archive}): "
+            "make -C runtime-c dpdk-lib says why"
+        )
+    return ["-Wl,-u,rg_source_dpdk", str(archive)]
+
+
 # libraries a stack's transforms need (rubikgen/sema/transforms.py), only when it uses them
 _PKG_FALLBACK = {"libcrypto": "-lcrypto"}
 
@@ -237,6 +269,7 @@ def compile_command(
     cc: str,
     cflags: Sequence[str],
     sanitize: bool,
+    io: str = "pcap",
 ) -> list[str]:
     """The compiler command. User cflags come last, so they override ours (-O3, -Wno-error)."""
     sources = [out_dir / f"{gen.stack}_gen.c", handlers, out_dir / f"{gen.stack}_main.c"]
@@ -250,8 +283,10 @@ def compile_command(
         *map(str, sources),
         "-o",
         str(binary_path(out_dir, gen.stack, sanitize)),
+        *io_link_flags(io),
         *map(str, libs),
         *pcap_libs(),
+        *(pkg_libs("libdpdk", "-lrte_eal") if io != "pcap" else ()),
         *[f for p in gen.pkg_config for f in pkg_libs(p, _PKG_FALLBACK.get(p, f"-l{p}"))],
         *cflags,
     ]
@@ -327,6 +362,7 @@ def build(
     cflags: Sequence[str] = (),
     opt_level: int = 2,
     sanitize: bool = False,
+    io: str = "pcap",
     quiet: bool = False,
     disable: Sequence[str] = (),
     timings: dict[str, float] | None = None,
@@ -353,7 +389,9 @@ def build(
             raise HandlerError(findings)
     emit(gen, out)
     libs = ensure_runtime(sanitize, quiet)
-    cmd = compile_command(gen, out, hfile, libs, cc=cc, cflags=list(cflags), sanitize=sanitize)
+    cmd = compile_command(
+        gen, out, hfile, libs, cc=cc, cflags=list(cflags), sanitize=sanitize, io=io
+    )
     command = shlex.join(cmd)
     binary = binary_path(out, gen.stack, sanitize)
     sources = [out / name for name in gen.files] + [hfile]

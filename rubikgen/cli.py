@@ -190,6 +190,13 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         help="compile this handler file instead of DIR/STACK_handlers.c",
     )
     p.add_argument("--sanitize", action="store_true", help="ASan + UBSan build (binary STACK-asan)")
+    p.add_argument(
+        "--io",
+        choices=("pcap", "dpdk", "all"),
+        default="pcap",
+        help="packet sources linked in: pcap (capture files, live interfaces; default), "
+        "dpdk or all (also DPDK ports: needs libdpdk-dev)",
+    )
 
 
 def _internal_error(e: BaseException, file: str) -> Diagnostic:
@@ -374,6 +381,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             cflags=shlex.split(args.cflags),
             opt_level=args.opt_level,
             sanitize=args.sanitize,
+            io=args.io,
             disable=args.disable_pass,
             timings=timings,
             report=_print_findings,
@@ -437,6 +445,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             handlers=Path(args.handlers) if args.handlers else None,
             cc=os.environ.get("CC") or "cc",
             sanitize=args.sanitize,
+            io=args.io,
             quiet=True,
             report=_print_findings,
         )

@@ -300,3 +300,37 @@ def test_dpdk_errors_are_clear(dpdk: Path, tmp_path: Path) -> None:
     r = _dpdk_run(dpdk, tmp_path, 1, "")  # no --vdev, no PCI: no port at all
     assert r.returncode == 1
     assert "dpdk: no ports" in r.stderr, r.stderr
+
+
+# ---- rubikgen build --io --------------------------------------------------------------------
+
+
+def _build(
+    tmp: Path, io: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    cmd = ["python", "-m", "rubikgen", "build", str(REPO / "specs" / "stacks" / "tcp_ip.yaml")]
+    cmd += ["--io", io, "--out-dir", str(tmp)]
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO)
+
+
+def test_build_io_dpdk_links_the_dpdk_source(dpdk: Path, tmp_path: Path) -> None:
+    r = _build(tmp_path, "dpdk")
+    assert r.returncode == 0, r.stderr
+    binary = tmp_path / "tcp_ip"
+    syms = subprocess.run(["nm", str(binary)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r" [DRdr] rg_source_dpdk$", syms, re.M)
+    libs = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+    assert "librte_ethdev" in libs and "librte_eal" in libs
+    # still the same stack on a capture file
+    out = subprocess.run([str(binary), str(TRACES / "http-post-upload.pcap")], capture_output=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_build_io_dpdk_without_dpdk_says_what_is_missing(tmp_path: Path) -> None:
+    # an empty pkg-config search path: as on a machine without libdpdk-dev
+    r = _build(tmp_path, "dpdk", {"PKG_CONFIG_LIBDIR": str(tmp_path), "PKG_CONFIG_PATH": ""})
+    assert r.returncode != 0
+    assert "--io dpdk: pkg-config finds no libdpdk" in r.stderr, r.stderr
+    assert "apt-get install libdpdk-dev" in r.stderr
+    assert not (tmp_path / "tcp_ip").exists()
