@@ -7,29 +7,72 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Create an NF with one of the constructors below (rg_nf_int.h). */
+static rg_obs *make(rg_nf *(*ctor)(const rg_stack_desc *, const char *, char *, size_t),
+                    const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
+                    size_t errlen)
+{
+    rg_nf *nf = ctor(stack, outdir, err, errlen);
+    if (!nf) return NULL;
+    nf->name = name;
+    nf->stack = stack;
+    nf->obs.self = nf;
+    return &nf->obs;
+}
+
+static rg_obs *create_events(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                             size_t errlen)
+{
+    return make(rg_nf_events_new, "events", stack, cfg->outdir, err, errlen);
+}
+
+static rg_obs *create_flowstats(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                                size_t errlen)
+{
+    rg_obs *o = make(rg_nf_flowstats_new, "flowstats", stack, cfg->outdir, err, errlen);
+    rg_nf_flowstats_all(o, cfg->flag);
+    return o;
+}
+
+static rg_obs *create_streams(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                              size_t errlen)
+{
+    return make(rg_nf_streams_new, "streams", stack, cfg->outdir, err, errlen);
+}
+
+static rg_obs *create_sni(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                          size_t errlen)
+{
+    return make(rg_nf_sni_new, "sni", stack, cfg->outdir, err, errlen);
+}
+
+static const rg_nf_desc nf_streams = {"streams",
+                                      "the payload of every flow direction: OUT/streams/, "
+                                      "OUT/flows.jsonl",
+                                      NULL,
+                                      NULL,
+                                      create_streams,
+                                      rg_nf_finish};
+static const rg_nf_desc nf_events = {
+    "events", "every handler call and gap: OUT/events.jsonl", NULL, NULL, create_events,
+    rg_nf_finish};
+static const rg_nf_desc nf_flowstats = {
+    "flowstats",     "one record per instance: OUT/flowstats.jsonl",
+    "flowstats-all", "also instances that lived within one packet",
+    create_flowstats, rg_nf_finish};
+static const rg_nf_desc nf_sni = {"sni", "TLS ClientHello server names: OUT/sni.jsonl, stdout",
+                                  NULL,  NULL,
+                                  create_sni, rg_nf_finish};
+
+/* The stock NFs, in --help order (rg_nf_registry.h). */
+const rg_nf_desc *const rg_nf_table[] = {&nf_streams, &nf_events, &nf_flowstats, &nf_sni, NULL};
+
 rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
                      size_t errlen)
 {
-    static const struct {
-        const char *name;
-        rg_nf *(*make)(const rg_stack_desc *, const char *, char *, size_t);
-    } kinds[] = {
-        {"count", rg_nf_count_new},
-        {"events", rg_nf_events_new},
-        {"flowstats", rg_nf_flowstats_new},
-        {"streams", rg_nf_streams_new},
-        {"sni", rg_nf_sni_new},
-    };
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        if (strcmp(name, kinds[i].name)) continue;
-        rg_nf *nf = kinds[i].make(stack, outdir, err, errlen);
-        if (!nf) return NULL;
-        nf->name = kinds[i].name;
-        nf->stack = stack;
-        nf->obs.self = nf;
-        return &nf->obs;
-    }
-    snprintf(err, errlen, "unknown NF '%s' (count, events, flowstats, streams, sni)", name);
+    const rg_nf_desc *d = rg_nf_find(rg_nf_table, name);
+    if (d) return d->create(stack, &(rg_nf_cfg){outdir, 0}, err, errlen);
+    snprintf(err, errlen, "unknown NF '%s' (streams, events, flowstats, sni)", name);
     return NULL;
 }
 
@@ -106,36 +149,6 @@ void rg_nf_close_out(rg_nf *nf, FILE *f, const char *what)
     if (fclose(f) || bad) rg_nf_fail(nf, "cannot write", what);
 }
 
-int16_t *rg_nf_data_args(const rg_stack_desc *stack)
-{
-    int16_t *a = malloc((stack->nhandlers ? stack->nhandlers : 1) * sizeof *a);
-    if (!a) return NULL;
-    for (unsigned h = 0; h < stack->nhandlers; h++) {
-        const rg_handler_desc *d = &stack->handlers[h];
-        a[h] = -1;
-        for (unsigned i = 0; i < d->nargs && i < INT16_MAX; i++) {
-            if (d->arg_kinds[i] == RG_VAL_BYTES && !strcmp(d->arg_names[i], "data")) {
-                a[h] = (int16_t)i;
-                break;
-            }
-        }
-    }
-    return a;
-}
-
-const char *rg_nf_close_name(int reason)
-{
-    switch (reason) {
-#define RG_CLOSE_CASE_(name, value, text) \
-    case name:                            \
-        return text;
-        RG_CLOSE_REASONS(RG_CLOSE_CASE_)
-#undef RG_CLOSE_CASE_
-    default:
-        return "unknown";
-    }
-}
-
 /* ---- endpoints ---- */
 
 static void addr_text(const rg_keypart *p, const uint8_t *key, char *out, size_t n)
@@ -198,46 +211,12 @@ void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf
 
 /* ---- JSON ---- */
 
-void rg_nf_json_string(FILE *out, const char *s)
-{
-    if (!s) {
-        fputs("null", out);
-        return;
-    }
-    putc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
-        case '\t':
-            fputs("\\t", out);
-            break;
-        default:
-            if (*p < 0x20)
-                fprintf(out, "\\u%04x", *p);
-            else
-                putc(*p, out);
-        }
-    }
-    putc('"', out);
-}
-
 void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep)
 {
     fputs(",\"src\":", out);
-    rg_nf_json_string(out, ep->src[0] ? ep->src : NULL);
+    rg_json_string(out, ep->src[0] ? ep->src : NULL);
     fputs(",\"dst\":", out);
-    rg_nf_json_string(out, ep->dst[0] ? ep->dst : NULL);
+    rg_json_string(out, ep->dst[0] ? ep->dst : NULL);
     if (ep->has_sport) fprintf(out, ",\"sport\":%u", (unsigned)ep->sport);
     if (ep->has_dport) fprintf(out, ",\"dport\":%u", (unsigned)ep->dport);
 }

@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+#include "rg/rg_json.h"
+#include "rg/rg_obs.h"
 #include "rg_nf.h"
 
 /* Every NF starts with this, so an rg_obs * is an rg_nf *. */
@@ -17,9 +19,8 @@ struct rg_nf {
     char err[512]; /* first output error ("" if none), printed by rg_nf_finish */
 };
 
-/* Constructors (rg_nf_create dispatches on the name).  Each fills in
- * base.obs callbacks and base.finish; rg_nf_create sets the rest. */
-rg_nf *rg_nf_count_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
+/* Constructors (rg_nf.c wraps each in an rg_nf_desc).  Each fills in
+ * base.obs callbacks and base.finish; the wrapper sets the rest. */
 rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
 rg_nf *rg_nf_flowstats_new(const rg_stack_desc *stack, const char *outdir, char *err,
                            size_t errlen);
@@ -39,28 +40,11 @@ FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t err
 /* fclose, recording a write error (full disk, ...) in nf. */
 void rg_nf_close_out(rg_nf *nf, FILE *f, const char *what);
 
-/* Per handler, the index of its "data" argument or -1 (see rg_nf.h);
- * malloc'ed, at least one entry. */
-int16_t *rg_nf_data_args(const rg_stack_desc *stack);
-
-/* The "data" bytes of a call, or NULL if it has none. */
-static inline const rg_bytes *rg_nf_call_data(const int16_t *data_arg, const rg_stack_desc *stack,
-                                              const rg_call *c)
-{
-    if (c->handler >= stack->nhandlers) return NULL;
-    int i = data_arg[c->handler];
-    if (i < 0 || c->args[i].kind != RG_VAL_BYTES) return NULL;
-    return &c->args[i].bytes;
-}
-
 /* The layer of an instance, or NULL if its index is out of range. */
 static inline const rg_layer_desc *rg_nf_layer(const rg_stack_desc *stack, unsigned layer)
 {
     return layer < stack->nlayers ? &stack->layers[layer] : NULL;
 }
-
-/* "accept", "evicted", "expired", "flushed" ("unknown" otherwise). */
-const char *rg_nf_close_name(int reason);
 
 /* The JSON fields "src":..,"dst":..,"sport":..,"dport":.. (ports omitted
  * when absent), each preceded by a comma. */

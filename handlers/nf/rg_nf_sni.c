@@ -94,7 +94,7 @@ static void on_call(void *self, const rg_call *c)
     const rg_layer_desc *l = rg_nf_layer(s, c->layer);
 
     fprintf(nf->out, "{\"pkt\":%llu,\"layer\":", (unsigned long long)c->pkt_no);
-    rg_nf_json_string(nf->out, l ? l->name : NULL);
+    rg_json_string(nf->out, l ? l->name : NULL);
     fprintf(nf->out, ",\"src\":\"%s\",\"dst\":\"%s\",\"sport\":%llu,\"dport\":%llu,\"sni\":", src,
             dst, sp ? (unsigned long long)sp->num : 0ull, dp ? (unsigned long long)dp->num : 0ull);
     if (sni->bytes.len)
