@@ -334,3 +334,145 @@ def test_build_io_dpdk_without_dpdk_says_what_is_missing(tmp_path: Path) -> None
     assert "--io dpdk: pkg-config finds no libdpdk" in r.stderr, r.stderr
     assert "apt-get install libdpdk-dev" in r.stderr
     assert not (tmp_path / "tcp_ip").exists()
+
+
+# ---- the stack binary on live and DPDK sources ----------------------------------------------
+#
+# The tcp_ip stack with the streams NF, run on a capture file and on the same capture arriving
+# through a veth pair (tcpreplay) or a DPDK pcap vdev: the summaries agree (but for the
+# source's name and its drop count) and the streams directories are byte-identical. Instances
+# never expire (--no-timeouts) in both runs: a replay does not keep the capture's timing.
+
+
+def _ethernet_eligible() -> list[str]:
+    from tests.oracle.tshark import eligible_captures
+
+    # the veth and the pcap vdev carry Ethernet frames
+    return [
+        p.name for p in eligible_captures() if struct.unpack("<I", p.read_bytes()[20:24])[0] == 1
+    ]
+
+
+@pytest.fixture(scope="module")
+def stack_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    has_dpdk = subprocess.run(["pkg-config", "--exists", "libdpdk"], check=False).returncode == 0
+    out = tmp_path_factory.mktemp("stack")
+    r = _build(out, "dpdk" if has_dpdk else "pcap")
+    assert r.returncode == 0, r.stderr
+    return out / "tcp_ip"
+
+
+def _wait_capturing(ns: Netns) -> None:
+    """Until a packet socket is open in the namespace (the binary has activated its capture)."""
+    for _ in range(200):
+        sockets = ns.run("cat", "/proc/net/packet").stdout.splitlines()[1:]
+        if sockets:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the stack did not open its capture within 10 s")
+
+
+def _summary_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if not ln.startswith(("capture ", "dropped "))]
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _file_run(binary: Path, capture: Path, out: Path) -> str:
+    r = subprocess.run(
+        [str(binary), str(capture), "--nf", "streams", "--out", str(out), "--no-timeouts"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.parametrize("name", _ethernet_eligible())
+def test_stack_on_dpdk_equals_file_run(
+    dpdk: Path, stack_bin: Path, tmp_path: Path, name: str
+) -> None:
+    capture = TRACES / name
+    want = _file_run(stack_bin, capture, tmp_path / "file")
+    n = len(read_pcap(capture))
+    cmd = [str(stack_bin), "--io", "dpdk", "--count", str(n), "--duration", "60"]
+    cmd += ["--nf", "streams", "--out", str(tmp_path / "dpdk"), "--no-timeouts", "--"]
+    cmd += _eal(tmp_path, f"net_pcap0,rx_pcap={capture}")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "dropped        0 " in r.stdout
+    assert _summary_lines(r.stdout) == _summary_lines(want)
+    assert _tree(tmp_path / "dpdk") == _tree(tmp_path / "file")
+
+
+@pytest.mark.parametrize("name", _ethernet_eligible())
+def test_stack_on_live_equals_file_run(
+    netns: Netns, stack_bin: Path, tmp_path: Path, name: str
+) -> None:
+    capture = TRACES / name
+    want = _file_run(stack_bin, capture, tmp_path / "file")
+    n = len(read_pcap(capture))
+    cmd = [str(stack_bin), "--io", "live", "--iface", "vb", "--count", str(n)]
+    cmd += ["--duration", "60", "--nf", "streams", "--out", str(tmp_path / "live"), "--no-timeouts"]
+    with open(tmp_path / "summary.txt", "w") as summary:
+        p = subprocess.Popen(
+            ["ip", "netns", "exec", netns.name, *cmd],
+            stdout=summary,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_capturing(netns)
+        _replay(netns, capture)
+        assert p.stderr is not None
+        err = p.stderr.read()
+        assert p.wait(timeout=90) == 0, err
+    out = (tmp_path / "summary.txt").read_text()
+    assert re.search(r"^dropped +0 ", out, re.M), out
+    assert _summary_lines(out) == _summary_lines(want)
+    assert _tree(tmp_path / "live") == _tree(tmp_path / "file")
+
+
+def test_stack_stops_on_sigint_with_a_summary(
+    netns: Netns, stack_bin: Path, tmp_path: Path
+) -> None:
+    p = subprocess.Popen(
+        ["ip", "netns", "exec", netns.name, str(stack_bin), "--io", "live", "--iface", "vb"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_capturing(netns)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=10)
+    assert p.returncode == 0, err
+    assert re.search(r"^packets +0$", out, re.M), out
+    assert re.search(r"^dropped +0 ", out, re.M), out
+
+
+def test_stack_duration_and_count(netns: Netns, stack_bin: Path) -> None:
+    r = netns.run(str(stack_bin), "--io", "live", "--iface", "vb", "--duration", "1")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^packets +0$", r.stdout, re.M)
+    r = subprocess.run(
+        [str(stack_bin), str(TRACES / "mixed-android-mobile.pcap"), "--count", "10"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^packets +10$", r.stdout, re.M), r.stdout
+
+
+def test_stack_source_option_errors(stack_bin: Path) -> None:
+    cap = str(TRACES / "http-post-upload.pcap")
+    cases = [
+        ([cap, "--filter", "tcp"], "--filter, --snaplen and --promisc apply to --io live"),
+        (["--io", "live"], "name the interface (--iface IF)"),
+        ([cap, "--", "--no-huge"], "arguments after -- are DPDK's EAL arguments"),
+        (["--io", "live", "--iface", "nosuch0"], "cannot capture on nosuch0"),
+    ]
+    for args, msg in cases:
+        r = subprocess.run([str(stack_bin), *args], capture_output=True, text=True)
+        assert r.returncode != 0, args
+        assert msg in r.stderr, (args, r.stderr)

@@ -27,6 +27,14 @@ typedef struct opts {
     const char *prog;
     const char *capture;
     const char *io; /* the packet source (rg_source_find) */
+    /* live and DPDK sources (rg_source_cfg): */
+    const char *filter; /* --filter BPF (live) */
+    uint32_t snaplen;   /* --snaplen N (live), 0 = whole frames */
+    int promisc;        /* --promisc (live) */
+    int eal_argc;       /* the arguments after --: DPDK's EAL arguments */
+    char **eal_argv;
+    uint64_t count;       /* --count N: stop after N frames (0 = no limit) */
+    uint64_t duration_ns; /* --duration S: stop after S seconds (0 = no limit) */
     const char *nf;
     const rg_nf_desc *nfd; /* NULL: count or none */
     const char *out;
@@ -114,6 +122,8 @@ typedef struct summary {
     uint64_t skipped_linktype;
     const char *linktype_what;
     const rg_linkinfo *li;
+    int has_dropped;  /* a live or DPDK source: its drop count is printed */
+    uint64_t dropped; /* frames the source lost before the stack (kernel, NIC) */
 } summary;
 
 uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);

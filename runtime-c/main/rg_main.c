@@ -8,6 +8,7 @@
  * instance close, and prints a summary.  --bench times the processing loop
  * on a capture loaded into memory instead. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +16,37 @@
 #include "rg/rg_json.h"
 #include "rg/rg_seq.h"
 #include "rg_driver.h"
+
+/* Set by SIGINT/SIGTERM: the run stops reading, flushes and prints its
+ * summary; a source blocked in next_burst polls it (rg_source_cfg.stop). */
+static volatile sig_atomic_t stop_flag;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+/* The handlers for the run; the previous ones in old[2] (restored after). */
+static void catch_stop_signals(struct sigaction old[2])
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a blocking read returns EINTR */
+    stop_flag = 0;
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+}
+
+static void restore_stop_signals(const struct sigaction old[2])
+{
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+}
+
+static uint64_t now_ns(clockid_t clk);
 
 static uint64_t stack_errors(const rg_stack_desc *stack, const void *ctx)
 {
@@ -57,7 +89,13 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
 {
     char err[512];
     r->io = rg_source_find(o->io);
-    rg_source_cfg scfg = {.name = o->capture};
+    rg_source_cfg scfg = {.name = o->capture,
+                          .filter = o->filter,
+                          .snaplen = o->snaplen,
+                          .promisc = o->promisc,
+                          .argc = o->eal_argc,
+                          .argv = o->eal_argv,
+                          .stop = &stop_flag};
     r->src = r->io->open(&scfg, err, sizeof err);
     if (!r->src) {
         fprintf(stderr, "%s: %s\n", o->prog, err);
@@ -103,11 +141,26 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     rg_feeder_init(&fd, stack, &lm, r.ctx, o->no_timeouts, &r.counter.n);
     fd.prog = o->prog;
     fd.capture = o->capture;
+    struct sigaction old_sig[2];
+    catch_stop_signals(old_sig);
     rg_frame burst[RG_BURST];
     int n, status = 0;
-    while ((n = r.io->next_burst(r.src, burst, RG_BURST)) >= 0)
+    uint64_t left = o->count ? o->count : UINT64_MAX;
+    uint64_t until = o->duration_ns ? now_ns(CLOCK_MONOTONIC) + o->duration_ns : UINT64_MAX;
+    for (;;) {
+        if (!left || stop_flag || (o->duration_ns && now_ns(CLOCK_MONOTONIC) >= until)) {
+            n = RG_SRC_END;
+            break;
+        }
+        n = r.io->next_burst(r.src, burst, left < RG_BURST ? (unsigned)left : RG_BURST);
+        if (n < 0) break;
         for (int i = 0; i < n; i++)
             rg_feed(&fd, &burst[i]);
+        left -= (uint64_t)n;
+    }
+    restore_stop_signals(old_sig);
+    rg_source_stats sst;
+    r.io->stats(r.src, &sst);
     if (n == RG_SRC_ERROR) {
         /* keep what was read: flush and report it, but fail */
         fprintf(stderr, "%s: %s: %s\n", o->prog, o->capture, r.io->error(r.src));
@@ -137,7 +190,9 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .linktype_what = fd.linktype_what,
                  .gaps = c->gaps,
                  .gap_bytes = c->gap_bytes,
-                 .li = &lm.m[0].li};
+                 .li = &lm.m[0].li,
+                 .has_dropped = r.io != &rg_source_file,
+                 .dropped = sst.dropped};
     rg_print_summary(o, stack, &s);
     fflush(stdout);
     if (o->stats && stack->stats) rg_stats_print(stack->stats(r.ctx), stderr);

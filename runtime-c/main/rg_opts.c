@@ -14,12 +14,24 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
 {
     fprintf(out,
             "usage: %s CAPTURE [options]\n"
+            "       %s --io live --iface IF [options]\n"
+            "       %s --io dpdk [--port LIST] [options] -- EAL-ARGUMENTS\n"
             "Run the %s stack on the frames of a packet source (the file source: a pcap or\n"
             "pcapng capture, CAPTURE '-' = stdin).\n"
             "  --io NAME        the packet source (default file):\n",
-            prog, stack->name);
+            prog, prog, prog, stack->name);
     for (const rg_source_ops *const *s = rg_sources; *s; s++)
         fprintf(out, "                     %-12s %s\n", (*s)->name, (*s)->help);
+    fputs("  --iface IF       live: the interface (the same as CAPTURE)\n"
+          "  --port LIST      dpdk: the ports, e.g. 0,1 (default all)\n"
+          "  --filter BPF     live: capture only what this BPF expression matches\n"
+          "  --snaplen N      live: bytes captured per frame (default: whole frames)\n"
+          "  --promisc        live: promiscuous mode\n"
+          "  --count N        stop after N frames\n"
+          "  --duration S     stop after S seconds (SIGINT and SIGTERM stop too: the\n"
+          "                   instances are flushed and the summary printed)\n"
+          "  -- ARGS          dpdk: DPDK's EAL arguments (hugepages, cores, devices)\n",
+          out);
     fprintf(out, "  --nf NAME        what observes the stack (default " RG_NF_COUNT "):\n"
                  "                     %-12s the summary's counters only\n"
                  "                     %-12s the same without counting handler calls\n",
@@ -85,6 +97,13 @@ enum {
     O_STATS,
     O_BENCH,
     O_PASSES,
+    O_IFACE,
+    O_PORT,
+    O_FILTER,
+    O_SNAPLEN,
+    O_PROMISC,
+    O_COUNT,
+    O_DURATION,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -102,6 +121,13 @@ static void build_longopts(struct option *lo, size_t n)
         {"stats", no_argument, NULL, O_STATS},
         {"bench", no_argument, NULL, O_BENCH},
         {"passes", required_argument, NULL, O_PASSES},
+        {"iface", required_argument, NULL, O_IFACE},
+        {"port", required_argument, NULL, O_PORT},
+        {"filter", required_argument, NULL, O_FILTER},
+        {"snaplen", required_argument, NULL, O_SNAPLEN},
+        {"promisc", no_argument, NULL, O_PROMISC},
+        {"count", required_argument, NULL, O_COUNT},
+        {"duration", required_argument, NULL, O_DURATION},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -115,7 +141,7 @@ static void build_longopts(struct option *lo, size_t n)
 
 int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
 {
-    struct option longopts[16 + MAX_NF_FLAGS];
+    struct option longopts[24 + MAX_NF_FLAGS];
     build_longopts(longopts, sizeof longopts / sizeof longopts[0]);
     int flags[MAX_NF_FLAGS] = {0};
     memset(o, 0, sizeof *o);
@@ -125,6 +151,16 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     o->out = "rg-out";
     o->passes = DEFAULT_PASSES;
     optind = 0; /* full reset: rg_main may run more than once in a process */
+    /* everything after a "--" is the source's (DPDK's EAL arguments): getopt
+     * would mix it with CAPTURE */
+    for (int i = 1; i < argc; i++)
+        if (argv[i] && !strcmp(argv[i], "--")) {
+            o->eal_argc = argc - i - 1;
+            o->eal_argv = argv + i + 1;
+            argc = i;
+            break;
+        }
+    const char *name = NULL; /* --iface / --port */
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         const char *bad = NULL;
@@ -139,8 +175,42 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             break;
         case O_IO:
             o->io = optarg;
-            if (!rg_source_find(optarg)) bad = "--io";
+            if (!rg_source_find(optarg)) {
+                if (!strcmp(optarg, "dpdk")) {
+                    fprintf(stderr,
+                            "%s: --io dpdk: this binary has no DPDK source (build it with "
+                            "rubikgen build --io dpdk)\n",
+                            o->prog);
+                    return EXIT_USAGE;
+                }
+                bad = "--io";
+            }
             break;
+        case O_IFACE:
+        case O_PORT:
+            name = optarg;
+            break;
+        case O_FILTER:
+            o->filter = optarg;
+            break;
+        case O_SNAPLEN: {
+            uint64_t v;
+            if (parse_num(optarg, 1, INT32_MAX, &v)) bad = "--snaplen";
+            o->snaplen = (uint32_t)v;
+            break;
+        }
+        case O_PROMISC:
+            o->promisc = 1;
+            break;
+        case O_COUNT:
+            if (parse_num(optarg, 1, UINT64_MAX, &o->count)) bad = "--count";
+            break;
+        case O_DURATION: {
+            uint64_t v;
+            if (parse_num(optarg, 1, UINT64_MAX / NS_PER_S, &v)) bad = "--duration";
+            o->duration_ns = v * NS_PER_S;
+            break;
+        }
         case O_OUT:
             o->out = optarg;
             break;
@@ -183,11 +253,29 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             return EXIT_USAGE;
         }
     }
-    if (argc - optind != 1) {
+    int file = !strcmp(o->io, rg_source_file.name);
+    if (argc - optind > 1 || (argc - optind == 1 && name) || (file && argc - optind != 1)) {
         fprintf(stderr, "%s: expected one CAPTURE argument (see --help)\n", o->prog);
         return EXIT_USAGE;
     }
-    o->capture = argv[optind];
+    o->capture = argc - optind == 1 ? argv[optind] : name;
+    if (!o->capture && !strcmp(o->io, "dpdk")) o->capture = "all"; /* every port */
+    if (!o->capture) {
+        fprintf(stderr, "%s: --io %s: name the interface (--iface IF)\n", o->prog, o->io);
+        return EXIT_USAGE;
+    }
+    if (!file && o->bench) {
+        fprintf(stderr, "%s: --bench reads a capture file (--io file)\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if (strcmp(o->io, "live") && (o->filter || o->snaplen || o->promisc)) {
+        fprintf(stderr, "%s: --filter, --snaplen and --promisc apply to --io live\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if (strcmp(o->io, "dpdk") && o->eal_argc) {
+        fprintf(stderr, "%s: arguments after -- are DPDK's EAL arguments (--io dpdk)\n", o->prog);
+        return EXIT_USAGE;
+    }
     if (o->passes_set && !o->bench) {
         fprintf(stderr, "%s: --passes needs --bench\n", o->prog);
         return EXIT_USAGE;

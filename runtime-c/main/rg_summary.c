@@ -88,6 +88,7 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
            ",\"skipped\":%" PRIu64 ",",
            s->opened, s->closed, s->live, s->calls, s->payload, s->errors, s->skipped);
     printf("\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 ",", s->gaps, s->gap_bytes);
+    if (s->has_dropped) printf("\"io\":\"%s\",\"dropped\":%" PRIu64 ",", o->io, s->dropped);
     printf("\"skipped_linktype\":%" PRIu64 ",\"link_type\":", s->skipped_linktype);
     rg_json_string(stdout, rg_link_type_name(s->li));
     fputs(",\"entries\":[", stdout);
@@ -130,5 +131,9 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
            s->errors, s->skipped, s->skipped_linktype, rg_link_type_name(s->li),
            s->linktype_what, rg_entry_names(stack, entries, sizeof entries), s->gaps,
            s->gap_bytes);
+    if (s->has_dropped)
+        printf("dropped        %" PRIu64 "  (frames the %s source lost before the stack: kernel, "
+               "NIC)\n",
+               s->dropped, o->io);
     layers_text(stack, s->n, s->live_per, s->st);
 }

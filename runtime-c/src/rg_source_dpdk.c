@@ -281,7 +281,7 @@ static const char *dpdk_error(const rg_source *s)
 
 const rg_source_ops rg_source_dpdk = {
     .name = "dpdk",
-    .help = "DPDK ports: --port LIST|all, EAL arguments after --",
+    .help = "DPDK ports (--port LIST, EAL arguments after --)",
     .open = dpdk_open,
     .next_burst = dpdk_next_burst,
     .link = dpdk_link,

@@ -213,8 +213,7 @@ static const char *live_error(const rg_source *s)
 
 const rg_source_ops rg_source_live = {
     .name = "live",
-    .help = "capture on a network interface (libpcap): --iface IF [--filter BPF] [--snaplen N] "
-            "[--promisc]",
+    .help = "a network interface through libpcap (--iface IF)",
     .open = live_open,
     .next_burst = live_next_burst,
     .link = live_link,

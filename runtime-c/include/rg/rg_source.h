@@ -83,10 +83,10 @@ const rg_source_ops *rg_source_find(const char *name);
 extern const rg_source_ops rg_source_file;
 /* A live interface through libpcap (rg_source_live.c). */
 extern const rg_source_ops rg_source_live;
-#ifdef RG_HAVE_DPDK
-/* DPDK ports (rg_source_dpdk.c; built only when pkg-config finds libdpdk). */
+/* DPDK ports (rg_source_dpdk.c, build/librgdpdk.a: built only when
+ * pkg-config finds libdpdk, linked only with --io dpdk; rg_source.c refers
+ * to it weakly, see there). */
 extern const rg_source_ops rg_source_dpdk;
-#endif
 
 #ifdef __cplusplus
 }
