@@ -203,6 +203,21 @@ def test_live_bpf_filter(netns: Netns, srcdump: Path, tmp_path: Path) -> None:
     assert [b for _, b in read_pcap(out)] == ipv6
 
 
+def test_live_snaplen(netns: Netns, srcdump: Path, tmp_path: Path) -> None:
+    capture = TRACES / "http-post-upload.pcap"
+    sent = read_pcap(capture)
+    out = tmp_path / "snap.pcap"
+    p = _start_capture(
+        netns, srcdump, out, "--snaplen", "100", "--count", str(len(sent)), "--duration", "30"
+    )
+    _replay(netns, capture)
+    rc, err = _finish(p)
+    assert rc == 0, err
+    got = read_pcap(out)
+    assert [(n, b) for n, b in got] == [(len(b), b[:100]) for _, b in sent]
+    assert any(len(b) > 100 for _, b in sent)  # some frames were cut
+
+
 def test_live_errors_are_clear(netns: Netns, srcdump: Path, tmp_path: Path) -> None:
     out = str(tmp_path / "x.pcap")
     r = netns.run(str(srcdump), "--io", "live", "--name", "vb", "--filter", "tcp port", "-w", out)
