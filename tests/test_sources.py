@@ -72,6 +72,26 @@ def read_pcap(path: Path) -> list[Frame]:
     return frames
 
 
+def pcap_times(path: Path) -> list[int]:
+    """The frame times of a pcap file srcdump wrote (little-endian, nanoseconds), in ns."""
+    data = path.read_bytes()
+    assert data[:4] == b"\x4d\x3c\xb2\xa1", "srcdump writes nanosecond pcap"
+    times, off = [], 24
+    while off + 16 <= len(data):
+        sec, nsec, incl, _ = struct.unpack("<IIII", data[off : off + 16])
+        times.append(sec * 1_000_000_000 + nsec)
+        off += 16 + incl
+    return times
+
+
+def _check_times(path: Path, t0: int, t1: int) -> None:
+    """Wall-clock times taken while the frames arrived, in order."""
+    times = pcap_times(path)
+    assert times, path
+    assert times == sorted(times)
+    assert t0 <= times[0] and times[-1] <= t1, (t0, times[0], times[-1], t1)
+
+
 def _summary(stderr: str) -> dict[str, int]:
     m = re.search(r"frames=(\d+) bytes=(\d+) dropped=(\d+)", stderr)
     assert m, stderr
@@ -174,9 +194,11 @@ def test_live_receives_the_replayed_capture(
     sent = read_pcap(capture)
     out = tmp_path / "live.pcap"
     p = _start_capture(netns, srcdump, out, "--count", str(len(sent)), "--duration", "30")
+    t0 = time.time_ns()
     _replay(netns, capture)
     rc, err = _finish(p)
     assert rc == 0, err
+    _check_times(out, t0, time.time_ns())
     got = read_pcap(out)
     st = _summary(err)
     assert st["dropped"] == 0
@@ -280,8 +302,10 @@ def _dpdk_run(
 def test_dpdk_pcap_vdev(dpdk: Path, tmp_path: Path, name: str) -> None:
     capture = TRACES / name
     sent = read_pcap(capture)
+    t0 = time.time_ns()
     r = _dpdk_run(dpdk, tmp_path, len(sent), "", f"net_pcap0,rx_pcap={capture}")
     assert r.returncode == 0, r.stderr
+    _check_times(tmp_path / "dpdk.pcap", t0, time.time_ns())  # the TSC, on the wall clock
     st = _summary(r.stderr)
     got = read_pcap(tmp_path / "dpdk.pcap")
     assert st["frames"] == len(got) == len(sent)
@@ -305,6 +329,17 @@ def test_dpdk_every_port_and_a_port_list(dpdk: Path, tmp_path: Path) -> None:
     r = _dpdk_run(dpdk, tmp_path, len(fb), "1", *vdevs)
     assert r.returncode == 0, r.stderr
     assert [x for _, x in read_pcap(tmp_path / "dpdk.pcap")] == fb
+
+
+def test_dpdk_null_vdev(dpdk: Path, tmp_path: Path) -> None:
+    # net_null: a port that receives 64-byte frames as fast as it is polled
+    t0 = time.time_ns()
+    r = _dpdk_run(dpdk, tmp_path, 5000, "", "net_null0,size=64")
+    assert r.returncode == 0, r.stderr
+    assert _summary(r.stderr) == {"frames": 5000, "bytes": 5000 * 64, "dropped": 0}
+    got = read_pcap(tmp_path / "dpdk.pcap")
+    assert len(got) == 5000 and all(n == 64 and len(b) == 64 for n, b in got)
+    _check_times(tmp_path / "dpdk.pcap", t0, time.time_ns())
 
 
 def test_dpdk_errors_are_clear(dpdk: Path, tmp_path: Path) -> None:
