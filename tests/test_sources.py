@@ -26,6 +26,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -358,7 +359,13 @@ def test_dpdk_errors_are_clear(dpdk: Path, tmp_path: Path) -> None:
 def _build(
     tmp: Path, io: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    cmd = ["python", "-m", "rubikgen", "build", str(REPO / "specs" / "stacks" / "tcp_ip.yaml")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rubikgen",
+        "build",
+        str(REPO / "specs" / "stacks" / "tcp_ip.yaml"),
+    ]
     cmd += ["--io", io, "--out-dir", str(tmp)]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO)
