@@ -20,6 +20,8 @@ network namespaces (live); pkg-config finds no libdpdk (dpdk).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -533,3 +535,92 @@ def test_stack_source_option_errors(stack_bin: Path) -> None:
         r = subprocess.run([str(stack_bin), *args], capture_output=True, text=True)
         assert r.returncode != 0, args
         assert msg in r.stderr, (args, r.stderr)
+
+
+# ---- --workers N ----------------------------------------------------------------------------
+#
+# N stack contexts on N threads, frames split by the symmetric RSS hash of their outer
+# addresses: the flow records and streams (OUT/worker-W/...) are those of one context, the
+# summary is the same (plus its `workers` line), idle timeouts included (the reading thread
+# hands every worker the clock ticks of the whole input).
+
+
+def _records(out: Path, name: str) -> list[str]:
+    """The NF's records of every worker (or of the single run), uid and file name (which
+    depend on the context) replaced by the stream's content hash, sorted."""
+    recs = []
+    for path in sorted(out.rglob(name)):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            rec.pop("uid", None)
+            file = rec.pop("file", None)
+            if file:
+                rec["content"] = hashlib.sha256((path.parent / file).read_bytes()).hexdigest()
+            recs.append(json.dumps(rec, sort_keys=True))
+    return sorted(recs)
+
+
+def _run_nf(binary: Path, capture: Path, nf: str, out: Path, *extra: str) -> str:
+    r = subprocess.run(
+        [str(binary), str(capture), "--nf", nf, "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _without_workers_line(summary: str) -> list[str]:
+    return [ln for ln in summary.splitlines() if not ln.startswith("workers ")]
+
+
+def _all_eligible() -> list[str]:
+    from tests.oracle.tshark import eligible_captures
+
+    return [p.name for p in eligible_captures()]
+
+
+@pytest.mark.parametrize("name", _all_eligible())
+def test_workers_write_what_one_context_writes(stack_bin: Path, tmp_path: Path, name: str) -> None:
+    capture = TRACES / name
+    for nf, records in (("streams", "flows.jsonl"), ("flowstats", "flowstats.jsonl")):
+        one = _run_nf(stack_bin, capture, nf, tmp_path / f"{nf}-1")
+        three = _run_nf(stack_bin, capture, nf, tmp_path / f"{nf}-3", "--workers", "3")
+        assert _without_workers_line(three) == _without_workers_line(one)
+        assert re.search(r"^workers +3 ", three, re.M)
+        assert not (tmp_path / f"{nf}-3" / records).exists()  # per worker only
+        assert _records(tmp_path / f"{nf}-3", records) == _records(tmp_path / f"{nf}-1", records)
+
+
+def test_workers_share_the_work(stack_bin: Path, tmp_path: Path) -> None:
+    out = _run_nf(
+        stack_bin, TRACES / "mixed-android-mobile.pcap", "count", tmp_path, "--workers", "2"
+    )
+    m = re.search(r"^workers +2 +\(frames per worker: (\d+) (\d+);", out, re.M)
+    assert m, out
+    assert int(m[1]) > 50 and int(m[2]) > 50 and int(m[1]) + int(m[2]) == 500
+
+
+@pytest.mark.parametrize("name", ["mixed-android-mobile.pcap", "ipv4-frag-socks5-http.pcap"])
+def test_workers_on_live(netns: Netns, stack_bin: Path, tmp_path: Path, name: str) -> None:
+    capture = TRACES / name
+    one = _run_nf(stack_bin, capture, "streams", tmp_path / "file", "--no-timeouts")
+    n = len(read_pcap(capture))
+    cmd = [str(stack_bin), "--io", "live", "--iface", "vb", "--count", str(n), "--workers", "2"]
+    cmd += ["--duration", "60", "--nf", "streams", "--out", str(tmp_path / "live"), "--no-timeouts"]
+    with open(tmp_path / "summary.txt", "w") as summary:
+        p = subprocess.Popen(
+            ["ip", "netns", "exec", netns.name, *cmd],
+            stdout=summary,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_capturing(netns)
+        _replay(netns, capture)
+        assert p.stderr is not None
+        err = p.stderr.read()
+        assert p.wait(timeout=90) == 0, err
+    out = (tmp_path / "summary.txt").read_text()
+    assert re.search(r"^dropped +0 ", out, re.M), out
+    assert _summary_lines("\n".join(_without_workers_line(out))) == _summary_lines(one)
+    assert _records(tmp_path / "live", "flows.jsonl") == _records(tmp_path / "file", "flows.jsonl")

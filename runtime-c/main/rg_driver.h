@@ -5,6 +5,7 @@
 #ifndef RG_DRIVER_H
 #define RG_DRIVER_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "rg/rg_api.h"
@@ -35,6 +36,7 @@ typedef struct opts {
     char **eal_argv;
     uint64_t count;       /* --count N: stop after N frames (0 = no limit) */
     uint64_t duration_ns; /* --duration S: stop after S seconds (0 = no limit) */
+    unsigned workers;     /* --workers N: stack contexts on N threads (1: this thread) */
     const char *nf;
     const rg_nf_desc *nfd; /* NULL: count or none */
     const char *out;
@@ -124,6 +126,8 @@ typedef struct summary {
     const rg_linkinfo *li;
     int has_dropped;  /* a live or DPDK source: its drop count is printed */
     uint64_t dropped; /* frames the source lost before the stack (kernel, NIC) */
+    unsigned nworkers;            /* --workers N > 1: the frames each worker got */
+    const uint64_t *worker_pkts;
 } summary;
 
 uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);
@@ -133,5 +137,10 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
 /* "layers":{NAME:{...},...} for every layer with a selector. */
 void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64_t *live,
                     const rg_stats *st);
+
+/* ---- --workers N (rg_workers.c) ---- */
+
+/* The run with o->workers threads; stop: set by SIGINT/SIGTERM. */
+int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomic_t *stop);
 
 #endif /* RG_DRIVER_H */

@@ -305,10 +305,20 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
     return rc;
 }
 
+static int run_workers(const opts *o, const rg_stack_desc *stack)
+{
+    struct sigaction old_sig[2];
+    catch_stop_signals(old_sig);
+    int rc = rg_run_workers(o, stack, &stop_flag);
+    restore_stop_signals(old_sig);
+    return rc;
+}
+
 int rg_main(int argc, char **argv, const rg_stack_desc *stack)
 {
     opts o;
     int rc = rg_parse_opts(argc, argv, stack, &o);
     if (rc) return rc == 1 ? 0 : rc;
+    if (o.workers > 1) return run_workers(&o, stack);
     return o.bench ? run_bench(&o, stack) : run_capture(&o, stack);
 }

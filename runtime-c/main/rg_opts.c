@@ -30,7 +30,10 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "  --count N        stop after N frames\n"
           "  --duration S     stop after S seconds (SIGINT and SIGTERM stop too: the\n"
           "                   instances are flushed and the summary printed)\n"
-          "  -- ARGS          dpdk: DPDK's EAL arguments (hugepages, cores, devices)\n",
+          "  -- ARGS          dpdk: DPDK's EAL arguments (hugepages, cores, devices)\n"
+          "  --workers N      file, live: N stack contexts on N threads, frames split by\n"
+          "                   the symmetric RSS hash of their outer addresses; each NF\n"
+          "                   writes into OUT/worker-W (default 1)\n",
           out);
     fprintf(out, "  --nf NAME        what observes the stack (default " RG_NF_COUNT "):\n"
                  "                     %-12s the summary's counters only\n"
@@ -104,6 +107,7 @@ enum {
     O_PROMISC,
     O_COUNT,
     O_DURATION,
+    O_WORKERS,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -128,6 +132,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"promisc", no_argument, NULL, O_PROMISC},
         {"count", required_argument, NULL, O_COUNT},
         {"duration", required_argument, NULL, O_DURATION},
+        {"workers", required_argument, NULL, O_WORKERS},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -205,6 +210,12 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_COUNT:
             if (parse_num(optarg, 1, UINT64_MAX, &o->count)) bad = "--count";
             break;
+        case O_WORKERS: {
+            uint64_t v;
+            if (parse_num(optarg, 1, 64, &v)) bad = "--workers";
+            o->workers = (unsigned)v;
+            break;
+        }
         case O_DURATION: {
             uint64_t v;
             if (parse_num(optarg, 1, UINT64_MAX / NS_PER_S, &v)) bad = "--duration";
@@ -270,6 +281,11 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     }
     if (strcmp(o->io, "live") && (o->filter || o->snaplen || o->promisc)) {
         fprintf(stderr, "%s: --filter, --snaplen and --promisc apply to --io live\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if (o->workers > 1 && (o->bench || !strcmp(o->io, "dpdk"))) {
+        fprintf(stderr, "%s: --workers applies to --io file and live (not --bench, not dpdk)\n",
+                o->prog);
         return EXIT_USAGE;
     }
     if (strcmp(o->io, "dpdk") && o->eal_argc) {

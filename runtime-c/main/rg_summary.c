@@ -89,6 +89,12 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
            s->opened, s->closed, s->live, s->calls, s->payload, s->errors, s->skipped);
     printf("\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 ",", s->gaps, s->gap_bytes);
     if (s->has_dropped) printf("\"io\":\"%s\",\"dropped\":%" PRIu64 ",", o->io, s->dropped);
+    if (s->nworkers) {
+        fputs("\"workers\":[", stdout);
+        for (unsigned w = 0; w < s->nworkers; w++)
+            printf("%s%" PRIu64, w ? "," : "", s->worker_pkts[w]);
+        fputs("],", stdout);
+    }
     printf("\"skipped_linktype\":%" PRIu64 ",\"link_type\":", s->skipped_linktype);
     rg_json_string(stdout, rg_link_type_name(s->li));
     fputs(",\"entries\":[", stdout);
@@ -135,5 +141,10 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
         printf("dropped        %" PRIu64 "  (frames the %s source lost before the stack: kernel, "
                "NIC)\n",
                s->dropped, o->io);
+    if (s->nworkers) {
+        printf("workers        %u  (frames per worker:", s->nworkers);
+        for (unsigned w = 0; w < s->nworkers; w++) printf(" %" PRIu64, s->worker_pkts[w]);
+        printf("; outputs in %s/worker-N)\n", o->out);
+    }
     layers_text(stack, s->n, s->live_per, s->st);
 }

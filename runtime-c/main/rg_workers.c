@@ -1,0 +1,309 @@
+/* rg_workers.c - --workers N: one stack context per worker thread, fed by
+ * the thread that reads the source (file or live).
+ *
+ * Shared nothing on the packet path: each worker owns its context, its
+ * counters, its NF (writing into OUT/worker-W) and its entry maps; the
+ * reading thread maps every frame to a worker with the symmetric RSS hash
+ * (rg_rss.h) on the outer addresses (RG_RSS_L3: a connection's IP
+ * fragments, its other segments and both directions stay together) and
+ * copies it into that worker's ring (rg_ring.h).
+ *
+ * Idle expiry follows the packet clock of the whole input, as with one
+ * context: the reading thread applies the feeder's rule (an expire call at
+ * the first frame of every new second of packet time) and puts a clock tick
+ * into every ring at that point of the frame order; workers expire on ticks
+ * only.  Every instance so sees the expire calls at the same points among
+ * its own packets as in a single context, and ends the same way. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rg/rg_ring.h"
+#include "rg/rg_rss.h"
+#include "rg_driver.h"
+
+#define TICK_DLT  (-1)        /* a ring record that is a clock tick, not a frame */
+#define RING_SIZE (16u << 20) /* bytes per worker */
+
+typedef struct worker {
+    const opts *o;
+    const rg_stack_desc *stack;
+    unsigned id;
+    rg_ring ring;
+    int ring_ok;
+    _Atomic int done; /* the reader has pushed everything */
+    rg_counter counter;
+    int counter_ok;
+    rg_obs *nf;
+    obs_chain ch;
+    rg_obs obs;
+    void *ctx;
+    rg_entry_links lm;
+    feeder fd;
+    uint64_t *live_per;
+    char out[4096];
+    pthread_t thread;
+    int started;
+} worker;
+
+static void process(worker *w, const rg_frame *f)
+{
+    if (f->dlt == TICK_DLT)
+        w->stack->expire(w->ctx, f->ts_ns);
+    else
+        rg_feed(&w->fd, f);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    for (;;) {
+        /* read done first: what was pushed before it was set is drained below */
+        int fin = atomic_load_explicit(&w->done, memory_order_acquire);
+        unsigned got = 0;
+        rg_frame f;
+        while (rg_ring_peek(&w->ring, &f)) {
+            process(w, &f);
+            if (++got % RG_BURST == 0) rg_ring_release(&w->ring);
+        }
+        rg_ring_release(&w->ring);
+        if (!got) {
+            if (fin) break;
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+static int worker_open(worker *w, const rg_linkinfo *li, char *err, size_t errlen)
+{
+    const opts *o = w->o;
+    const rg_stack_desc *stack = w->stack;
+    w->ring_ok = rg_ring_init(&w->ring, RING_SIZE) == RG_OK;
+    w->counter_ok = w->ring_ok && rg_counter_init(&w->counter, stack) == RG_OK;
+    if (!w->counter_ok) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    if (rg_entry_links_init(&w->lm, stack, li) != RG_OK) {
+        snprintf(err, errlen, "%s: link type %d is not supported", o->capture, li->dlt);
+        return 1;
+    }
+    if (o->nfd) {
+        snprintf(w->out, sizeof w->out, "%s/worker-%u", o->out, w->id);
+        rg_nf_cfg ncfg = {w->out, o->nf_flag};
+        char e[256];
+        w->nf = o->nfd->create(stack, &ncfg, e, sizeof e);
+        if (!w->nf) {
+            snprintf(err, errlen, "--nf %s: %s", o->nf, e);
+            return 1;
+        }
+    }
+    w->obs = rg_make_observer(&w->counter, w->nf, strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
+    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &w->obs, o->no_timeouts, o->layer_cap};
+    w->ctx = stack->ctx_new(&cfg);
+    w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
+    if (!w->ctx || !w->live_per) {
+        snprintf(err, errlen, "cannot create the %s stack context (out of memory?)", stack->name);
+        return 1;
+    }
+    /* expiry comes as ticks from the reader: the feeder never expires by itself */
+    rg_feeder_init(&w->fd, stack, &w->lm, w->ctx, 1, &w->counter.n);
+    w->fd.prog = w->id == 0 ? o->prog : NULL; /* warnings once */
+    w->fd.capture = o->capture;
+    return 0;
+}
+
+static void worker_free(worker *w)
+{
+    if (w->ctx) w->stack->ctx_free(w->ctx);
+    free(w->live_per);
+    if (w->nf) w->o->nfd->finish(w->nf);
+    if (w->counter_ok) rg_counter_free(&w->counter);
+    if (w->ring_ok) rg_ring_free(&w->ring);
+}
+
+/* Hand one record to a worker, waiting while its ring is full; 0 or
+ * RG_EINVAL (a frame larger than half a ring). */
+static int push(worker *w, const rg_frame *f)
+{
+    int rc;
+    while ((rc = rg_ring_push(&w->ring, f)) == 0) sched_yield();
+    return rc == 1 ? 0 : rc;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * NS_PER_S + (uint64_t)t.tv_nsec;
+}
+
+/* Read the source and distribute; the source's status (RG_SRC_END/ERROR). */
+static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, worker *ws,
+                      unsigned nw, volatile sig_atomic_t *stop, uint64_t *per, uint64_t *lost)
+{
+    static const uint8_t none = 0;
+    rg_rss_dist dist;
+    rg_rss_dist_init(&dist, nw, RG_RSS_L3);
+    uint64_t next_expire = o->no_timeouts ? UINT64_MAX : 0;
+    int expire_on = 0;
+    uint64_t left = o->count ? o->count : UINT64_MAX;
+    uint64_t t_end = o->duration_ns ? mono_ns() + o->duration_ns : 0;
+    rg_frame burst[RG_BURST];
+    for (;;) {
+        if (!left || *stop || (t_end && mono_ns() >= t_end)) return RG_SRC_END;
+        int n = io->next_burst(src, burst, left < RG_BURST ? (unsigned)left : RG_BURST);
+        if (n < 0) return n;
+        for (int i = 0; i < n; i++) {
+            const rg_frame *f = &burst[i];
+            if (f->ts_ns >= next_expire) { /* the feeder's expiry rule (rg_feed) */
+                if (expire_on) {
+                    rg_frame tick = {.data = &none, .ts_ns = f->ts_ns, .dlt = TICK_DLT};
+                    for (unsigned k = 0; k < nw; k++) push(&ws[k], &tick);
+                }
+                expire_on = 1;
+                next_expire = f->ts_ns + NS_PER_S;
+            }
+            unsigned k = rg_rss_dist_worker(&dist, f);
+            if (push(&ws[k], f))
+                (*lost)++; /* larger than half a ring (8 MB): cannot be handed over */
+            else
+                per[k]++;
+        }
+        left -= (uint64_t)n;
+    }
+}
+
+/* The workers' counts added up, after their flush. */
+static void add_counts(rg_counts *t, const rg_counts *c, unsigned nlayers)
+{
+    t->calls += c->calls;
+    t->opened += c->opened;
+    t->closed += c->closed;
+    t->payload_bytes += c->payload_bytes;
+    t->gaps += c->gaps;
+    t->gap_bytes += c->gap_bytes;
+    for (unsigned i = 0; i < nlayers; i++) {
+        t->layer[i].opened += c->layer[i].opened;
+        t->layer[i].one_packet += c->layer[i].one_packet;
+        for (int r = 0; r < 4; r++) t->layer[i].closed[r] += c->layer[i].closed[r];
+    }
+}
+
+int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomic_t *stop)
+{
+    char err[512];
+    const rg_source_ops *io = rg_source_find(o->io);
+    rg_source_cfg scfg = {.name = o->capture,
+                          .filter = o->filter,
+                          .snaplen = o->snaplen,
+                          .promisc = o->promisc,
+                          .argc = o->eal_argc,
+                          .argv = o->eal_argv,
+                          .stop = stop};
+    rg_source *src = io->open(&scfg, err, sizeof err);
+    if (!src) {
+        fprintf(stderr, "%s: %s\n", o->prog, err);
+        return 1;
+    }
+    unsigned nw = o->workers;
+    worker *ws = calloc(nw, sizeof *ws);
+    uint64_t *per = calloc(nw, sizeof *per);
+    uint64_t *live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *live_per);
+    rg_counter total;
+    int total_ok = rg_counter_init(&total, stack) == RG_OK;
+    int status = 0;
+    if (!ws || !per || !live_per || !total_ok) {
+        fprintf(stderr, "%s: out of memory\n", o->prog);
+        status = 1;
+    }
+    for (unsigned i = 0; !status && i < nw; i++) {
+        ws[i].o = o;
+        ws[i].stack = stack;
+        ws[i].id = i;
+        atomic_init(&ws[i].done, 0);
+        if (worker_open(&ws[i], io->link(src), err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", o->prog, err);
+            status = 1;
+        }
+    }
+    for (unsigned i = 0; !status && i < nw; i++) {
+        if (pthread_create(&ws[i].thread, NULL, worker_main, &ws[i])) {
+            fprintf(stderr, "%s: cannot start worker %u\n", o->prog, i);
+            status = 1;
+        } else {
+            ws[i].started = 1;
+        }
+    }
+    uint64_t lost = 0;
+    int n = status ? RG_SRC_END : distribute(o, io, src, ws, nw, stop, per, &lost);
+    for (unsigned i = 0; ws && i < nw; i++) {
+        atomic_store_explicit(&ws[i].done, 1, memory_order_release);
+        if (ws[i].started) pthread_join(ws[i].thread, NULL);
+    }
+    if (n == RG_SRC_ERROR) {
+        /* keep what was read: flush and report it, but fail */
+        fprintf(stderr, "%s: %s: %s\n", o->prog, o->capture, io->error(src));
+        status = 1;
+    }
+    if (lost) fprintf(stderr, "%s: %" PRIu64 " frames too large for a worker's ring\n", o->prog, lost);
+    if (!status || n == RG_SRC_ERROR) {
+        summary s = {.skipped = lost};
+        uint64_t live = 0;
+        for (unsigned i = 0; i < nw; i++) {
+            worker *w = &ws[i];
+            const rg_counts *c = &w->counter.n;
+            live += c->opened - c->closed;
+            rg_live_before_flush(stack, &w->counter.n, w->live_per);
+            for (unsigned l = 0; l < stack->nlayers; l++) live_per[l] += w->live_per[l];
+            stack->flush(w->ctx);
+            if (w->nf && o->nfd->finish(w->nf)) status = 1;
+            w->nf = NULL;
+            add_counts(&total.n, c, stack->nlayers);
+            s.pkts += w->fd.pkts;
+            s.bytes += w->fd.bytes;
+            s.skipped += w->fd.skipped;
+            s.skipped_linktype += w->fd.skipped_linktype;
+            if (w->fd.linktype_what[0]) s.linktype_what = w->fd.linktype_what;
+            const rg_stats *st = stack->stats ? stack->stats(w->ctx) : NULL;
+            s.errors += (st ? rg_stats_total_errors(st) : 0) + w->fd.skipped;
+        }
+        rg_source_stats sst;
+        io->stats(src, &sst);
+        s.link = ws[0].lm.m[0].li.name;
+        s.opened = total.n.opened;
+        s.closed = total.n.closed;
+        s.live = live;
+        s.calls = total.n.calls;
+        s.payload = total.n.payload_bytes;
+        s.errors += lost;
+        s.n = &total.n;
+        s.live_per = live_per;
+        s.st = stack->stats ? stack->stats(ws[0].ctx) : NULL; /* record sizes */
+        if (!s.linktype_what) s.linktype_what = "";
+        s.gaps = total.n.gaps;
+        s.gap_bytes = total.n.gap_bytes;
+        s.li = &ws[0].lm.m[0].li;
+        s.has_dropped = io != &rg_source_file;
+        s.dropped = sst.dropped;
+        s.nworkers = nw;
+        s.worker_pkts = per;
+        rg_print_summary(o, stack, &s);
+        fflush(stdout);
+        for (unsigned i = 0; o->stats && stack->stats && i < nw; i++) {
+            fprintf(stderr, "worker %u:\n", i);
+            rg_stats_print(stack->stats(ws[i].ctx), stderr);
+        }
+    }
+    for (unsigned i = 0; ws && i < nw; i++) worker_free(&ws[i]);
+    free(ws);
+    free(per);
+    free(live_per);
+    if (total_ok) rg_counter_free(&total);
+    io->close(src);
+    return status;
+}
