@@ -540,14 +540,15 @@ def test_stack_source_option_errors(stack_bin: Path) -> None:
 # ---- --workers N ----------------------------------------------------------------------------
 #
 # N stack contexts on N threads, frames split by the symmetric RSS hash of their outer
-# addresses: the flow records and streams (OUT/worker-W/...) are those of one context, the
-# summary is the same (plus its `workers` line), idle timeouts included (the reading thread
-# hands every worker the clock ticks of the whole input).
+# addresses, one NF for all: the flow records and streams are those of one context (uids
+# aside: they are numbered so that the worker is uid - 1 modulo N), the summary is the same
+# (plus its `workers` line), idle timeouts included (the reading thread hands every worker the
+# clock ticks of the whole input).
 
 
 def _records(out: Path, name: str) -> list[str]:
-    """The NF's records of every worker (or of the single run), uid and file name (which
-    depend on the context) replaced by the stream's content hash, sorted."""
+    """The NF's records, uid and file name (which depend on the context) replaced by the
+    stream's content hash, sorted."""
     recs = []
     for path in sorted(out.rglob(name)):
         for line in path.read_text().splitlines():
@@ -588,7 +589,8 @@ def test_workers_write_what_one_context_writes(stack_bin: Path, tmp_path: Path, 
         three = _run_nf(stack_bin, capture, nf, tmp_path / f"{nf}-3", "--workers", "3")
         assert _without_workers_line(three) == _without_workers_line(one)
         assert re.search(r"^workers +3 ", three, re.M)
-        assert not (tmp_path / f"{nf}-3" / records).exists()  # per worker only
+        assert (tmp_path / f"{nf}-3" / records).is_file()  # one set of files
+        assert not list((tmp_path / f"{nf}-3").glob("worker-*"))
         assert _records(tmp_path / f"{nf}-3", records) == _records(tmp_path / f"{nf}-1", records)
 
 
@@ -596,7 +598,7 @@ def test_workers_share_the_work(stack_bin: Path, tmp_path: Path) -> None:
     out = _run_nf(
         stack_bin, TRACES / "mixed-android-mobile.pcap", "count", tmp_path, "--workers", "2"
     )
-    m = re.search(r"^workers +2 +\(frames per worker: (\d+) (\d+);", out, re.M)
+    m = re.search(r"^workers +2 +\(frames per worker: (\d+) (\d+)\)", out, re.M)
     assert m, out
     assert int(m[1]) > 50 and int(m[2]) > 50 and int(m[1]) + int(m[2]) == 500
 

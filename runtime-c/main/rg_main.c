@@ -141,8 +141,6 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     rg_feeder_init(&fd, stack, &lm, r.ctx, o->no_timeouts, &r.counter.n);
     fd.prog = o->prog;
     fd.capture = o->capture;
-    struct sigaction old_sig[2];
-    catch_stop_signals(old_sig);
     rg_frame burst[RG_BURST];
     int n, status = 0;
     uint64_t left = o->count ? o->count : UINT64_MAX;
@@ -158,7 +156,6 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
             rg_feed(&fd, &burst[i]);
         left -= (uint64_t)n;
     }
-    restore_stop_signals(old_sig);
     rg_source_stats sst;
     r.io->stats(r.src, &sst);
     if (n == RG_SRC_ERROR) {
@@ -305,20 +302,17 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
     return rc;
 }
 
-static int run_workers(const opts *o, const rg_stack_desc *stack)
-{
-    struct sigaction old_sig[2];
-    catch_stop_signals(old_sig);
-    int rc = rg_run_workers(o, stack, &stop_flag);
-    restore_stop_signals(old_sig);
-    return rc;
-}
-
 int rg_main(int argc, char **argv, const rg_stack_desc *stack)
 {
     opts o;
     int rc = rg_parse_opts(argc, argv, stack, &o);
     if (rc) return rc == 1 ? 0 : rc;
-    if (o.workers > 1) return run_workers(&o, stack);
-    return o.bench ? run_bench(&o, stack) : run_capture(&o, stack);
+    if (o.bench) return run_bench(&o, stack);
+    /* from before the source opens (a signal then must not kill the run) to
+     * the end of the summary */
+    struct sigaction old_sig[2];
+    catch_stop_signals(old_sig);
+    rc = o.workers > 1 ? rg_run_workers(&o, stack, &stop_flag) : run_capture(&o, stack);
+    restore_stop_signals(old_sig);
+    return rc;
 }

@@ -32,8 +32,7 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "                   instances are flushed and the summary printed)\n"
           "  -- ARGS          dpdk: DPDK's EAL arguments (hugepages, cores, devices)\n"
           "  --workers N      file, live: N stack contexts on N threads, frames split by\n"
-          "                   the symmetric RSS hash of their outer addresses; each NF\n"
-          "                   writes into OUT/worker-W (default 1)\n",
+          "                   the symmetric RSS hash of their outer addresses (default 1)\n",
           out);
     fprintf(out, "  --nf NAME        what observes the stack (default " RG_NF_COUNT "):\n"
                  "                     %-12s the summary's counters only\n"

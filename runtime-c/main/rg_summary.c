@@ -144,7 +144,7 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
     if (s->nworkers) {
         printf("workers        %u  (frames per worker:", s->nworkers);
         for (unsigned w = 0; w < s->nworkers; w++) printf(" %" PRIu64, s->worker_pkts[w]);
-        printf("; outputs in %s/worker-N)\n", o->out);
+        fputs(")\n", stdout);
     }
     layers_text(stack, s->n, s->live_per, s->st);
 }

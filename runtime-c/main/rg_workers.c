@@ -1,8 +1,8 @@
 /* rg_workers.c - --workers N: one stack context per worker thread, fed by
  * the thread that reads the source (file or live).
  *
- * Shared nothing on the packet path: each worker owns its context, its
- * counters, its NF (writing into OUT/worker-W) and its entry maps; the
+ * Shared nothing in the stack: each worker owns its context, its counters
+ * and its entry maps; the
  * reading thread maps every frame to a worker with the symmetric RSS hash
  * (rg_rss.h) on the outer addresses (RG_RSS_L3: a connection's IP
  * fragments, its other segments and both directions stay together) and
@@ -13,7 +13,12 @@
  * the first frame of every new second of packet time) and puts a clock tick
  * into every ring at that point of the frame order; workers expire on ticks
  * only.  Every instance so sees the expire calls at the same points among
- * its own packets as in a single context, and ends the same way. */
+ * its own packets as in a single context, and ends the same way.
+ *
+ * One NF for all workers, so that its files are those of one context: every
+ * observer call reaches it under a mutex, with the instance's uid made
+ * unique across workers ((uid - 1) * N + W + 1: the worker is uid - 1
+ * modulo N).  The stack work runs in parallel; the NF's is serialised. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -28,6 +33,13 @@
 #define TICK_DLT  (-1)        /* a ring record that is a clock tick, not a frame */
 #define RING_SIZE (16u << 20) /* bytes per worker */
 
+/* The NF the workers share. */
+typedef struct shared_nf {
+    rg_obs *nf;
+    pthread_mutex_t mu;
+    unsigned n; /* workers */
+} shared_nf;
+
 typedef struct worker {
     const opts *o;
     const rg_stack_desc *stack;
@@ -37,17 +49,86 @@ typedef struct worker {
     _Atomic int done; /* the reader has pushed everything */
     rg_counter counter;
     int counter_ok;
-    rg_obs *nf;
+    shared_nf *snf;
+    rg_obs shim; /* forwards to snf->nf */
     obs_chain ch;
     rg_obs obs;
     void *ctx;
     rg_entry_links lm;
     feeder fd;
     uint64_t *live_per;
-    char out[4096];
     pthread_t thread;
     int started;
 } worker;
+
+/* f with its uid unique across workers. */
+static rg_flow_info remap(const worker *w, const rg_flow_info *f)
+{
+    rg_flow_info g = *f;
+    g.uid = (f->uid - 1) * w->snf->n + w->id + 1;
+    return g;
+}
+
+static void shim_call(void *self, const rg_call *c)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_call) return;
+    rg_call c2 = *c;
+    rg_flow_info g;
+    if (c->flow) {
+        g = remap(w, c->flow);
+        c2.flow = &g;
+    }
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_call(nf->self, &c2);
+    pthread_mutex_unlock(&w->snf->mu);
+}
+
+static void shim_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_open) return;
+    rg_flow_info g = remap(w, f);
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_open(nf->self, &g, ts_ns);
+    pthread_mutex_unlock(&w->snf->mu);
+}
+
+static void shim_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_packet) return;
+    rg_flow_info g = remap(w, f);
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_packet(nf->self, &g, dir, len, ts_ns);
+    pthread_mutex_unlock(&w->snf->mu);
+}
+
+static void shim_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_close) return;
+    rg_flow_info g = remap(w, f);
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_close(nf->self, &g, reason, complete, ts_ns);
+    pthread_mutex_unlock(&w->snf->mu);
+}
+
+static void shim_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                     uint32_t at, uint64_t ts_ns)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_gap) return;
+    rg_flow_info g = remap(w, f);
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_gap(nf->self, &g, dir, seq, len, at, ts_ns);
+    pthread_mutex_unlock(&w->snf->mu);
+}
 
 static void process(worker *w, const rg_frame *f)
 {
@@ -78,7 +159,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int worker_open(worker *w, const rg_linkinfo *li, char *err, size_t errlen)
+static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, char *err,
+                       size_t errlen)
 {
     const opts *o = w->o;
     const rg_stack_desc *stack = w->stack;
@@ -92,17 +174,10 @@ static int worker_open(worker *w, const rg_linkinfo *li, char *err, size_t errle
         snprintf(err, errlen, "%s: link type %d is not supported", o->capture, li->dlt);
         return 1;
     }
-    if (o->nfd) {
-        snprintf(w->out, sizeof w->out, "%s/worker-%u", o->out, w->id);
-        rg_nf_cfg ncfg = {w->out, o->nf_flag};
-        char e[256];
-        w->nf = o->nfd->create(stack, &ncfg, e, sizeof e);
-        if (!w->nf) {
-            snprintf(err, errlen, "--nf %s: %s", o->nf, e);
-            return 1;
-        }
-    }
-    w->obs = rg_make_observer(&w->counter, w->nf, strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
+    w->snf = snf;
+    w->shim = (rg_obs){w, shim_call, shim_open, shim_packet, shim_close, shim_gap};
+    w->obs = rg_make_observer(&w->counter, snf->nf ? &w->shim : NULL,
+                              strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &w->obs, o->no_timeouts, o->layer_cap};
     w->ctx = stack->ctx_new(&cfg);
     w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
@@ -121,7 +196,6 @@ static void worker_free(worker *w)
 {
     if (w->ctx) w->stack->ctx_free(w->ctx);
     free(w->live_per);
-    if (w->nf) w->o->nfd->finish(w->nf);
     if (w->counter_ok) rg_counter_free(&w->counter);
     if (w->ring_ok) rg_ring_free(&w->ring);
 }
@@ -216,17 +290,27 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     uint64_t *live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *live_per);
     rg_counter total;
     int total_ok = rg_counter_init(&total, stack) == RG_OK;
+    shared_nf snf = {.n = nw};
+    pthread_mutex_init(&snf.mu, NULL);
     int status = 0;
     if (!ws || !per || !live_per || !total_ok) {
         fprintf(stderr, "%s: out of memory\n", o->prog);
         status = 1;
+    }
+    if (!status && o->nfd) {
+        rg_nf_cfg ncfg = {o->out, o->nf_flag};
+        snf.nf = o->nfd->create(stack, &ncfg, err, sizeof err);
+        if (!snf.nf) {
+            fprintf(stderr, "%s: --nf %s: %s\n", o->prog, o->nf, err);
+            status = 1;
+        }
     }
     for (unsigned i = 0; !status && i < nw; i++) {
         ws[i].o = o;
         ws[i].stack = stack;
         ws[i].id = i;
         atomic_init(&ws[i].done, 0);
-        if (worker_open(&ws[i], io->link(src), err, sizeof err)) {
+        if (worker_open(&ws[i], &snf, io->link(src), err, sizeof err)) {
             fprintf(stderr, "%s: %s\n", o->prog, err);
             status = 1;
         }
@@ -261,8 +345,6 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             rg_live_before_flush(stack, &w->counter.n, w->live_per);
             for (unsigned l = 0; l < stack->nlayers; l++) live_per[l] += w->live_per[l];
             stack->flush(w->ctx);
-            if (w->nf && o->nfd->finish(w->nf)) status = 1;
-            w->nf = NULL;
             add_counts(&total.n, c, stack->nlayers);
             s.pkts += w->fd.pkts;
             s.bytes += w->fd.bytes;
@@ -272,6 +354,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             const rg_stats *st = stack->stats ? stack->stats(w->ctx) : NULL;
             s.errors += (st ? rg_stats_total_errors(st) : 0) + w->fd.skipped;
         }
+        if (snf.nf && o->nfd->finish(snf.nf)) status = 1;
+        snf.nf = NULL;
         rg_source_stats sst;
         io->stats(src, &sst);
         s.link = ws[0].lm.m[0].li.name;
@@ -300,6 +384,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         }
     }
     for (unsigned i = 0; ws && i < nw; i++) worker_free(&ws[i]);
+    if (snf.nf) o->nfd->finish(snf.nf); /* a failed start: close what it wrote */
+    pthread_mutex_destroy(&snf.mu);
     free(ws);
     free(per);
     free(live_per);
