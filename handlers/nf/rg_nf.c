@@ -151,18 +151,24 @@ void rg_nf_close_out(rg_nf *nf, FILE *f, const char *what)
 
 /* ---- endpoints ---- */
 
-static void addr_text(const rg_keypart *p, const uint8_t *key, char *out, size_t n)
+void rg_nf_addr_text(const uint8_t *p, size_t len, char *out, size_t n)
 {
-    /* copy first: key bytes need not be aligned for in_addr / in6_addr */
-    if (p->size == 4) {
+    out[0] = 0;
+    /* copy first: the bytes need not be aligned for in_addr / in6_addr */
+    if (len == 4) {
         struct in_addr a;
-        memcpy(&a, key + p->off, 4);
+        memcpy(&a, p, 4);
         inet_ntop(AF_INET, &a, out, (socklen_t)n);
-    } else {
+    } else if (len == 16) {
         struct in6_addr a;
-        memcpy(&a, key + p->off, 16);
+        memcpy(&a, p, 16);
         inet_ntop(AF_INET6, &a, out, (socklen_t)n);
     }
+}
+
+static void addr_text(const rg_keypart *p, const uint8_t *key, char *out, size_t n)
+{
+    rg_nf_addr_text(key + p->off, p->size, out, n);
 }
 
 static uint16_t port_of(const rg_keypart *p, const uint8_t *key)
@@ -210,6 +216,36 @@ void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf
 }
 
 /* ---- JSON ---- */
+
+void rg_nf_endpoints_reverse(const rg_nf_endpoints *ep, rg_nf_endpoints *out)
+{
+    *out = *ep;
+    memcpy(out->src, ep->dst, sizeof out->src);
+    memcpy(out->dst, ep->src, sizeof out->dst);
+    out->sport = ep->dport;
+    out->dport = ep->sport;
+    out->has_sport = ep->has_dport;
+    out->has_dport = ep->has_sport;
+}
+
+void *rg_nf_flow_of(rg_nf *nf, rg_nf_map *m, const rg_flow_info *f, size_t size, size_t ep_off,
+                    int *created)
+{
+    *created = 0;
+    void *r = rg_nf_map_get(m, f->uid);
+    if (r) return r;
+    r = calloc(1, size);
+    if (!r || rg_nf_map_put(m, f->uid, r)) {
+        free(r);
+        errno = ENOMEM;
+        rg_nf_fail(nf, "cannot track flows", NULL);
+        return NULL;
+    }
+    const rg_layer_desc *l = rg_nf_layer(nf->stack, f->layer);
+    if (l) rg_nf_endpoints_of(l, f, (rg_nf_endpoints *)((uint8_t *)r + ep_off));
+    *created = 1;
+    return r;
+}
 
 void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep)
 {

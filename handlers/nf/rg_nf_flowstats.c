@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,20 +32,14 @@ void rg_nf_flowstats_all(rg_obs *obs, int all)
 /* The record of f, created on its first sighting (normally on_open). */
 static fs_flow *flow_of(nf_flowstats *nf, const rg_flow_info *f, uint64_t ts_ns)
 {
-    fs_flow *r = rg_nf_map_get(&nf->flows, f->uid);
-    if (r) return r;
-    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
-    r = calloc(1, sizeof *r);
-    if (!r || rg_nf_map_put(&nf->flows, f->uid, r)) {
-        free(r);
-        errno = ENOMEM;
-        rg_nf_fail(&nf->base, "cannot track flows", NULL);
-        return NULL;
+    int created;
+    fs_flow *r =
+        rg_nf_flow_of(&nf->base, &nf->flows, f, sizeof *r, offsetof(fs_flow, ep), &created);
+    if (created) {
+        r->uid = f->uid;
+        r->layer = f->layer;
+        r->first_ts = r->last_ts = ts_ns;
     }
-    r->uid = f->uid;
-    r->layer = f->layer;
-    r->first_ts = r->last_ts = ts_ns;
-    if (l) rg_nf_endpoints_of(l, f, &r->ep);
     return r;
 }
 

@@ -46,6 +46,14 @@ static inline const rg_layer_desc *rg_nf_layer(const rg_stack_desc *stack, unsig
     return layer < stack->nlayers ? &stack->layers[layer] : NULL;
 }
 
+/* The endpoints as the other direction's sender sees them: src/sport and
+ * dst/dport swapped. */
+void rg_nf_endpoints_reverse(const rg_nf_endpoints *ep, rg_nf_endpoints *out);
+
+/* A 4-byte (IPv4, dotted quad) or 16-byte (IPv6, RFC 5952) address as text
+ * into out; "" for another length. */
+void rg_nf_addr_text(const uint8_t *p, size_t len, char *out, size_t n);
+
 /* The JSON fields "src":..,"dst":..,"sport":..,"dport":.. (ports omitted
  * when absent), each preceded by a comma. */
 void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep);
@@ -69,5 +77,12 @@ void *rg_nf_map_del(rg_nf_map *m, uint64_t uid);
  * sorting runs out of memory), then free the map: instances still open at
  * the end are reported, deterministically. */
 void rg_nf_map_drain(rg_nf_map *m, void (*fn)(void *ctx, void *val), void *ctx);
+
+/* The record of instance f in m: the one made at its first sighting, or a
+ * new one (size bytes, zeroed; *created = 1) whose endpoints
+ * (rg_nf_endpoints_of, read now: the keys are gone after on_close) are at
+ * byte offset ep_off.  NULL when out of memory (recorded in nf). */
+void *rg_nf_flow_of(rg_nf *nf, rg_nf_map *m, const rg_flow_info *f, size_t size, size_t ep_off,
+                    int *created);
 
 #endif /* RG_NF_INT_H */

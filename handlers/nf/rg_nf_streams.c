@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,18 +133,11 @@ static FILE *file_of(nf_streams *nf, sdir *d)
 
 static st_flow *flow_of(nf_streams *nf, const rg_flow_info *f)
 {
-    st_flow *r = rg_nf_map_get(&nf->flows, f->uid);
-    if (r) return r;
-    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
-    r = calloc(1, sizeof *r);
-    if (!r || rg_nf_map_put(&nf->flows, f->uid, r)) {
-        free(r);
-        errno = ENOMEM;
-        rg_nf_fail(&nf->base, "cannot track flows", NULL);
-        return NULL;
-    }
+    int created;
+    st_flow *r =
+        rg_nf_flow_of(&nf->base, &nf->flows, f, sizeof *r, offsetof(st_flow, ep), &created);
+    if (!created) return r;
     r->layer = f->layer;
-    if (l) rg_nf_endpoints_of(l, f, &r->ep);
     for (unsigned i = 0; i < 2; i++) {
         r->d[i].uid = f->uid;
         r->d[i].dir = (uint8_t)i;
@@ -328,14 +322,7 @@ static void report_dir(nf_streams *nf, st_flow *r, sdir *d, unsigned i, int spli
     rg_json_string(out, l ? l->protocol : NULL);
     /* each line names its own direction's sender first */
     rg_nf_endpoints ep = r->ep;
-    if (i == 1) {
-        memcpy(ep.src, r->ep.dst, sizeof ep.src);
-        memcpy(ep.dst, r->ep.src, sizeof ep.dst);
-        ep.sport = r->ep.dport;
-        ep.dport = r->ep.sport;
-        ep.has_sport = r->ep.has_dport;
-        ep.has_dport = r->ep.has_sport;
-    }
+    if (i == 1) rg_nf_endpoints_reverse(&r->ep, &ep);
     rg_nf_json_endpoints(out, &ep);
     fprintf(out, ",\"dir\":\"%s\"", dir_name(i));
     if (split) { /* only split flows have the key: other records stay as they were */

@@ -427,7 +427,11 @@ class CGen:
         for lc in self.layers.values():
             n = lc.name
             out.append(f"    /* layer {n} */")
-            out.append(f"    struct {lc.t('hdr')} h_{n} RG_MAYBE_UNUSED;")
+            # a self-looping layer's loop condition reads its header in the block the layers
+            # above return to; gcc cannot follow the returns (a switch) and would warn that it
+            # may be unset, so those few headers start initialised (one small struct copy)
+            init = f" = {lc.t('hdr_init')}" if self._max_repeat(lc) else ""
+            out.append(f"    struct {lc.t('hdr')} h_{n} RG_MAYBE_UNUSED{init};")
             out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED;")
             out.append(f"    struct {lc.t('inst')} *inst_{n} RG_MAYBE_UNUSED = &ctx->scratch_{n};")
             out.append(f"    int has_inst_{n} RG_MAYBE_UNUSED = 0, dir_{n} RG_MAYBE_UNUSED = 0;")

@@ -34,3 +34,17 @@ void rg_json_string(FILE *out, const char *s)
     }
     putc('"', out);
 }
+
+void rg_json_bytes(FILE *out, const uint8_t *p, size_t n)
+{
+    putc('"', out);
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '"' || p[i] == '\\')
+            fprintf(out, "\\%c", p[i]);
+        else if (p[i] >= 0x20 && p[i] < 0x7f)
+            putc(p[i], out);
+        else
+            fprintf(out, "\\u%04x", p[i]);
+    }
+    putc('"', out);
+}

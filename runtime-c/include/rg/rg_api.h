@@ -9,10 +9,10 @@
  *
  * Observers (rg_obs) see a stack from outside without knowing its specs:
  * every handler call with its named arguments, and the life of every
- * instance ("flow") of layers with a selector.  The NFs of handlers/
- * (streams, events, flowstats, count) are observers; the driver (rg_main)
- * attaches the one chosen on its command line.  Observer callbacks may be
- * NULL. */
+ * instance ("flow") of layers with a selector.  The driver's counters and
+ * the NFs (handlers/nf, registered through rg_nf_registry.h) are observers;
+ * the driver (rg_main) attaches its counters and the NF chosen on its
+ * command line.  Observer callbacks may be NULL. */
 #ifndef RG_API_H
 #define RG_API_H
 

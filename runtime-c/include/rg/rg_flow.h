@@ -312,18 +312,6 @@ RG_INLINE void *rg_flow_find_hn(const rg_flow *t, const void *key, size_t key_le
     return rg_flow__payload(t, rg_flow__rec(t, i1 - 1));
 }
 
-/* Prefetch the index slot of a hash (batch processing: hash several
- * packets' keys, prefetch, then look them up). */
-RG_INLINE void rg_flow_prefetch(const rg_flow *t, uint64_t h)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(&t->slot[rg_flow_tag(h) & t->mask]);
-#else
-    (void)t;
-    (void)h;
-#endif
-}
-
 /* Lookup and touch (LRU + last-seen time). */
 RG_INLINE void *rg_flow_lookup_hn(rg_flow *t, const void *key, size_t key_len, uint64_t h, int *dir)
 {

@@ -3,6 +3,8 @@
 #ifndef RG_JSON_H
 #define RG_JSON_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -12,6 +14,11 @@ extern "C" {
 /* s as a JSON string (quoted; '"', '\\', \n, \r, \t escaped, other control
  * bytes as \u00XX; bytes >= 0x80 as they are); NULL as null. */
 void rg_json_string(FILE *out, const char *s);
+
+/* n bytes of p (a protocol field: untrusted, maybe not text) as a JSON
+ * string: printable ASCII kept ('"' and '\\' escaped), every other byte as
+ * \u00XX, so the string says exactly which bytes were there. */
+void rg_json_bytes(FILE *out, const uint8_t *p, size_t n);
 
 #ifdef __cplusplus
 }
