@@ -114,13 +114,9 @@ class Netns:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def run(self, *cmd: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    def run(self, *cmd: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["ip", "netns", "exec", self.name, *cmd],
-            capture_output=True,
-            text=True,
-            check=False,
-            **kw,  # type: ignore[arg-type]
+            ["ip", "netns", "exec", self.name, *cmd], capture_output=True, text=True, check=False
         )
 
     def popen(self, *cmd: str) -> subprocess.Popen[str]:
