@@ -120,3 +120,30 @@ def test_unknown_keys_and_packet_fields_are_positioned(
     col = text.splitlines()[_line_of(text, "flgs") - 1].index("flgs") + 1
     assert f"{f}:{_line_of(text, 'flgs')}:{col}: error: tcp (TCP) has no field 'flgs'" in out, out
     assert "did you mean 'flags'?" in out
+
+
+def test_packets_from_a_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pcap:` sends a capture's frames: the same packets written by scapy give the same
+    results as their description."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    c, s = {"src": "10.0.0.1", "dst": "10.0.0.2"}, {"src": "10.0.0.2", "dst": "10.0.0.1"}
+    frames = [
+        Ether() / IP(**c) / TCP(sport=40000, dport=80, flags="S", seq=1000),
+        Ether() / IP(**s) / TCP(sport=80, dport=40000, flags="SA", seq=5000, ack=1001),
+        Ether() / IP(**c) / TCP(sport=40000, dport=80, flags="PA", seq=1001, ack=5001) / b"hello",
+        Ether() / IP(**s) / TCP(sport=80, dport=40000, flags="PA", seq=5001, ack=1006) / b"world!",
+    ]
+    for i, f in enumerate(frames):
+        f.time = 1 + i / 1000
+    wrpcap(str(tmp_path / "four.pcap"), frames)
+    head, _, rest = CASE.partition("    packets:\n")
+    text = (
+        head
+        + "    packets:\n      - {pcap: four.pcap}\n    expect:"
+        + rest.split("    expect:", 1)[1]
+    )
+    rc, out, _ = _run(tmp_path, text, capsys)
+    assert rc == 0, out
