@@ -160,3 +160,33 @@ def test_readme_sni_example(tmp_path: Path) -> None:
     got = Counter(tuple(line.split(" ", 2)) for line in r.stdout.splitlines())
     want = Counter((str(h[1]), str(h[3]), h[4]) for h in tshark_tcp_hellos(pcap).elements())
     assert got == want and sum(want.values()) >= 5, (got, want)
+
+
+def test_any_bytes_are_survived(stack_module: Path) -> None:
+    """Frames of random bytes and real frames cut and flipped at random: the stack takes them
+    all (no crash, only events) on every link type."""
+    import random
+
+    from scapy.utils import PcapReader
+
+    rng = random.Random(11)
+    pcap = TRACES / CAPTURES[0]
+    real = []
+    if pcap.is_file():
+        with PcapReader(str(pcap)) as r:
+            real = [bytes(p) for _, p in zip(range(200), r, strict=False)]
+    stack = Stack.build(SPEC, BUILD, seed=SEED)
+    n = 0
+    for i in range(3000):
+        if real and i % 2:
+            b = bytearray(rng.choice(real)[: rng.randrange(1, 1600)])
+            for _ in range(rng.randrange(1, 6)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+        else:
+            b = bytearray(rng.randbytes(rng.randrange(0, 120)))
+        link = ("ether", "raw", "null", "sll", "sll2")[i % 5]
+        for ev in stack.feed(bytes(b), 1_000_000_000 + i * 1000, link):
+            assert isinstance(ev, Event)
+            n += 1
+    stack.flush()
+    assert stack.frames == 3000
