@@ -73,6 +73,10 @@ class Packet(Model):
     sctp_shutdown_complete: LayerValue | None = None
     sctp_abort: LayerValue | None = None
     gtp: LayerValue | None = None
+    vxlan: LayerValue | None = None
+    gre: LayerValue | None = None
+    mpls: LayerValue | None = None
+    geneve: LayerValue | None = None
     payload: ByteValue | None = None
     fragment: Fragment | None = None
 

@@ -33,6 +33,10 @@ LAYERS: dict[str, tuple[str, str]] = {
     "sctp_shutdown_complete": ("scapy.layers.sctp", "SCTPChunkShutdownComplete"),
     "sctp_abort": ("scapy.layers.sctp", "SCTPChunkAbort"),
     "gtp": ("scapy.contrib.gtp", "GTP_U_Header"),
+    "vxlan": ("scapy.layers.vxlan", "VXLAN"),
+    "gre": ("scapy.layers.l2", "GRE"),
+    "mpls": ("scapy.contrib.mpls", "MPLS"),
+    "geneve": ("scapy.contrib.geneve", "GENEVE"),
 }
 
 
