@@ -147,3 +147,15 @@ def test_packets_from_a_capture(tmp_path: Path, capsys: pytest.CaptureFixture[st
     )
     rc, out, _ = _run(tmp_path, text, capsys)
     assert rc == 0, out
+
+
+def test_not_a_test_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, f = _run(tmp_path, "- 1\n- 2\n", capsys)
+    assert rc == 1 and f"{f}:1:1: error[RG006]: expected a mapping at the top level" in out, out
+    assert main(["test", str(tmp_path / "missing")]) == 2
+
+
+def test_a_stack_argument_runs_its_test_files(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["test", str(REPO / "specs" / "stacks" / "sctp.yaml"), "--build-dir", str(BUILD)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "1 test file(s), 2 case(s), 0 failed" in out, out

@@ -41,20 +41,22 @@ class Outcome:
 
 def find_tests(arg: str) -> list[Path]:
     """Test files of an argument: a directory (searched), a test file, or a stack spec (the
-    test files under its directory's parent that name it)."""
+    test files beside it and in a sibling tests/ directory that name it)."""
     p = Path(specpath.resolve_arg(arg))
     if p.is_dir():
         return sorted(p.rglob("*" + SUFFIX))
-    if p.name.endswith(SUFFIX):
-        return [p]
+    if p.name.endswith(SUFFIX) or not p.is_file():
+        return [p] if p.is_file() else []
     target = p.resolve()
     out = []
-    for t in sorted(p.resolve().parent.parent.rglob("*" + SUFFIX)):
+    where = [target.parent, target.parent.parent / "tests"]
+    for t in sorted({t for d in where if d.is_dir() for t in d.glob("*" + SUFFIX)}):
         try:
-            stack = load_yaml(str(t), t.read_text(encoding="utf-8")).data.get("spec", "")
-        except (OSError, AttributeError):
+            data = load_yaml(str(t), t.read_text(encoding="utf-8")).data
+        except OSError:
             continue
-        found = specpath.resolve(str(stack), str(t.parent), specpath.STACK_ARGS).path
+        ref = data.get("spec") if isinstance(data, dict) else None
+        found = specpath.resolve(str(ref), str(t.parent), specpath.STACK_ARGS).path if ref else None
         if found and Path(found).resolve() == target:
             out.append(t)
     return out
@@ -95,8 +97,14 @@ class Runner:
             return
         outcome.sources.add(name, text)
         loaded = load_yaml(name, text)
-        if loaded.diags or not isinstance(loaded.data, dict):
+        if loaded.diags:
             outcome.diags += loaded.diags
+            return
+        if not isinstance(loaded.data, dict):
+            hint = "a test file is a mapping with test:, spec: and cases:"
+            outcome.diags.append(
+                loaded.smap.diag("RG006", "expected a mapping at the top level", (), hint=hint)
+            )
             return
         from rubikgen.schema_errors import convert
 
@@ -242,7 +250,8 @@ def run(args: list[str], build_root: Path, verbose: bool = False) -> int:
     for a in args:
         found = find_tests(a)
         if not found:
-            print(f"rubikgen: error: {a}: no test files (*{SUFFIX})", file=sys.stderr)
+            why = "no test files (*" + SUFFIX + ")" if Path(a).exists() else "no such file"
+            print(f"rubikgen: error: {a}: {why}", file=sys.stderr)
             return 2
         files += found
     outcome = Outcome()
