@@ -22,10 +22,15 @@ def add_parser(sub: Any) -> None:
         help="where stacks are built, one directory per stack (default: build/spectest)",
     )
     t.add_argument("-v", "--verbose", action="store_true", help="name every case run")
+    t.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="run the stacks built with AddressSanitizer and UBSan (any report fails the case)",
+    )
     t.add_argument("--spec-path", action="append", default=[], metavar="DIR")
 
 
 def command(args: argparse.Namespace) -> int:
     from rubikgen.spectest.runner import run
 
-    return run(list(args.paths), Path(args.build_dir), verbose=args.verbose)
+    return run(list(args.paths), Path(args.build_dir), verbose=args.verbose, sanitize=args.sanitize)

@@ -73,9 +73,10 @@ def render(d: Diagnostic, sources: SourceCache) -> str:
 
 
 class Runner:
-    def __init__(self, build_root: Path, verbose: bool = False) -> None:
+    def __init__(self, build_root: Path, verbose: bool = False, sanitize: bool = False) -> None:
         self.build_root = build_root
         self.verbose = verbose
+        self.sanitize = sanitize
         self.binaries: dict[str, Path] = {}  # stack spec -> binary, built once per run
 
     def binary(self, stack: str) -> Path:
@@ -85,7 +86,8 @@ class Runner:
             tag = hashlib.sha256(stack.encode()).hexdigest()[:8]
             out = self.build_root / f"{stack_name(stack)}-{tag}"
             cc = os.environ.get("CC") or "cc"
-            self.binaries[stack] = build(stack, out, cc=cc, quiet=True).binary
+            res = build(stack, out, cc=cc, quiet=True, sanitize=self.sanitize)
+            self.binaries[stack] = res.binary
         return self.binaries[stack]
 
     def run_file(self, file: Path, outcome: Outcome) -> None:
@@ -243,7 +245,7 @@ def _jsonl(file: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line]
 
 
-def run(args: list[str], build_root: Path, verbose: bool = False) -> int:
+def run(args: list[str], build_root: Path, verbose: bool = False, sanitize: bool = False) -> int:
     """Runs the test files of args; prints failures; 0 when all pass, 1 otherwise, 2 when
     there is nothing to run."""
     files: list[Path] = []
@@ -255,7 +257,7 @@ def run(args: list[str], build_root: Path, verbose: bool = False) -> int:
             return 2
         files += found
     outcome = Outcome()
-    runner = Runner(build_root, verbose)
+    runner = Runner(build_root, verbose, sanitize)
     for f in dict.fromkeys(files):
         runner.run_file(f, outcome)
     for d in outcome.diags:
