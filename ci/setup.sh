@@ -13,6 +13,7 @@ APT_PACKAGES=(
   libpcap-dev libcmocka-dev       # runtime-c: capture driver, unit tests; built stacks link libpcap
   libssl-dev                      # runtime-c: libcrypto (HKDF, AES-GCM, AES-ECB) for QUIC Initial decryption
   graphviz                        # rubikgen graph --format svg
+  python3-dev                     # rubikgen.bindings: Python.h for the stack extension modules
   tshark                          # reference oracle in end-to-end tests
   libnids-dev libhyperscan-dev libpcre2-dev valgrind  # benchmarks: libnids peers (make -C bench peers), Hyperscan (SF workload), callgrind
   libdpdk-dev                     # runtime-c: the "dpdk" packet source (its pcap/ring/null vdevs run the tests without a NIC)

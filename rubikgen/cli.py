@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     _spec_path(v)
 
+    from rubikgen.spectest.cli import add_parser as add_test_parser
+
+    add_test_parser(sub)
+
     s = sub.add_parser("schema", help="write the JSON Schemas of the documents")
     s.add_argument("--out", default="schema", help="directory (default: schema/)")
     s.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")
@@ -560,6 +564,12 @@ def _join_cflags(argv: list[str]) -> list[str]:
     return out
 
 
+def _cmd_test(args: argparse.Namespace) -> int:
+    from rubikgen.spectest.cli import command
+
+    return command(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     argv, extra = _split_extra(list(sys.argv[1:] if argv is None else argv))
@@ -583,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
             "check": cmd_check,
             "stubs": cmd_stubs,
             "ir": cmd_ir,
+            "test": _cmd_test,
         }
         return commands[args.cmd](args)
     except KeyboardInterrupt:

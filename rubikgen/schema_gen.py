@@ -7,8 +7,13 @@ import os
 from typing import Any
 
 from rubikgen.models import Protocol, Stack
+from rubikgen.spectest.model import TestFile
 
-SCHEMAS = {"protocol.schema.json": Protocol, "stack.schema.json": Stack}
+SCHEMAS = {
+    "protocol.schema.json": Protocol,
+    "stack.schema.json": Stack,
+    "spectest.schema.json": TestFile,
+}
 
 
 def schema_text(name: str) -> str:

@@ -9,6 +9,13 @@ from rubikgen.schema_gen import SCHEMAS, schema_text
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _doc_kind(p: Path) -> str:
+    """The document kind of a file under specs/ (test vectors: *.test.yaml)."""
+    if p.name.endswith(".test.yaml"):
+        return "spectest"
+    return "stack" if p.parent.name == "stacks" else "protocol"
+
+
 def test_schemas_are_fresh() -> None:
     for name in SCHEMAS:
         on_disk = (ROOT / "schema" / name).read_text(encoding="utf-8")
@@ -22,7 +29,7 @@ def test_every_spec_has_a_modeline() -> None:
     assert specs
     for p in specs:
         first = p.read_text(encoding="utf-8").splitlines()[0]
-        kind = "stack" if p.parent.name == "stacks" else "protocol"
+        kind = _doc_kind(p)
         assert first == f"# yaml-language-server: $schema=../../schema/{kind}.schema.json", p
 
 
@@ -33,7 +40,7 @@ def test_schema_accepts_the_stock_specs() -> None:
     from rubikgen.source import load_yaml
 
     for p in sorted((ROOT / "specs").rglob("*.yaml")):
-        kind = "stack" if p.parent.name == "stacks" else "protocol"
+        kind = _doc_kind(p)
         schema = __import__("json").loads((ROOT / "schema" / f"{kind}.schema.json").read_text())
         jsonschema.validate(load_yaml(str(p), p.read_text()).data, schema)
 
@@ -168,6 +175,8 @@ def test_schema_and_validate_reject_broken_stock_specs(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "specs", specs)
     n = 0
     for p in sorted(specs.rglob("*.yaml")):
+        if p.name.endswith(".test.yaml"):
+            continue  # test vectors: tests/test_spectest.py
         doc = load_yaml(str(p), p.read_text()).data
         for what, bad, code in _mutations(doc):
             kind = _kind(bad)
