@@ -200,3 +200,42 @@ def test_ir_command(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("stack: bad\nentry: eth\nlayers: {eth: {protocol: missing.yaml}}\n")
     assert main(["ir", str(bad)]) == 1
+
+
+def test_expressions_in_the_ir_are_sema_s_resolved_trees(tcp_ip: Program) -> None:
+    """Every condition and instruction expression is typed and bound (verify checks it); a
+    re-parsed copy, which has neither, is reported."""
+    from dataclasses import replace
+
+    from rubikgen.expr import parse_expr
+    from rubikgen.expr.ast import Name, walk
+    from rubikgen.expr.types import BytesT
+
+    conds = [
+        b.term.cond.expr
+        for b in tcp_ip.blocks.values()
+        if isinstance(b.term, Branch) and b.term.cond.expr is not None
+    ]
+    assert conds and verify(tcp_ip) == []
+    names = [n for e in conds for n in walk(e) if isinstance(n, Name)]
+    kinds = {n.ref.kind for n in names if n.ref is not None}
+    assert {"field", "state", "event", "builtin"} <= kinds
+    # the types are sema's: tcp's 16-bit ports, ip's state, a foreign field of the bound layer
+    tcp = tcp_ip.exprs["tcp"]
+    assert tcp.name(("header", "sport")).type.width == 16  # type: ignore[union-attr]
+    assert tcp.name(("current_state",)).ref.kind == "builtin"  # type: ignore[union-attr]
+    saddr = tcp.name(("ip", "header", "saddr"))
+    assert saddr.ref is not None and saddr.ref.owner == "ip"
+    saddr6 = tcp_ip.exprs["tcp6"].name(("ip", "header", "saddr"))
+    assert saddr6.ref is not None and saddr6.ref.owner == "ipv6"
+    # one protocol, two layers: the parameter's field has the bound layer's type
+    assert (saddr.type, saddr6.type) == (BytesT(4), BytesT(16))
+    b = next(b for b in tcp_ip.blocks.values() if isinstance(b.term, Branch) and b.term.cond.expr)
+    assert isinstance(b.term, Branch) and b.term.cond.expr is not None
+    bare = parse_expr("header.syn")
+    old = b.term.cond
+    b.term.cond = replace(old, expr=bare)
+    try:
+        assert any("is not bound" in p or "no type" in p for p in verify(tcp_ip))
+    finally:
+        b.term.cond = old

@@ -217,7 +217,7 @@ def test_tail_dup_specialises_the_created_path() -> None:
 
 
 def test_simplify_short_circuits_and_keeps_truthiness() -> None:
-    from rubikgen.expr import parse_expr
+    from rubikgen.expr import parse_expr, resolve_expr
     from rubikgen.expr.ast import unparse
     from rubikgen.opt.constprop import _context, simplify
 
@@ -225,8 +225,15 @@ def test_simplify_short_circuits_and_keeps_truthiness() -> None:
     ctx = _context(prog)
     f = {("state", "tcp"): 0, ("ev*", "tcp"): 0, ("psm", "tcp"): 0}
 
+    class Scope:  # the tcp layer's names, as sema bound them (expr.check.Scope)
+        resolve = staticmethod(prog.exprs["tcp"].resolver)
+
+        def candidates(self, parts: tuple[str, ...]) -> list[str]:
+            return []
+
     def s(text: str) -> str:
-        return unparse(simplify(ctx, f, "tcp", parse_expr(text)))
+        e, _ = resolve_expr(parse_expr(text), Scope(), allow_virtual=True)
+        return unparse(simplify(ctx, f, "tcp", e))
 
     assert s("current_state == 0 && header.syn") == "!!header.syn"
     assert s("current_state == 1 && header.syn") == "0"

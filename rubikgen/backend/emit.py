@@ -15,7 +15,6 @@ import jinja2
 from rubikgen import __version__, resources
 from rubikgen.compose import locate
 from rubikgen.diagnostics import Diagnostic
-from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import unparse
 from rubikgen.expr.types import NumT
 from rubikgen.handlercheck import HandlerSig, spec_type
@@ -156,7 +155,7 @@ class CGen:
         self.layers: dict[str, LayerC] = {}
         for name, lir in prog.layers.items():
             li = self.info.layers[name]
-            self.layers[name] = LayerC(li, lir.index, self.layers, stack_dir)
+            self.layers[name] = LayerC(li, lir.index, self.layers, stack_dir, x=prog.exprs[name])
         xfs: dict[str, list[str]] = {}
         for b in prog.blocks.values():
             for ins in b.instrs:
@@ -183,7 +182,7 @@ class CGen:
                 kind = "bytes" if a.type == "bytes" else "num"
                 ct = "rg_bytes" if a.type == "bytes" else _TYPED[a.type]
             else:
-                ce = to_c(parse_expr(expr_text(a)), lc.env())
+                ce = to_c(lc.x.expr(a), lc.env())
                 if isinstance(ce.type, NumT):
                     kind, ct = "num", ctype_of_width(ce.type.width)
                 else:
@@ -673,14 +672,14 @@ class CGen:
         )
 
     def _perm_init(self, lc: LayerC, pad: str) -> list[str]:
-        from rubikgen.expr.ast import Assign, Name
+        from rubikgen.expr.ast import Assign
 
         env = lc.env(create=True)
         out = []
         for v in lc.proto.perms.values():
             if v.init is None:
                 continue
-            st = Assign(Name(("perm", v.name)), parse_expr(v.init))
+            st = Assign(lc.x.name(("perm", v.name)), lc.x.expr(v.init))
             out.append(f"{pad}{stmt_to_c(st, env)} /* init, {lc.spec_file}:{lc.line(v.path)} */")
         return out
 
@@ -794,19 +793,19 @@ class CGen:
         n = lc.name
         sq = lc.model.sequence
         env = lc.env()
-        data = to_c(parse_expr(expr_text(sq.data)), env).text
-        meta = to_c(parse_expr(expr_text(sq.meta)), env).text
+        data = to_c(lc.x.expr(sq.data), env).text
+        meta = to_c(lc.x.expr(sq.meta), env).text
         lines = [f"rg_bytes d_ = {data};", f"uint64_t m_ = {meta};"]
         if sq.data_len is not None:
-            lines.append(f"uint64_t tl_ = {to_c(parse_expr(expr_text(sq.data_len)), env).text};")
+            lines.append(f"uint64_t tl_ = {to_c(lc.x.expr(sq.data_len), env).text};")
         else:
             lines.append("uint64_t tl_ = d_.len;")
         lines.append("uint32_t take_ = tl_ > UINT32_MAX ? UINT32_MAX : (uint32_t)tl_;")
         lines.append("uint32_t len_ = d_.len > UINT32_MAX ? UINT32_MAX : (uint32_t)d_.len;")
         win = "NULL"
         if sq.window:
-            lft = to_c(parse_expr(expr_text(sq.window[0])), env).text
-            rgt = to_c(parse_expr(expr_text(sq.window[1])), env).text
+            lft = to_c(lc.x.expr(sq.window[0]), env).text
+            rgt = to_c(lc.x.expr(sq.window[1]), env).text
             lines.append(f"rg_seq_win w_ = {{(uint32_t){lft}, (uint32_t){rgt}}};")
             win = "&w_"
         d = lc.dir_expr()
@@ -814,7 +813,7 @@ class CGen:
         if sq.unit == "message":  # one unit per packet (or none), whatever its length
             early = "0"
             if sq.early is not None:
-                early = f"(({cond_to_c(parse_expr(expr_text(sq.early)), env)}) ? RG_SEQ_EARLY : 0u)"
+                early = f"(({cond_to_c(lc.x.expr(sq.early), env)}) ? RG_SEQ_EARLY : 0u)"
             lines += [
                 f"uint32_t fl_ = rg_seq_minsert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, "
                 f"(uint32_t)m_, d_.ptr, len_, take_, {early}, {win}, &sres_{n});",
@@ -891,7 +890,7 @@ class CGen:
         inits = []
         vals = []
         for (an, ct, kind), a in zip(h.args, args.values(), strict=True):
-            e = parse_expr(expr_text(a.value if isinstance(a, TypedArg) else a))
+            e = lc.x.expr(a.value if isinstance(a, TypedArg) else a)
             ce = to_c(e, env)
             if kind == "bytes":
                 inits.append(f".{an} = {ce.text}")
@@ -935,7 +934,7 @@ class CGen:
             where = f"{stack_file}:{smap.pos(('handlers', hn)).line}"
             conds = [" || ".join(f"reason == {CLOSE_C[r]}" for r in reasons) or "0"]
             if h.when is not None:
-                conds.append(cond_to_c(parse_expr(expr_text(h.when)), env))
+                conds.append(cond_to_c(lc.x.expr(h.when), env))
             body = self._call(self.handlers[hn], h.args, lc, "RG_END(reason)")
             out.append(f"if (({') && ('.join(conds)})) {{ /* handler {hn}: {where} */")
             out += ["    " + ln for ln in body.splitlines()]
@@ -971,7 +970,7 @@ class CGen:
         tf = ins.args["call"]
         spec = TRANSFORMS[ins.args["name"]]
         env = lc.env()
-        vals = {an: to_c(parse_expr(expr_text(v)), env).text for an, v in tf.args.items()}
+        vals = {an: to_c(lc.x.expr(v), env).text for an, v in tf.args.items()}
         lines = ["{"]
         cargs = []
         for an, kind, _doc in spec.params:

@@ -19,10 +19,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rubikgen import specpath
-from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import Name
+from rubikgen.expr.table import ExprTable
 from rubikgen.expr.types import BOOL, BytesT, NumT, Type
-from rubikgen.models.common import expr_text
 from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, IfStep
 from rubikgen.sema.builtins import BUILTIN_EVENTS
 from rubikgen.sema.protocol import parse_duration
@@ -80,6 +79,8 @@ class LayerC:
     key_rev: list[KeyPart] = field(default_factory=list)
     key_len: int = 0
     atoms: int = 0
+    # sema's typed expressions of this layer, by source text (Program.exprs)
+    x: ExprTable = field(default_factory=lambda: ExprTable(""))
 
     # -- names ------------------------------------------------------------------------------
     @property
@@ -182,7 +183,7 @@ class LayerC:
         def parts(items: list[str], side: int) -> list[KeyPart]:
             out = []
             for it in items:
-                e = parse_expr(it)
+                e = self.x.expr(it)
                 ce = to_c(e, self.env())
                 if isinstance(ce.type, NumT):
                     out.append(KeyPart(it, e, "num", (ce.type.width + 7) // 8, side))
@@ -320,12 +321,12 @@ class LayerC:
             if isinstance(s, str):
                 out += self._layout(s, ind)
             elif isinstance(s, IfStep):
-                c = cond_to_c(parse_expr(expr_text(s.if_)), env)
+                c = cond_to_c(self.x.expr(s.if_), env)
                 out.append(f"{pad}if ({c}) {{")
                 out += self._steps(s.then, ind + 1)
                 out.append(f"{pad}}}")
             elif isinstance(s, ElifStep):
-                c = cond_to_c(parse_expr(expr_text(s.elif_)), env)
+                c = cond_to_c(self.x.expr(s.elif_), env)
                 out[-1] = f"{pad}}} else if ({c}) {{"
                 out += self._steps(s.then, ind + 1)
                 out.append(f"{pad}}}")
@@ -402,7 +403,7 @@ class LayerC:
                 continue
             flush()
             assert f.length_expr is not None
-            n = to_c(parse_expr(f.length_expr), env).text
+            n = to_c(self.x.expr(f.length_expr), env).text
             if f.length_unit == "bits":
                 n = f"({n} >> 3)"
             out.append(f"{pad}{{")
@@ -452,7 +453,7 @@ class LayerC:
         out.append(f"{pad}        }}")
         out.append(f"{pad}        if ({stop} || ++{it} >= {au.max}u) break;")
         if au.until is not None:
-            c = cond_to_c(parse_expr(expr_text(au.until)), self.env())
+            c = cond_to_c(self.x.expr(au.until), self.env())
             out.append(f"{pad}        if ({c}) break;")
         out.append(f"{pad}    }}")
         out.append(f"{pad}}}")

@@ -10,18 +10,21 @@ Statement-level ``if``/``elif``/``else`` become branches, so passes see every co
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import fields, replace
 from typing import Any
 
 from rubikgen import specpath
 from rubikgen.compose import locate
-from rubikgen.expr import parse_expr, parse_stmt
-from rubikgen.expr.ast import Binary, Expr, Name, Unary, unparse, walk
+from rubikgen.expr import build as X
+from rubikgen.expr.ast import Binary, Expr, Name, Node, Unary, unparse, walk
 from rubikgen.expr.ast import Call as ECall
+from rubikgen.expr.table import ExprTable
+from rubikgen.expr.types import BOOL, Resolved
 from rubikgen.models.common import Callback, Transform, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
 from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS
+from rubikgen.sema.resolve import Resolution, resolve_stack
 from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo, lifecycle_hooks
 from rubikgen.source import Path, SourceMap
 
@@ -41,14 +44,10 @@ def has_virtual(e: Expr) -> bool:
 def strip_virtual(e: Expr) -> Expr:
     """The atom's condition on the current packet: v.header.x -> header.x."""
     if isinstance(e, Name):
-        return Name(e.parts[1:]) if e.parts[0] == "v" else e
-    if isinstance(e, Unary):
-        return Unary(e.op, strip_virtual(e.operand))
-    if isinstance(e, Binary):
-        return Binary(e.op, strip_virtual(e.left), strip_virtual(e.right))
-    # other nodes hold no names that can be virtual at this level of use; rebuild generically
-    from dataclasses import fields, replace
-
+        if e.parts[0] != "v":
+            return e
+        ref = replace(e.ref, virtual=False) if e.ref is not None else None
+        return replace(e, parts=e.parts[1:], ref=ref)
     kw: dict[str, Any] = {}
     for f in fields(e):
         v = getattr(e, f.name)
@@ -60,9 +59,10 @@ def strip_virtual(e: Expr) -> Expr:
 
 
 def _is_expr(x: Any) -> bool:
-    from rubikgen.expr.ast import Node
-
     return isinstance(x, Node)
+
+
+_ATOM = Resolved(BOOL, "atom")  # __v.K: the latch of virtual atom K
 
 
 class AtomTable:
@@ -75,17 +75,17 @@ class AtomTable:
         if not has_virtual(e):
             return e
         if isinstance(e, Binary) and e.op in ("&&", "||"):
-            return Binary(e.op, self.rewrite(e.left), self.rewrite(e.right))
+            return replace(e, left=self.rewrite(e.left), right=self.rewrite(e.right))
         if isinstance(e, Unary) and e.op == "!" and isinstance(e.operand, Binary):
             if e.operand.op in ("&&", "||"):
-                return Unary("!", self.rewrite(e.operand))
+                return replace(e, operand=self.rewrite(e.operand))
         text = unparse(e)
         k = self._index.get(text)
         if k is None:
             k = len(self.atoms)
             self._index[text] = k
             self.atoms.append((strip_virtual(e), text))
-        return Name(("__v", str(k)))
+        return X.name(("__v", str(k)), _ATOM)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,17 +135,15 @@ def expr_reads(layer: str, bindings: dict[str, str], e: Expr | None) -> frozense
 # The builder
 
 
-@dataclass
-class _Cursor:
-    block: Block
-
-
 class Lowerer:
-    def __init__(self, stack: Stack, info: StackInfo, stack_file: str) -> None:
+    def __init__(self, stack: Stack, info: StackInfo, stack_file: str, res: Resolution) -> None:
         self.stack = stack
         self.info = info
         self.stack_dir = os.path.dirname(os.path.abspath(stack_file))
         self.prog = Program(stack.stack)
+        # sema's typed expressions: lowering copies them into the IR, the back-end renders them
+        self.prog.exprs = dict(res.layers)
+        self.prog.read_names = set(res.read_names)
         self._n = 0
 
     # -- helpers ----------------------------------------------------------------------------
@@ -186,41 +184,12 @@ class Lowerer:
             self.prog.layers[name] = LayerIR(name, i, "")
         for name in self.stack.layers:
             self.lower_layer(info.layers[name])
-        self._scan_reads(self.stack.model_dump())
-        for model in {
-            id(li.protocol.model): li.protocol.model for li in info.layers.values()
-        }.values():
-            self._scan_reads(model.model_dump(by_alias=True))
         entries = entries_of(self.stack.entry)
         if "*" in entries:
             self.prog.entries = {k: entries["*"] for k in LINK_KINDS}
         else:
             self.prog.entries = dict(entries)
         return self.prog
-
-    def _scan_reads(self, node: Any) -> None:
-        """Every name read by any expression or statement value among the model's strings
-        (a string that parses as neither reads nothing)."""
-        from rubikgen.expr.ast import Assign
-
-        if isinstance(node, dict):
-            for v in node.values():
-                self._scan_reads(v)
-        elif isinstance(node, list | tuple):
-            for v in node:
-                self._scan_reads(v)
-        elif isinstance(node, str):
-            try:
-                st: Any = parse_stmt(node)
-                e: Any = st.value if isinstance(st, Assign) else st
-            except Exception:
-                try:
-                    e = parse_expr(node)
-                except Exception:
-                    return
-            for n in walk(e):
-                if isinstance(n, Name):
-                    self.prog.read_names.add(n.parts)
 
     # -- one layer --------------------------------------------------------------------------
     def lower_layer(self, li: LayerInfo) -> None:
@@ -233,6 +202,7 @@ class Lowerer:
         atoms = AtomTable()
         self._atoms = atoms
         self._li = li
+        self._x: ExprTable = self.prog.exprs[L]
 
         enter = self.block(L, "enter", self.src(li, (), f"layer {L} ({proto.name})"))
         lir.entry = enter.name
@@ -270,7 +240,7 @@ class Lowerer:
             create = self.block(L, "create", self.src(li, ("perm",), "create"))
             noinst = self.block(L, "noinst")
             if create_if is not None:
-                e = parse_expr(expr_text(create_if))
+                e = self._x.expr(create_if)
                 miss.term = Branch(
                     Cond("create_if", e, expr_text(create_if)),
                     create.name,
@@ -306,9 +276,9 @@ class Lowerer:
             for key in ("meta", "data", "data_len", "early"):
                 v = getattr(m.sequence, key)
                 if v is not None:
-                    rd |= expr_reads(L, b, parse_expr(expr_text(v)))
+                    rd |= expr_reads(L, b, self._x.expr(v))
             for w in m.sequence.window or []:
-                rd |= expr_reads(L, b, parse_expr(expr_text(w)))
+                rd |= expr_reads(L, b, self._x.expr(w))
             self.emit(ins, "insert_seq", L, rd | {f"INST:{L}"}, {f"SEQ:{L}", f"FIRED:{L}"})
             self._latch_block = ins
             after_ins = self.block(L, "pre_psm")
@@ -364,7 +334,7 @@ class Lowerer:
                 cur.term = Jump(call.name)
                 cur = self.block(L, "unreachable")
                 break
-            ex = parse_expr(expr_text(e.when))
+            ex = self._x.expr(e.when)
             nxt = self.block(L, "edge_else")
             cur.term = Branch(Cond("expr", ex, expr_text(e.when)), call.name, nxt.name, L,
                               expr_reads(L, b, ex))  # fmt: skip
@@ -377,10 +347,10 @@ class Lowerer:
         if loops:
             i, e = loops[0]
             mr = e.max_repeat or DEFAULT_MAX_REPEAT
-            ex = parse_expr(expr_text(e.when)) if e.when is not None else None
+            ex = self._x.expr(e.when) if e.when is not None else None
             # input: the next pass parses this instead of the sdu (written into the sdu when
             # the loop is taken; nothing reads the sdu after this but the destroy and reenter)
-            inp = parse_expr(expr_text(e.input)) if e.input is not None else None
+            inp = self._x.expr(e.input) if e.input is not None else None
             self.emit(
                 cur,
                 "loop_decide",
@@ -423,7 +393,7 @@ class Lowerer:
             s = stmts[i]
             sp = path + (i,)
             if isinstance(s, str):
-                st = parse_stmt(s)
+                st = self._x.stmt(s)
                 from rubikgen.expr.ast import Assign, CallStmt
 
                 if isinstance(st, Assign):
@@ -444,14 +414,14 @@ class Lowerer:
                 rd: set[str] = set()
                 for a in s.args.values():
                     v = a.value if hasattr(a, "value") else a
-                    rd |= expr_reads(L, b, parse_expr(expr_text(v)))
+                    rd |= expr_reads(L, b, self._x.expr(v))
                 self.emit(cur, "callback", L, rd, {"RUNTIME"},
                           self.src(li, sp, f"callback {s.callback}"), name=s.callback, call=s)  # fmt: skip
                 i += 1
             elif isinstance(s, Transform):
                 rd = {f"INST:{L}"}
                 for v in s.args.values():
-                    rd |= expr_reads(L, b, parse_expr(expr_text(v)))
+                    rd |= expr_reads(L, b, self._x.expr(v))
                 self.emit(cur, "transform", L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
                           self.src(li, sp, f"transform {s.transform}"), name=s.transform,
                           call=s)  # fmt: skip
@@ -471,7 +441,7 @@ class Lowerer:
                     j += 1
                 join = self.block(L, "join")
                 for cond, body, cp in chain:
-                    ex = self._atoms.rewrite(parse_expr(expr_text(cond)))
+                    ex = self._atoms.rewrite(self._x.expr(cond))
                     then = self.block(L, "then", self.src(li, cp, "if"))
                     nxt = self.block(L, "else")
                     cur.term = Branch(Cond("expr", ex, expr_text(cond)), then.name, nxt.name, L,
@@ -509,13 +479,13 @@ class Lowerer:
                 srcs = [t.from_]
             st_expr: Expr | None = None
             for s in srcs:
-                atom = Binary("==", Name(("current_state",)), Name((s,)))
-                st_expr = atom if st_expr is None else Binary("||", st_expr, atom)
+                atom = X.binary("==", self._x.name(("current_state",)), self._x.name((s,)))
+                st_expr = atom if st_expr is None else X.binary("||", st_expr, atom)
             cond = st_expr if t.from_ != "*" else None
             text = f"current_state in {srcs}" if t.from_ != "*" else "any state"
             if t.when is not None:
-                w = self._atoms.rewrite(parse_expr(expr_text(t.when)))
-                cond = w if cond is None else Binary("&&", cond, w)
+                w = self._atoms.rewrite(self._x.expr(t.when))
+                cond = w if cond is None else X.binary("&&", cond, w)
                 text += f" && {expr_text(t.when)}"
             fire = self.block(L, f"t_{t.name}", self.src(li, tp, f"transition {t.name}"))
             self.emit(fire, "set_state", L, set(), {f"STATE:{L}", f"FIRED:{L}"},
@@ -613,12 +583,12 @@ class Lowerer:
         cond: Expr | None = None
         text = []
         for w in [with_] if isinstance(with_, str) else (with_ or []):
-            atom = Name(("event", w))
-            cond = atom if cond is None else Binary("&&", cond, atom)
+            atom = self._x.name(("event", w))
+            cond = atom if cond is None else X.binary("&&", cond, atom)
             text.append(f"event.{w}")
         if when is not None:
-            we = self._atoms.rewrite(parse_expr(expr_text(when)))
-            cond = we if cond is None else Binary("&&", cond, we)
+            we = self._atoms.rewrite(self._x.expr(when))
+            cond = we if cond is None else X.binary("&&", cond, we)
             text.append(expr_text(when))
         body = self.block(L, f"ev_{name}", s)
         join = self.block(L, f"ev_{name}_done")
@@ -632,7 +602,7 @@ class Lowerer:
             rd: set[str] = set()
             for a in self.stack.handlers[name].args.values():
                 v = a.value if hasattr(a, "value") else a
-                rd |= expr_reads(L, b, parse_expr(expr_text(v)))
+                rd |= expr_reads(L, b, self._x.expr(v))
             self.emit(body, "handler", L, rd, {"RUNTIME"}, s, name=name)
             end = body
         else:
@@ -645,9 +615,18 @@ def _start(psm: Any) -> str:
     return psm.start[0] if isinstance(psm.start, list) else psm.start
 
 
-def lower_stack(stack: Stack, info: StackInfo, smap: SourceMap, stack_file: str) -> Program:
+def lower_stack(
+    stack: Stack,
+    info: StackInfo,
+    smap: SourceMap,
+    stack_file: str,
+    res: Resolution | None = None,
+) -> Program:
+    """Lower a valid stack; ``res``: its resolution (sema/resolve.py), computed when not given."""
+    if res is None:
+        res = resolve_stack(stack, info, smap)
     # a branch whose arm was never filled in names block "": verify() reports it
-    return Lowerer(stack, info, stack_file).lower(smap, stack_file)
+    return Lowerer(stack, info, stack_file, res).lower(smap, stack_file)
 
 
 __all__ = ["LINK_KINDS", "Lowerer", "lower_stack"]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rubikgen.expr.ast import Expr
+from rubikgen.expr.table import ExprTable
 
 RESOURCE_KINDS = (
     "HEADER",
@@ -107,8 +108,8 @@ class Src:
 class Cond:
     """A branch condition.
 
-    kind ``expr``: ``expr`` (an AST over the layer's names, virtual atoms already replaced by
-    ``__v.K`` names); ``parse_ok``: the header parsed; ``found``: the lookup hit;
+    kind ``expr``: ``expr`` (a typed, resolved AST over the layer's names, virtual atoms
+    already replaced by ``__v.K`` names); ``parse_ok``: the header parsed; ``found``: the lookup hit;
     ``has_inst``: the packet has a real instance; ``accept``: the state is an accept state;
     ``loop``: the self-loop decision holds and the repeat bound is not reached;
     ``create_if``: like expr, for the selector's guard."""
@@ -225,6 +226,9 @@ class Program:
     # every name any spec expression reads (statements: their values), as written; a superset
     # of what the per-packet function reads, for dead-store elimination
     read_names: set[tuple[str, ...]] = field(default_factory=set)
+    # per layer: sema's typed expressions by source text (expr/table.py); every expression in
+    # the IR is one of these trees or built from them with typed nodes (expr/build.py)
+    exprs: dict[str, ExprTable] = field(default_factory=dict)
 
     def add(self, b: Block) -> Block:
         if b.name in self.blocks:

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from dataclasses import replace
 
-from rubikgen.expr.ast import Binary, Bool, Expr, Name, Num, Unary, unparse
+from rubikgen.expr import build as X
+from rubikgen.expr.ast import Binary, Bool, Expr, Name, Unary, unparse
 from rubikgen.expr.check import is_const
 from rubikgen.ir import Program
 from rubikgen.ir.nodes import Block, Branch, Call, Cond, Instr, Jump
@@ -138,10 +140,10 @@ def _learn(ctx: _Ctx, f: Facts, L: str, atom: Expr, value: bool) -> None:
         _learn(ctx, f, L, atom.operand, not value)
         return
     if isinstance(atom, Name) and len(atom.parts) == 2:
-        kind, name = atom.parts
+        kind, name = _kind(atom), atom.parts[1]
         if kind == "event":
             f[("ev", L, name)] = int(value)
-        elif kind == "psm" and value and (L, name) in ctx.tid:
+        elif kind == "transition" and value and (L, name) in ctx.tid:
             f[("psm", L)] = ctx.tid[(L, name)]
         return
     if isinstance(atom, Binary) and atom.op in ("==", "!=") and value == (atom.op == "=="):
@@ -154,8 +156,13 @@ def _learn(ctx: _Ctx, f: Facts, L: str, atom: Expr, value: bool) -> None:
                 f[("state", L)] = k
 
 
+def _kind(e: Expr) -> str | None:
+    """What sema bound a name to (expr.types.Resolved.kind)."""
+    return e.ref.kind if isinstance(e, Name) and e.ref is not None else None
+
+
 def _state_value(ctx: _Ctx, L: str, e: Expr) -> int | None:
-    if isinstance(e, Name) and len(e.parts) == 1 and e.parts[0] in ctx.states.get(L, []):
+    if _kind(e) == "state" and e.parts[0] in ctx.states.get(L, []):
         return ctx.states[L].index(e.parts[0])
     return is_const(e)
 
@@ -189,11 +196,11 @@ def _is_bool(e: Expr) -> bool:
         return True
     if isinstance(e, Binary) and e.op in ("&&", "||", "==", "!=", "<", "<=", ">", ">="):
         return True
-    return isinstance(e, Name) and len(e.parts) == 2 and e.parts[0] in ("event", "psm")
+    return isinstance(e, Name) and len(e.parts) == 2 and _kind(e) in ("event", "transition")
 
 
 def _truth(e: Expr) -> Expr:
-    return e if _is_bool(e) else Unary("!", Unary("!", e))
+    return e if _is_bool(e) else X.unary("!", X.unary("!", e))
 
 
 def simplify(ctx: _Ctx, f: Facts, L: str, e: Expr) -> Expr:
@@ -201,23 +208,25 @@ def simplify(ctx: _Ctx, f: Facts, L: str, e: Expr) -> Expr:
     no side effects, so a constant operand of && or || decides or drops the other one)."""
     if isinstance(e, Name):
         p = e.parts
+        kind = _kind(e)
         if p == ("current_state",):
             v = _get(f, ("state", L))
-            return Num(v) if v is not None else e
-        if len(p) == 1 and p[0] in ctx.states.get(L, []):
-            return Num(ctx.states[L].index(p[0]))
-        if len(p) == 2 and p[0] == "event":
+            return X.num(v) if v is not None else e
+        k = _state_value(ctx, L, e)
+        if k is not None:
+            return X.num(k)
+        if len(p) == 2 and kind == "event":
             v = _get(f, ("ev", L, p[1]))
-            return Num(v) if v is not None else e
-        if len(p) == 2 and p[0] == "psm" and (L, p[1]) in ctx.tid:
+            return X.num(v) if v is not None else e
+        if len(p) == 2 and kind == "transition" and (L, p[1]) in ctx.tid:
             v = _get(f, ("psm", L))
-            return Num(int(v == ctx.tid[(L, p[1])])) if v is not None else e
+            return X.num(int(v == ctx.tid[(L, p[1])])) if v is not None else e
         return e
     if isinstance(e, Unary):
         o = simplify(ctx, f, L, e.operand)
-        n = Unary(e.op, o)
+        n = replace(e, operand=o)
         k = is_const(n)
-        return Num(k) if k is not None else n
+        return X.num(k) if k is not None else n
     if isinstance(e, Binary):
         a = simplify(ctx, f, L, e.left)
         b = simplify(ctx, f, L, e.right)
@@ -228,17 +237,17 @@ def simplify(ctx: _Ctx, f: Facts, L: str, e: Expr) -> Expr:
                 if k is None:
                     continue
                 if bool(k) == bool(short):
-                    return Num(short)
+                    return X.num(short)
                 return (
-                    Num(int(bool(is_const(other))))
+                    X.num(int(bool(is_const(other))))
                     if is_const(other) is not None
                     else _truth(other)
                 )
-        n = Binary(e.op, a, b)
+        n = replace(e, left=a, right=b)
         k = is_const(n)
-        return Num(k) if k is not None else n
+        return X.num(k) if k is not None else n
     if isinstance(e, Bool):
-        return Num(int(e.value))
+        return X.num(int(e.value))
     return e
 
 
@@ -453,10 +462,10 @@ def _reorder(e: Expr) -> Expr:
         ops = sorted(ops, key=_cost)  # stable: equal costs keep the spec's order
         out = ops[0]
         for x in ops[1:]:
-            out = Binary(e.op, out, x)
+            out = X.binary(e.op, out, x)
         return out
     if isinstance(e, Unary):
-        return Unary(e.op, _reorder(e.operand))
+        return replace(e, operand=_reorder(e.operand))
     return e
 
 
