@@ -467,8 +467,10 @@ class LayerEnv:
         self.lc = lc
         self.create = create
 
-    def _bound(self, param: str) -> LayerC:
-        return self.lc.layers[self.lc.li.bindings[param]]
+    def _owner(self, name: Name) -> LayerC:
+        """The layer a name belongs to: sema bound a parameter's names to their layer."""
+        r = name.ref
+        return self.lc.layers[r.owner] if r is not None and r.owner else self.lc
 
     @staticmethod
     def _var_ref(base: str, v: VarInfo | FieldInfo) -> CRef:
@@ -478,17 +480,18 @@ class LayerEnv:
         return CRef(f"{base}{v.name}", t)
 
     def ref(self, name: Name) -> CRef:
+        """The C of a name, by the binding sema gave it (Name.ref)."""
         lc = self.lc
-        p = name.parts
+        r = name.ref
+        if r is None:
+            raise ValueError(f"layer {lc.name}: name {name.dotted!r} was not resolved")
+        k, x = r.kind, name.parts[-1]
         inp, cur = lc.v("in"), lc.v("cur")
-        if len(p) == 1:
-            x = p[0]
+        if k == "builtin":
             if x == "input":  # the whole input of this pass, header included
                 return CRef(inp, BytesT(None))
             if x == "payload":
                 return CRef(f"rg_bytes_make({inp}.ptr + {cur}, {inp}.len - {cur})", BytesT(None))
-            if x == "input":
-                return CRef(inp, BytesT(None))
             if x == "payload_len":
                 return CRef(f"({inp}.len - {cur})", NumT(32))
             if x == "cursor":
@@ -500,60 +503,47 @@ class LayerEnv:
             if x == "gap_len":  # gap recovery: bytes this packet's assembles skipped
                 return CRef(f"{lc.v('sres')}.gap_bytes", NumT(32))
             if x == "gap_seq":  # ... and where the first hole started
-                r = lc.v("sres")
-                return CRef(f"({r}.ngaps ? {r}.gaps[0].start : 0u)", NumT(32))
+                rs = lc.v("sres")
+                return CRef(f"({rs}.ngaps ? {rs}.gaps[0].start : 0u)", NumT(32))
             if x == "to_active":
                 return CRef(lc.dir_expr(), BOOL)
             if x == "to_passive":
                 return CRef(f"(1 - {lc.dir_expr()})", BOOL)
             if x == "current_state":
                 return CRef(f"{lc.v('inst')}->fi.state", STATE_T)
-            if x in lc.states:
-                return CRef(lit(lc.states.index(x)), STATE_T)
-            if x in ("true", "false"):
-                return CRef("1" if x == "true" else "0", BOOL)
-        if len(p) == 2:
-            ns, n = p
-            if ns == "__v":
-                return CRef(f"{lc.t('vtest')}({lc.v('inst')}, {n})", BOOL)
-            if ns == "option":  # the layer's value, else the protocol's default
-                d = lc.proto.model.options[n].default
-                val = lc.li.options.get(n, d)
-                if isinstance(d, bool):
-                    return CRef("1" if val else "0", BOOL)
-                return CRef(lit(int(val)), NumT(64))
-            if ns == "header":
-                return self._var_ref(f"{lc.v('h')}.", lc.proto.fields[n])
-            if ns == "temp":
-                return self._var_ref(f"{lc.v('t')}.", lc.proto.temps[n])
-            if ns == "perm":
-                return self._var_ref(f"{lc.v('inst')}->", lc.proto.perms[n])
-            if ns == "psm":
-                tid = lc.proto.transitions.index(n) + 1
-                return CRef(f"({lc.v('psm')} == {tid})", BOOL)
-            if ns == "event":
-                return CRef(f"{lc.v('ev')}[{lc.ev_index(n)}]", BOOL)
-        if len(p) == 3:
-            other = self._bound(p[0])
-            ns, n = p[1], p[2]
-            if ns == "header":
-                return self._var_ref(f"{other.v('h')}.", other.proto.fields[n])
-            if ns == "temp":
-                return self._var_ref(f"{other.v('t')}.", other.proto.temps[n])
-            if ns == "perm":
-                return self._var_ref(f"{other.v('inst')}->", other.proto.perms[n])
-        raise ValueError(f"layer {lc.name}: cannot translate name {name.dotted!r}")
+        if k == "state":
+            return CRef(lit(lc.states.index(x)), STATE_T)
+        if k == "atom":
+            return CRef(f"{lc.t('vtest')}({lc.v('inst')}, {x})", BOOL)
+        if k == "option":  # the layer's value, else the protocol's default
+            d = lc.proto.model.options[x].default
+            val = lc.li.options.get(x, d)
+            if isinstance(d, bool):
+                return CRef("1" if val else "0", BOOL)
+            return CRef(lit(int(val)), NumT(64))
+        if k == "transition":
+            tid = lc.proto.transitions.index(x) + 1
+            return CRef(f"({lc.v('psm')} == {tid})", BOOL)
+        if k == "event":
+            return CRef(f"{lc.v('ev')}[{lc.ev_index(x)}]", BOOL)
+        o = self._owner(name)
+        if k in ("field", "foreign_field"):
+            return self._var_ref(f"{o.v('h')}.", o.proto.fields[x])
+        if k in ("temp", "foreign_temp"):
+            return self._var_ref(f"{o.v('t')}.", o.proto.temps[x])
+        if k in ("perm", "foreign_perm"):
+            return self._var_ref(f"{o.v('inst')}->", o.proto.perms[x])
+        raise ValueError(f"layer {lc.name}: cannot translate name {name.dotted!r} ({k})")
 
     def target(self, name: Name) -> CRef:
-        lc = self.lc
-        p = name.parts
-        if len(p) == 2:
-            base, owner = (f"{lc.v('t')}.", lc.proto.temps) if p[0] == "temp" else (
-                f"{lc.v('inst')}->", lc.proto.perms)  # fmt: skip
-            v = owner[p[1]]
+        r = name.ref
+        o = self._owner(name)
+        if r is not None and r.kind == "temp":
+            base, v = f"{o.v('t')}.", o.proto.temps[name.parts[-1]]
+        elif r is not None and r.kind in ("perm", "foreign_perm"):
+            base, v = f"{o.v('inst')}->", o.proto.perms[name.parts[-1]]
         else:
-            other = self._bound(p[0])
-            base, v = f"{other.v('inst')}->", other.proto.perms[p[2]]
+            raise ValueError(f"layer {self.lc.name}: cannot assign to {name.dotted!r}")
         t: Type = field_type(v)
         if isinstance(t, NumT):
             return CRef(f"{base}{v.name}", t, ctype_of_width(t.width))

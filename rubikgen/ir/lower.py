@@ -92,40 +92,57 @@ class AtomTable:
 # Resources
 
 
-def _name_resources(layer: str, bindings: dict[str, str], parts: tuple[str, ...]) -> set[str]:
-    p0 = parts[0]
-    if p0 in ("input", "payload", "payload_len", "cursor"):
-        return {f"HEADER:{layer}"}
-    if p0 in ("sdu", "sdu_len", "gap_seq", "gap_len"):
-        return {f"SDU:{layer}"}
-    if p0 in ("to_active", "to_passive"):
-        return {f"INST:{layer}"}
-    if p0 == "current_state":
-        return {f"STATE:{layer}"}
-    if p0 == "__v":
+# Where each built-in value lives (docs/spec-language.md section 2).
+_BUILTIN_KIND = {
+    "input": "HEADER",
+    "payload": "HEADER",
+    "payload_len": "HEADER",
+    "cursor": "HEADER",
+    "sdu": "SDU",
+    "sdu_len": "SDU",
+    "gap_seq": "SDU",
+    "gap_len": "SDU",
+    "to_active": "INST",
+    "to_passive": "INST",
+    "current_state": "STATE",
+}
+# What each kind of binding (expr.types.Resolved.kind) reads or writes; states and options are
+# constants.
+_KIND = {
+    "field": "HEADER",
+    "layout": "HEADER",
+    "temp": "TEMP",
+    "perm": "PERM",
+    "foreign_field": "HEADER",
+    "foreign_temp": "TEMP",
+    "foreign_perm": "PERM",
+    "transition": "FIRED",
+    "event": "FIRED",
+}
+
+
+def name_resources(layer: str, n: Name) -> set[str]:
+    """The resources a name of ``layer`` reads (or, as an assignment target, writes), from
+    the binding sema gave it."""
+    r = n.ref
+    if r is None:
+        raise ValueError(f"layer {layer}: name {n.dotted!r} was not resolved by sema")
+    if r.kind == "atom":  # a virtual atom's latch asks the sequence
         return {f"SEQ:{layer}", f"INST:{layer}"}
-    if p0 == "v":
-        return _name_resources(layer, bindings, parts[1:]) | {f"SEQ:{layer}"}
-    if len(parts) == 2:
-        kind = {"header": "HEADER", "temp": "TEMP", "perm": "PERM", "psm": "FIRED"}.get(p0)
-        if p0 == "event":
-            kind = "FIRED"
-        if p0 == "layout":
-            kind = "HEADER"
-        return {f"{kind}:{layer}"} if kind else set()
-    if len(parts) == 3 and p0 in bindings:
-        owner = bindings[p0]
-        return {f"{parts[1].upper()}:{owner}"}
-    return set()
+    kind = _BUILTIN_KIND.get(n.parts[-1]) if r.kind == "builtin" else _KIND.get(r.kind)
+    out = {f"{kind}:{r.owner or layer}"} if kind else set()
+    if r.virtual:
+        out.add(f"SEQ:{layer}")
+    return out
 
 
-def expr_reads(layer: str, bindings: dict[str, str], e: Expr | None) -> frozenset[str]:
+def expr_reads(layer: str, e: Expr | None) -> frozenset[str]:
     out: set[str] = set()
     if e is None:
         return frozenset()
     for n in walk(e):
         if isinstance(n, Name):
-            out |= _name_resources(layer, bindings, n.parts)
+            out |= name_resources(layer, n)
         elif isinstance(n, ECall) and n.func == "ready_upto":
             out |= {f"SEQ:{layer}", f"INST:{layer}"}
     return frozenset(out)
@@ -246,7 +263,7 @@ class Lowerer:
                     create.name,
                     noinst.name,
                     L,
-                    expr_reads(L, b, e),
+                    expr_reads(L, e),
                 )
             else:
                 miss.term = Jump(create.name)
@@ -276,9 +293,9 @@ class Lowerer:
             for key in ("meta", "data", "data_len", "early"):
                 v = getattr(m.sequence, key)
                 if v is not None:
-                    rd |= expr_reads(L, b, self._x.expr(v))
+                    rd |= expr_reads(L, self._x.expr(v))
             for w in m.sequence.window or []:
-                rd |= expr_reads(L, b, self._x.expr(w))
+                rd |= expr_reads(L, self._x.expr(w))
             self.emit(ins, "insert_seq", L, rd | {f"INST:{L}"}, {f"SEQ:{L}", f"FIRED:{L}"})
             self._latch_block = ins
             after_ins = self.block(L, "pre_psm")
@@ -313,7 +330,7 @@ class Lowerer:
                     self._latch_block,
                     "vupdate",
                     L,
-                    expr_reads(L, b, e) | {f"SEQ:{L}"},
+                    expr_reads(L, e) | {f"SEQ:{L}"},
                     {f"SEQ:{L}"},
                     atom=k,
                     expr=e,
@@ -337,7 +354,7 @@ class Lowerer:
             ex = self._x.expr(e.when)
             nxt = self.block(L, "edge_else")
             cur.term = Branch(Cond("expr", ex, expr_text(e.when)), call.name, nxt.name, L,
-                              expr_reads(L, b, ex))  # fmt: skip
+                              expr_reads(L, ex))  # fmt: skip
             cur = nxt
         cur.term = Jump(after.name)
         cur = after
@@ -355,7 +372,7 @@ class Lowerer:
                 cur,
                 "loop_decide",
                 L,
-                expr_reads(L, b, ex) | expr_reads(L, b, inp),
+                expr_reads(L, ex) | expr_reads(L, inp),
                 {f"LOOP:{L}"} | ({f"SDU:{L}"} if inp is not None else set()),
                 self.stack_src(("edges", i), "self-loop"),
                 cond=Cond("expr", ex, expr_text(e.when)) if ex is not None else None,
@@ -387,7 +404,6 @@ class Lowerer:
     def stmts(self, cur: Block, stmts: list[Any], path: Path) -> Block:
         li = self._li
         L = li.name
-        b = li.bindings
         i = 0
         while i < len(stmts):
             s = stmts[i]
@@ -397,15 +413,14 @@ class Lowerer:
                 from rubikgen.expr.ast import Assign, CallStmt
 
                 if isinstance(st, Assign):
-                    t = st.target.parts
-                    w = _name_resources(L, b, t)
-                    self.emit(cur, "assign", L, expr_reads(L, b, st.value), w,
+                    w = name_resources(L, st.target)
+                    self.emit(cur, "assign", L, expr_reads(L, st.value), w,
                               self.src(li, sp, s), stmt=st)  # fmt: skip
                 elif isinstance(st, CallStmt) and st.func == "assemble":
                     self.emit(cur, "assemble", L, {f"SEQ:{L}", f"INST:{L}"},
                               {f"SEQ:{L}", f"SDU:{L}", f"FIRED:{L}"}, self.src(li, sp, s))  # fmt: skip
                 elif isinstance(st, CallStmt) and st.func == "set_sdu":
-                    self.emit(cur, "set_sdu", L, expr_reads(L, b, st.args[0]), {f"SDU:{L}"},
+                    self.emit(cur, "set_sdu", L, expr_reads(L, st.args[0]), {f"SDU:{L}"},
                               self.src(li, sp, s), value=st.args[0])  # fmt: skip
                 else:
                     raise ValueError(f"unknown statement {s!r}")
@@ -414,14 +429,14 @@ class Lowerer:
                 rd: set[str] = set()
                 for a in s.args.values():
                     v = a.value if hasattr(a, "value") else a
-                    rd |= expr_reads(L, b, self._x.expr(v))
+                    rd |= expr_reads(L, self._x.expr(v))
                 self.emit(cur, "callback", L, rd, {"RUNTIME"},
                           self.src(li, sp, f"callback {s.callback}"), name=s.callback, call=s)  # fmt: skip
                 i += 1
             elif isinstance(s, Transform):
                 rd = {f"INST:{L}"}
                 for v in s.args.values():
-                    rd |= expr_reads(L, b, self._x.expr(v))
+                    rd |= expr_reads(L, self._x.expr(v))
                 self.emit(cur, "transform", L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
                           self.src(li, sp, f"transform {s.transform}"), name=s.transform,
                           call=s)  # fmt: skip
@@ -445,7 +460,7 @@ class Lowerer:
                     then = self.block(L, "then", self.src(li, cp, "if"))
                     nxt = self.block(L, "else")
                     cur.term = Branch(Cond("expr", ex, expr_text(cond)), then.name, nxt.name, L,
-                                      expr_reads(L, b, ex))  # fmt: skip
+                                      expr_reads(L, ex))  # fmt: skip
                     end = self.stmts(then, body, cp + ("then",))
                     end.term = Jump(join.name)
                     cur = nxt
@@ -461,7 +476,6 @@ class Lowerer:
     # -- PSM --------------------------------------------------------------------------------
     def psm(self, cur: Block, li: LayerInfo) -> Block:
         L = li.name
-        b = li.bindings
         psm = li.protocol.model.psm
         assert psm is not None
         states = li.protocol.states
@@ -498,7 +512,7 @@ class Lowerer:
                 break
             nxt = self.block(L, "t_else")
             cur.term = Branch(Cond("expr", cond, text), fire.name, nxt.name, L,
-                              expr_reads(L, b, cond))  # fmt: skip
+                              expr_reads(L, cond))  # fmt: skip
             cur = nxt
         self.emit(cur, "fail", L, {f"STATE:{L}"}, {f"FIRED:{L}", f"STATE:{L}", "RUNTIME"},
                   self.src(li, ("psm", "on_fail"), "on_fail"), policy=psm.on_fail,
@@ -568,7 +582,6 @@ class Lowerer:
 
     def event(self, cur: Block, li: LayerInfo, name: str) -> Block:
         L = li.name
-        b = li.bindings
         m = li.protocol.model
         if name in m.events:
             ev = m.events[name]
@@ -596,13 +609,13 @@ class Lowerer:
             cur.term = Jump(body.name)
         else:
             cur.term = Branch(Cond("expr", cond, " && ".join(text)), body.name, join.name, L,
-                              expr_reads(L, b, cond))  # fmt: skip
+                              expr_reads(L, cond))  # fmt: skip
         self.emit(body, "fire", L, set(), {f"FIRED:{L}"}, event=name)
         if do is None:
             rd: set[str] = set()
             for a in self.stack.handlers[name].args.values():
                 v = a.value if hasattr(a, "value") else a
-                rd |= expr_reads(L, b, self._x.expr(v))
+                rd |= expr_reads(L, self._x.expr(v))
             self.emit(body, "handler", L, rd, {"RUNTIME"}, s, name=name)
             end = body
         else:
