@@ -91,7 +91,7 @@ def test_transitions_are_tried_in_order_first_match_wins(tcp_ip: Program) -> Non
     blk = next(b for b in tcp_ip.blocks.values() if b.layer == "tcp" and ".psm." in b.name)
     while isinstance(blk.term, Branch):
         fire = tcp_ip.blocks[blk.term.then]
-        chain.append(fire.instrs[0].args["name"])
+        chain.append(fire.instrs[0].name)
         # a fired transition goes straight to the end of the PSM step
         assert isinstance(fire.term, Jump) or isinstance(fire.term, Branch)
         blk = tcp_ip.blocks[blk.term.else_]
@@ -138,7 +138,7 @@ def test_self_loop_is_bounded_and_runs_after_destroy() -> None:
     decide = [
         i for b in prog.blocks.values() for i in b.instrs if i.op == "loop_decide"
     ]  # fmt: skip
-    assert decide and all(i.args["max_repeat"] >= 1 for i in decide)
+    assert decide and all(i.max_repeat >= 1 for i in decide)
 
 
 def test_effects_name_foreign_perm_writes() -> None:
@@ -239,3 +239,29 @@ def test_expressions_in_the_ir_are_sema_s_resolved_trees(tcp_ip: Program) -> Non
         assert any("is not bound" in p or "no type" in p for p in verify(tcp_ip))
     finally:
         b.term.cond = old
+
+
+def test_each_opcode_is_a_dataclass_the_verifier_checks(tcp_ip: Program) -> None:
+    from rubikgen.ir import instrs as I
+    from rubikgen.ir.nodes import OPCODES
+
+    used = {type(i) for b in tcp_ip.blocks.values() for i in b.instrs}
+    assert used <= set(OPCODES.values()) and I.InsertSeq in used
+    assert {c.op for c in OPCODES.values() if c.command} == {
+        "create", "destroy", "insert_seq", "assemble", "callback", "transform", "handler",
+        "observe", "error", "finish",
+    }  # fmt: skip
+    blk = next(b for b in tcp_ip.blocks.values() if any(isinstance(i, I.Enter) for i in b.instrs))
+    enter = next(i for i in blk.instrs if isinstance(i, I.Enter))
+    assert "zero" not in enter.operands()  # defaults are not dumped
+    enter.zero = "some"
+    bare = I.Instr(layer=blk.layer)  # no opcode
+    blk.instrs.append(bare)
+    try:
+        problems = verify(tcp_ip)
+        assert any("bad zero 'some'" in p for p in problems)
+        assert any("unknown instruction Instr" in p for p in problems)
+    finally:
+        enter.zero = "all"
+        blk.instrs.remove(bare)
+    assert verify(tcp_ip) == []

@@ -19,6 +19,7 @@ from rubikgen.expr.ast import unparse
 from rubikgen.expr.types import NumT
 from rubikgen.handlercheck import HandlerSig, spec_type
 from rubikgen.ir import Branch, Call, Done, Jump, Program, Return, lower_stack, prune, verify
+from rubikgen.ir import instrs as I
 from rubikgen.ir.lower import LINK_KINDS
 from rubikgen.ir.nodes import Block, Cond, Instr
 from rubikgen.models.common import TypedArg, expr_text
@@ -159,8 +160,8 @@ class CGen:
         xfs: dict[str, list[str]] = {}
         for b in prog.blocks.values():
             for ins in b.instrs:
-                if ins.op == "transform":
-                    xfs.setdefault(ins.layer, []).append(ins.args["name"])
+                if isinstance(ins, I.Transform):
+                    xfs.setdefault(ins.layer, []).append(ins.name)
         self.transforms = sorted({t for ts in xfs.values() for t in ts})
         for name, lc in self.layers.items():
             lc.atoms = len(prog.layers[name].atoms)
@@ -205,15 +206,13 @@ class CGen:
                 hs[hn].ends = ", ".join(reasons)
         for b in self.prog.blocks.values():
             for ins in b.instrs:
-                if ins.op != "callback":
+                if not isinstance(ins, I.Callback):
                     continue
                 lc = self.layers[ins.layer]
-                types = self._arg_types(lc, ins.args["call"].args)
-                old = hs.get(ins.args["name"])
+                types = self._arg_types(lc, ins.call.args)
+                old = hs.get(ins.name)
                 if old is None:
-                    hs[ins.args["name"]] = HandlerC(
-                        ins.args["name"], ins.layer, types, str(ins.src)
-                    )
+                    hs[ins.name] = HandlerC(ins.name, ins.layer, types, str(ins.src))
                 else:  # the widest type of every layer that calls it
                     merged = []
                     for (n1, t1, k1), (_n2, t2, _k2) in zip(old.args, types, strict=False):
@@ -592,8 +591,8 @@ class CGen:
     def _max_repeat(self, lc: LayerC) -> int:
         for b in self.prog.blocks.values():
             for ins in b.instrs:
-                if ins.op == "loop_decide" and ins.layer == lc.name:
-                    return int(ins.args["max_repeat"])
+                if isinstance(ins, I.LoopDecide) and ins.layer == lc.name:
+                    return int(ins.max_repeat)
         return 0
 
     # -- instructions -----------------------------------------------------------------------
@@ -605,7 +604,7 @@ class CGen:
     def i_enter(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
         lines = []
-        if ins.args.get("zero") == "conditional":
+        if ins.zero == "conditional":
             lines += lc.zero_conditional()
         else:
             lines.append(f"h_{n} = {lc.t('hdr_init')};")
@@ -693,12 +692,10 @@ class CGen:
         n = lc.name
         rev = f"kr_{n}" if lc.bidir else "NULL"
         opened = [
-            f"    ev_{n}[{lc.ev_index('created')}] = 1;"
-            if ins.args.get("flag_created", True)
-            else "",
+            f"    ev_{n}[{lc.ev_index('created')}] = 1;" if ins.flag_created else "",
             f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->now);",
         ]
-        if ins.args.get("lazy"):
+        if ins.lazy:
             # fast-destroy: built in the scratch record; `finish` commits it to the table
             # unless the packet destroys it first
             return "\n".join(
@@ -766,10 +763,10 @@ class CGen:
         )
 
     def i_assign(self, ins: Instr, lc: LayerC) -> str:
-        return stmt_to_c(ins.args["stmt"], lc.env())
+        return stmt_to_c(ins.stmt, lc.env())
 
     def i_set_sdu(self, ins: Instr, lc: LayerC) -> str:
-        return f"sdu_{lc.name} = {to_c(ins.args['value'], lc.env()).text};"
+        return f"sdu_{lc.name} = {to_c(ins.value, lc.env()).text};"
 
     def i_assemble(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
@@ -822,14 +819,14 @@ class CGen:
         else:
             lines += [
                 f"uint32_t fl_ = rg_seq_insert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, (uint32_t)m_, "
-                f"d_.ptr, len_, take_, {win}, {'RG_SEQ_BORROW' if ins.args.get('borrow') else '0'}, "
+                f"d_.ptr, len_, take_, {win}, {'RG_SEQ_BORROW' if ins.borrow else '0'}, "
                 f"&sres_{n});",
                 f"vend_{n} = (uint32_t)m_ + take_;",
             ]
         flag = {"rexmit": "REXMIT", "out_of_wnd": "OUT_OF_WINDOW", "overlap": "CONFLICT",
                 "buffer_full": "BUFFER_FULL"}  # fmt: skip
         # dead-stores lists the flags something reads; without it (-O0/-O1) all are set
-        for e in ins.args.get("events", list(flag)):
+        for e in ins.events if ins.events is not None else list(flag):
             lines.append(f"ev_{n}[{ev(e)}] = (fl_ & RG_SEQ_EV_{flag[e]}) != 0;")
         lines += [
             f"rg_seq_stats *ss_ = &ctx->stats->layer[{lc.index}].seq;",
@@ -853,11 +850,11 @@ class CGen:
 
     def i_vupdate(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
-        k = ins.args["atom"]
+        k = ins.atom
         d = lc.dir_expr()
-        c = cond_to_c(ins.args["expr"], lc.env())
+        c = cond_to_c(ins.expr, lc.env())
         return (
-            f"/* latch {c_comment(ins.args['text'])} */\n"
+            f"/* latch {c_comment(ins.text)} */\n"
             f"if (!inst_{n}->vl[{k}][{d}] && ({c})) {{\n"
             f"    inst_{n}->vl[{k}][{d}] = 1;\n"
             f"    inst_{n}->vend[{k}][{d}] = vend_{n};\n"
@@ -866,21 +863,21 @@ class CGen:
 
     def i_set_state(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
-        t = ins.args["transition"]
+        t = ins.transition
         mask = f"inst_{n}->tmask |= UINT64_C(1) << {t - 1};\n" if t <= 64 else ""
         return (
-            f"inst_{n}->fi.state = {ins.args['state']}; /* -> {lc.states[ins.args['state']]} */\n"
-            f"psm_{n} = {t}; /* {ins.args['name']} */\n" + mask
+            f"inst_{n}->fi.state = {ins.state}; /* -> {lc.states[ins.state]} */\n"
+            f"psm_{n} = {t}; /* {ins.name} */\n" + mask
         ).rstrip()
 
     def i_fire(self, ins: Instr, lc: LayerC) -> str:
-        return f"ev_{lc.name}[{lc.ev_index(ins.args['event'])}] = 1;"
+        return f"ev_{lc.name}[{lc.ev_index(ins.event)}] = 1;"
 
     def i_fail(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
-        s = f"ev_{n}[{lc.ev_index('fail')}] = 1; /* on_fail: {ins.args['policy']} */"
-        if ins.args["policy"] == "reset":
-            s += f"\ninst_{n}->fi.state = {ins.args['start']};"
+        s = f"ev_{n}[{lc.ev_index('fail')}] = 1; /* on_fail: {ins.policy} */"
+        if ins.policy == "reset":
+            s += f"\ninst_{n}->fi.state = {ins.start};"
         return s
 
     def _call(self, h: HandlerC, args: dict[str, Any], lc: LayerC, end: str = "0") -> str:
@@ -942,20 +939,20 @@ class CGen:
         return "\n".join("    " + ln for ln in out)
 
     def i_handler(self, ins: Instr, lc: LayerC) -> str:
-        name = ins.args["name"]
+        name = ins.name
         return self._call(self.handlers[name], self.stack.handlers[name].args, lc)
 
     def i_callback(self, ins: Instr, lc: LayerC) -> str:
-        return self._call(self.handlers[ins.args["name"]], ins.args["call"].args, lc)
+        return self._call(self.handlers[ins.name], ins.call.args, lc)
 
     def i_loop_decide(self, ins: Instr, lc: LayerC) -> str:
-        c = ins.args["cond"]
+        c = ins.cond
         n = lc.name
         if c is None:
             s = f"loop_{n} = 1;"
         else:
             s = f"loop_{n} = ({cond_to_c(c.expr, lc.env())}) ? 1u : 0u; /* {c_comment(unparse(c.expr))} */"
-        inp = ins.args.get("input")
+        inp = ins.input
         # the next pass's input: the sdu, or the edge's `input` (evaluated now: the instance
         # may be destroyed before the self-loop runs)
         src = to_c(inp, lc.env()).text if inp is not None else f"sdu_{n}"
@@ -967,8 +964,8 @@ class CGen:
 
     def i_transform(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
-        tf = ins.args["call"]
-        spec = TRANSFORMS[ins.args["name"]]
+        tf = ins.call
+        spec = TRANSFORMS[ins.name]
         env = lc.env()
         vals = {an: to_c(lc.x.expr(v), env).text for an, v in tf.args.items()}
         lines = ["{"]
@@ -1020,7 +1017,7 @@ class CGen:
             # the sdu may point into the instance's sequence: keep it for the self-loop
             lines.append(f"if (loop_{n}) lin_{n} = rg__keep(&ctx->keep_{n}, lin_{n});")
         lines.append(f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);")
-        if ins.args.get("lazy"):
+        if ins.lazy:
             st = f"ctx->stats->layer[{lc.index}].inst"
             lines += [
                 f"if (lazy_{n}) {{ /* never entered the table (fast-destroy) */",
@@ -1039,7 +1036,7 @@ class CGen:
     def i_finish(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
         lines = []
-        if ins.args.get("commit"):
+        if ins.commit:
             lines += [
                 f"if (lazy_{n}) {{ /* the instance outlives the packet: into the table */",
                 f"    void *p_ = {self._create_call(lc)};",
@@ -1058,7 +1055,7 @@ class CGen:
                 "    }",
                 "}",
             ]
-        if ins.args.get("settle") and lc.has_seq and lc.model.sequence.unit == "byte":
+        if ins.settle and lc.has_seq and lc.model.sequence.unit == "byte":
             lines.append(
                 f"if (has_inst_{n}) rg_seq_settle(&inst_{n}->seq[{lc.dir_expr()}], &{lc.t('seqcfg')});"
             )

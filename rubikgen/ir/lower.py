@@ -28,6 +28,7 @@ from rubikgen.sema.resolve import Resolution, resolve_stack
 from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo, lifecycle_hooks
 from rubikgen.source import Path, SourceMap
 
+from . import instrs as I
 from .nodes import Block, Branch, Call, Cond, Instr, Jump, LayerIR, Program, Return, Src
 
 LINK_KINDS = ("ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2")
@@ -183,10 +184,10 @@ class Lowerer:
         return self.prog.add(Block(f"{layer}.{tag}.{self._n}", layer, src=src))
 
     @staticmethod
-    def emit(b: Block, op: str, layer: str, reads: set[str] | frozenset[str] = frozenset(),
+    def emit(b: Block, op: type[Instr], layer: str, reads: set[str] | frozenset[str] = frozenset(),
              writes: set[str] | frozenset[str] = frozenset(), src: Src | None = None,
              **args: Any) -> Instr:  # fmt: skip
-        ins = Instr(op, layer, args, frozenset(reads), frozenset(writes), src)
+        ins = op(layer=layer, reads=frozenset(reads), writes=frozenset(writes), src=src, **args)
         b.instrs.append(ins)
         return ins
 
@@ -223,17 +224,17 @@ class Lowerer:
 
         enter = self.block(L, "enter", self.src(li, (), f"layer {L} ({proto.name})"))
         lir.entry = enter.name
-        self.emit(enter, "enter", L, set(), {f"HEADER:{L}", f"TEMP:{L}", f"FIRED:{L}", f"SDU:{L}"})
+        self.emit(enter, I.Enter, L, set(), {f"HEADER:{L}", f"TEMP:{L}", f"FIRED:{L}", f"SDU:{L}"})
         self.emit(
             enter,
-            "parse_header",
+            I.ParseHeader,
             L,
             {f"HEADER:{L}"} | {f"HEADER:{x}" for x in b.values()},
             {f"HEADER:{L}", f"SDU:{L}"},
             self.src(li, ("header",), "header"),
         )
         trunc = self.block(L, "trunc")
-        self.emit(trunc, "error", L, set(), {"RUNTIME"}, reason="header")
+        self.emit(trunc, I.Error, L, set(), {"RUNTIME"}, reason="header")
         trunc.term = Return(L)
         after_hdr = self.block(L, "lookup" if proto.has_instance else "prep")
         enter.term = Branch(Cond("parse_ok"), after_hdr.name, trunc.name, L)
@@ -246,12 +247,12 @@ class Lowerer:
             sel_path: Path = ("selector",)
             reads = {f"HEADER:{L}"} | {f"HEADER:{x}" for x in b.values()}
             reads |= {f"PERM:{x}" for x in b.values()}
-            self.emit(cur, "build_key", L, reads, {f"KEY:{L}"}, self.src(li, sel_path, "selector"))
-            self.emit(cur, "lookup", L, {f"KEY:{L}", "RUNTIME"}, {f"INST:{L}"})
+            self.emit(cur, I.BuildKey, L, reads, {f"KEY:{L}"}, self.src(li, sel_path, "selector"))
+            self.emit(cur, I.Lookup, L, {f"KEY:{L}", "RUNTIME"}, {f"INST:{L}"})
             found = self.block(L, "found")
             miss = self.block(L, "miss")
             cur.term = Branch(Cond("found"), found.name, miss.name, L)
-            self.emit(found, "observe", L, {f"INST:{L}"}, {"RUNTIME"})
+            self.emit(found, I.Observe, L, {f"INST:{L}"}, {"RUNTIME"})
             found.term = Jump(prep.name)
             create_if = None if isinstance(sel, list) or sel is None else sel.create_if
             create = self.block(L, "create", self.src(li, ("perm",), "create"))
@@ -269,17 +270,17 @@ class Lowerer:
                 miss.term = Jump(create.name)
             self.emit(
                 create,
-                "create",
+                I.Create,
                 L,
                 {f"KEY:{L}", f"HEADER:{L}"},
                 {f"INST:{L}", f"PERM:{L}", f"STATE:{L}", f"SEQ:{L}", f"FIRED:{L}", "RUNTIME"},
             )
-            self.emit(create, "observe", L, {f"INST:{L}"}, {"RUNTIME"})
+            self.emit(create, I.Observe, L, {f"INST:{L}"}, {"RUNTIME"})
             create.term = Jump(prep.name)
-            self.emit(noinst, "no_instance", L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
+            self.emit(noinst, I.NoInstance, L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
             noinst.term = Jump(prep.name)
         else:
-            self.emit(cur, "no_instance", L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
+            self.emit(cur, I.NoInstance, L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
             cur.term = Jump(prep.name)
 
         # 3. prep
@@ -296,7 +297,7 @@ class Lowerer:
                     rd |= expr_reads(L, self._x.expr(v))
             for w in m.sequence.window or []:
                 rd |= expr_reads(L, self._x.expr(w))
-            self.emit(ins, "insert_seq", L, rd | {f"INST:{L}"}, {f"SEQ:{L}", f"FIRED:{L}"})
+            self.emit(ins, I.InsertSeq, L, rd | {f"INST:{L}"}, {f"SEQ:{L}", f"FIRED:{L}"})
             self._latch_block = ins
             after_ins = self.block(L, "pre_psm")
             ins.term = Jump(after_ins.name)
@@ -328,7 +329,7 @@ class Lowerer:
             for k, (e, text) in enumerate(atoms.atoms):
                 self.emit(
                     self._latch_block,
-                    "vupdate",
+                    I.VUpdate,
                     L,
                     expr_reads(L, e) | {f"SEQ:{L}"},
                     {f"SEQ:{L}"},
@@ -370,7 +371,7 @@ class Lowerer:
             inp = self._x.expr(e.input) if e.input is not None else None
             self.emit(
                 cur,
-                "loop_decide",
+                I.LoopDecide,
                 L,
                 expr_reads(L, ex) | expr_reads(L, inp),
                 {f"LOOP:{L}"} | ({f"SDU:{L}"} if inp is not None else set()),
@@ -386,12 +387,12 @@ class Lowerer:
             nxt = self.block(L, "after_destroy")
             cur.term = Branch(Cond("accept"), dst.name, nxt.name, L,
                               frozenset({f"STATE:{L}", f"INST:{L}"}))  # fmt: skip
-            self.emit(dst, "destroy", L, {f"INST:{L}"}, {f"INST:{L}", "RUNTIME"})
+            self.emit(dst, I.Destroy, L, {f"INST:{L}"}, {f"INST:{L}", "RUNTIME"})
             dst.term = Jump(nxt.name)
             cur = nxt
         if loops:
             again = self.block(L, "loop")
-            self.emit(again, "reenter", L, {f"SDU:{L}", f"LOOP:{L}"}, {f"HEADER:{L}", f"LOOP:{L}"})
+            self.emit(again, I.Reenter, L, {f"SDU:{L}", f"LOOP:{L}"}, {f"HEADER:{L}", f"LOOP:{L}"})
             cur.term = Branch(Cond("loop"), again.name, "", L, frozenset({f"LOOP:{L}"}))
             again.term = Jump(enter.name)
             ret = self.block(L, "return")
@@ -414,13 +415,13 @@ class Lowerer:
 
                 if isinstance(st, Assign):
                     w = name_resources(L, st.target)
-                    self.emit(cur, "assign", L, expr_reads(L, st.value), w,
+                    self.emit(cur, I.Assign, L, expr_reads(L, st.value), w,
                               self.src(li, sp, s), stmt=st)  # fmt: skip
                 elif isinstance(st, CallStmt) and st.func == "assemble":
-                    self.emit(cur, "assemble", L, {f"SEQ:{L}", f"INST:{L}"},
+                    self.emit(cur, I.Assemble, L, {f"SEQ:{L}", f"INST:{L}"},
                               {f"SEQ:{L}", f"SDU:{L}", f"FIRED:{L}"}, self.src(li, sp, s))  # fmt: skip
                 elif isinstance(st, CallStmt) and st.func == "set_sdu":
-                    self.emit(cur, "set_sdu", L, expr_reads(L, st.args[0]), {f"SDU:{L}"},
+                    self.emit(cur, I.SetSdu, L, expr_reads(L, st.args[0]), {f"SDU:{L}"},
                               self.src(li, sp, s), value=st.args[0])  # fmt: skip
                 else:
                     raise ValueError(f"unknown statement {s!r}")
@@ -430,14 +431,14 @@ class Lowerer:
                 for a in s.args.values():
                     v = a.value if hasattr(a, "value") else a
                     rd |= expr_reads(L, self._x.expr(v))
-                self.emit(cur, "callback", L, rd, {"RUNTIME"},
+                self.emit(cur, I.Callback, L, rd, {"RUNTIME"},
                           self.src(li, sp, f"callback {s.callback}"), name=s.callback, call=s)  # fmt: skip
                 i += 1
             elif isinstance(s, Transform):
                 rd = {f"INST:{L}"}
                 for v in s.args.values():
                     rd |= expr_reads(L, self._x.expr(v))
-                self.emit(cur, "transform", L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
+                self.emit(cur, I.Transform, L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
                           self.src(li, sp, f"transform {s.transform}"), name=s.transform,
                           call=s)  # fmt: skip
                 i += 1
@@ -502,7 +503,7 @@ class Lowerer:
                 cond = w if cond is None else X.binary("&&", cond, w)
                 text += f" && {expr_text(t.when)}"
             fire = self.block(L, f"t_{t.name}", self.src(li, tp, f"transition {t.name}"))
-            self.emit(fire, "set_state", L, set(), {f"STATE:{L}", f"FIRED:{L}"},
+            self.emit(fire, I.SetState, L, set(), {f"STATE:{L}", f"FIRED:{L}"},
                       state=states.index(t.to), transition=ti + 1, name=t.name)  # fmt: skip
             end = self.stmts(fire, t.do, tp + ("do",))
             end.term = Jump(done.name)
@@ -514,7 +515,7 @@ class Lowerer:
             cur.term = Branch(Cond("expr", cond, text), fire.name, nxt.name, L,
                               expr_reads(L, cond))  # fmt: skip
             cur = nxt
-        self.emit(cur, "fail", L, {f"STATE:{L}"}, {f"FIRED:{L}", f"STATE:{L}", "RUNTIME"},
+        self.emit(cur, I.Fail, L, {f"STATE:{L}"}, {f"FIRED:{L}", f"STATE:{L}", "RUNTIME"},
                   self.src(li, ("psm", "on_fail"), "on_fail"), policy=psm.on_fail,
                   start=states.index(_start(psm)))  # fmt: skip
         if psm.on_fail == "drop":
@@ -610,13 +611,13 @@ class Lowerer:
         else:
             cur.term = Branch(Cond("expr", cond, " && ".join(text)), body.name, join.name, L,
                               expr_reads(L, cond))  # fmt: skip
-        self.emit(body, "fire", L, set(), {f"FIRED:{L}"}, event=name)
+        self.emit(body, I.Fire, L, set(), {f"FIRED:{L}"}, event=name)
         if do is None:
             rd: set[str] = set()
             for a in self.stack.handlers[name].args.values():
                 v = a.value if hasattr(a, "value") else a
                 rd |= expr_reads(L, self._x.expr(v))
-            self.emit(body, "handler", L, rd, {"RUNTIME"}, s, name=name)
+            self.emit(body, I.Handler, L, rd, {"RUNTIME"}, s, name=name)
             end = body
         else:
             end = self.stmts(body, do, path + ("do",))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rubikgen.expr.ast import Assign, CallStmt, Name, Node, walk
+from rubikgen.expr.ast import Assign, CallStmt, Name, walk
 
 from .nodes import OPCODES, RESOURCE_KINDS, Branch, Call, Program, Return
 
@@ -75,13 +75,14 @@ def verify(prog: Program) -> list[str]:
             if why:
                 errs.append(f"{name}: branch condition {t.cond.show()!r}: {why}")
         for ins in b.instrs:
-            if ins.op not in OPCODES:
-                errs.append(f"{name}: unknown opcode {ins.op}")
-            for k, v in ins.args.items():
-                x = v.expr if k == "cond" and v is not None else v
-                why = unresolved(x) if isinstance(x, Node) else None
+            if OPCODES.get(ins.op) is not type(ins):
+                errs.append(f"{name}: unknown instruction {type(ins).__name__}")
+                continue
+            errs += [f"{name}: {ins.op}: {p}" for p in ins.check()]
+            for x in ins.exprs():
+                why = unresolved(x)
                 if why:
-                    errs.append(f"{name}: {ins.op} {k}: {why}")
+                    errs.append(f"{name}: {ins.op}: {why}")
             for r in ins.reads | ins.writes:
                 kind, _, layer = r.partition(":")
                 if kind not in RESOURCE_KINDS or (kind != "RUNTIME" and layer not in prog.layers):

@@ -33,6 +33,7 @@ from rubikgen.expr import build as X
 from rubikgen.expr.ast import Binary, Bool, Expr, Name, Unary, unparse
 from rubikgen.expr.check import is_const
 from rubikgen.ir import Program
+from rubikgen.ir import instrs as I
 from rubikgen.ir.nodes import Block, Branch, Call, Cond, Instr, Jump
 
 # (kind, layer[, name]) -> value; a value of None is "unknown" and overrides the wildcards
@@ -53,8 +54,8 @@ class _Ctx:
         self.tid: dict[tuple[str, str], int] = {}  # (layer, transition) -> id
         for b in prog.blocks.values():
             for ins in b.instrs:
-                if ins.op == "set_state":
-                    self.tid[(ins.layer, ins.args["name"])] = ins.args["transition"]
+                if isinstance(ins, I.SetState):
+                    self.tid[(ins.layer, ins.name)] = ins.transition
         psm = {L: lir for L, lir in prog.layers.items() if lir.start is not None}
         self.states = {L: lir.states for L, lir in psm.items()}
         self.start = {L: lir.start for L, lir in psm.items()}
@@ -81,41 +82,41 @@ def _clear_layer(f: Facts, layer: str) -> None:
 
 def transfer(ctx: _Ctx, f: Facts, ins: Instr) -> None:
     L = ins.layer
-    op = ins.op
-    if op == "enter":
-        _clear_layer(f, L)
-        f[("psm", L)] = 0
-        f[("ev*", L)] = 0
-        f[("has_inst", L)] = 0
-    elif op == "lookup":
-        f[("has_inst", L)] = None
-    elif op == "create":
-        f[("has_inst", L)] = 1 if ins.args.get("lazy") else None
-        if L in ctx.start:
-            f[("state", L)] = ctx.start[L]
-        f[("ev", L, "created")] = 1
-    elif op == "no_instance":
-        f[("has_inst", L)] = 0
-        f[("state", L)] = None
-    elif op == "insert_seq":
-        for e in SEQ_EVENTS:
-            f[("ev", L, e)] = None
-    elif op == "assemble":
-        f[("ev", L, "gap")] = None  # gap recovery: raised when holes were skipped
-    elif op == "set_state":
-        f[("state", L)] = ins.args["state"]
-        f[("psm", L)] = ins.args["transition"]
-    elif op == "fire":
-        f[("ev", L, ins.args["event"])] = 1
-    elif op == "fail":
-        f[("ev", L, "fail")] = 1
-        if ins.args.get("policy") == "reset":
-            f[("state", L)] = ins.args["start"]
-    elif op == "destroy":
-        f[("has_inst", L)] = 0
-        f[("state", L)] = None
-    elif op == "finish" and ins.args.get("commit"):
-        f[("has_inst", L)] = None  # the commit may fail (pool full)
+    match ins:
+        case I.Enter():
+            _clear_layer(f, L)
+            f[("psm", L)] = 0
+            f[("ev*", L)] = 0
+            f[("has_inst", L)] = 0
+        case I.Lookup():
+            f[("has_inst", L)] = None
+        case I.Create():
+            f[("has_inst", L)] = 1 if ins.lazy else None
+            if L in ctx.start:
+                f[("state", L)] = ctx.start[L]
+            f[("ev", L, "created")] = 1
+        case I.NoInstance():
+            f[("has_inst", L)] = 0
+            f[("state", L)] = None
+        case I.InsertSeq():
+            for e in SEQ_EVENTS:
+                f[("ev", L, e)] = None
+        case I.Assemble():
+            f[("ev", L, "gap")] = None  # gap recovery: raised when holes were skipped
+        case I.SetState():
+            f[("state", L)] = ins.state
+            f[("psm", L)] = ins.transition
+        case I.Fire():
+            f[("ev", L, ins.event)] = 1
+        case I.Fail():
+            f[("ev", L, "fail")] = 1
+            if ins.policy == "reset":
+                f[("state", L)] = ins.start
+        case I.Destroy():
+            f[("has_inst", L)] = 0
+            f[("state", L)] = None
+        case I.Finish() if ins.commit:
+            f[("has_inst", L)] = None  # the commit may fail (pool full)
 
 
 def _conjuncts(e: Expr) -> Iterator[Expr]:
@@ -374,7 +375,7 @@ def const_prop(prog: Program) -> bool:
 
 
 def _weight(b: Block) -> int:
-    return sum(4 if i.op in ("handler", "callback") else 1 for i in b.instrs)
+    return sum(4 if isinstance(i, I.Handler | I.Callback) else 1 for i in b.instrs)
 
 
 def _folds_ahead(ctx: _Ctx, f: Facts, prog: Program, b: Block, depth: int = 3) -> bool:
