@@ -152,11 +152,10 @@ class CGen:
         self.hash = hash_
         self.opt = opt_level
         self.S = prog.stack
-        stack_dir = os.path.dirname(doc.abspath)
         self.layers: dict[str, LayerC] = {}
         for name, lir in prog.layers.items():
-            li = self.info.layers[name]
-            self.layers[name] = LayerC(li, lir.index, self.layers, stack_dir, x=prog.exprs[name])
+            assert lir.desc is not None
+            self.layers[name] = LayerC(lir.desc, lir.index, self.layers, x=prog.exprs[name])
         xfs: dict[str, list[str]] = {}
         for b in prog.blocks.values():
             for ins in b.instrs:
@@ -335,7 +334,7 @@ class CGen:
             out.append(lc.tmp_struct())
             out.append(lc.inst_struct())
             if lc.has_seq:
-                sq = lc.model.sequence
+                sq = lc.d.seq
                 out.append(
                     f"static const rg_seq_cfg {lc.t('seqcfg')} = {{{sq.max_bytes}u, {sq.max_blocks}u, "
                     f"{'RG_SEQ_LAST' if sq.overwrite == 'last' else 'RG_SEQ_FIRST'}, "
@@ -361,7 +360,7 @@ class CGen:
         handlers that take `sdu` (their other arguments 0; no packet, no `when`; the call's
         `end` is RG_END(reason), so handlers and NFs can tell it from a packet's). Empty
         otherwise."""
-        if not lc.has_seq or not lc.model.sequence.drain:
+        if not lc.has_seq or lc.d.seq is None or not lc.d.seq.drain:
             return ""
         idx, n = lc.index, lc.name
         calls: list[str] = []
@@ -399,7 +398,7 @@ class CGen:
                 "            }",
                 "        }",
             ]
-        line = lc.line(("sequence", "drain"))
+        line = lc.d.seq.drain_line
         lines = [
             f"/* layer {n}: gap recovery when an instance ends ({lc.spec_file}:{line} drain) */",
             f"static void {lc.t('drain')}(struct {self.S}_ctx *ctx, struct {lc.t('inst')} *in, int reason)",
@@ -465,8 +464,8 @@ class CGen:
         rows = []
         for lc in self.layers.values():
             rows.append(
-                f"    {{{c_string(lc.name)}, {c_string(lc.proto.name)}, {c_string(lc.spec_file)}, "
-                f"{int(lc.has_instance)}, {int(lc.bidir)}, {int(lc.model.psm is not None)}, "
+                f"    {{{c_string(lc.name)}, {c_string(lc.d.protocol)}, {c_string(lc.spec_file)}, "
+                f"{int(lc.has_instance)}, {int(lc.bidir)}, {int(lc.d.has_psm)}, "
                 f"{int(lc.has_seq)}, {lc.key_len if lc.has_instance else 0}, "
                 f"{len(lc.key_fwd)}, {S}_keyparts_{lc.name}, {len(lc.states)}, "
                 f"{S}_states_{lc.name}, UINT64_C({lc.timeout_ns})}},"
@@ -579,8 +578,7 @@ class CGen:
         if c.kind == "has_inst":
             return f"has_inst_{n}"
         if c.kind == "accept":
-            psm = lc.model.psm
-            acc = " || ".join(f"inst_{n}->fi.state == {lc.states.index(s)}" for s in psm.accept)
+            acc = " || ".join(f"inst_{n}->fi.state == {s}" for s in lc.d.accept)
             return f"has_inst_{n} && ({acc})"
         if c.kind == "loop":
             mr = self._max_repeat(lc)
@@ -675,11 +673,11 @@ class CGen:
 
         env = lc.env(create=True)
         out = []
-        for v in lc.proto.perms.values():
+        for v in lc.d.perms.values():
             if v.init is None:
                 continue
-            st = Assign(lc.x.name(("perm", v.name)), lc.x.expr(v.init))
-            out.append(f"{pad}{stmt_to_c(st, env)} /* init, {lc.spec_file}:{lc.line(v.path)} */")
+            st = Assign(lc.x.name(("perm", v.name)), v.init)
+            out.append(f"{pad}{stmt_to_c(st, env)} /* init, {lc.spec_file}:{v.line} */")
         return out
 
     @staticmethod
@@ -742,7 +740,7 @@ class CGen:
 
     def i_no_instance(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
-        if not lc.has_instance and not lc.proto.perms:
+        if not lc.has_instance and not lc.d.perms:
             # nothing reads the scratch record of a layer without selector and perm
             # variables (enter already pointed inst at it): skip zeroing it every packet
             return "/* no instance: scratch record unused */"
@@ -788,21 +786,22 @@ class CGen:
 
     def i_insert_seq(self, ins: Instr, lc: LayerC) -> str:
         n = lc.name
-        sq = lc.model.sequence
+        sq = lc.d.seq
+        assert sq is not None
         env = lc.env()
-        data = to_c(lc.x.expr(sq.data), env).text
-        meta = to_c(lc.x.expr(sq.meta), env).text
+        data = to_c(sq.data, env).text
+        meta = to_c(sq.meta, env).text
         lines = [f"rg_bytes d_ = {data};", f"uint64_t m_ = {meta};"]
         if sq.data_len is not None:
-            lines.append(f"uint64_t tl_ = {to_c(lc.x.expr(sq.data_len), env).text};")
+            lines.append(f"uint64_t tl_ = {to_c(sq.data_len, env).text};")
         else:
             lines.append("uint64_t tl_ = d_.len;")
         lines.append("uint32_t take_ = tl_ > UINT32_MAX ? UINT32_MAX : (uint32_t)tl_;")
         lines.append("uint32_t len_ = d_.len > UINT32_MAX ? UINT32_MAX : (uint32_t)d_.len;")
         win = "NULL"
         if sq.window:
-            lft = to_c(lc.x.expr(sq.window[0]), env).text
-            rgt = to_c(lc.x.expr(sq.window[1]), env).text
+            lft = to_c(sq.window[0], env).text
+            rgt = to_c(sq.window[1], env).text
             lines.append(f"rg_seq_win w_ = {{(uint32_t){lft}, (uint32_t){rgt}}};")
             win = "&w_"
         d = lc.dir_expr()
@@ -810,7 +809,7 @@ class CGen:
         if sq.unit == "message":  # one unit per packet (or none), whatever its length
             early = "0"
             if sq.early is not None:
-                early = f"(({cond_to_c(lc.x.expr(sq.early), env)}) ? RG_SEQ_EARLY : 0u)"
+                early = f"(({cond_to_c(sq.early, env)}) ? RG_SEQ_EARLY : 0u)"
             lines += [
                 f"uint32_t fl_ = rg_seq_minsert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, "
                 f"(uint32_t)m_, d_.ptr, len_, take_, {early}, {win}, &sres_{n});",
@@ -1055,7 +1054,7 @@ class CGen:
                 "    }",
                 "}",
             ]
-        if ins.settle and lc.has_seq and lc.model.sequence.unit == "byte":
+        if ins.settle and lc.d.seq is not None and lc.has_seq and lc.d.seq.unit == "byte":
             lines.append(
                 f"if (has_inst_{n}) rg_seq_settle(&inst_{n}->seq[{lc.dir_expr()}], &{lc.t('seqcfg')});"
             )

@@ -29,6 +29,7 @@ from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo, lifecy
 from rubikgen.source import Path, SourceMap
 
 from . import instrs as I
+from .describe import describe_layer
 from .nodes import Block, Branch, Call, Cond, Instr, Jump, LayerIR, Program, Return, Src
 
 LINK_KINDS = ("ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2")
@@ -202,6 +203,18 @@ class Lowerer:
             self.prog.layers[name] = LayerIR(name, i, "")
         for name in self.stack.layers:
             self.lower_layer(info.layers[name])
+        for name in self.stack.layers:
+            li = info.layers[name]
+            used = {
+                i.name
+                for b in self.prog.blocks.values()
+                if b.layer == name
+                for i in b.instrs
+                if isinstance(i, I.Transform)
+            }
+            spec_file = specpath.display(li.protocol.file, self.stack_dir)
+            desc = describe_layer(li, self.prog.exprs[name], spec_file, used)
+            self.prog.layers[name].desc = desc
         entries = entries_of(self.stack.entry)
         if "*" in entries:
             self.prog.entries = {k: entries["*"] for k in LINK_KINDS}

@@ -31,6 +31,7 @@ from rubikgen.expr.table import ExprTable
 
 from .cond import Cond, Src
 from .instrs import OPCODES, Instr  # one dataclass per opcode
+from .layout import LayerDesc
 
 RESOURCE_KINDS = (
     "HEADER",
@@ -125,6 +126,8 @@ class LayerIR:
     states: list[str] = field(default_factory=list)
     start: int | None = None
     accept: list[int] = field(default_factory=list)
+    # the header program, variables, sequence and selector (ir/layout.py), set by lowering
+    desc: LayerDesc | None = None
 
 
 @dataclass
