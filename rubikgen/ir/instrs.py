@@ -16,6 +16,7 @@ from rubikgen.expr.ast import Assign as AssignStmt
 from rubikgen.expr.ast import Expr
 
 from .cond import Cond, Src
+from .layout import Arg
 
 __all__ = [
     "OPCODES",
@@ -212,9 +213,12 @@ class Fail(Instr):
 class Callback(Instr):
     op = "callback"
     command = True
-    doc = "a protocol callback statement (`call`: the Callback model)"
+    doc = "a protocol callback statement: call handler `name` with `args`"
     name: str
-    call: Any = field(repr=False)
+    args: list[Arg] = field(repr=False)
+
+    def exprs(self) -> list[Expr]:
+        return [a.expr for a in self.args]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -231,7 +235,10 @@ class Transform(Instr):
     command = True
     doc = "the sdu := a runtime transform of the arguments (empty on failure, counted)"
     name: str
-    call: Any = field(repr=False)
+    args: dict[str, Expr] = field(repr=False)
+
+    def exprs(self) -> list[Expr]:
+        return list(self.args.values())
 
 
 @dataclass(kw_only=True, slots=True)

@@ -8,12 +8,16 @@ blocks, never the spec models or sema's tables.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rubikgen.expr.ast import Expr
 from rubikgen.expr.types import BytesT, NumT, Type
 
 __all__ = [
     "AnyUntil",
+    "Arg",
+    "HandlerDesc",
+    "StackDesc",
     "Elif",
     "Else",
     "HField",
@@ -152,3 +156,46 @@ class LayerDesc:
     key_common: list[KeyItem] = field(default_factory=list)
     # transforms the layer runs -> the C type of their per-instance state
     transform_states: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An argument of a handler or callback call."""
+
+    name: str
+    expr: Expr
+    declared: str | None  # a typed argument's declared type ('bytes', 'u16', ...), else None
+    text: str  # as written
+
+
+@dataclass
+class HandlerDesc:
+    """A stack handler."""
+
+    name: str
+    layer: str
+    args: list[Arg]
+    when: Expr | None
+    src: str  # file:line of its declaration, relative to the stack's directory
+    line: int  # its line in the stack file (lifecycle comments)
+    where: str  # path:line:col of its key, for diagnostics about handler files
+
+
+@dataclass
+class StackDesc:
+    """What the back-end needs of the stack besides its layers."""
+
+    file: str  # the stack file's name
+    handlers: dict[str, HandlerDesc] = field(default_factory=dict)
+    layer_where: dict[str, str] = field(default_factory=dict)  # layer -> path:line:col
+    parents: set[str] = field(default_factory=set)  # layers with an outgoing edge
+    # the close reasons (name, C enumerator, value), shared with the C runtime
+    close_reasons: tuple[tuple[str, str, int], ...] = ()
+    # runtime transforms by name (their C entry points, state and context types, failures) and
+    # the names of their user error reasons, in a fixed order
+    transforms: dict[str, Any] = field(default_factory=dict)
+    user_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def close_c(self) -> dict[str, str]:
+        return {name: cname for name, cname, _ in self.close_reasons}

@@ -20,20 +20,19 @@ from rubikgen.expr.ast import Binary, Expr, Name, Node, Unary, unparse, walk
 from rubikgen.expr.ast import Call as ECall
 from rubikgen.expr.table import ExprTable
 from rubikgen.expr.types import BOOL, Resolved
-from rubikgen.models.common import Callback, Transform, expr_text
+from rubikgen.models.common import Callback, Transform, TypedArg, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
 from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS
 from rubikgen.sema.resolve import Resolution, resolve_stack
 from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo, lifecycle_hooks
+from rubikgen.sema.transforms import TRANSFORMS, user_reasons
 from rubikgen.source import Path, SourceMap
 
 from . import instrs as I
 from .describe import describe_layer
-from .nodes import Block, Branch, Call, Cond, Instr, Jump, LayerIR, Program, Return, Src
-
-LINK_KINDS = ("ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2")
-
+from .layout import Arg, HandlerDesc, StackDesc
+from .nodes import LINK_KINDS, Block, Branch, Call, Cond, Instr, Jump, LayerIR, Program, Return, Src
 
 # ---------------------------------------------------------------------------------------------
 # Virtual atoms (docs/spec-language.md section 7)
@@ -193,7 +192,33 @@ class Lowerer:
         return ins
 
     # -- stack ------------------------------------------------------------------------------
-    def lower(self, smap: SourceMap, stack_file: str) -> Program:
+    def stack_desc(self, smap: SourceMap, display: str) -> StackDesc:
+        """Handlers, positions and the runtime's tables, for the back-end."""
+        d = StackDesc(
+            self._stack_file,
+            close_reasons=CLOSE_REASONS,
+            transforms=dict(TRANSFORMS),
+            user_reasons=user_reasons(),
+        )
+        for hn, h in self.stack.handlers.items():
+            x = self.prog.exprs[h.layer]
+            pos = smap.key_pos(("handlers", hn))
+            d.handlers[hn] = HandlerDesc(
+                hn,
+                h.layer,
+                call_args(x, h.args),
+                x.expr(h.when) if h.when is not None else None,
+                str(self.stack_src(("handlers", hn), "")),
+                smap.pos(("handlers", hn)).line,
+                f"{display}:{pos.line}:{pos.col}",
+            )
+        for name in self.stack.layers:
+            pos = smap.key_pos(("layers", name))
+            d.layer_where[name] = f"{display}:{pos.line}:{pos.col}"
+        d.parents = {e.from_ for e in self.stack.edges}
+        return d
+
+    def lower(self, smap: SourceMap, stack_file: str, display: str | None = None) -> Program:
         self._stack_smap = smap
         self._stack_file = os.path.basename(stack_file)
         info = self.info
@@ -215,6 +240,7 @@ class Lowerer:
             spec_file = specpath.display(li.protocol.file, self.stack_dir)
             desc = describe_layer(li, self.prog.exprs[name], spec_file, used)
             self.prog.layers[name].desc = desc
+        self.prog.desc = self.stack_desc(smap, display or stack_file)
         entries = entries_of(self.stack.entry)
         if "*" in entries:
             self.prog.entries = {k: entries["*"] for k in LINK_KINDS}
@@ -440,20 +466,21 @@ class Lowerer:
                     raise ValueError(f"unknown statement {s!r}")
                 i += 1
             elif isinstance(s, Callback):
+                args = call_args(self._x, s.args)
                 rd: set[str] = set()
-                for a in s.args.values():
-                    v = a.value if hasattr(a, "value") else a
-                    rd |= expr_reads(L, self._x.expr(v))
+                for a in args:
+                    rd |= expr_reads(L, a.expr)
                 self.emit(cur, I.Callback, L, rd, {"RUNTIME"},
-                          self.src(li, sp, f"callback {s.callback}"), name=s.callback, call=s)  # fmt: skip
+                          self.src(li, sp, f"callback {s.callback}"), name=s.callback, args=args)  # fmt: skip
                 i += 1
             elif isinstance(s, Transform):
+                targs = {an: self._x.expr(v) for an, v in s.args.items()}
                 rd = {f"INST:{L}"}
-                for v in s.args.values():
-                    rd |= expr_reads(L, self._x.expr(v))
+                for v in targs.values():
+                    rd |= expr_reads(L, v)
                 self.emit(cur, I.Transform, L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
                           self.src(li, sp, f"transform {s.transform}"), name=s.transform,
-                          call=s)  # fmt: skip
+                          args=targs)  # fmt: skip
                 i += 1
             elif isinstance(s, IfStmt):
                 # an if, its elifs and its else
@@ -642,18 +669,30 @@ def _start(psm: Any) -> str:
     return psm.start[0] if isinstance(psm.start, list) else psm.start
 
 
+def call_args(x: ExprTable, args: dict[str, Any]) -> list[Arg]:
+    """A handler's or callback's arguments, typed (a TypedArg declares its type)."""
+    out = []
+    for an, a in args.items():
+        v = a.value if isinstance(a, TypedArg) else a
+        declared = a.type if isinstance(a, TypedArg) else None
+        out.append(Arg(an, x.expr(v), declared, expr_text(v).strip()))
+    return out
+
+
 def lower_stack(
     stack: Stack,
     info: StackInfo,
     smap: SourceMap,
     stack_file: str,
     res: Resolution | None = None,
+    display: str | None = None,
 ) -> Program:
-    """Lower a valid stack; ``res``: its resolution (sema/resolve.py), computed when not given."""
+    """Lower a valid stack; ``res``: its resolution (sema/resolve.py), computed when not given;
+    ``display``: the stack's path as diagnostics show it (default ``stack_file``)."""
     if res is None:
         res = resolve_stack(stack, info, smap)
     # a branch whose arm was never filled in names block "": verify() reports it
-    return Lowerer(stack, info, stack_file, res).lower(smap, stack_file)
+    return Lowerer(stack, info, stack_file, res).lower(smap, stack_file, display)
 
 
 __all__ = ["LINK_KINDS", "Lowerer", "lower_stack"]

@@ -31,7 +31,10 @@ from rubikgen.expr.table import ExprTable
 
 from .cond import Cond, Src
 from .instrs import OPCODES, Instr  # one dataclass per opcode
-from .layout import LayerDesc
+from .layout import LayerDesc, StackDesc
+
+# The capture link kinds a stack's entry maps ('*' stands for all of them).
+LINK_KINDS = ("ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2")
 
 RESOURCE_KINDS = (
     "HEADER",
@@ -143,6 +146,8 @@ class Program:
     # per layer: sema's typed expressions by source text (expr/table.py); every expression in
     # the IR is one of these trees or built from them with typed nodes (expr/build.py)
     exprs: dict[str, ExprTable] = field(default_factory=dict)
+    # handlers, source positions and the runtime's tables the back-end needs (ir/layout.py)
+    desc: StackDesc | None = None
 
     def add(self, b: Block) -> Block:
         if b.name in self.blocks:
@@ -152,6 +157,7 @@ class Program:
 
 
 __all__ = [
+    "LINK_KINDS",
     "OPCODES",
     "RESOURCE_KINDS",
     "Block",
