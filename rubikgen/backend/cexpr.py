@@ -1,4 +1,8 @@
-"""Translation of type-checked expressions and statements to C11.
+"""Translation of resolved expressions and statements to C11.
+
+The trees come from sema (sema/resolve.py): every node carries its type (``Node.type``) and
+every name its binding (``Name.ref``). This module renders them and does not check them again;
+a tree without types (a bare parse) is refused.
 
 Run-time semantics are those of docs/spec-language.md section 4.5: every number is a
 ``uint64_t`` C expression (booleans are 0/1), every byte slice an ``rg_bytes`` C expression
