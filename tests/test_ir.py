@@ -265,3 +265,22 @@ def test_each_opcode_is_a_dataclass_the_verifier_checks(tcp_ip: Program) -> None
         enter.zero = "all"
         blk.instrs.remove(bare)
     assert verify(tcp_ip) == []
+
+
+def test_the_layer_descriptions_hold_resolved_expressions(tcp_ip: Program) -> None:
+    """The header program, sequence and key the back-end renders come typed from sema too."""
+    from rubikgen.expr import parse_expr
+    from rubikgen.ir.layout import If, KeyItem
+
+    tcp = tcp_ip.layers["tcp"].desc
+    assert tcp is not None and tcp.seq is not None
+    assert [k.text for k in tcp.key_a] == ["ip.header.saddr", "header.sport"]
+    assert any(isinstance(s, If) for s in tcp.header)  # options only when hdr_len > 5
+    assert tcp.seq.meta.type is not None and tcp_ip.desc is not None
+    assert tcp_ip.desc.handlers["tcp_data"].args[0].text == "sdu"
+    old = tcp.key_a[1]
+    tcp.key_a[1] = KeyItem(old.text, parse_expr(old.text))
+    try:
+        assert any("layer tcp: description" in p for p in verify(tcp_ip))
+    finally:
+        tcp.key_a[1] = old

@@ -157,6 +157,26 @@ class LayerDesc:
     # transforms the layer runs -> the C type of their per-instance state
     transform_states: dict[str, str] = field(default_factory=dict)
 
+    def exprs(self) -> list[Expr]:
+        """Every expression the description holds (verify checks they are resolved)."""
+        out = [f.length for f in self.fields.values() if f.length is not None]
+        out += [v.init for v in self.perms.values() if v.init is not None]
+        todo = list(self.header)
+        while todo:
+            st = todo.pop()
+            if isinstance(st, If | Elif):
+                out.append(st.cond)
+            if isinstance(st, If | Elif | Else):
+                todo += st.then
+            if isinstance(st, AnyUntil) and st.until is not None:
+                out.append(st.until)
+        if self.seq is not None:
+            sq = self.seq
+            out += [x for x in (sq.meta, sq.data, sq.data_len, sq.early) if x is not None]
+            out += list(sq.window or ())
+        out += [k.expr for k in [*self.key_a, *(self.key_p or []), *self.key_common]]
+        return out
+
 
 @dataclass(frozen=True)
 class Arg:
@@ -195,6 +215,10 @@ class StackDesc:
     # the names of their user error reasons, in a fixed order
     transforms: dict[str, Any] = field(default_factory=dict)
     user_reasons: list[str] = field(default_factory=list)
+
+    def exprs(self) -> list[Expr]:
+        out = [a.expr for h in self.handlers.values() for a in h.args]
+        return out + [h.when for h in self.handlers.values() if h.when is not None]
 
     @property
     def close_c(self) -> dict[str, str]:

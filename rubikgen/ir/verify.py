@@ -90,4 +90,12 @@ def verify(prog: Program) -> list[str]:
     for lname, lir in prog.layers.items():
         if lir.entry not in prog.blocks and (lir.callers or lname in prog.entries.values()):
             errs.append(f"layer {lname}: entry block {lir.entry!r} missing")
+        for x in lir.desc.exprs() if lir.desc is not None else []:
+            why = unresolved(x)
+            if why:
+                errs.append(f"layer {lname}: description: {why}")
+    for x in prog.desc.exprs() if prog.desc is not None else []:
+        why = unresolved(x)
+        if why:
+            errs.append(f"handlers: {why}")
     return errs
