@@ -259,6 +259,7 @@ class CGen:
             out.append(lc.inst_struct())
             if lc.has_seq:
                 sq = lc.d.seq
+                assert sq is not None
                 out.append(
                     f"static const rg_seq_cfg {lc.t('seqcfg')} = {{{sq.max_bytes}u, {sq.max_blocks}u, "
                     f"{'RG_SEQ_LAST' if sq.overwrite == 'last' else 'RG_SEQ_FIRST'}, "
@@ -520,7 +521,7 @@ class CGen:
         fn = getattr(self, f"i_{ins.op}")
         return fn(ins, lc)
 
-    def i_enter(self, ins: Instr, lc: LayerC) -> str:
+    def i_enter(self, ins: I.Enter, lc: LayerC) -> str:
         n = lc.name
         lines = []
         if ins.zero == "conditional":
@@ -538,7 +539,7 @@ class CGen:
         ]
         return "\n".join(lines)
 
-    def i_parse_header(self, ins: Instr, lc: LayerC) -> str:
+    def i_parse_header(self, ins: I.ParseHeader, lc: LayerC) -> str:
         n = lc.name
         code = lc.header_code()
         lines = [code] if code else []
@@ -549,7 +550,7 @@ class CGen:
         )
         return "\n".join(lines)
 
-    def i_error(self, ins: Instr, lc: LayerC) -> str:
+    def i_error(self, ins: I.Error, lc: LayerC) -> str:
         return (
             f"rg_stats_error(&ctx->stats->layer[{lc.index}], err_{lc.name} - 1u);\n"
             "rc = RG_PKT_ERROR;"
@@ -570,13 +571,13 @@ class CGen:
                 )
         return out
 
-    def i_build_key(self, ins: Instr, lc: LayerC) -> str:
+    def i_build_key(self, ins: I.BuildKey, lc: LayerC) -> str:
         out = self._store_key(f"kf_{lc.name}", lc.key_fwd, lc)
         if lc.bidir:
             out += self._store_key(f"kr_{lc.name}", lc.key_rev, lc)
         return "\n".join(out)
 
-    def i_lookup(self, ins: Instr, lc: LayerC) -> str:
+    def i_lookup(self, ins: I.Lookup, lc: LayerC) -> str:
         n = lc.name
         return "\n".join(
             [
@@ -607,7 +608,7 @@ class CGen:
         rev = f"kr_{n}" if lc.bidir else "NULL"
         return f"rg_flow_create_n(ctx->tbl_{n}, kf_{n}, {rev}, {lc.key_len})"
 
-    def i_create(self, ins: Instr, lc: LayerC) -> str:
+    def i_create(self, ins: I.Create, lc: LayerC) -> str:
         n = lc.name
         rev = f"kr_{n}" if lc.bidir else "NULL"
         opened = [
@@ -659,7 +660,7 @@ class CGen:
         ]
         return "\n".join(lines)
 
-    def i_no_instance(self, ins: Instr, lc: LayerC) -> str:
+    def i_no_instance(self, ins: I.NoInstance, lc: LayerC) -> str:
         n = lc.name
         if not lc.has_instance and not lc.d.perms:
             # nothing reads the scratch record of a layer without selector and perm
@@ -674,20 +675,20 @@ class CGen:
             ]
         )
 
-    def i_observe(self, ins: Instr, lc: LayerC) -> str:
+    def i_observe(self, ins: I.Observe, lc: LayerC) -> str:
         n = lc.name
         return (
             f"if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
             f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->now);"
         )
 
-    def i_assign(self, ins: Instr, lc: LayerC) -> str:
+    def i_assign(self, ins: I.Assign, lc: LayerC) -> str:
         return stmt_to_c(ins.stmt, lc.env())
 
-    def i_set_sdu(self, ins: Instr, lc: LayerC) -> str:
+    def i_set_sdu(self, ins: I.SetSdu, lc: LayerC) -> str:
         return f"sdu_{lc.name} = {to_c(ins.value, lc.env()).text};"
 
-    def i_assemble(self, ins: Instr, lc: LayerC) -> str:
+    def i_assemble(self, ins: I.Assemble, lc: LayerC) -> str:
         n = lc.name
         s = lc.env().assemble()
         if lc.has_seq:
@@ -705,7 +706,7 @@ class CGen:
             s += f"\nctx->stats->layer[{lc.index}].seq.bytes_delivered += sdu_{n}.len;"
         return s
 
-    def i_insert_seq(self, ins: Instr, lc: LayerC) -> str:
+    def i_insert_seq(self, ins: I.InsertSeq, lc: LayerC) -> str:
         n = lc.name
         sq = lc.d.seq
         assert sq is not None
@@ -768,7 +769,7 @@ class CGen:
         ]
         return "\n".join(lines)
 
-    def i_vupdate(self, ins: Instr, lc: LayerC) -> str:
+    def i_vupdate(self, ins: I.VUpdate, lc: LayerC) -> str:
         n = lc.name
         k = ins.atom
         d = lc.dir_expr()
@@ -781,7 +782,7 @@ class CGen:
             "}"
         )
 
-    def i_set_state(self, ins: Instr, lc: LayerC) -> str:
+    def i_set_state(self, ins: I.SetState, lc: LayerC) -> str:
         n = lc.name
         t = ins.transition
         mask = f"inst_{n}->tmask |= UINT64_C(1) << {t - 1};\n" if t <= 64 else ""
@@ -790,10 +791,10 @@ class CGen:
             f"psm_{n} = {t}; /* {ins.name} */\n" + mask
         ).rstrip()
 
-    def i_fire(self, ins: Instr, lc: LayerC) -> str:
+    def i_fire(self, ins: I.Fire, lc: LayerC) -> str:
         return f"ev_{lc.name}[{lc.ev_index(ins.event)}] = 1;"
 
-    def i_fail(self, ins: Instr, lc: LayerC) -> str:
+    def i_fail(self, ins: I.Fail, lc: LayerC) -> str:
         n = lc.name
         s = f"ev_{n}[{lc.ev_index('fail')}] = 1; /* on_fail: {ins.policy} */"
         if ins.policy == "reset":
@@ -856,17 +857,17 @@ class CGen:
             out.append("}")
         return "\n".join("    " + ln for ln in out)
 
-    def i_handler(self, ins: Instr, lc: LayerC) -> str:
+    def i_handler(self, ins: I.Handler, lc: LayerC) -> str:
         name = ins.name
         return self._call(self.handlers[name], self.sd.handlers[name].args, lc)
 
-    def i_callback(self, ins: Instr, lc: LayerC) -> str:
+    def i_callback(self, ins: I.Callback, lc: LayerC) -> str:
         return self._call(self.handlers[ins.name], ins.args, lc)
 
-    def i_loop_decide(self, ins: Instr, lc: LayerC) -> str:
+    def i_loop_decide(self, ins: I.LoopDecide, lc: LayerC) -> str:
         c = ins.cond
         n = lc.name
-        if c is None:
+        if c is None or c.expr is None:
             s = f"loop_{n} = 1;"
         else:
             s = f"loop_{n} = ({cond_to_c(c.expr, lc.env())}) ? 1u : 0u; /* {c_comment(unparse(c.expr))} */"
@@ -876,11 +877,11 @@ class CGen:
         src = to_c(inp, lc.env()).text if inp is not None else f"sdu_{n}"
         return s + f"\nlin_{n} = {src};"
 
-    def i_reenter(self, ins: Instr, lc: LayerC) -> str:
+    def i_reenter(self, ins: I.Reenter, lc: LayerC) -> str:
         n = lc.name
         return f"in_{n} = lin_{n};\nrep_{n}++;"
 
-    def i_transform(self, ins: Instr, lc: LayerC) -> str:
+    def i_transform(self, ins: I.Transform, lc: LayerC) -> str:
         n = lc.name
         spec = self.sd.transforms[ins.name]
         env = lc.env()
@@ -927,7 +928,7 @@ class CGen:
         ]
         return "\n".join(lines)
 
-    def i_destroy(self, ins: Instr, lc: LayerC) -> str:
+    def i_destroy(self, ins: I.Destroy, lc: LayerC) -> str:
         n = lc.name
         lines = []
         if self._max_repeat(lc):
@@ -950,7 +951,7 @@ class CGen:
         lines += [f"inst_{n} = &ctx->scratch_{n};", f"has_inst_{n} = 0;"]
         return "\n".join(lines)
 
-    def i_finish(self, ins: Instr, lc: LayerC) -> str:
+    def i_finish(self, ins: I.Finish, lc: LayerC) -> str:
         n = lc.name
         lines = []
         if ins.commit:

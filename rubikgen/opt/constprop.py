@@ -163,7 +163,7 @@ def _kind(e: Expr) -> str | None:
 
 
 def _state_value(ctx: _Ctx, L: str, e: Expr) -> int | None:
-    if _kind(e) == "state" and e.parts[0] in ctx.states.get(L, []):
+    if isinstance(e, Name) and _kind(e) == "state" and e.parts[0] in ctx.states.get(L, []):
         return ctx.states[L].index(e.parts[0])
     return is_const(e)
 
