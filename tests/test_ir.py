@@ -284,3 +284,19 @@ def test_the_layer_descriptions_hold_resolved_expressions(tcp_ip: Program) -> No
         assert any("layer tcp: description" in p for p in verify(tcp_ip))
     finally:
         tcp.key_a[1] = old
+
+
+def test_nothing_after_sema_parses_or_checks_expressions() -> None:
+    """Lowering, the passes and the back-end use sema's resolved trees (sema/resolve.py)."""
+    import re
+
+    after_sema = [REPO / "rubikgen" / d for d in ("ir", "opt", "backend")]
+    call = re.compile(r"\b(parse_expr|parse_stmt|check_expr|check_stmt|resolve_expr)\s*\(")
+    offenders = [
+        f"{p.relative_to(REPO)}:{i}"
+        for d in after_sema
+        for p in sorted(d.rglob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if call.search(line)
+    ]
+    assert offenders == []
