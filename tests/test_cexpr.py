@@ -38,8 +38,11 @@ from rubikgen.expr import (
     Unary,
     parse_expr,
     parse_stmt,
+    resolve_expr,
+    resolve_stmt,
     unparse,
 )
+from rubikgen.expr.types import BOOL, Resolved
 
 M64 = (1 << 64) - 1
 RUNTIME_INCLUDE = Path(__file__).resolve().parents[1] / "runtime-c" / "include"
@@ -146,6 +149,43 @@ class HarnessEnv:
 
 
 ENV = HarnessEnv()
+
+
+class HarnessScope:
+    """What sema binds in the harness (expr.check.Scope): the names of VARS and TARGETS and
+    the LAYOUTS. The back-end renders only trees resolved against a scope."""
+
+    def resolve(self, parts: tuple[str, ...]) -> Resolved | None:
+        dotted = ".".join(parts)
+        if len(parts) == 2 and parts[0] == "layout":
+            return Resolved(BOOL, "layout") if parts[1] in LAYOUTS else None
+        if dotted in TARGETS:
+            return Resolved(TARGETS[dotted].type, "temp", assignable=True)
+        if dotted in VARS:
+            return Resolved(VARS[dotted].type, "field")
+        return None
+
+    def candidates(self, parts: tuple[str, ...]) -> list[str]:
+        return []
+
+
+SCOPE = HarnessScope()
+# Errors after which sema would stop: unknown names, type errors, bad calls (a literal
+# divisor 0, RG015, still translates soundly).
+FATAL = {"RG011", "RG012", "RG017"}
+
+
+def resolved(e: Expr) -> Expr:
+    """The expression as sema hands it to the back-end: every node typed."""
+    r, diags = resolve_expr(e, SCOPE, allow_virtual=False)
+    assert not [d for d in diags if d.code in FATAL], diags
+    return r
+
+
+def resolved_stmt(s: Stmt) -> Stmt:
+    r, _ = resolve_stmt(s, SCOPE, allowed_calls=frozenset({"assemble", "set_sdu"}))
+    return r
+
 
 # ---------------------------------------------------------------------------------------
 # Reference evaluator (docs/spec-language.md 4.2-4.5), independent of the checker's folding.
@@ -294,9 +334,9 @@ class Case:
 
     def translate(self) -> Case:
         if self.expr is not None:
-            self.c_expr = to_c(self.expr, ENV)
+            self.c_expr = to_c(resolved(self.expr), ENV)
         if self.stmt is not None:
-            self.c_stmt = stmt_to_c(self.stmt, ENV)
+            self.c_stmt = stmt_to_c(resolved_stmt(self.stmt), ENV)
         return self
 
     def describe(self) -> str:
@@ -834,26 +874,26 @@ def test_targeted_statements(targeted: dict[str, tuple[list[Case], list[str]]]) 
 
 
 def test_text_uses_guards_only_where_needed() -> None:
-    assert to_c(parse_expr("perm.d / 4"), ENV).text == "(((uint64_t)v->d) / UINT64_C(4))"
-    assert to_c(parse_expr("perm.d / temp.c"), ENV).text.startswith("rg_op_div(")
-    assert to_c(parse_expr("perm.d << 64"), ENV).text == "UINT64_C(0)"
-    assert to_c(parse_expr("1 + 2 * 3"), ENV).text == "UINT64_C(7)"
-    assert to_c(parse_expr("0x10000"), ENV).text == "UINT64_C(0x10000)"
+    assert to_c(resolved(parse_expr("perm.d / 4")), ENV).text == "(((uint64_t)v->d) / UINT64_C(4))"
+    assert to_c(resolved(parse_expr("perm.d / temp.c")), ENV).text.startswith("rg_op_div(")
+    assert to_c(resolved(parse_expr("perm.d << 64")), ENV).text == "UINT64_C(0)"
+    assert to_c(resolved(parse_expr("1 + 2 * 3")), ENV).text == "UINT64_C(7)"
+    assert to_c(resolved(parse_expr("0x10000")), ENV).text == "UINT64_C(0x10000)"
 
 
 def test_types_are_the_checkers() -> None:
-    assert to_c(parse_expr("header.a & 0xf"), ENV).type == NumT(4)
-    assert to_c(parse_expr("header.a == 1"), ENV).type == NumT(1)
-    assert to_c(parse_expr("varint_len(payload)"), ENV).type == NumT(4)
-    assert to_c(parse_expr("header.q[1:3]"), ENV).type == BytesT(2)
-    assert to_c(parse_expr("payload[temp.c:]"), ENV).type == BytesT(None)
+    assert to_c(resolved(parse_expr("header.a & 0xf")), ENV).type == NumT(4)
+    assert to_c(resolved(parse_expr("header.a == 1")), ENV).type == NumT(1)
+    assert to_c(resolved(parse_expr("varint_len(payload)")), ENV).type == NumT(4)
+    assert to_c(resolved(parse_expr("header.q[1:3]")), ENV).type == BytesT(2)
+    assert to_c(resolved(parse_expr("payload[temp.c:]")), ENV).type == BytesT(None)
 
 
 def test_conditions() -> None:
-    assert cond_to_c(parse_expr("header.a < 3 && has(opt)"), ENV) == (
+    assert cond_to_c(resolved(parse_expr("header.a < 3 && has(opt)")), ENV) == (
         "(rg_op_lt(((uint64_t)v->a), UINT64_C(3)) && !!(v->has_opt))"
     )
-    assert cond_to_c(parse_expr("header.a * 2"), ENV) == (
+    assert cond_to_c(resolved(parse_expr("header.a * 2")), ENV) == (
         "rg_op_truth((((uint64_t)v->a) * UINT64_C(2)))"
     )
 
@@ -870,8 +910,14 @@ def test_conditions() -> None:
     ],
 )
 def test_ill_typed_expressions_are_rejected(src: str) -> None:
-    with pytest.raises(ValueError, match="not well-typed"):
+    # sema reports them, so no resolved tree reaches the back-end; a bare parse (no types) is
+    # refused rather than guessed at
+    _, diags = resolve_expr(parse_expr(src), SCOPE, allow_virtual=False)
+    assert [d for d in diags if d.code in FATAL]
+    with pytest.raises(ValueError, match="not resolved"):
         to_c(parse_expr(src), ENV)
+    with pytest.raises(ValueError, match="not resolved"):
+        cond_to_c(parse_expr(src), ENV)
 
 
 @pytest.mark.parametrize(
@@ -885,15 +931,18 @@ def test_ill_typed_expressions_are_rejected(src: str) -> None:
 )
 def test_ill_typed_statements_are_rejected(src: str, msg: str) -> None:
     with pytest.raises(ValueError, match=msg):
-        stmt_to_c(parse_stmt(src), ENV)
+        stmt_to_c(resolved_stmt(parse_stmt(src)), ENV)
 
 
 def test_statement_text() -> None:
-    assert stmt_to_c(parse_stmt("temp.t13 = header.b"), ENV) == (
+    assert stmt_to_c(resolved_stmt(parse_stmt("temp.t13 = header.b")), ENV) == (
         "o.t13 = (uint16_t)(((uint64_t)v->b) & UINT64_C(8191));"
     )
-    assert stmt_to_c(parse_stmt("temp.t32 = perm.d"), ENV) == (
+    assert stmt_to_c(resolved_stmt(parse_stmt("temp.t32 = perm.d")), ENV) == (
         "o.t32 = (((uint64_t)v->d) & UINT64_C(0xffffffff));"
     )
-    assert stmt_to_c(parse_stmt("temp.f3 = payload"), ENV) == "rg_bytes_store(o.f3, 3, v->p);"
-    assert stmt_to_c(parse_stmt("assemble()"), ENV) == "o.assembled = 1;"
+    assert (
+        stmt_to_c(resolved_stmt(parse_stmt("temp.f3 = payload")), ENV)
+        == "rg_bytes_store(o.f3, 3, v->p);"
+    )
+    assert stmt_to_c(resolved_stmt(parse_stmt("assemble()")), ENV) == "o.assembled = 1;"

@@ -91,7 +91,7 @@ def test_transitions_are_tried_in_order_first_match_wins(tcp_ip: Program) -> Non
     blk = next(b for b in tcp_ip.blocks.values() if b.layer == "tcp" and ".psm." in b.name)
     while isinstance(blk.term, Branch):
         fire = tcp_ip.blocks[blk.term.then]
-        chain.append(fire.instrs[0].args["name"])
+        chain.append(fire.instrs[0].name)
         # a fired transition goes straight to the end of the PSM step
         assert isinstance(fire.term, Jump) or isinstance(fire.term, Branch)
         blk = tcp_ip.blocks[blk.term.else_]
@@ -138,7 +138,7 @@ def test_self_loop_is_bounded_and_runs_after_destroy() -> None:
     decide = [
         i for b in prog.blocks.values() for i in b.instrs if i.op == "loop_decide"
     ]  # fmt: skip
-    assert decide and all(i.args["max_repeat"] >= 1 for i in decide)
+    assert decide and all(i.max_repeat >= 1 for i in decide)
 
 
 def test_effects_name_foreign_perm_writes() -> None:
@@ -200,3 +200,103 @@ def test_ir_command(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("stack: bad\nentry: eth\nlayers: {eth: {protocol: missing.yaml}}\n")
     assert main(["ir", str(bad)]) == 1
+
+
+def test_expressions_in_the_ir_are_sema_s_resolved_trees(tcp_ip: Program) -> None:
+    """Every condition and instruction expression is typed and bound (verify checks it); a
+    re-parsed copy, which has neither, is reported."""
+    from dataclasses import replace
+
+    from rubikgen.expr import parse_expr
+    from rubikgen.expr.ast import Name, walk
+    from rubikgen.expr.types import BytesT
+
+    conds = [
+        b.term.cond.expr
+        for b in tcp_ip.blocks.values()
+        if isinstance(b.term, Branch) and b.term.cond.expr is not None
+    ]
+    assert conds and verify(tcp_ip) == []
+    names = [n for e in conds for n in walk(e) if isinstance(n, Name)]
+    kinds = {n.ref.kind for n in names if n.ref is not None}
+    assert {"field", "state", "event", "builtin"} <= kinds
+    # the types are sema's: tcp's 16-bit ports, ip's state, a foreign field of the bound layer
+    tcp = tcp_ip.exprs["tcp"]
+    assert tcp.name(("header", "sport")).type.width == 16  # type: ignore[union-attr]
+    assert tcp.name(("current_state",)).ref.kind == "builtin"  # type: ignore[union-attr]
+    saddr = tcp.name(("ip", "header", "saddr"))
+    assert saddr.ref is not None and saddr.ref.owner == "ip"
+    saddr6 = tcp_ip.exprs["tcp6"].name(("ip", "header", "saddr"))
+    assert saddr6.ref is not None and saddr6.ref.owner == "ipv6"
+    # one protocol, two layers: the parameter's field has the bound layer's type
+    assert (saddr.type, saddr6.type) == (BytesT(4), BytesT(16))
+    b = next(b for b in tcp_ip.blocks.values() if isinstance(b.term, Branch) and b.term.cond.expr)
+    assert isinstance(b.term, Branch) and b.term.cond.expr is not None
+    bare = parse_expr("header.syn")
+    old = b.term.cond
+    b.term.cond = replace(old, expr=bare)
+    try:
+        assert any("is not bound" in p or "no type" in p for p in verify(tcp_ip))
+    finally:
+        b.term.cond = old
+
+
+def test_each_opcode_is_a_dataclass_the_verifier_checks(tcp_ip: Program) -> None:
+    from rubikgen.ir import instrs as I
+    from rubikgen.ir.nodes import OPCODES
+
+    used = {type(i) for b in tcp_ip.blocks.values() for i in b.instrs}
+    assert used <= set(OPCODES.values()) and I.InsertSeq in used
+    assert {c.op for c in OPCODES.values() if c.command} == {
+        "create", "destroy", "insert_seq", "assemble", "callback", "transform", "handler",
+        "observe", "error", "finish",
+    }  # fmt: skip
+    blk = next(b for b in tcp_ip.blocks.values() if any(isinstance(i, I.Enter) for i in b.instrs))
+    enter = next(i for i in blk.instrs if isinstance(i, I.Enter))
+    assert "zero" not in enter.operands()  # defaults are not dumped
+    enter.zero = "some"
+    bare = I.Instr(layer=blk.layer)  # no opcode
+    blk.instrs.append(bare)
+    try:
+        problems = verify(tcp_ip)
+        assert any("bad zero 'some'" in p for p in problems)
+        assert any("unknown instruction Instr" in p for p in problems)
+    finally:
+        enter.zero = "all"
+        blk.instrs.remove(bare)
+    assert verify(tcp_ip) == []
+
+
+def test_the_layer_descriptions_hold_resolved_expressions(tcp_ip: Program) -> None:
+    """The header program, sequence and key the back-end renders come typed from sema too."""
+    from rubikgen.expr import parse_expr
+    from rubikgen.ir.layout import If, KeyItem
+
+    tcp = tcp_ip.layers["tcp"].desc
+    assert tcp is not None and tcp.seq is not None
+    assert [k.text for k in tcp.key_a] == ["ip.header.saddr", "header.sport"]
+    assert any(isinstance(s, If) for s in tcp.header)  # options only when hdr_len > 5
+    assert tcp.seq.meta.type is not None and tcp_ip.desc is not None
+    assert tcp_ip.desc.handlers["tcp_data"].args[0].text == "sdu"
+    old = tcp.key_a[1]
+    tcp.key_a[1] = KeyItem(old.text, parse_expr(old.text))
+    try:
+        assert any("layer tcp: description" in p for p in verify(tcp_ip))
+    finally:
+        tcp.key_a[1] = old
+
+
+def test_nothing_after_sema_parses_or_checks_expressions() -> None:
+    """Lowering, the passes and the back-end use sema's resolved trees (sema/resolve.py)."""
+    import re
+
+    after_sema = [REPO / "rubikgen" / d for d in ("ir", "opt", "backend")]
+    call = re.compile(r"\b(parse_expr|parse_stmt|check_expr|check_stmt|resolve_expr)\s*\(")
+    offenders = [
+        f"{p.relative_to(REPO)}:{i}"
+        for d in after_sema
+        for p in sorted(d.rglob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if call.search(line)
+    ]
+    assert offenders == []

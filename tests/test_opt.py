@@ -80,7 +80,7 @@ def test_jump_threading_and_dead_blocks() -> None:
 def test_header_zeroing_marks_every_enter_and_skips_always_parsed_fields() -> None:
     prog = lowered()
     assert header_zeroing(prog) and not header_zeroing(prog)
-    assert all(i.args["zero"] == "conditional" for b in prog.blocks.values() for i in b.instrs
+    assert all(i.zero == "conditional" for b in prog.blocks.values() for i in b.instrs
                if i.op == "enter")  # fmt: skip
     c = generate(TCP_IP, opt_level=1).files["tcp_ip_gen.c"]
     c0 = generate(TCP_IP, opt_level=0).files["tcp_ip_gen.c"]
@@ -93,10 +93,10 @@ def test_fast_forward_borrows_and_settles_at_every_exit() -> None:
     prog = lowered()
     assert fast_forward(prog) and not fast_forward(prog)
     for layer in ("ip", "tcp", "ipv6", "tcp6"):
-        assert all(i.args["borrow"] for i in ops(prog, layer, "insert_seq"))
+        assert all(i.borrow for i in ops(prog, layer, "insert_seq"))
         exits = [b for b in prog.blocks.values() if b.layer == layer
                  and b.term is not None and type(b.term).__name__ == "Return"]  # fmt: skip
-        assert exits and all(any(i.op == "finish" and i.args["settle"] for i in b.instrs)
+        assert exits and all(any(i.op == "finish" and i.settle for i in b.instrs)
                              for b in exits)  # fmt: skip
     assert "RG_SEQ_BORROW" in generate(TCP_IP).files["tcp_ip_gen.c"]
     assert "RG_SEQ_BORROW" not in generate(TCP_IP, opt_level=1).files["tcp_ip_gen.c"]
@@ -106,11 +106,11 @@ def test_fast_destroy_makes_creation_lazy_where_the_psm_destroys() -> None:
     prog = lowered()
     assert fast_destroy(prog) and not fast_destroy(prog)
     for layer in ("ip", "tcp"):
-        assert all(i.args.get("lazy") for i in ops(prog, layer, "create"))
-        assert all(i.args.get("lazy") for i in ops(prog, layer, "destroy"))
-        assert any(i.args.get("commit") for i in ops(prog, layer, "finish"))
+        assert all(i.lazy for i in ops(prog, layer, "create"))
+        assert all(i.lazy for i in ops(prog, layer, "destroy"))
+        assert any(i.commit for i in ops(prog, layer, "finish"))
     # udp has no PSM: its instances always outlive the packet, nothing to gain
-    assert not any(i.args.get("lazy") for i in ops(prog, "udp", "create"))
+    assert not any(i.lazy for i in ops(prog, "udp", "create"))
 
 
 def test_options_disable_and_dump_after() -> None:
@@ -118,7 +118,7 @@ def test_options_disable_and_dump_after() -> None:
     res = optimize(prog, 2, disable=["fast-destroy"], dump_after=["fast-forward"])
     assert "fast-destroy" not in {r.name for r in res.records}
     assert "borrow=True" in res.dumps["fast-forward"]
-    assert not any(i.args.get("lazy") for i in ops(prog, "ip", "create"))
+    assert not any(i.lazy for i in ops(prog, "ip", "create"))
     with pytest.raises(PassError):
         optimize(lowered(), 2, disable=["no-such-pass"])
     assert set(PASSES) >= {"fold-branches", "fast-forward", "fast-destroy"}
@@ -217,7 +217,7 @@ def test_tail_dup_specialises_the_created_path() -> None:
 
 
 def test_simplify_short_circuits_and_keeps_truthiness() -> None:
-    from rubikgen.expr import parse_expr
+    from rubikgen.expr import parse_expr, resolve_expr
     from rubikgen.expr.ast import unparse
     from rubikgen.opt.constprop import _context, simplify
 
@@ -225,8 +225,15 @@ def test_simplify_short_circuits_and_keeps_truthiness() -> None:
     ctx = _context(prog)
     f = {("state", "tcp"): 0, ("ev*", "tcp"): 0, ("psm", "tcp"): 0}
 
+    class Scope:  # the tcp layer's names, as sema bound them (expr.check.Scope)
+        resolve = staticmethod(prog.exprs["tcp"].resolver)
+
+        def candidates(self, parts: tuple[str, ...]) -> list[str]:
+            return []
+
     def s(text: str) -> str:
-        return unparse(simplify(ctx, f, "tcp", parse_expr(text)))
+        e, _ = resolve_expr(parse_expr(text), Scope(), allow_virtual=True)
+        return unparse(simplify(ctx, f, "tcp", e))
 
     assert s("current_state == 0 && header.syn") == "!!header.syn"
     assert s("current_state == 1 && header.syn") == "0"
@@ -239,14 +246,14 @@ def test_dead_stores_drop_unread_flags_and_variables(tmp_path: Path) -> None:
     from rubikgen.opt.deadstore import dead_stores
 
     prog = lowered()
-    fires = {i.args["event"] for i in ops(prog, "tcp", "fire")}
+    fires = {i.event for i in ops(prog, "tcp", "fire")}
     assert "tcp_data" in fires and "asm" in fires
     assert dead_stores(prog) and not dead_stores(prog)
-    after = {i.args["event"] for i in ops(prog, "tcp", "fire")}
+    after = {i.event for i in ops(prog, "tcp", "fire")}
     # nothing tests event.tcp_data (a handler); stack edges test event.asm
     assert "tcp_data" not in after and "asm" in after
     # the handler call itself stays
-    assert any(i.args["name"] == "tcp_data" for i in ops(prog, "tcp", "handler"))
+    assert any(i.name == "tcp_data" for i in ops(prog, "tcp", "handler"))
     # a temp nobody reads loses its assignment; one that is read keeps it
     spec = tmp_path / "p.yaml"
     spec.write_text(
@@ -260,7 +267,7 @@ def test_dead_stores_drop_unread_flags_and_variables(tmp_path: Path) -> None:
     st = tmp_path / "s.yaml"
     st.write_text("stack: s\nentry: toy\nlayers:\n  toy: {protocol: p.yaml}\n")
     p2 = lowered(str(st))
-    targets = lambda: {i.args["stmt"].target.parts[1] for i in ops(p2, "toy", "assign")}  # noqa: E731
+    targets = lambda: {i.stmt.target.parts[1] for i in ops(p2, "toy", "assign")}  # noqa: E731
     assert targets() == {"unused", "used"}
     assert dead_stores(p2)
     assert targets() == {"used"}
@@ -286,7 +293,7 @@ def test_dead_stores_set_only_the_sequence_flags_something_reads() -> None:
     assert "] = (fl_ & RG_SEQ_EV_REXMIT) != 0;" not in c2
     prog = lowered()
     optimize(prog, 2)
-    assert all(i.args["events"] == [] for i in ops(prog, "tcp", "insert_seq"))
+    assert all(i.events == [] for i in ops(prog, "tcp", "insert_seq"))
 
 
 def test_bit_fields_are_read_with_one_load() -> None:

@@ -1,4 +1,8 @@
-"""Translation of type-checked expressions and statements to C11.
+"""Translation of resolved expressions and statements to C11.
+
+The trees come from sema (sema/resolve.py): every node carries its type (``Node.type``) and
+every name its binding (``Name.ref``). This module renders them and does not check them again;
+a tree without types (a bare parse) is refused.
 
 Run-time semantics are those of docs/spec-language.md section 4.5: every number is a
 ``uint64_t`` C expression (booleans are 0/1), every byte slice an ``rg_bytes`` C expression
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..expr.ast import Assign, Binary, Call, CallStmt, Expr, Index, Name, Slice, Stmt, Unary
-from ..expr.check import Resolved, check_expr, is_const
+from ..expr.check import is_const
 from ..expr.types import BOOL, U64, BytesT, NumT, Type, describe, is_bytes, is_num
 
 __all__ = ["CEnv", "CExpr", "CRef", "cond_to_c", "lit", "stmt_to_c", "to_c"]
@@ -101,9 +105,6 @@ _SIMPLE = re.compile(r"[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*)*\Z")
 _ARITH = {"+", "-", "*", "&", "|", "^"}
 _CMP_HELPER = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 _DIV_HELPER = {"/": "div", "%": "mod", "<<": "shl", ">>": "shr"}
-# Diagnostics after which no C can be generated (unknown names, type errors, bad calls);
-# policy errors such as a literal divisor 0 (RG015) still translate soundly.
-_FATAL = {"RG011", "RG012", "RG017"}
 
 
 def lit(value: int) -> str:
@@ -251,41 +252,23 @@ class _Translator:
         return _C(f"rg_slice({s}, {self.num(e.lo)}, {self.num(e.hi)})", t)
 
 
-class _EnvScope:
-    """The checker's Scope over a CEnv: types come from the back-end's refs."""
-
-    def __init__(self, env: CEnv) -> None:
-        self.env = env
-
-    def resolve(self, parts: tuple[str, ...]) -> Resolved | None:
-        if len(parts) == 2 and parts[0] == "layout":
-            return Resolved(BOOL, "layout")  # has(L): the env decides what L means
-        if parts == ("ready_upto",):  # the checker asks whether ready_upto() is available
-            return Resolved(BOOL, "builtin")
-        return Resolved(self.env.ref(Name(parts)).type, "temp", assignable=True)
-
-    def candidates(self, parts: tuple[str, ...]) -> list[str]:
-        return []  # only used for hints in diagnostics
-
-
-def _checked_type(e: Expr, env: CEnv) -> Type:
-    t, diags = check_expr(e, _EnvScope(env), allow_virtual=True)
-    fatal = [d for d in diags if d.severity == "error" and d.code in _FATAL]
-    if fatal or t is None:
-        msgs = "; ".join(f"{d.code} {d.message}" for d in fatal) or "unknown type"
-        raise ValueError(f"expression is not well-typed: {msgs}")
-    return t
+def _type(e: Expr) -> Type:
+    """The type sema gave the expression (Node.type): the back-end renders resolved trees and
+    never checks them again."""
+    if e.type is None:
+        raise ValueError(f"expression is not resolved (no type): {e!r}")
+    return e.type
 
 
 def to_c(e: Expr, env: CEnv) -> CExpr:
-    """Translate a type-checked expression; ValueError if it has type errors."""
-    t = _checked_type(e, env)
+    """Translate a resolved expression (every node typed by sema); ValueError if it is not."""
+    t = _type(e)
     return CExpr(_Translator(env).expr(e).text, t)
 
 
 def cond_to_c(e: Expr, env: CEnv) -> str:
     """A condition (any number, non-zero is true) as a C ``int`` expression for ``if (...)``."""
-    _checked_type(e, env)
+    _type(e)
     return _Translator(env).truth(e)
 
 

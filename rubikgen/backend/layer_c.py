@@ -18,22 +18,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rubikgen import specpath
-from rubikgen.expr import parse_expr
 from rubikgen.expr.ast import Name
+from rubikgen.expr.table import ExprTable
 from rubikgen.expr.types import BOOL, BytesT, NumT, Type
-from rubikgen.models.common import expr_text
-from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, IfStep
-from rubikgen.sema.builtins import BUILTIN_EVENTS
-from rubikgen.sema.protocol import parse_duration
-from rubikgen.sema.scope import STATE_T, field_type
-from rubikgen.sema.stack import LayerInfo
-from rubikgen.sema.symbols import FieldInfo, VarInfo
-from rubikgen.sema.transforms import TRANSFORMS
+from rubikgen.ir.layout import (
+    AnyUntil,
+    Elif,
+    Else,
+    HField,
+    If,
+    KeyItem,
+    LayerDesc,
+    Parse,
+    Step,
+    Var,
+)
 
 from .cexpr import CExpr, CRef, cond_to_c, lit, to_c
-
-BUILTIN_EVENT_NAMES = list(BUILTIN_EVENTS)
 
 
 def ctype_of_width(w: int) -> str:
@@ -69,10 +70,9 @@ class KeyPart:
 class LayerC:
     """Everything the C back-end derives for one layer."""
 
-    li: LayerInfo
+    d: LayerDesc
     index: int
     layers: dict[str, LayerC]  # all layers of the stack, by name (for parameter references)
-    stack_dir: str
     events: list[str] = field(
         default_factory=list
     )  # fired-flag slots: own events, builtins, handlers
@@ -80,19 +80,13 @@ class LayerC:
     key_rev: list[KeyPart] = field(default_factory=list)
     key_len: int = 0
     atoms: int = 0
+    # sema's typed expressions of this layer, by source text (Program.exprs)
+    x: ExprTable = field(default_factory=lambda: ExprTable(""))
 
     # -- names ------------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return self.li.name
-
-    @property
-    def proto(self) -> Any:
-        return self.li.protocol
-
-    @property
-    def model(self) -> Any:
-        return self.li.protocol.model
+        return self.d.name
 
     def t(self, what: str) -> str:
         """Type / function name of this layer: L_<layer>_<what>."""
@@ -104,18 +98,15 @@ class LayerC:
 
     @property
     def spec_file(self) -> str:
-        return specpath.display(self.proto.file, self.stack_dir)
-
-    def line(self, path: tuple[Any, ...]) -> int:
-        return self.proto.smap.pos(path).line
+        return self.d.spec_file
 
     @property
     def has_instance(self) -> bool:
-        return self.proto.has_instance
+        return self.d.has_instance
 
     @property
     def bidir(self) -> bool:
-        return self.proto.bidirectional
+        return self.d.bidirectional
 
     @property
     def ndirs(self) -> int:
@@ -123,37 +114,23 @@ class LayerC:
 
     @property
     def has_seq(self) -> bool:
-        return self.model.sequence is not None and self.has_instance
+        return self.d.seq is not None and self.has_instance
 
     @property
     def states(self) -> list[str]:
-        return list(self.proto.states)
+        return self.d.states
 
     @property
     def start_state(self) -> int:
-        psm = self.model.psm
-        if psm is None or psm.start is None:
-            return 0
-        s = psm.start[0] if isinstance(psm.start, list) else psm.start
-        return self.states.index(s)
+        return self.d.start_state
 
     @property
     def setup_mask(self) -> int:
-        psm = self.model.psm
-        mask = 0
-        for t in psm.setup if psm is not None else []:
-            i = self.proto.transitions.index(t)
-            if i < 64:
-                mask |= 1 << i
-        return mask
+        return self.d.setup_mask
 
     @property
     def timeout_ns(self) -> int:
-        t = self.model.timeout
-        if t is None:
-            return 0
-        sec = parse_duration(t)
-        return int(sec * 1e9) if sec else 0
+        return self.d.timeout_ns
 
     def ev_index(self, name: str) -> int:
         return self.events.index(name)
@@ -163,41 +140,32 @@ class LayerC:
 
     # -- setup ------------------------------------------------------------------------------
     def prepare(self, handlers: list[str], transforms: list[str] | None = None) -> None:
-        self.events = list(self.model.events) + BUILTIN_EVENT_NAMES + list(handlers)
+        self.events = list(self.d.events) + list(handlers)
         self.transforms = sorted(set(transforms or []))
         if self.has_instance:
             self._key()
 
     def _key(self) -> None:
-        sel = self.model.selector
-        if isinstance(sel, list):
-            fwd, rev, common = sel, None, []
-        else:
-            common = list(sel.common)
-            if sel.sides is not None:
-                fwd, rev = sel.sides[0], sel.sides[1]
-            else:
-                fwd, rev = sel.key or [], None
+        d = self.d
 
-        def parts(items: list[str], side: int) -> list[KeyPart]:
+        def parts(items: list[KeyItem], side: int) -> list[KeyPart]:
             out = []
             for it in items:
-                e = parse_expr(it)
-                ce = to_c(e, self.env())
+                ce = to_c(it.expr, self.env())
                 if isinstance(ce.type, NumT):
-                    out.append(KeyPart(it, e, "num", (ce.type.width + 7) // 8, side))
+                    out.append(KeyPart(it.text, it.expr, "num", (ce.type.width + 7) // 8, side))
                 else:
                     assert isinstance(ce.type, BytesT) and ce.type.size is not None
-                    out.append(KeyPart(it, e, "bytes", ce.type.size, side))
+                    out.append(KeyPart(it.text, it.expr, "bytes", ce.type.size, side))
             return out
 
         # A bidirectional key is both half keys: (a, p, common) stored forward and
         # (p, a, common) swapped, so one probe with the packet's (src half, dst half) finds
         # the instance from either side.
-        a = parts(fwd, 0)
-        c = parts(common, 1)
-        if rev is not None:
-            p = parts(rev, 2)
+        a = parts(d.key_a, 0)
+        c = parts(d.key_common, 1)
+        if d.key_p is not None:
+            p = parts(d.key_p, 2)
             self.key_fwd = a + p + c
             self.key_rev = [replace(kp) for kp in p + a + c]  # own offsets
         else:
@@ -214,19 +182,19 @@ class LayerC:
         return LayerEnv(self, **kw)
 
     # -- structs ----------------------------------------------------------------------------
-    def header_fields(self) -> list[FieldInfo]:
-        return list(self.proto.fields.values())
+    def header_fields(self) -> list[HField]:
+        return list(self.d.fields.values())
 
     def hdr_struct(self) -> str:
-        lines = [f"/* {self.spec_file}: header of layer {self.name} ({self.proto.name}) */"]
+        lines = [f"/* {self.spec_file}: header of layer {self.name} ({self.d.protocol}) */"]
         lines.append(f"struct {self.t('hdr')} {{")
         for f in self.header_fields():
-            ln = self.line(f.path)
+            ln = f.line
             if f.kind == "num":
                 lines.append(f"    {ctype_of_width(f.width or 64)} {f.name}; /* line {ln} */")
             else:
                 lines.append(f"    rg_bytes {f.name}; /* line {ln} */")
-        for lay in self.proto.layouts:
+        for lay in self.d.layouts:
             lines.append(f"    uint8_t has__{lay};")
         lines.append("    uint8_t pad__;")
         lines.append("};")
@@ -240,7 +208,7 @@ class LayerC:
         return "\n".join(lines)
 
     @staticmethod
-    def _var_decl(v: VarInfo) -> str:
+    def _var_decl(v: Var) -> str:
         if v.kind == "num":
             return f"{ctype_of_width(v.width or 64)} {v.name};"
         if v.size is not None:
@@ -249,11 +217,11 @@ class LayerC:
 
     def tmp_struct(self) -> str:
         lines = [f"struct {self.t('tmp')} {{"]
-        for v in self.proto.temps.values():
-            lines.append(f"    {self._var_decl(v)} /* {self.spec_file}:{self.line(v.path)} */")
+        for v in self.d.temps.values():
+            lines.append(f"    {self._var_decl(v)} /* {self.spec_file}:{v.line} */")
         lines.append("    uint8_t pad__;")
         lines.append("};")
-        init = [f".{v.name} = {{rg_empty_byte, 0}}" for v in self.proto.temps.values()
+        init = [f".{v.name} = {{rg_empty_byte, 0}}" for v in self.d.temps.values()
                 if v.kind != "num" and v.size is None]  # fmt: skip
         lines.append(
             f"static const struct {self.t('tmp')} {self.t('tmp_init')} RG_MAYBE_UNUSED = {{{', '.join(init) or '0'}}};"
@@ -270,17 +238,17 @@ class LayerC:
         if self.atoms:
             lines.append(f"    uint32_t vend[{self.atoms}][{self.ndirs}]; /* virtual latches */")
             lines.append(f"    uint8_t vl[{self.atoms}][{self.ndirs}];")
-        for v in self.proto.perms.values():
-            lines.append(f"    {self._var_decl(v)} /* {self.spec_file}:{self.line(v.path)} */")
+        for v in self.d.perms.values():
+            lines.append(f"    {self._var_decl(v)} /* {self.spec_file}:{v.line} */")
         for tn in getattr(self, "transforms", []):
-            st = TRANSFORMS[tn].state_type
+            st = self.d.transform_states[tn]
             lines.append(f"    {st} xf_{tn}; /* state of transform {tn} (a key cache) */")
         lines.append("};")
         return "\n".join(lines)
 
     def always_parsed(self) -> set[str]:
         """Layouts the header program parses on every packet that parses at all."""
-        return {s for s in self.model.header if isinstance(s, str)}
+        return {s.layout for s in self.d.header if isinstance(s, Parse)}
 
     def zero_conditional(self) -> list[str]:
         """Clear what a packet may leave unparsed (header-zeroing): fields and has-flags of
@@ -293,7 +261,7 @@ class LayerC:
         out = []
         for f in cond:
             out.append(f"{h}.{f.name} = " + ("0;" if f.kind == "num" else "rg_bytes_empty();"))
-        for lay in self.proto.layouts:
+        for lay in self.d.layouts:
             if lay not in always:
                 out.append(f"{h}.has__{lay} = 0;")
         return out
@@ -304,7 +272,7 @@ class LayerC:
         jump to HE_L. Returns '' when the header program is empty."""
         self._hc_jumps = 0
         self._tmp = 0
-        body = self._steps(self.model.header, 1)
+        body = self._steps(self.d.header, 1)
         return "\n".join(body)
 
     def _fail(self, reason: str) -> str:
@@ -312,32 +280,32 @@ class LayerC:
         # err_L is the reason + 1: 0 means "parsed" (RG_REASON_TRUNCATED is 0)
         return f"{{ {self.v('err')} = 1u + {reason}; goto HE_{self.name}; }}"
 
-    def _steps(self, steps: list[Any], ind: int) -> list[str]:
+    def _steps(self, steps: list[Step], ind: int) -> list[str]:
         out: list[str] = []
         pad = "    " * ind
         env = self.env()
         for s in steps:
-            if isinstance(s, str):
-                out += self._layout(s, ind)
-            elif isinstance(s, IfStep):
-                c = cond_to_c(parse_expr(expr_text(s.if_)), env)
+            if isinstance(s, Parse):
+                out += self._layout(s.layout, ind)
+            elif isinstance(s, If):
+                c = cond_to_c(s.cond, env)
                 out.append(f"{pad}if ({c}) {{")
                 out += self._steps(s.then, ind + 1)
                 out.append(f"{pad}}}")
-            elif isinstance(s, ElifStep):
-                c = cond_to_c(parse_expr(expr_text(s.elif_)), env)
+            elif isinstance(s, Elif):
+                c = cond_to_c(s.cond, env)
                 out[-1] = f"{pad}}} else if ({c}) {{"
                 out += self._steps(s.then, ind + 1)
                 out.append(f"{pad}}}")
-            elif isinstance(s, ElseStep):
+            elif isinstance(s, Else):
                 out[-1] = f"{pad}}} else {{"
-                out += self._steps(s.else_, ind + 1)
+                out += self._steps(s.then, ind + 1)
                 out.append(f"{pad}}}")
-            elif isinstance(s, AnyUntilStep):
+            elif isinstance(s, AnyUntil):
                 out += self._any_until(s, ind)
         return out
 
-    def _load(self, f: FieldInfo, base: str, bit: int) -> str:
+    def _load(self, f: HField, base: str, bit: int) -> str:
         w = f.width or 64
         if bit % 8 == 0 and w % 8 == 0 and w in (8, 16, 24, 32, 48, 64):
             p = f"{base} + {bit // 8}" if bit else base
@@ -363,11 +331,11 @@ class LayerC:
     def _layout(self, lname: str, ind: int, skip_tag: bool = False) -> list[str]:
         """Parse one layout: fixed chunks checked at once, variable fields one by one."""
         pad = "    " * ind
-        fields = self.proto.layouts[lname]
+        fields = self.d.layouts[lname]
         h, cur, inp = self.v("h"), self.v("cur"), self.v("in")
-        out = [f"{pad}/* layout {lname} ({self.spec_file}:{self.line(('layouts', lname))}) */"]
+        out = [f"{pad}/* layout {lname} ({self.spec_file}:{self.d.layout_lines[lname]}) */"]
         env = self.env()
-        chunk: list[tuple[FieldInfo, int]] = []
+        chunk: list[tuple[HField, int]] = []
         bits = 0
 
         def flush() -> None:
@@ -401,8 +369,8 @@ class LayerC:
                 bits += (f.width or 64) if f.kind == "num" else (f.size or 0) * 8
                 continue
             flush()
-            assert f.length_expr is not None
-            n = to_c(parse_expr(f.length_expr), env).text
+            assert f.length is not None
+            n = to_c(f.length, env).text
             if f.length_unit == "bits":
                 n = f"({n} >> 3)"
             out.append(f"{pad}{{")
@@ -415,11 +383,10 @@ class LayerC:
         out.append(f"{pad}{h}.has__{lname} = 1;")
         return out
 
-    def _any_until(self, s: AnyUntilStep, ind: int) -> list[str]:
-        au = s.any_until
+    def _any_until(self, au: AnyUntil, ind: int) -> list[str]:
         pad = "    " * ind
         inp, cur = self.v("in"), self.v("cur")
-        firsts = [self.proto.layouts[n][0] for n in au.layouts]
+        firsts = [self.d.layouts[n][0] for n in au.layouts]
         tw = firsts[0].width or 8
         order = firsts[0].order
         self._tmp += 1
@@ -429,7 +396,7 @@ class LayerC:
             load = f"rg_load_u8({inp}.ptr + {cur})"
         else:
             load = f"rg_load_{'le' if order == 'little' else 'be'}16({inp}.ptr + {cur})"
-        out = [f"{pad}{{ /* any_until ({self.spec_file}:{self.line(('header',))}) */"]
+        out = [f"{pad}{{ /* any_until ({self.spec_file}:{au.line}) */"]
         out.append(f"{pad}    unsigned {it} = 0;")
         out.append(f"{pad}    int {stop} = 0;")
         out.append(f"{pad}    for (;;) {{")
@@ -452,7 +419,7 @@ class LayerC:
         out.append(f"{pad}        }}")
         out.append(f"{pad}        if ({stop} || ++{it} >= {au.max}u) break;")
         if au.until is not None:
-            c = cond_to_c(parse_expr(expr_text(au.until)), self.env())
+            c = cond_to_c(au.until, self.env())
             out.append(f"{pad}        if ({c}) break;")
         out.append(f"{pad}    }}")
         out.append(f"{pad}}}")
@@ -466,28 +433,31 @@ class LayerEnv:
         self.lc = lc
         self.create = create
 
-    def _bound(self, param: str) -> LayerC:
-        return self.lc.layers[self.lc.li.bindings[param]]
+    def _owner(self, name: Name) -> LayerC:
+        """The layer a name belongs to: sema bound a parameter's names to their layer."""
+        r = name.ref
+        return self.lc.layers[r.owner] if r is not None and r.owner else self.lc
 
     @staticmethod
-    def _var_ref(base: str, v: VarInfo | FieldInfo) -> CRef:
-        t = field_type(v)
-        if isinstance(t, BytesT) and isinstance(v, VarInfo) and v.size is not None:
+    def _var_ref(base: str, v: Var | HField) -> CRef:
+        t = v.type
+        if isinstance(t, BytesT) and isinstance(v, Var) and v.size is not None:
             return CRef(f"rg_bytes_make({base}{v.name}, {v.size})", t)
         return CRef(f"{base}{v.name}", t)
 
     def ref(self, name: Name) -> CRef:
+        """The C of a name, by the binding sema gave it (Name.ref)."""
         lc = self.lc
-        p = name.parts
+        r = name.ref
+        if r is None:
+            raise ValueError(f"layer {lc.name}: name {name.dotted!r} was not resolved")
+        k, x = r.kind, name.parts[-1]
         inp, cur = lc.v("in"), lc.v("cur")
-        if len(p) == 1:
-            x = p[0]
+        if k == "builtin":
             if x == "input":  # the whole input of this pass, header included
                 return CRef(inp, BytesT(None))
             if x == "payload":
                 return CRef(f"rg_bytes_make({inp}.ptr + {cur}, {inp}.len - {cur})", BytesT(None))
-            if x == "input":
-                return CRef(inp, BytesT(None))
             if x == "payload_len":
                 return CRef(f"({inp}.len - {cur})", NumT(32))
             if x == "cursor":
@@ -499,61 +469,47 @@ class LayerEnv:
             if x == "gap_len":  # gap recovery: bytes this packet's assembles skipped
                 return CRef(f"{lc.v('sres')}.gap_bytes", NumT(32))
             if x == "gap_seq":  # ... and where the first hole started
-                r = lc.v("sres")
-                return CRef(f"({r}.ngaps ? {r}.gaps[0].start : 0u)", NumT(32))
+                rs = lc.v("sres")
+                return CRef(f"({rs}.ngaps ? {rs}.gaps[0].start : 0u)", NumT(32))
             if x == "to_active":
                 return CRef(lc.dir_expr(), BOOL)
             if x == "to_passive":
                 return CRef(f"(1 - {lc.dir_expr()})", BOOL)
             if x == "current_state":
-                return CRef(f"{lc.v('inst')}->fi.state", STATE_T)
-            if x in lc.states:
-                return CRef(lit(lc.states.index(x)), STATE_T)
-            if x in ("true", "false"):
-                return CRef("1" if x == "true" else "0", BOOL)
-        if len(p) == 2:
-            ns, n = p
-            if ns == "__v":
-                return CRef(f"{lc.t('vtest')}({lc.v('inst')}, {n})", BOOL)
-            if ns == "option":  # the layer's value, else the protocol's default
-                d = lc.proto.model.options[n].default
-                val = lc.li.options.get(n, d)
-                if isinstance(d, bool):
-                    return CRef("1" if val else "0", BOOL)
-                return CRef(lit(int(val)), NumT(64))
-            if ns == "header":
-                return self._var_ref(f"{lc.v('h')}.", lc.proto.fields[n])
-            if ns == "temp":
-                return self._var_ref(f"{lc.v('t')}.", lc.proto.temps[n])
-            if ns == "perm":
-                return self._var_ref(f"{lc.v('inst')}->", lc.proto.perms[n])
-            if ns == "psm":
-                tid = lc.proto.transitions.index(n) + 1
-                return CRef(f"({lc.v('psm')} == {tid})", BOOL)
-            if ns == "event":
-                return CRef(f"{lc.v('ev')}[{lc.ev_index(n)}]", BOOL)
-        if len(p) == 3:
-            other = self._bound(p[0])
-            ns, n = p[1], p[2]
-            if ns == "header":
-                return self._var_ref(f"{other.v('h')}.", other.proto.fields[n])
-            if ns == "temp":
-                return self._var_ref(f"{other.v('t')}.", other.proto.temps[n])
-            if ns == "perm":
-                return self._var_ref(f"{other.v('inst')}->", other.proto.perms[n])
-        raise ValueError(f"layer {lc.name}: cannot translate name {name.dotted!r}")
+                return CRef(f"{lc.v('inst')}->fi.state", r.type)
+        if k == "state":
+            return CRef(lit(lc.states.index(x)), r.type)
+        if k == "atom":
+            return CRef(f"{lc.t('vtest')}({lc.v('inst')}, {x})", BOOL)
+        if k == "option":  # the layer's value, else the protocol's default
+            is_bool, val = lc.d.options[x]
+            if is_bool:
+                return CRef("1" if val else "0", BOOL)
+            return CRef(lit(val), NumT(64))
+        if k == "transition":
+            tid = lc.d.transitions.index(x) + 1
+            return CRef(f"({lc.v('psm')} == {tid})", BOOL)
+        if k == "event":
+            return CRef(f"{lc.v('ev')}[{lc.ev_index(x)}]", BOOL)
+        o = self._owner(name)
+        if k in ("field", "foreign_field"):
+            return self._var_ref(f"{o.v('h')}.", o.d.fields[x])
+        if k in ("temp", "foreign_temp"):
+            return self._var_ref(f"{o.v('t')}.", o.d.temps[x])
+        if k in ("perm", "foreign_perm"):
+            return self._var_ref(f"{o.v('inst')}->", o.d.perms[x])
+        raise ValueError(f"layer {lc.name}: cannot translate name {name.dotted!r} ({k})")
 
     def target(self, name: Name) -> CRef:
-        lc = self.lc
-        p = name.parts
-        if len(p) == 2:
-            base, owner = (f"{lc.v('t')}.", lc.proto.temps) if p[0] == "temp" else (
-                f"{lc.v('inst')}->", lc.proto.perms)  # fmt: skip
-            v = owner[p[1]]
+        r = name.ref
+        o = self._owner(name)
+        if r is not None and r.kind == "temp":
+            base, v = f"{o.v('t')}.", o.d.temps[name.parts[-1]]
+        elif r is not None and r.kind in ("perm", "foreign_perm"):
+            base, v = f"{o.v('inst')}->", o.d.perms[name.parts[-1]]
         else:
-            other = self._bound(p[0])
-            base, v = f"{other.v('inst')}->", other.proto.perms[p[2]]
-        t: Type = field_type(v)
+            raise ValueError(f"layer {self.lc.name}: cannot assign to {name.dotted!r}")
+        t: Type = v.type
         if isinstance(t, NumT):
             return CRef(f"{base}{v.name}", t, ctype_of_width(t.width))
         return CRef(f"{base}{v.name}", t)
@@ -566,7 +522,8 @@ class LayerEnv:
         if not lc.has_seq:
             return "/* assemble(): no sequence in this layer */"
         inst, d = lc.v("inst"), lc.dir_expr()
-        fn = "rg_seq_massemble" if lc.model.sequence.unit == "message" else "rg_seq_assemble"
+        assert lc.d.seq is not None
+        fn = "rg_seq_massemble" if lc.d.seq.unit == "message" else "rg_seq_assemble"
         return (
             f"{lc.v('sdu')} = {lc.v('has_inst')} ? {fn}(&{inst}->seq[{d}], "
             f"&{lc.t('seqcfg')}, &{lc.v('sres')}) : rg_bytes_empty();"

@@ -34,6 +34,8 @@ from .check import (
     is_const,
     is_multiple_of,
     layout_refs,
+    resolve_expr,
+    resolve_stmt,
     trailing_zeros,
 )
 from .parser import ExprSyntaxError, parse_expr, parse_stmt
@@ -77,6 +79,8 @@ __all__ = [
     "max_value",
     "parse_expr",
     "parse_stmt",
+    "resolve_expr",
+    "resolve_stmt",
     "trailing_zeros",
     "unparse",
     "walk",

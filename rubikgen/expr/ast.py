@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .types import Resolved, Type
 
 __all__ = [
     "BINARY_OPS",
@@ -66,6 +70,9 @@ UNARY_OPS = ("!", "~", "-")
 class Node:
     start: int = field(default=0, compare=False, kw_only=True)
     end: int = field(default=0, compare=False, kw_only=True)
+    # The checker's type of this node, on trees sema resolved (check.resolve_expr); None on
+    # a bare parse. Like positions, it takes no part in equality.
+    type: Type | None = field(default=None, compare=False, kw_only=True, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +92,8 @@ class Name(Node):
     """A (dotted) reference: ``header.x``, ``ip.header.saddr``, ``v.header.fin``, ``CLOSED``."""
 
     parts: tuple[str, ...]
+    # What the name is bound to (field, temp, perm, builtin, state, ...), on resolved trees.
+    ref: Resolved | None = field(default=None, compare=False, kw_only=True, repr=False)
 
     @property
     def dotted(self) -> str:

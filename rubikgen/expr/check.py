@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal, Protocol
 
 from .ast import (
     Assign,
@@ -21,6 +21,7 @@ from .ast import (
     Expr,
     Index,
     Name,
+    Node,
     Num,
     Slice,
     Stmt,
@@ -28,7 +29,19 @@ from .ast import (
     children,
     unparse,
 )
-from .types import BOOL, U8, U64, BytesT, NumT, Type, describe, is_bytes, is_num, max_value
+from .types import (
+    BOOL,
+    U8,
+    U64,
+    BytesT,
+    NumT,
+    Resolved,
+    Type,
+    describe,
+    is_bytes,
+    is_num,
+    max_value,
+)
 
 __all__ = [
     "EXPR_FUNCTIONS",
@@ -43,6 +56,8 @@ __all__ = [
     "is_const",
     "is_multiple_of",
     "layout_refs",
+    "resolve_expr",
+    "resolve_stmt",
     "trailing_zeros",
 ]
 
@@ -65,20 +80,6 @@ STATEMENT_CALLS: dict[str, tuple[str, ...]] = {
 }
 
 Want = Literal["any", "num", "bool", "bytes"]
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """What a name means.
-
-    kind: 'field', 'temp', 'perm', 'foreign_field', 'foreign_perm', 'foreign_temp',
-    'builtin', 'state', 'transition', 'event' or 'layout'.
-    """
-
-    type: Type
-    kind: str
-    virtual: bool = False
-    assignable: bool = False
 
 
 class Scope(Protocol):
@@ -298,6 +299,9 @@ class _Checker:
         self.scope = scope
         self.allow_virtual = allow_virtual
         self.diags: list[ExprDiag] = []
+        # What checking found, by node identity, for annotate(): types and name bindings.
+        self.types: dict[int, Type | None] = {}
+        self.refs: dict[int, Resolved] = {}
 
     def diag(
         self,
@@ -317,6 +321,7 @@ class _Checker:
         if r is None:
             self.unknown(n)
             return None
+        self.refs[id(n)] = r
         if r.kind == "layout":
             self.diag(
                 "RG012",
@@ -390,6 +395,11 @@ class _Checker:
     # -- expressions ---------------------------------------------------------------------
 
     def expr(self, e: Expr) -> Type | None:
+        t = self._expr(e)
+        self.types[id(e)] = t
+        return t
+
+    def _expr(self, e: Expr) -> Type | None:
         match e:
             case Num(value=v):
                 return NumT(max(1, v.bit_length()))
@@ -593,6 +603,9 @@ class _Checker:
             return BOOL
         layout = a.parts[0]
         r = self.scope.resolve(("layout", layout))
+        if r is not None and r.kind == "layout":
+            self.refs[id(a)] = r
+            self.types[id(a)] = r.type
         if r is None or r.kind != "layout":
             guess = _closest(layout, self.scope.candidates(("layout", layout)))
             self.diag(
@@ -730,6 +743,48 @@ def check_expr(
     return t, _sorted(c.diags)
 
 
+def _annotate(c: _Checker, n: Any) -> Any:
+    """A copy of the tree with every node's type and every name's binding from the check."""
+    kw: dict[str, Any] = {}
+    for f in fields(n):
+        v = getattr(n, f.name)
+        if isinstance(v, Node):
+            kw[f.name] = _annotate(c, v)
+        elif isinstance(v, tuple) and v and isinstance(v[0], Node):
+            kw[f.name] = tuple(_annotate(c, x) for x in v)
+    if id(n) in c.types:
+        kw["type"] = c.types[id(n)]
+    if isinstance(n, Name) and id(n) in c.refs:
+        kw["ref"] = c.refs[id(n)]
+    return replace(n, **kw)
+
+
+def resolve_expr(
+    e: Expr, scope: Scope, *, allow_virtual: bool, want: Want | str = "any"
+) -> tuple[Expr, list[ExprDiag]]:
+    """check_expr, returning the tree with every node's type and every name's binding
+    (``Node.type``, ``Name.ref``): what lowering and the back-end read instead of checking
+    again. Nodes an error left untyped have ``type`` None."""
+    if want not in ("any", "num", "bool", "bytes"):
+        raise ValueError(f"want must be 'any', 'num', 'bool' or 'bytes', not {want!r}")
+    c = _Checker(scope, allow_virtual)
+    t = c.expr(e)
+    c.want(e, t, want)
+    return _annotate(c, e), _sorted(c.diags)
+
+
+def resolve_stmt(
+    s: Stmt, scope: Scope, *, allowed_calls: frozenset[str]
+) -> tuple[Stmt, list[ExprDiag]]:
+    """check_stmt, returning the statement with its expressions resolved (see resolve_expr)."""
+    c = _Checker(scope, allow_virtual=False)
+    if isinstance(s, Assign):
+        _check_assign(c, s)
+    else:
+        _check_call_stmt(c, s, allowed_calls)
+    return _annotate(c, s), _sorted(c.diags)
+
+
 _READ_ONLY = {
     "field": "header fields are read-only",
     "foreign_field": "header fields are read-only",
@@ -765,6 +820,8 @@ def _check_assign(c: _Checker, s: Assign) -> None:
     if r is None:
         c.unknown(target)
         return
+    c.refs[id(target)] = r
+    c.types[id(target)] = r.type
     if not r.assignable or r.virtual:
         reason = (
             "virtual references are read-only"

@@ -17,6 +17,7 @@ __all__ = [
     "U64",
     "BytesT",
     "NumT",
+    "Resolved",
     "Type",
     "describe",
     "is_bytes",
@@ -76,3 +77,20 @@ def describe(t: Type | None) -> str:
     if t.size is None:
         return "byte slice"
     return f"byte slice ({t.size} byte{'s' if t.size != 1 else ''})"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a name means.
+
+    kind: 'field', 'temp', 'perm', 'foreign_field', 'foreign_perm', 'foreign_temp',
+    'builtin', 'state', 'transition', 'event', 'option', 'layout' or 'atom' (a virtual atom's
+    latch, written by lowering). ``owner``: the layer a foreign name belongs to, when the
+    name was resolved for one layer of a stack (None for the layer itself).
+    """
+
+    type: Type
+    kind: str
+    virtual: bool = False
+    assignable: bool = False
+    owner: str | None = None

@@ -10,25 +10,29 @@ Statement-level ``if``/``elif``/``else`` become branches, so passes see every co
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import fields, replace
 from typing import Any
 
 from rubikgen import specpath
 from rubikgen.compose import locate
-from rubikgen.expr import parse_expr, parse_stmt
-from rubikgen.expr.ast import Binary, Expr, Name, Unary, unparse, walk
+from rubikgen.expr import build as X
+from rubikgen.expr.ast import Binary, Expr, Name, Node, Unary, unparse, walk
 from rubikgen.expr.ast import Call as ECall
-from rubikgen.models.common import Callback, Transform, expr_text
+from rubikgen.expr.table import ExprTable
+from rubikgen.expr.types import BOOL, Resolved
+from rubikgen.models.common import Callback, Transform, TypedArg, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
 from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS
+from rubikgen.sema.resolve import Resolution, resolve_stack
 from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo, lifecycle_hooks
+from rubikgen.sema.transforms import TRANSFORMS, user_reasons
 from rubikgen.source import Path, SourceMap
 
-from .nodes import Block, Branch, Call, Cond, Instr, Jump, LayerIR, Program, Return, Src
-
-LINK_KINDS = ("ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2")
-
+from . import instrs as I
+from .describe import describe_layer
+from .layout import Arg, HandlerDesc, StackDesc
+from .nodes import LINK_KINDS, Block, Branch, Call, Cond, Instr, Jump, LayerIR, Program, Return, Src
 
 # ---------------------------------------------------------------------------------------------
 # Virtual atoms (docs/spec-language.md section 7)
@@ -41,14 +45,10 @@ def has_virtual(e: Expr) -> bool:
 def strip_virtual(e: Expr) -> Expr:
     """The atom's condition on the current packet: v.header.x -> header.x."""
     if isinstance(e, Name):
-        return Name(e.parts[1:]) if e.parts[0] == "v" else e
-    if isinstance(e, Unary):
-        return Unary(e.op, strip_virtual(e.operand))
-    if isinstance(e, Binary):
-        return Binary(e.op, strip_virtual(e.left), strip_virtual(e.right))
-    # other nodes hold no names that can be virtual at this level of use; rebuild generically
-    from dataclasses import fields, replace
-
+        if e.parts[0] != "v":
+            return e
+        ref = replace(e.ref, virtual=False) if e.ref is not None else None
+        return replace(e, parts=e.parts[1:], ref=ref)
     kw: dict[str, Any] = {}
     for f in fields(e):
         v = getattr(e, f.name)
@@ -60,9 +60,10 @@ def strip_virtual(e: Expr) -> Expr:
 
 
 def _is_expr(x: Any) -> bool:
-    from rubikgen.expr.ast import Node
-
     return isinstance(x, Node)
+
+
+_ATOM = Resolved(BOOL, "atom")  # __v.K: the latch of virtual atom K
 
 
 class AtomTable:
@@ -75,57 +76,74 @@ class AtomTable:
         if not has_virtual(e):
             return e
         if isinstance(e, Binary) and e.op in ("&&", "||"):
-            return Binary(e.op, self.rewrite(e.left), self.rewrite(e.right))
+            return replace(e, left=self.rewrite(e.left), right=self.rewrite(e.right))
         if isinstance(e, Unary) and e.op == "!" and isinstance(e.operand, Binary):
             if e.operand.op in ("&&", "||"):
-                return Unary("!", self.rewrite(e.operand))
+                return replace(e, operand=self.rewrite(e.operand))
         text = unparse(e)
         k = self._index.get(text)
         if k is None:
             k = len(self.atoms)
             self._index[text] = k
             self.atoms.append((strip_virtual(e), text))
-        return Name(("__v", str(k)))
+        return X.name(("__v", str(k)), _ATOM)
 
 
 # ---------------------------------------------------------------------------------------------
 # Resources
 
 
-def _name_resources(layer: str, bindings: dict[str, str], parts: tuple[str, ...]) -> set[str]:
-    p0 = parts[0]
-    if p0 in ("input", "payload", "payload_len", "cursor"):
-        return {f"HEADER:{layer}"}
-    if p0 in ("sdu", "sdu_len", "gap_seq", "gap_len"):
-        return {f"SDU:{layer}"}
-    if p0 in ("to_active", "to_passive"):
-        return {f"INST:{layer}"}
-    if p0 == "current_state":
-        return {f"STATE:{layer}"}
-    if p0 == "__v":
+# Where each built-in value lives (docs/spec-language.md section 2).
+_BUILTIN_KIND = {
+    "input": "HEADER",
+    "payload": "HEADER",
+    "payload_len": "HEADER",
+    "cursor": "HEADER",
+    "sdu": "SDU",
+    "sdu_len": "SDU",
+    "gap_seq": "SDU",
+    "gap_len": "SDU",
+    "to_active": "INST",
+    "to_passive": "INST",
+    "current_state": "STATE",
+}
+# What each kind of binding (expr.types.Resolved.kind) reads or writes; states and options are
+# constants.
+_KIND = {
+    "field": "HEADER",
+    "layout": "HEADER",
+    "temp": "TEMP",
+    "perm": "PERM",
+    "foreign_field": "HEADER",
+    "foreign_temp": "TEMP",
+    "foreign_perm": "PERM",
+    "transition": "FIRED",
+    "event": "FIRED",
+}
+
+
+def name_resources(layer: str, n: Name) -> set[str]:
+    """The resources a name of ``layer`` reads (or, as an assignment target, writes), from
+    the binding sema gave it."""
+    r = n.ref
+    if r is None:
+        raise ValueError(f"layer {layer}: name {n.dotted!r} was not resolved by sema")
+    if r.kind == "atom":  # a virtual atom's latch asks the sequence
         return {f"SEQ:{layer}", f"INST:{layer}"}
-    if p0 == "v":
-        return _name_resources(layer, bindings, parts[1:]) | {f"SEQ:{layer}"}
-    if len(parts) == 2:
-        kind = {"header": "HEADER", "temp": "TEMP", "perm": "PERM", "psm": "FIRED"}.get(p0)
-        if p0 == "event":
-            kind = "FIRED"
-        if p0 == "layout":
-            kind = "HEADER"
-        return {f"{kind}:{layer}"} if kind else set()
-    if len(parts) == 3 and p0 in bindings:
-        owner = bindings[p0]
-        return {f"{parts[1].upper()}:{owner}"}
-    return set()
+    kind = _BUILTIN_KIND.get(n.parts[-1]) if r.kind == "builtin" else _KIND.get(r.kind)
+    out = {f"{kind}:{r.owner or layer}"} if kind else set()
+    if r.virtual:
+        out.add(f"SEQ:{layer}")
+    return out
 
 
-def expr_reads(layer: str, bindings: dict[str, str], e: Expr | None) -> frozenset[str]:
+def expr_reads(layer: str, e: Expr | None) -> frozenset[str]:
     out: set[str] = set()
     if e is None:
         return frozenset()
     for n in walk(e):
         if isinstance(n, Name):
-            out |= _name_resources(layer, bindings, n.parts)
+            out |= name_resources(layer, n)
         elif isinstance(n, ECall) and n.func == "ready_upto":
             out |= {f"SEQ:{layer}", f"INST:{layer}"}
     return frozenset(out)
@@ -135,17 +153,15 @@ def expr_reads(layer: str, bindings: dict[str, str], e: Expr | None) -> frozense
 # The builder
 
 
-@dataclass
-class _Cursor:
-    block: Block
-
-
 class Lowerer:
-    def __init__(self, stack: Stack, info: StackInfo, stack_file: str) -> None:
+    def __init__(self, stack: Stack, info: StackInfo, stack_file: str, res: Resolution) -> None:
         self.stack = stack
         self.info = info
         self.stack_dir = os.path.dirname(os.path.abspath(stack_file))
         self.prog = Program(stack.stack)
+        # sema's typed expressions: lowering copies them into the IR, the back-end renders them
+        self.prog.exprs = dict(res.layers)
+        self.prog.read_names = set(res.read_names)
         self._n = 0
 
     # -- helpers ----------------------------------------------------------------------------
@@ -168,15 +184,41 @@ class Lowerer:
         return self.prog.add(Block(f"{layer}.{tag}.{self._n}", layer, src=src))
 
     @staticmethod
-    def emit(b: Block, op: str, layer: str, reads: set[str] | frozenset[str] = frozenset(),
+    def emit(b: Block, op: type[Instr], layer: str, reads: set[str] | frozenset[str] = frozenset(),
              writes: set[str] | frozenset[str] = frozenset(), src: Src | None = None,
              **args: Any) -> Instr:  # fmt: skip
-        ins = Instr(op, layer, args, frozenset(reads), frozenset(writes), src)
+        ins = op(layer=layer, reads=frozenset(reads), writes=frozenset(writes), src=src, **args)
         b.instrs.append(ins)
         return ins
 
     # -- stack ------------------------------------------------------------------------------
-    def lower(self, smap: SourceMap, stack_file: str) -> Program:
+    def stack_desc(self, smap: SourceMap, display: str) -> StackDesc:
+        """Handlers, positions and the runtime's tables, for the back-end."""
+        d = StackDesc(
+            self._stack_file,
+            close_reasons=CLOSE_REASONS,
+            transforms=dict(TRANSFORMS),
+            user_reasons=user_reasons(),
+        )
+        for hn, h in self.stack.handlers.items():
+            x = self.prog.exprs[h.layer]
+            pos = smap.key_pos(("handlers", hn))
+            d.handlers[hn] = HandlerDesc(
+                hn,
+                h.layer,
+                call_args(x, h.args),
+                x.expr(h.when) if h.when is not None else None,
+                str(self.stack_src(("handlers", hn), "")),
+                smap.pos(("handlers", hn)).line,
+                f"{display}:{pos.line}:{pos.col}",
+            )
+        for name in self.stack.layers:
+            pos = smap.key_pos(("layers", name))
+            d.layer_where[name] = f"{display}:{pos.line}:{pos.col}"
+        d.parents = {e.from_ for e in self.stack.edges}
+        return d
+
+    def lower(self, smap: SourceMap, stack_file: str, display: str | None = None) -> Program:
         self._stack_smap = smap
         self._stack_file = os.path.basename(stack_file)
         info = self.info
@@ -186,41 +228,25 @@ class Lowerer:
             self.prog.layers[name] = LayerIR(name, i, "")
         for name in self.stack.layers:
             self.lower_layer(info.layers[name])
-        self._scan_reads(self.stack.model_dump())
-        for model in {
-            id(li.protocol.model): li.protocol.model for li in info.layers.values()
-        }.values():
-            self._scan_reads(model.model_dump(by_alias=True))
+        for name in self.stack.layers:
+            li = info.layers[name]
+            used = {
+                i.name
+                for b in self.prog.blocks.values()
+                if b.layer == name
+                for i in b.instrs
+                if isinstance(i, I.Transform)
+            }
+            spec_file = specpath.display(li.protocol.file, self.stack_dir)
+            desc = describe_layer(li, self.prog.exprs[name], spec_file, used)
+            self.prog.layers[name].desc = desc
+        self.prog.desc = self.stack_desc(smap, display or stack_file)
         entries = entries_of(self.stack.entry)
         if "*" in entries:
             self.prog.entries = {k: entries["*"] for k in LINK_KINDS}
         else:
             self.prog.entries = dict(entries)
         return self.prog
-
-    def _scan_reads(self, node: Any) -> None:
-        """Every name read by any expression or statement value among the model's strings
-        (a string that parses as neither reads nothing)."""
-        from rubikgen.expr.ast import Assign
-
-        if isinstance(node, dict):
-            for v in node.values():
-                self._scan_reads(v)
-        elif isinstance(node, list | tuple):
-            for v in node:
-                self._scan_reads(v)
-        elif isinstance(node, str):
-            try:
-                st: Any = parse_stmt(node)
-                e: Any = st.value if isinstance(st, Assign) else st
-            except Exception:
-                try:
-                    e = parse_expr(node)
-                except Exception:
-                    return
-            for n in walk(e):
-                if isinstance(n, Name):
-                    self.prog.read_names.add(n.parts)
 
     # -- one layer --------------------------------------------------------------------------
     def lower_layer(self, li: LayerInfo) -> None:
@@ -233,20 +259,21 @@ class Lowerer:
         atoms = AtomTable()
         self._atoms = atoms
         self._li = li
+        self._x: ExprTable = self.prog.exprs[L]
 
         enter = self.block(L, "enter", self.src(li, (), f"layer {L} ({proto.name})"))
         lir.entry = enter.name
-        self.emit(enter, "enter", L, set(), {f"HEADER:{L}", f"TEMP:{L}", f"FIRED:{L}", f"SDU:{L}"})
+        self.emit(enter, I.Enter, L, set(), {f"HEADER:{L}", f"TEMP:{L}", f"FIRED:{L}", f"SDU:{L}"})
         self.emit(
             enter,
-            "parse_header",
+            I.ParseHeader,
             L,
             {f"HEADER:{L}"} | {f"HEADER:{x}" for x in b.values()},
             {f"HEADER:{L}", f"SDU:{L}"},
             self.src(li, ("header",), "header"),
         )
         trunc = self.block(L, "trunc")
-        self.emit(trunc, "error", L, set(), {"RUNTIME"}, reason="header")
+        self.emit(trunc, I.Error, L, set(), {"RUNTIME"}, reason="header")
         trunc.term = Return(L)
         after_hdr = self.block(L, "lookup" if proto.has_instance else "prep")
         enter.term = Branch(Cond("parse_ok"), after_hdr.name, trunc.name, L)
@@ -259,40 +286,40 @@ class Lowerer:
             sel_path: Path = ("selector",)
             reads = {f"HEADER:{L}"} | {f"HEADER:{x}" for x in b.values()}
             reads |= {f"PERM:{x}" for x in b.values()}
-            self.emit(cur, "build_key", L, reads, {f"KEY:{L}"}, self.src(li, sel_path, "selector"))
-            self.emit(cur, "lookup", L, {f"KEY:{L}", "RUNTIME"}, {f"INST:{L}"})
+            self.emit(cur, I.BuildKey, L, reads, {f"KEY:{L}"}, self.src(li, sel_path, "selector"))
+            self.emit(cur, I.Lookup, L, {f"KEY:{L}", "RUNTIME"}, {f"INST:{L}"})
             found = self.block(L, "found")
             miss = self.block(L, "miss")
             cur.term = Branch(Cond("found"), found.name, miss.name, L)
-            self.emit(found, "observe", L, {f"INST:{L}"}, {"RUNTIME"})
+            self.emit(found, I.Observe, L, {f"INST:{L}"}, {"RUNTIME"})
             found.term = Jump(prep.name)
             create_if = None if isinstance(sel, list) or sel is None else sel.create_if
             create = self.block(L, "create", self.src(li, ("perm",), "create"))
             noinst = self.block(L, "noinst")
             if create_if is not None:
-                e = parse_expr(expr_text(create_if))
+                e = self._x.expr(create_if)
                 miss.term = Branch(
                     Cond("create_if", e, expr_text(create_if)),
                     create.name,
                     noinst.name,
                     L,
-                    expr_reads(L, b, e),
+                    expr_reads(L, e),
                 )
             else:
                 miss.term = Jump(create.name)
             self.emit(
                 create,
-                "create",
+                I.Create,
                 L,
                 {f"KEY:{L}", f"HEADER:{L}"},
                 {f"INST:{L}", f"PERM:{L}", f"STATE:{L}", f"SEQ:{L}", f"FIRED:{L}", "RUNTIME"},
             )
-            self.emit(create, "observe", L, {f"INST:{L}"}, {"RUNTIME"})
+            self.emit(create, I.Observe, L, {f"INST:{L}"}, {"RUNTIME"})
             create.term = Jump(prep.name)
-            self.emit(noinst, "no_instance", L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
+            self.emit(noinst, I.NoInstance, L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
             noinst.term = Jump(prep.name)
         else:
-            self.emit(cur, "no_instance", L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
+            self.emit(cur, I.NoInstance, L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
             cur.term = Jump(prep.name)
 
         # 3. prep
@@ -306,10 +333,10 @@ class Lowerer:
             for key in ("meta", "data", "data_len", "early"):
                 v = getattr(m.sequence, key)
                 if v is not None:
-                    rd |= expr_reads(L, b, parse_expr(expr_text(v)))
+                    rd |= expr_reads(L, self._x.expr(v))
             for w in m.sequence.window or []:
-                rd |= expr_reads(L, b, parse_expr(expr_text(w)))
-            self.emit(ins, "insert_seq", L, rd | {f"INST:{L}"}, {f"SEQ:{L}", f"FIRED:{L}"})
+                rd |= expr_reads(L, self._x.expr(w))
+            self.emit(ins, I.InsertSeq, L, rd | {f"INST:{L}"}, {f"SEQ:{L}", f"FIRED:{L}"})
             self._latch_block = ins
             after_ins = self.block(L, "pre_psm")
             ins.term = Jump(after_ins.name)
@@ -341,9 +368,9 @@ class Lowerer:
             for k, (e, text) in enumerate(atoms.atoms):
                 self.emit(
                     self._latch_block,
-                    "vupdate",
+                    I.VUpdate,
                     L,
-                    expr_reads(L, b, e) | {f"SEQ:{L}"},
+                    expr_reads(L, e) | {f"SEQ:{L}"},
                     {f"SEQ:{L}"},
                     atom=k,
                     expr=e,
@@ -364,10 +391,10 @@ class Lowerer:
                 cur.term = Jump(call.name)
                 cur = self.block(L, "unreachable")
                 break
-            ex = parse_expr(expr_text(e.when))
+            ex = self._x.expr(e.when)
             nxt = self.block(L, "edge_else")
             cur.term = Branch(Cond("expr", ex, expr_text(e.when)), call.name, nxt.name, L,
-                              expr_reads(L, b, ex))  # fmt: skip
+                              expr_reads(L, ex))  # fmt: skip
             cur = nxt
         cur.term = Jump(after.name)
         cur = after
@@ -377,15 +404,15 @@ class Lowerer:
         if loops:
             i, e = loops[0]
             mr = e.max_repeat or DEFAULT_MAX_REPEAT
-            ex = parse_expr(expr_text(e.when)) if e.when is not None else None
+            ex = self._x.expr(e.when) if e.when is not None else None
             # input: the next pass parses this instead of the sdu (written into the sdu when
             # the loop is taken; nothing reads the sdu after this but the destroy and reenter)
-            inp = parse_expr(expr_text(e.input)) if e.input is not None else None
+            inp = self._x.expr(e.input) if e.input is not None else None
             self.emit(
                 cur,
-                "loop_decide",
+                I.LoopDecide,
                 L,
-                expr_reads(L, b, ex) | expr_reads(L, b, inp),
+                expr_reads(L, ex) | expr_reads(L, inp),
                 {f"LOOP:{L}"} | ({f"SDU:{L}"} if inp is not None else set()),
                 self.stack_src(("edges", i), "self-loop"),
                 cond=Cond("expr", ex, expr_text(e.when)) if ex is not None else None,
@@ -399,12 +426,12 @@ class Lowerer:
             nxt = self.block(L, "after_destroy")
             cur.term = Branch(Cond("accept"), dst.name, nxt.name, L,
                               frozenset({f"STATE:{L}", f"INST:{L}"}))  # fmt: skip
-            self.emit(dst, "destroy", L, {f"INST:{L}"}, {f"INST:{L}", "RUNTIME"})
+            self.emit(dst, I.Destroy, L, {f"INST:{L}"}, {f"INST:{L}", "RUNTIME"})
             dst.term = Jump(nxt.name)
             cur = nxt
         if loops:
             again = self.block(L, "loop")
-            self.emit(again, "reenter", L, {f"SDU:{L}", f"LOOP:{L}"}, {f"HEADER:{L}", f"LOOP:{L}"})
+            self.emit(again, I.Reenter, L, {f"SDU:{L}", f"LOOP:{L}"}, {f"HEADER:{L}", f"LOOP:{L}"})
             cur.term = Branch(Cond("loop"), again.name, "", L, frozenset({f"LOOP:{L}"}))
             again.term = Jump(enter.name)
             ret = self.block(L, "return")
@@ -417,44 +444,43 @@ class Lowerer:
     def stmts(self, cur: Block, stmts: list[Any], path: Path) -> Block:
         li = self._li
         L = li.name
-        b = li.bindings
         i = 0
         while i < len(stmts):
             s = stmts[i]
             sp = path + (i,)
             if isinstance(s, str):
-                st = parse_stmt(s)
+                st = self._x.stmt(s)
                 from rubikgen.expr.ast import Assign, CallStmt
 
                 if isinstance(st, Assign):
-                    t = st.target.parts
-                    w = _name_resources(L, b, t)
-                    self.emit(cur, "assign", L, expr_reads(L, b, st.value), w,
+                    w = name_resources(L, st.target)
+                    self.emit(cur, I.Assign, L, expr_reads(L, st.value), w,
                               self.src(li, sp, s), stmt=st)  # fmt: skip
                 elif isinstance(st, CallStmt) and st.func == "assemble":
-                    self.emit(cur, "assemble", L, {f"SEQ:{L}", f"INST:{L}"},
+                    self.emit(cur, I.Assemble, L, {f"SEQ:{L}", f"INST:{L}"},
                               {f"SEQ:{L}", f"SDU:{L}", f"FIRED:{L}"}, self.src(li, sp, s))  # fmt: skip
                 elif isinstance(st, CallStmt) and st.func == "set_sdu":
-                    self.emit(cur, "set_sdu", L, expr_reads(L, b, st.args[0]), {f"SDU:{L}"},
+                    self.emit(cur, I.SetSdu, L, expr_reads(L, st.args[0]), {f"SDU:{L}"},
                               self.src(li, sp, s), value=st.args[0])  # fmt: skip
                 else:
                     raise ValueError(f"unknown statement {s!r}")
                 i += 1
             elif isinstance(s, Callback):
+                args = call_args(self._x, s.args)
                 rd: set[str] = set()
-                for a in s.args.values():
-                    v = a.value if hasattr(a, "value") else a
-                    rd |= expr_reads(L, b, parse_expr(expr_text(v)))
-                self.emit(cur, "callback", L, rd, {"RUNTIME"},
-                          self.src(li, sp, f"callback {s.callback}"), name=s.callback, call=s)  # fmt: skip
+                for a in args:
+                    rd |= expr_reads(L, a.expr)
+                self.emit(cur, I.Callback, L, rd, {"RUNTIME"},
+                          self.src(li, sp, f"callback {s.callback}"), name=s.callback, args=args)  # fmt: skip
                 i += 1
             elif isinstance(s, Transform):
+                targs = {an: self._x.expr(v) for an, v in s.args.items()}
                 rd = {f"INST:{L}"}
-                for v in s.args.values():
-                    rd |= expr_reads(L, b, parse_expr(expr_text(v)))
-                self.emit(cur, "transform", L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
+                for v in targs.values():
+                    rd |= expr_reads(L, v)
+                self.emit(cur, I.Transform, L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
                           self.src(li, sp, f"transform {s.transform}"), name=s.transform,
-                          call=s)  # fmt: skip
+                          args=targs)  # fmt: skip
                 i += 1
             elif isinstance(s, IfStmt):
                 # an if, its elifs and its else
@@ -471,11 +497,11 @@ class Lowerer:
                     j += 1
                 join = self.block(L, "join")
                 for cond, body, cp in chain:
-                    ex = self._atoms.rewrite(parse_expr(expr_text(cond)))
+                    ex = self._atoms.rewrite(self._x.expr(cond))
                     then = self.block(L, "then", self.src(li, cp, "if"))
                     nxt = self.block(L, "else")
                     cur.term = Branch(Cond("expr", ex, expr_text(cond)), then.name, nxt.name, L,
-                                      expr_reads(L, b, ex))  # fmt: skip
+                                      expr_reads(L, ex))  # fmt: skip
                     end = self.stmts(then, body, cp + ("then",))
                     end.term = Jump(join.name)
                     cur = nxt
@@ -491,7 +517,6 @@ class Lowerer:
     # -- PSM --------------------------------------------------------------------------------
     def psm(self, cur: Block, li: LayerInfo) -> Block:
         L = li.name
-        b = li.bindings
         psm = li.protocol.model.psm
         assert psm is not None
         states = li.protocol.states
@@ -509,16 +534,16 @@ class Lowerer:
                 srcs = [t.from_]
             st_expr: Expr | None = None
             for s in srcs:
-                atom = Binary("==", Name(("current_state",)), Name((s,)))
-                st_expr = atom if st_expr is None else Binary("||", st_expr, atom)
+                atom = X.binary("==", self._x.name(("current_state",)), self._x.name((s,)))
+                st_expr = atom if st_expr is None else X.binary("||", st_expr, atom)
             cond = st_expr if t.from_ != "*" else None
             text = f"current_state in {srcs}" if t.from_ != "*" else "any state"
             if t.when is not None:
-                w = self._atoms.rewrite(parse_expr(expr_text(t.when)))
-                cond = w if cond is None else Binary("&&", cond, w)
+                w = self._atoms.rewrite(self._x.expr(t.when))
+                cond = w if cond is None else X.binary("&&", cond, w)
                 text += f" && {expr_text(t.when)}"
             fire = self.block(L, f"t_{t.name}", self.src(li, tp, f"transition {t.name}"))
-            self.emit(fire, "set_state", L, set(), {f"STATE:{L}", f"FIRED:{L}"},
+            self.emit(fire, I.SetState, L, set(), {f"STATE:{L}", f"FIRED:{L}"},
                       state=states.index(t.to), transition=ti + 1, name=t.name)  # fmt: skip
             end = self.stmts(fire, t.do, tp + ("do",))
             end.term = Jump(done.name)
@@ -528,9 +553,9 @@ class Lowerer:
                 break
             nxt = self.block(L, "t_else")
             cur.term = Branch(Cond("expr", cond, text), fire.name, nxt.name, L,
-                              expr_reads(L, b, cond))  # fmt: skip
+                              expr_reads(L, cond))  # fmt: skip
             cur = nxt
-        self.emit(cur, "fail", L, {f"STATE:{L}"}, {f"FIRED:{L}", f"STATE:{L}", "RUNTIME"},
+        self.emit(cur, I.Fail, L, {f"STATE:{L}"}, {f"FIRED:{L}", f"STATE:{L}", "RUNTIME"},
                   self.src(li, ("psm", "on_fail"), "on_fail"), policy=psm.on_fail,
                   start=states.index(_start(psm)))  # fmt: skip
         if psm.on_fail == "drop":
@@ -598,7 +623,6 @@ class Lowerer:
 
     def event(self, cur: Block, li: LayerInfo, name: str) -> Block:
         L = li.name
-        b = li.bindings
         m = li.protocol.model
         if name in m.events:
             ev = m.events[name]
@@ -613,12 +637,12 @@ class Lowerer:
         cond: Expr | None = None
         text = []
         for w in [with_] if isinstance(with_, str) else (with_ or []):
-            atom = Name(("event", w))
-            cond = atom if cond is None else Binary("&&", cond, atom)
+            atom = self._x.name(("event", w))
+            cond = atom if cond is None else X.binary("&&", cond, atom)
             text.append(f"event.{w}")
         if when is not None:
-            we = self._atoms.rewrite(parse_expr(expr_text(when)))
-            cond = we if cond is None else Binary("&&", cond, we)
+            we = self._atoms.rewrite(self._x.expr(when))
+            cond = we if cond is None else X.binary("&&", cond, we)
             text.append(expr_text(when))
         body = self.block(L, f"ev_{name}", s)
         join = self.block(L, f"ev_{name}_done")
@@ -626,14 +650,14 @@ class Lowerer:
             cur.term = Jump(body.name)
         else:
             cur.term = Branch(Cond("expr", cond, " && ".join(text)), body.name, join.name, L,
-                              expr_reads(L, b, cond))  # fmt: skip
-        self.emit(body, "fire", L, set(), {f"FIRED:{L}"}, event=name)
+                              expr_reads(L, cond))  # fmt: skip
+        self.emit(body, I.Fire, L, set(), {f"FIRED:{L}"}, event=name)
         if do is None:
             rd: set[str] = set()
             for a in self.stack.handlers[name].args.values():
                 v = a.value if hasattr(a, "value") else a
-                rd |= expr_reads(L, b, parse_expr(expr_text(v)))
-            self.emit(body, "handler", L, rd, {"RUNTIME"}, s, name=name)
+                rd |= expr_reads(L, self._x.expr(v))
+            self.emit(body, I.Handler, L, rd, {"RUNTIME"}, s, name=name)
             end = body
         else:
             end = self.stmts(body, do, path + ("do",))
@@ -645,9 +669,30 @@ def _start(psm: Any) -> str:
     return psm.start[0] if isinstance(psm.start, list) else psm.start
 
 
-def lower_stack(stack: Stack, info: StackInfo, smap: SourceMap, stack_file: str) -> Program:
+def call_args(x: ExprTable, args: dict[str, Any]) -> list[Arg]:
+    """A handler's or callback's arguments, typed (a TypedArg declares its type)."""
+    out = []
+    for an, a in args.items():
+        v = a.value if isinstance(a, TypedArg) else a
+        declared = a.type if isinstance(a, TypedArg) else None
+        out.append(Arg(an, x.expr(v), declared, expr_text(v).strip()))
+    return out
+
+
+def lower_stack(
+    stack: Stack,
+    info: StackInfo,
+    smap: SourceMap,
+    stack_file: str,
+    res: Resolution | None = None,
+    display: str | None = None,
+) -> Program:
+    """Lower a valid stack; ``res``: its resolution (sema/resolve.py), computed when not given;
+    ``display``: the stack's path as diagnostics show it (default ``stack_file``)."""
+    if res is None:
+        res = resolve_stack(stack, info, smap)
     # a branch whose arm was never filled in names block "": verify() reports it
-    return Lowerer(stack, info, stack_file).lower(smap, stack_file)
+    return Lowerer(stack, info, stack_file, res).lower(smap, stack_file, display)
 
 
 __all__ = ["LINK_KINDS", "Lowerer", "lower_stack"]

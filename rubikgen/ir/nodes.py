@@ -25,9 +25,16 @@ RUNTIME    anything outside the function: handlers, observers, counters, tables
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from rubikgen.expr.ast import Expr
+from rubikgen.expr.table import ExprTable
+
+from .cond import Cond, Src
+from .instrs import OPCODES, Instr  # one dataclass per opcode
+from .layout import LayerDesc, StackDesc
+
+# The capture link kinds a stack's entry maps ('*' stands for all of them).
+LINK_KINDS = ("ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2")
 
 RESOURCE_KINDS = (
     "HEADER",
@@ -42,97 +49,6 @@ RESOURCE_KINDS = (
     "LOOP",
     "RUNTIME",
 )
-
-# Instructions with an effect outside the function's own registers: never removed, never
-# reordered across one another ("commands", as opposed to pure updates).
-COMMANDS = frozenset(
-    {
-        "create",
-        "destroy",
-        "insert_seq",
-        "assemble",
-        "callback",
-        "transform",
-        "handler",
-        "observe",
-        "error",
-        "finish",
-    }
-)
-
-# Every instruction opcode and what its ``args`` hold.
-OPCODES: dict[str, str] = {
-    "enter": "start a pass over the layer: clear header, temps and fired flags",
-    "parse_header": "run the header program (sets the parse result that a branch tests)",
-    "build_key": "build the forward (and swapped) selector key",
-    "lookup": "look the key up in the layer's instance table",
-    "create": "create an instance: perm := init, state := start, latches := 0; raise created",
-    "no_instance": "the packet has no instance: use the zeroed scratch instance",
-    "observe": "tell observers a packet reached the instance",
-    "assign": "args: stmt (an Assign)",
-    "set_sdu": "args: value (a byte-slice expression)",
-    "assemble": "take the contiguous data of the packet's sequence as the sdu",
-    "insert_seq": "insert the packet's data into its direction's sequence; raise its events",
-    "vupdate": "args: atom (index), expr: latch a virtual atom that holds on this packet",
-    "set_state": "args: state (id), transition (id): the PSM transition fired",
-    "fire": "args: event (name): set the fired flag of an event or handler",
-    "fail": "no transition matched: raise fail; args: policy",
-    "callback": "args: name, call (the Callback model): a protocol callback statement",
-    "handler": "args: name: call a stack handler with its arguments",
-    "transform": "args: name, call (the Transform model): the sdu := a runtime transform of the "
-    "arguments (empty on failure, counted)",
-    "loop_decide": "args: cond (Cond), input (Expr | None): remember whether the self-loop edge "
-    "holds; with input, the next pass parses that instead of the sdu (evaluated at the decision)",
-    "destroy": "destroy the instance (accept state)",
-    "reenter": "self-loop: the sdu (or the edge's input) becomes the layer's input for another pass",
-    "finish": "the layer is left: args settle (copy borrowed data), commit (a lazily created "
-    "instance enters the table)",
-    "error": "args: reason: count an error of the layer",
-}
-
-
-@dataclass(frozen=True)
-class Src:
-    """Where something comes from in the specs: file (as displayed) and line."""
-
-    file: str
-    line: int
-    what: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}" + (f" {self.what}" if self.what else "")
-
-
-@dataclass(frozen=True)
-class Cond:
-    """A branch condition.
-
-    kind ``expr``: ``expr`` (an AST over the layer's names, virtual atoms already replaced by
-    ``__v.K`` names); ``parse_ok``: the header parsed; ``found``: the lookup hit;
-    ``has_inst``: the packet has a real instance; ``accept``: the state is an accept state;
-    ``loop``: the self-loop decision holds and the repeat bound is not reached;
-    ``create_if``: like expr, for the selector's guard."""
-
-    kind: str
-    expr: Expr | None = None
-    text: str = ""  # the source text, for dumps
-
-    def show(self) -> str:
-        return self.text if self.kind in ("expr", "create_if") else self.kind
-
-
-@dataclass
-class Instr:
-    op: str
-    layer: str
-    args: dict[str, Any] = field(default_factory=dict)
-    reads: frozenset[str] = frozenset()
-    writes: frozenset[str] = frozenset()
-    src: Src | None = None
-
-    @property
-    def is_command(self) -> bool:
-        return self.op in COMMANDS
 
 
 @dataclass
@@ -213,6 +129,8 @@ class LayerIR:
     states: list[str] = field(default_factory=list)
     start: int | None = None
     accept: list[int] = field(default_factory=list)
+    # the header program, variables, sequence and selector (ir/layout.py), set by lowering
+    desc: LayerDesc | None = None
 
 
 @dataclass
@@ -225,9 +143,33 @@ class Program:
     # every name any spec expression reads (statements: their values), as written; a superset
     # of what the per-packet function reads, for dead-store elimination
     read_names: set[tuple[str, ...]] = field(default_factory=set)
+    # per layer: sema's typed expressions by source text (expr/table.py); every expression in
+    # the IR is one of these trees or built from them with typed nodes (expr/build.py)
+    exprs: dict[str, ExprTable] = field(default_factory=dict)
+    # handlers, source positions and the runtime's tables the back-end needs (ir/layout.py)
+    desc: StackDesc | None = None
 
     def add(self, b: Block) -> Block:
         if b.name in self.blocks:
             raise ValueError(f"duplicate block {b.name}")
         self.blocks[b.name] = b
         return b
+
+
+__all__ = [
+    "LINK_KINDS",
+    "OPCODES",
+    "RESOURCE_KINDS",
+    "Block",
+    "Branch",
+    "Call",
+    "Cond",
+    "Done",
+    "Instr",
+    "Jump",
+    "LayerIR",
+    "Program",
+    "Return",
+    "Src",
+    "Terminator",
+]

@@ -9,8 +9,8 @@ from .nodes import Block, Branch, Call, Done, Instr, Jump, Program, Return
 
 def _args(ins: Instr) -> str:
     parts = []
-    for k, v in ins.args.items():
-        if k in ("call",):
+    for k, v in ins.operands().items():
+        if k in ("call", "args"):
             continue
         if k == "input" and v is None:
             continue

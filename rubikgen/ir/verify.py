@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rubikgen.expr.ast import Assign, CallStmt, Name, walk
+
 from .nodes import OPCODES, RESOURCE_KINDS, Branch, Call, Program, Return
+
+
+def unresolved(e: Any) -> str | None:
+    """What in an expression or statement is not as sema resolves it (a node without a type,
+    a name without a binding), or None: the back-end renders types, it does not infer them."""
+    for n in walk(e):
+        if isinstance(n, Name) and n.ref is None:
+            return f"name {n.dotted!r} is not bound"
+        if n.type is None and not isinstance(n, Assign | CallStmt):  # statements have none
+            return f"node {type(n).__name__} has no type"
+    return None
 
 
 def reachable(prog: Program) -> set[str]:
@@ -35,7 +50,8 @@ def prune(prog: Program) -> int:
 def verify(prog: Program) -> list[str]:
     """Problems found (empty when the IR is well formed): every block terminated, every target
     defined, every opcode and resource known, calls only into layers, returns only from the
-    block's own layer, every reachable layer entered."""
+    block's own layer, every reachable layer entered, every expression resolved (typed and
+    bound by sema)."""
     errs: list[str] = []
     for name, b in prog.blocks.items():
         if b.term is None:
@@ -54,9 +70,19 @@ def verify(prog: Program) -> list[str]:
             errs.append(f"{name}: returns from {t.layer} inside layer {b.layer}")
         if isinstance(t, Branch) and t.cond.kind in ("expr", "create_if") and t.cond.expr is None:
             errs.append(f"{name}: expression branch without an expression")
+        if isinstance(t, Branch) and t.cond.expr is not None:
+            why = unresolved(t.cond.expr)
+            if why:
+                errs.append(f"{name}: branch condition {t.cond.show()!r}: {why}")
         for ins in b.instrs:
-            if ins.op not in OPCODES:
-                errs.append(f"{name}: unknown opcode {ins.op}")
+            if OPCODES.get(ins.op) is not type(ins):
+                errs.append(f"{name}: unknown instruction {type(ins).__name__}")
+                continue
+            errs += [f"{name}: {ins.op}: {p}" for p in ins.check()]
+            for x in ins.exprs():
+                why = unresolved(x)
+                if why:
+                    errs.append(f"{name}: {ins.op}: {why}")
             for r in ins.reads | ins.writes:
                 kind, _, layer = r.partition(":")
                 if kind not in RESOURCE_KINDS or (kind != "RUNTIME" and layer not in prog.layers):
@@ -64,4 +90,12 @@ def verify(prog: Program) -> list[str]:
     for lname, lir in prog.layers.items():
         if lir.entry not in prog.blocks and (lir.callers or lname in prog.entries.values()):
             errs.append(f"layer {lname}: entry block {lir.entry!r} missing")
+        for x in lir.desc.exprs() if lir.desc is not None else []:
+            why = unresolved(x)
+            if why:
+                errs.append(f"layer {lname}: description: {why}")
+    for x in prog.desc.exprs() if prog.desc is not None else []:
+        why = unresolved(x)
+        if why:
+            errs.append(f"handlers: {why}")
     return errs

@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from dataclasses import replace
 
-from rubikgen.expr.ast import Binary, Bool, Expr, Name, Num, Unary, unparse
+from rubikgen.expr import build as X
+from rubikgen.expr.ast import Binary, Bool, Expr, Name, Unary, unparse
 from rubikgen.expr.check import is_const
 from rubikgen.ir import Program
+from rubikgen.ir import instrs as I
 from rubikgen.ir.nodes import Block, Branch, Call, Cond, Instr, Jump
 
 # (kind, layer[, name]) -> value; a value of None is "unknown" and overrides the wildcards
@@ -51,8 +54,8 @@ class _Ctx:
         self.tid: dict[tuple[str, str], int] = {}  # (layer, transition) -> id
         for b in prog.blocks.values():
             for ins in b.instrs:
-                if ins.op == "set_state":
-                    self.tid[(ins.layer, ins.args["name"])] = ins.args["transition"]
+                if isinstance(ins, I.SetState):
+                    self.tid[(ins.layer, ins.name)] = ins.transition
         psm = {L: lir for L, lir in prog.layers.items() if lir.start is not None}
         self.states = {L: lir.states for L, lir in psm.items()}
         self.start = {L: lir.start for L, lir in psm.items()}
@@ -79,41 +82,41 @@ def _clear_layer(f: Facts, layer: str) -> None:
 
 def transfer(ctx: _Ctx, f: Facts, ins: Instr) -> None:
     L = ins.layer
-    op = ins.op
-    if op == "enter":
-        _clear_layer(f, L)
-        f[("psm", L)] = 0
-        f[("ev*", L)] = 0
-        f[("has_inst", L)] = 0
-    elif op == "lookup":
-        f[("has_inst", L)] = None
-    elif op == "create":
-        f[("has_inst", L)] = 1 if ins.args.get("lazy") else None
-        if L in ctx.start:
-            f[("state", L)] = ctx.start[L]
-        f[("ev", L, "created")] = 1
-    elif op == "no_instance":
-        f[("has_inst", L)] = 0
-        f[("state", L)] = None
-    elif op == "insert_seq":
-        for e in SEQ_EVENTS:
-            f[("ev", L, e)] = None
-    elif op == "assemble":
-        f[("ev", L, "gap")] = None  # gap recovery: raised when holes were skipped
-    elif op == "set_state":
-        f[("state", L)] = ins.args["state"]
-        f[("psm", L)] = ins.args["transition"]
-    elif op == "fire":
-        f[("ev", L, ins.args["event"])] = 1
-    elif op == "fail":
-        f[("ev", L, "fail")] = 1
-        if ins.args.get("policy") == "reset":
-            f[("state", L)] = ins.args["start"]
-    elif op == "destroy":
-        f[("has_inst", L)] = 0
-        f[("state", L)] = None
-    elif op == "finish" and ins.args.get("commit"):
-        f[("has_inst", L)] = None  # the commit may fail (pool full)
+    match ins:
+        case I.Enter():
+            _clear_layer(f, L)
+            f[("psm", L)] = 0
+            f[("ev*", L)] = 0
+            f[("has_inst", L)] = 0
+        case I.Lookup():
+            f[("has_inst", L)] = None
+        case I.Create():
+            f[("has_inst", L)] = 1 if ins.lazy else None
+            if L in ctx.start:
+                f[("state", L)] = ctx.start[L]
+            f[("ev", L, "created")] = 1
+        case I.NoInstance():
+            f[("has_inst", L)] = 0
+            f[("state", L)] = None
+        case I.InsertSeq():
+            for e in SEQ_EVENTS:
+                f[("ev", L, e)] = None
+        case I.Assemble():
+            f[("ev", L, "gap")] = None  # gap recovery: raised when holes were skipped
+        case I.SetState():
+            f[("state", L)] = ins.state
+            f[("psm", L)] = ins.transition
+        case I.Fire():
+            f[("ev", L, ins.event)] = 1
+        case I.Fail():
+            f[("ev", L, "fail")] = 1
+            if ins.policy == "reset":
+                f[("state", L)] = ins.start
+        case I.Destroy():
+            f[("has_inst", L)] = 0
+            f[("state", L)] = None
+        case I.Finish() if ins.commit:
+            f[("has_inst", L)] = None  # the commit may fail (pool full)
 
 
 def _conjuncts(e: Expr) -> Iterator[Expr]:
@@ -138,10 +141,10 @@ def _learn(ctx: _Ctx, f: Facts, L: str, atom: Expr, value: bool) -> None:
         _learn(ctx, f, L, atom.operand, not value)
         return
     if isinstance(atom, Name) and len(atom.parts) == 2:
-        kind, name = atom.parts
+        kind, name = _kind(atom), atom.parts[1]
         if kind == "event":
             f[("ev", L, name)] = int(value)
-        elif kind == "psm" and value and (L, name) in ctx.tid:
+        elif kind == "transition" and value and (L, name) in ctx.tid:
             f[("psm", L)] = ctx.tid[(L, name)]
         return
     if isinstance(atom, Binary) and atom.op in ("==", "!=") and value == (atom.op == "=="):
@@ -154,8 +157,13 @@ def _learn(ctx: _Ctx, f: Facts, L: str, atom: Expr, value: bool) -> None:
                 f[("state", L)] = k
 
 
+def _kind(e: Expr) -> str | None:
+    """What sema bound a name to (expr.types.Resolved.kind)."""
+    return e.ref.kind if isinstance(e, Name) and e.ref is not None else None
+
+
 def _state_value(ctx: _Ctx, L: str, e: Expr) -> int | None:
-    if isinstance(e, Name) and len(e.parts) == 1 and e.parts[0] in ctx.states.get(L, []):
+    if isinstance(e, Name) and _kind(e) == "state" and e.parts[0] in ctx.states.get(L, []):
         return ctx.states[L].index(e.parts[0])
     return is_const(e)
 
@@ -189,11 +197,11 @@ def _is_bool(e: Expr) -> bool:
         return True
     if isinstance(e, Binary) and e.op in ("&&", "||", "==", "!=", "<", "<=", ">", ">="):
         return True
-    return isinstance(e, Name) and len(e.parts) == 2 and e.parts[0] in ("event", "psm")
+    return isinstance(e, Name) and len(e.parts) == 2 and _kind(e) in ("event", "transition")
 
 
 def _truth(e: Expr) -> Expr:
-    return e if _is_bool(e) else Unary("!", Unary("!", e))
+    return e if _is_bool(e) else X.unary("!", X.unary("!", e))
 
 
 def simplify(ctx: _Ctx, f: Facts, L: str, e: Expr) -> Expr:
@@ -201,23 +209,25 @@ def simplify(ctx: _Ctx, f: Facts, L: str, e: Expr) -> Expr:
     no side effects, so a constant operand of && or || decides or drops the other one)."""
     if isinstance(e, Name):
         p = e.parts
+        kind = _kind(e)
         if p == ("current_state",):
             v = _get(f, ("state", L))
-            return Num(v) if v is not None else e
-        if len(p) == 1 and p[0] in ctx.states.get(L, []):
-            return Num(ctx.states[L].index(p[0]))
-        if len(p) == 2 and p[0] == "event":
+            return X.num(v) if v is not None else e
+        k = _state_value(ctx, L, e)
+        if k is not None:
+            return X.num(k)
+        if len(p) == 2 and kind == "event":
             v = _get(f, ("ev", L, p[1]))
-            return Num(v) if v is not None else e
-        if len(p) == 2 and p[0] == "psm" and (L, p[1]) in ctx.tid:
+            return X.num(v) if v is not None else e
+        if len(p) == 2 and kind == "transition" and (L, p[1]) in ctx.tid:
             v = _get(f, ("psm", L))
-            return Num(int(v == ctx.tid[(L, p[1])])) if v is not None else e
+            return X.num(int(v == ctx.tid[(L, p[1])])) if v is not None else e
         return e
     if isinstance(e, Unary):
         o = simplify(ctx, f, L, e.operand)
-        n = Unary(e.op, o)
+        n = replace(e, operand=o)
         k = is_const(n)
-        return Num(k) if k is not None else n
+        return X.num(k) if k is not None else n
     if isinstance(e, Binary):
         a = simplify(ctx, f, L, e.left)
         b = simplify(ctx, f, L, e.right)
@@ -228,17 +238,17 @@ def simplify(ctx: _Ctx, f: Facts, L: str, e: Expr) -> Expr:
                 if k is None:
                     continue
                 if bool(k) == bool(short):
-                    return Num(short)
+                    return X.num(short)
                 return (
-                    Num(int(bool(is_const(other))))
+                    X.num(int(bool(is_const(other))))
                     if is_const(other) is not None
                     else _truth(other)
                 )
-        n = Binary(e.op, a, b)
+        n = replace(e, left=a, right=b)
         k = is_const(n)
-        return Num(k) if k is not None else n
+        return X.num(k) if k is not None else n
     if isinstance(e, Bool):
-        return Num(int(e.value))
+        return X.num(int(e.value))
     return e
 
 
@@ -365,7 +375,7 @@ def const_prop(prog: Program) -> bool:
 
 
 def _weight(b: Block) -> int:
-    return sum(4 if i.op in ("handler", "callback") else 1 for i in b.instrs)
+    return sum(4 if isinstance(i, I.Handler | I.Callback) else 1 for i in b.instrs)
 
 
 def _folds_ahead(ctx: _Ctx, f: Facts, prog: Program, b: Block, depth: int = 3) -> bool:
@@ -453,10 +463,10 @@ def _reorder(e: Expr) -> Expr:
         ops = sorted(ops, key=_cost)  # stable: equal costs keep the spec's order
         out = ops[0]
         for x in ops[1:]:
-            out = Binary(e.op, out, x)
+            out = X.binary(e.op, out, x)
         return out
     if isinstance(e, Unary):
-        return Unary(e.op, _reorder(e.operand))
+        return replace(e, operand=_reorder(e.operand))
     return e
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from rubikgen.expr.ast import Name, walk
 from rubikgen.ir import Program
-from rubikgen.ir.nodes import Branch, Instr
+from rubikgen.ir.instrs import Assign, Create, Fire, InsertSeq, Instr
+from rubikgen.ir.nodes import Branch
 
 
 def _reads(prog: Program) -> set[tuple[str, str]]:
@@ -22,14 +23,7 @@ def _reads(prog: Program) -> set[tuple[str, str]]:
         if isinstance(b.term, Branch) and b.term.cond.expr is not None:
             exprs.append(b.term.cond.expr)
         for ins in b.instrs:
-            for k in ("expr", "value"):
-                if k in ins.args and ins.args[k] is not None and not isinstance(ins.args[k], str):
-                    exprs.append(ins.args[k])
-            if ins.op == "assign":
-                exprs.append(ins.args["stmt"].value)
-            c = ins.args.get("cond")
-            if c is not None and getattr(c, "expr", None) is not None:
-                exprs.append(c.expr)
+            exprs += ins.exprs()
         for e in exprs:
             names |= {n.parts for n in walk(e) if isinstance(n, Name)}
     out = set()
@@ -41,11 +35,11 @@ def _reads(prog: Program) -> set[tuple[str, str]]:
 
 
 def _dead(ins: Instr, live: set[tuple[str, str]]) -> bool:
-    if ins.op == "assign":
-        t = ins.args["stmt"].target.parts
+    if isinstance(ins, Assign):
+        t = ins.stmt.target.parts
         return len(t) >= 2 and t[-2] in ("temp", "perm") and (t[-2], t[-1]) not in live
-    if ins.op == "fire":
-        return ("event", ins.args["event"]) not in live
+    if isinstance(ins, Fire):
+        return ("event", ins.event) not in live
     return False
 
 
@@ -63,14 +57,14 @@ def dead_stores(prog: Program) -> bool:
             b.instrs = keep
             changed = True
         for i in keep:
-            if i.op == "insert_seq":
+            if isinstance(i, InsertSeq):
                 ev = [e for e in SEQ_FLAGS if ("event", e) in live]
-                if i.args.get("events") != ev:
-                    i.args["events"] = ev
+                if i.events != ev:
+                    i.events = ev
                     changed = True
-            elif i.op == "create":
+            elif isinstance(i, Create):
                 c = ("event", "created") in live
-                if i.args.get("flag_created") != c:
-                    i.args["flag_created"] = c
+                if i.flag_created != c:
+                    i.flag_created = c
                     changed = True
     return changed

@@ -17,8 +17,13 @@ made safe for every packet order, plus header initialisation.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from rubikgen.ir import Program
-from rubikgen.ir.nodes import Block, Instr, Return
+from rubikgen.ir.instrs import Create, Destroy, Enter, Finish, InsertSeq, Instr, Reenter
+from rubikgen.ir.nodes import Block, Return
+
+T = TypeVar("T", bound=Instr)
 
 
 def _exits(prog: Program, layer: str) -> list[tuple[Block, bool]]:
@@ -30,7 +35,7 @@ def _exits(prog: Program, layer: str) -> list[tuple[Block, bool]]:
             continue
         if isinstance(b.term, Return):
             out.append((b, False))
-        elif any(i.op == "reenter" for i in b.instrs):
+        elif any(isinstance(i, Reenter) for i in b.instrs):
             out.append((b, True))
     return out
 
@@ -39,14 +44,12 @@ def _finish(prog: Program, layer: str, **flags: bool) -> bool:
     """Set flags on the layer's `finish` instructions, adding them at every exit."""
     changed = False
     for b, at_start in _exits(prog, layer):
-        fin = next((i for i in b.instrs if i.op == "finish"), None)
+        fin = next((i for i in b.instrs if isinstance(i, Finish)), None)
         if fin is None:
-            fin = Instr(
-                "finish",
-                layer,
-                {"settle": False, "commit": False},
-                frozenset({f"INST:{layer}", f"SEQ:{layer}"}),
-                frozenset({f"INST:{layer}", f"SEQ:{layer}", "RUNTIME"}),
+            fin = Finish(
+                layer=layer,
+                reads=frozenset({f"INST:{layer}", f"SEQ:{layer}"}),
+                writes=frozenset({f"INST:{layer}", f"SEQ:{layer}", "RUNTIME"}),
             )
             if at_start:
                 b.instrs.insert(0, fin)
@@ -54,22 +57,22 @@ def _finish(prog: Program, layer: str, **flags: bool) -> bool:
                 b.instrs.append(fin)
             changed = True
         for k, v in flags.items():
-            if fin.args.get(k) != v:
-                fin.args[k] = v
+            if getattr(fin, k) != v:
+                setattr(fin, k, v)
                 changed = True
     return changed
 
 
-def _instrs(prog: Program, op: str) -> list[Instr]:
-    return [i for b in prog.blocks.values() for i in b.instrs if i.op == op]
+def _instrs(prog: Program, cls: type[T]) -> list[T]:
+    return [i for b in prog.blocks.values() for i in b.instrs if isinstance(i, cls)]
 
 
 def fast_forward(prog: Program) -> bool:
     """In-order data into an empty sequence is referenced, not copied (settled at exit)."""
     changed = False
-    for ins in _instrs(prog, "insert_seq"):
-        if not ins.args.get("borrow"):
-            ins.args["borrow"] = True
+    for ins in _instrs(prog, InsertSeq):
+        if not ins.borrow:
+            ins.borrow = True
             changed = True
         changed = _finish(prog, ins.layer, settle=True) or changed
     return changed
@@ -78,14 +81,14 @@ def fast_forward(prog: Program) -> bool:
 def fast_destroy(prog: Program) -> bool:
     """Instances created and destroyed by the same packet never enter the instance table."""
     changed = False
-    destroying = {i.layer for i in _instrs(prog, "destroy")}
-    for ins in _instrs(prog, "create"):
-        if ins.layer not in destroying or ins.args.get("lazy"):
+    destroying = {i.layer for i in _instrs(prog, Destroy)}
+    for ins in _instrs(prog, Create):
+        if ins.layer not in destroying or ins.lazy:
             continue
-        ins.args["lazy"] = True
-        for d in _instrs(prog, "destroy"):
+        ins.lazy = True
+        for d in _instrs(prog, Destroy):
             if d.layer == ins.layer:
-                d.args["lazy"] = True
+                d.lazy = True
         _finish(prog, ins.layer, commit=True)
         changed = True
     return changed
@@ -94,8 +97,8 @@ def fast_destroy(prog: Program) -> bool:
 def header_zeroing(prog: Program) -> bool:
     """Clear only the header fields of layouts a packet may skip."""
     changed = False
-    for ins in _instrs(prog, "enter"):
-        if ins.args.get("zero") != "conditional":
-            ins.args["zero"] = "conditional"
+    for ins in _instrs(prog, Enter):
+        if ins.zero != "conditional":
+            ins.zero = "conditional"
             changed = True
     return changed

@@ -7,9 +7,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rubikgen.diagnostics import Diagnostic
-from rubikgen.expr import ExprSyntaxError, check_expr, check_stmt, parse_expr, parse_stmt
+from rubikgen.expr import ExprSyntaxError, parse_expr, parse_stmt, resolve_expr, resolve_stmt
 from rubikgen.expr.ast import Name, Num, Slice, walk
 from rubikgen.expr.check import is_const
+from rubikgen.expr.table import ExprTable
 from rubikgen.expr.types import BytesT, NumT, Type, describe
 from rubikgen.models.common import Callback, Transform, TypedArg, expr_text
 from rubikgen.models.protocol import (
@@ -62,18 +63,24 @@ class ExprChecker:
         params: dict[str, ProtocolInfo],
         smap: SourceMap,
         diags: list[Diagnostic],
+        table: ExprTable | None = None,
+        owners: dict[str, str] | None = None,
     ) -> None:
         self.info = info
         self.params = params
         self.smap = smap
         self.diags = diags
+        # Resolving one layer of a stack (sema/resolve.py): typed trees go to the table, and
+        # parameter names are bound to the layers in owners.
+        self.table = table
+        self.owners = owners
         self.uses_virtual = False
         self.first_virtual: tuple[Path, int, int, str] | None = None
         # Extra hint for an unknown name (a stack knows more about where a name lives).
         self.missing_hint: Callable[[tuple[str, ...]], str | None] | None = None
 
     def _scope(self, ctx: B.Context) -> ProtocolScope:
-        return ProtocolScope(self.info, self.params, ctx)
+        return ProtocolScope(self.info, self.params, ctx, self.owners)
 
     def syntax(self, path: Path, text: str, err: ExprSyntaxError) -> None:
         """Reports a parse error (RG010, or RG015 for a literal too large) over the token at
@@ -156,8 +163,11 @@ class ExprChecker:
             self.syntax(path, text, err)
             return None, None
         scope = self._scope(ctx)
-        t, ds = check_expr(e, scope, allow_virtual=ctx.virtual, want=want)
+        e, ds = resolve_expr(e, scope, allow_virtual=ctx.virtual, want=want)
+        t = e.type
         self._report(path, ds, scope, text)
+        if self.table is not None:
+            self.table.exprs[text] = e
         vref = next((n for n in walk(e) if isinstance(n, Name) and n.parts[0] == "v"), None)
         if vref is not None and not self.uses_virtual:
             self.uses_virtual = True
@@ -223,8 +233,10 @@ class ExprChecker:
                 return
             plain = B.Context(**{**ctx.__dict__, "virtual": False})
             scope = self._scope(plain)
-            ds = check_stmt(st, scope, allowed_calls=calls)
+            st, ds = resolve_stmt(st, scope, allowed_calls=calls)
             self._report(path, ds, scope, s)
+            if self.table is not None:
+                self.table.stmts[s] = st
             return
         if isinstance(s, (IfStmt, ElifStmt)):
             key = "if" if isinstance(s, IfStmt) else "elif"
@@ -355,12 +367,16 @@ def _selector_item(ec: ExprChecker, path: Path, text: str) -> Type | None:
     return t
 
 
-def check_protocol(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list[Diagnostic]:
-    """Type-checks the protocol with one binding of its parameters."""
-    diags: list[Diagnostic] = []
+def check_protocol(
+    info: ProtocolInfo, params: dict[str, ProtocolInfo], ec: ExprChecker | None = None
+) -> list[Diagnostic]:
+    """Type-checks the protocol with one binding of its parameters (with ``ec``, a checker
+    that also records what it resolves: sema/resolve.py)."""
+    diags: list[Diagnostic] = [] if ec is None else ec.diags
     smap = info.smap
     m = info.model
-    ec = ExprChecker(info, params, smap, diags)
+    if ec is None:
+        ec = ExprChecker(info, params, smap, diags)
 
     # Field lengths.
     for lname, fields in info.layouts.items():

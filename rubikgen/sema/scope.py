@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from rubikgen.expr.check import Resolved
-from rubikgen.expr.types import BOOL, BytesT, NumT, Type
+from dataclasses import replace
+
+from rubikgen.expr.types import BOOL, BytesT, NumT, Resolved, Type
 from rubikgen.sema.builtins import BUILTIN_EVENTS, FUNCTIONS, Context
 from rubikgen.sema.symbols import FieldInfo, ProtocolInfo, VarInfo
 
@@ -19,10 +20,18 @@ def field_type(f: FieldInfo | VarInfo) -> Type:
 class ProtocolScope:
     """Resolves names in one context of one protocol (see builtins.Context)."""
 
-    def __init__(self, info: ProtocolInfo, params: dict[str, ProtocolInfo], ctx: Context) -> None:
+    def __init__(
+        self,
+        info: ProtocolInfo,
+        params: dict[str, ProtocolInfo],
+        ctx: Context,
+        owners: dict[str, str] | None = None,
+    ) -> None:
         self.info = info
         self.params = params
         self.ctx = ctx
+        # param -> the stack layer it is bound to, when resolving one layer of a stack
+        self.owners = owners or {}
         # Names that exist but are not available in this context, with the reason.
         self.unavailable: dict[tuple[str, ...], str] = {}
 
@@ -100,6 +109,8 @@ class ProtocolScope:
         if need is not None and not getattr(self.ctx, need):
             self.unavailable[parts] = self.ctx.why
             return None
+        if r.kind.startswith("foreign") and parts[0] in self.owners:
+            r = replace(r, owner=self.owners[parts[0]])
         return r
 
     def why_missing(self, parts: tuple[str, ...]) -> str | None:

@@ -1,0 +1,125 @@
+"""LayerDesc (ir/layout.py) of one layer, from sema's results and the layer's ExprTable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rubikgen.expr.table import ExprTable
+from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, IfStep
+from rubikgen.sema.builtins import BUILTIN_EVENTS
+from rubikgen.sema.protocol import parse_duration
+from rubikgen.sema.stack import LayerInfo
+from rubikgen.sema.symbols import FieldInfo, VarInfo
+from rubikgen.sema.transforms import TRANSFORMS
+
+from .layout import AnyUntil, Elif, Else, HField, If, KeyItem, LayerDesc, Parse, SeqDesc, Step, Var
+
+__all__ = ["describe_layer"]
+
+
+def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[str]) -> LayerDesc:
+    proto = li.protocol
+    m = proto.model
+    line = proto.smap.pos
+
+    def hfield(f: FieldInfo) -> HField:
+        n = x.expr(f.length_expr) if f.length_expr is not None else None
+        return HField(f.name, f.layout, f.kind, line(f.path).line, f.width, f.size, n,
+                      f.length_unit, f.order, f.const)  # fmt: skip
+
+    def var(v: VarInfo) -> Var:
+        init = x.expr(v.init) if v.init is not None else None
+        return Var(v.name, v.kind, line(v.path).line, v.width, v.size, init)
+
+    fields = {n: hfield(f) for n, f in proto.fields.items()}
+    d = LayerDesc(
+        li.name,
+        proto.name,
+        spec_file,
+        line(("header",)).line,
+        proto.has_instance,
+        proto.bidirectional,
+        fields=fields,
+        layouts={n: [fields[f.name] for f in fs] for n, fs in proto.layouts.items()},
+        layout_lines={n: line(("layouts", n)).line for n in proto.layouts},
+        header=_steps(m.header, x, line(("header",)).line),
+        temps={n: var(v) for n, v in proto.temps.items()},
+        perms={n: var(v) for n, v in proto.perms.items()},
+        states=list(proto.states),
+        transitions=list(proto.transitions),
+        events=list(m.events) + list(BUILTIN_EVENTS),
+        transform_states={t: TRANSFORMS[t].state_type for t in sorted(transforms)},
+    )
+    psm = m.psm
+    if psm is not None:
+        d.has_psm = True
+        if psm.start is not None:
+            s = psm.start[0] if isinstance(psm.start, list) else psm.start
+            d.start_state = d.states.index(s)
+        d.accept = [d.states.index(s) for s in psm.accept]
+        for t in psm.setup:
+            i = d.transitions.index(t)
+            if i < 64:
+                d.setup_mask |= 1 << i
+    if m.timeout is not None:
+        sec = parse_duration(m.timeout)
+        d.timeout_ns = int(sec * 1e9) if sec else 0
+    for n, o in m.options.items():
+        val = li.options.get(n, o.default)
+        d.options[n] = (isinstance(o.default, bool), int(val))
+    sq = m.sequence
+    if sq is not None:
+        d.seq = SeqDesc(
+            x.expr(sq.meta),
+            x.expr(sq.data),
+            x.expr(sq.data_len) if sq.data_len is not None else None,
+            x.expr(sq.early) if sq.early is not None else None,
+            (x.expr(sq.window[0]), x.expr(sq.window[1])) if sq.window else None,
+            sq.unit,
+            sq.zero_based,
+            sq.overwrite,
+            sq.buffer_data,
+            sq.max_bytes,
+            sq.max_blocks,
+            sq.drain,
+            line(("sequence", "drain")).line,
+        )
+    if proto.has_instance:
+        _key(d, m.selector, x)
+    return d
+
+
+def _key(d: LayerDesc, sel: Any, x: ExprTable) -> None:
+    if isinstance(sel, list):
+        a, p, common = sel, None, []
+    else:
+        common = list(sel.common)
+        if sel.sides is not None:
+            a, p = sel.sides[0], sel.sides[1]
+        else:
+            a, p = sel.key or [], None
+
+    def items(texts: list[str]) -> list[KeyItem]:
+        return [KeyItem(t, x.expr(t)) for t in texts]
+
+    d.key_a = items(a)
+    d.key_p = items(p) if p is not None else None
+    d.key_common = items(common)
+
+
+def _steps(steps: list[Any], x: ExprTable, header_line: int) -> list[Step]:
+    out: list[Step] = []
+    for s in steps:
+        if isinstance(s, str):
+            out.append(Parse(s))
+        elif isinstance(s, IfStep):
+            out.append(If(x.expr(s.if_), _steps(s.then, x, header_line)))
+        elif isinstance(s, ElifStep):
+            out.append(Elif(x.expr(s.elif_), _steps(s.then, x, header_line)))
+        elif isinstance(s, ElseStep):
+            out.append(Else(_steps(s.else_, x, header_line)))
+        elif isinstance(s, AnyUntilStep):
+            au = s.any_until
+            until = x.expr(au.until) if au.until is not None else None
+            out.append(AnyUntil(list(au.layouts), au.max, until, header_line))
+    return out

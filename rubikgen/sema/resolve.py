@@ -1,0 +1,99 @@
+"""Resolution of a checked stack: every expression and statement typed once, per layer.
+
+The validator checks each protocol with the protocols its parameters may name; a stack binds
+each parameter to one layer, whose fields may have other types (tcp over ipv4 or over ipv6).
+So, once the stack is valid, each layer's protocol is checked again with its parameters bound
+to the stack's layers, and the checker keeps every typed tree (``Node.type``, ``Name.ref``)
+in the layer's :class:`ExprTable`: the one symbol table lowering, the passes and the back-end
+ask. Nothing after this parses or type-checks an expression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubikgen.diagnostics import Diagnostic
+from rubikgen.expr import parse_expr, parse_stmt
+from rubikgen.expr.ast import Assign, Name, walk
+from rubikgen.expr.table import ExprTable
+from rubikgen.models.stack import Stack
+from rubikgen.sema import builtins as B
+from rubikgen.sema.protocol import ExprChecker, check_protocol
+from rubikgen.sema.scope import ProtocolScope
+from rubikgen.sema.stack import StackInfo, lifecycle_hooks
+from rubikgen.source import SourceMap
+
+__all__ = ["Resolution", "resolve_stack"]
+
+_ANY = B.Context("any context", virtual=True)  # names lowering writes: every context open
+
+
+@dataclass
+class Resolution:
+    layers: dict[str, ExprTable] = field(default_factory=dict)
+    # every name any spec expression reads (statements: their values), as written; a superset
+    # of what the per-packet function reads, for dead-store elimination
+    read_names: set[tuple[str, ...]] = field(default_factory=set)
+
+
+def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
+    """Resolve every layer of a stack that passed validation; ValueError if some expression
+    does not check in its layer (the validator should have said so)."""
+    res = Resolution()
+    for L, li in info.layers.items():
+        params = {p: info.layers[t].protocol for p, t in li.bindings.items() if t in info.layers}
+        scope = ProtocolScope(li.protocol, params, _ANY, dict(li.bindings))
+        table = ExprTable(L, resolver=scope.resolve)
+        diags: list[Diagnostic] = []
+        ec = ExprChecker(li.protocol, params, li.protocol.smap, diags, table, dict(li.bindings))
+        check_protocol(li.protocol, params, ec)
+        # the stack's expressions on this layer: its edges and its handlers
+        sc = ExprChecker(li.protocol, params, smap, diags, table, dict(li.bindings))
+        for i, e in info.children.get(L, []):
+            if e.when is not None:
+                sc.expr(("edges", i, "when"), e.when, B.EDGE, "bool")
+            if e.input is not None and e.to == L:
+                sc.expr(("edges", i, "input"), e.input, B.EDGE, "bytes")
+        for hn, h in stack.handlers.items():
+            if h.layer != L:
+                continue
+            ctx = B.LIFECYCLE if lifecycle_hooks(h.with_) else B.HANDLER
+            hp = ("handlers", hn)
+            if h.when is not None:
+                sc.expr(hp + ("when",), h.when, ctx, "bool")
+            sc.args(hp + ("args",), h.args, B.Context(**{**ctx.__dict__, "virtual": False}))
+        errors = [d for d in diags if d.severity == "error"]
+        if errors:
+            d = errors[0]
+            raise ValueError(f"layer {L}: {d.file}:{d.line}:{d.col}: {d.code} {d.message}")
+        res.layers[L] = table
+    _scan_reads(res.read_names, stack.model_dump())
+    models = {id(li.protocol.model): li.protocol.model for li in info.layers.values()}
+    for model in models.values():
+        _scan_reads(res.read_names, model.model_dump(by_alias=True))
+    return res
+
+
+def _scan_reads(out: set[tuple[str, ...]], node: Any) -> None:
+    """Every name read by any expression or statement value among the model's strings (a
+    string that parses as neither reads nothing): names in `with` lists and header steps
+    count too, so the set errs on keeping."""
+    if isinstance(node, dict):
+        for v in node.values():
+            _scan_reads(out, v)
+    elif isinstance(node, list | tuple):
+        for v in node:
+            _scan_reads(out, v)
+    elif isinstance(node, str):
+        try:
+            st: Any = parse_stmt(node)
+            e: Any = st.value if isinstance(st, Assign) else st
+        except Exception:
+            try:
+                e = parse_expr(node)
+            except Exception:
+                return
+        for n in walk(e):
+            if isinstance(n, Name):
+                out.add(n.parts)
