@@ -13,6 +13,8 @@ from rubikgen.expr.ast import Name, walk
 from rubikgen.ir import Program
 from rubikgen.ir.nodes import Branch, Instr
 
+from .registry import register
+
 
 def _reads(prog: Program) -> set[tuple[str, str]]:
     """(kind, name) of every temp/perm/event a condition or spec expression may read."""
@@ -52,6 +54,7 @@ def _dead(ins: Instr, live: set[tuple[str, str]]) -> bool:
 SEQ_FLAGS = ("rexmit", "out_of_wnd", "overlap", "buffer_full")
 
 
+@register("dead-stores", level=2)
 def dead_stores(prog: Program) -> bool:
     """Assignments to temp/perm variables and event flags that nothing reads are removed (the
     flags an insert or a creation raises are set only when read)."""

@@ -1,0 +1,50 @@
+"""Helpers of the instance and sequence life-cycle passes (fast-forward, fast-destroy): where a
+layer is left, and the ``finish`` instruction placed there."""
+
+from __future__ import annotations
+
+from rubikgen.ir import Program
+from rubikgen.ir.nodes import Block, Instr, Return
+
+
+def _exits(prog: Program, layer: str) -> list[tuple[Block, bool]]:
+    """Blocks where the layer is left: (block, at_start) — at the end of blocks returning, at
+    the start of the self-loop block (before the sdu becomes the next pass's input)."""
+    out = []
+    for b in prog.blocks.values():
+        if b.layer != layer:
+            continue
+        if isinstance(b.term, Return):
+            out.append((b, False))
+        elif any(i.op == "reenter" for i in b.instrs):
+            out.append((b, True))
+    return out
+
+
+def _finish(prog: Program, layer: str, **flags: bool) -> bool:
+    """Set flags on the layer's `finish` instructions, adding them at every exit."""
+    changed = False
+    for b, at_start in _exits(prog, layer):
+        fin = next((i for i in b.instrs if i.op == "finish"), None)
+        if fin is None:
+            fin = Instr(
+                "finish",
+                layer,
+                {"settle": False, "commit": False},
+                frozenset({f"INST:{layer}", f"SEQ:{layer}"}),
+                frozenset({f"INST:{layer}", f"SEQ:{layer}", "RUNTIME"}),
+            )
+            if at_start:
+                b.instrs.insert(0, fin)
+            else:
+                b.instrs.append(fin)
+            changed = True
+        for k, v in flags.items():
+            if fin.args.get(k) != v:
+                fin.args[k] = v
+                changed = True
+    return changed
+
+
+def _instrs(prog: Program, op: str) -> list[Instr]:
+    return [i for b in prog.blocks.values() for i in b.instrs if i.op == op]
