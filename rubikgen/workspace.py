@@ -2,7 +2,7 @@
 
 A Workspace caches every document by absolute path, so a stack and the protocols it uses
 are each read and checked once, and diagnostics of a protocol are reported against the
-protocol's own file.
+protocol's own file. The checks it runs see it as a ``document.SpecLoader``.
 """
 
 from __future__ import annotations
@@ -11,36 +11,21 @@ import difflib
 import itertools
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from rubikgen import schema_errors, specpath
+from rubikgen.compose import compose
 from rubikgen.diagnostics import Diagnostic, SourceCache
+from rubikgen.document import Document, display_path
 from rubikgen.models import Protocol, Stack
+from rubikgen.sema.protocol import check_protocol
+from rubikgen.sema.stack import check_stack
+from rubikgen.sema.symbols import build_symbols
 from rubikgen.source import Loaded, SourceMap, load_text, read_file
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".toml")
-
-
-@dataclass
-class Document:
-    path: str  # as given / displayed
-    abspath: str
-    kind: str | None  # "protocol" | "stack" | None when unusable
-    model: Protocol | Stack | None
-    smap: SourceMap
-    diags: list[Diagnostic] = field(default_factory=list)
-    info: Any = None  # ProtocolInfo for protocols
-    stack_info: Any = None  # StackInfo for stacks
-    checked: bool = False
-    sources: list[str] = field(default_factory=list)  # stack files composed into this one
-
-
-def display_path(p: str) -> str:
-    rel = os.path.relpath(p)
-    return rel if not rel.startswith("..") else p
 
 
 class Workspace:
@@ -96,7 +81,7 @@ class Workspace:
             hint = "protocols start with 'protocol: NAME', stacks with 'stack: NAME'"
             where: tuple[str, ...] = ("stack",) if kinds else ()
             if not kinds:
-                near = [
+                near: list[tuple[Any, Any]] = [
                     (k, difflib.get_close_matches(str(k), ("protocol", "stack"), n=1, cutoff=0.6))
                     for k in data
                 ]
@@ -123,16 +108,12 @@ class Workspace:
             return Document(shown, ap, kind, None, smap, diags)
         doc = Document(shown, ap, kind, model, smap, diags, sources=[ap])
         if kind == "stack":
-            from rubikgen.compose import compose
-
             compose(self, doc)
         return doc
 
     # -- protocols ----------------------------------------------------------------------------
     def protocol_info(self, path: str) -> Document:
         """Loads a protocol and builds its symbol tables (pass 1)."""
-        from rubikgen.sema.symbols import build_symbols
-
         doc = self.load(path)
         if doc.kind == "protocol" and doc.model is not None and doc.info is None:
             info, ds = build_symbols(doc.model, doc.path, doc.smap)  # type: ignore[arg-type]
@@ -148,8 +129,6 @@ class Workspace:
         return doc
 
     def check_protocol(self, path: str) -> Document:
-        from rubikgen.sema.protocol import check_protocol
-
         doc = self.protocol_info(path)
         if doc.checked or doc.info is None:
             doc.checked = True
@@ -207,8 +186,6 @@ class Workspace:
 
     # -- stacks --------------------------------------------------------------------------------
     def check_stack(self, path: str) -> Document:
-        from rubikgen.sema.stack import check_stack
-
         doc = self.load(path)
         if doc.checked or doc.model is None or doc.kind != "stack":
             doc.checked = True

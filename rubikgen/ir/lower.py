@@ -10,7 +10,6 @@ Statement-level ``if``/``elif``/``else`` become branches, so passes see every co
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from rubikgen import specpath
@@ -133,11 +132,6 @@ def expr_reads(layer: str, bindings: dict[str, str], e: Expr | None) -> frozense
 
 # ---------------------------------------------------------------------------------------------
 # The builder
-
-
-@dataclass
-class _Cursor:
-    block: Block
 
 
 class Lowerer:
