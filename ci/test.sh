@@ -8,6 +8,8 @@ PY=${PYTHON:-python3}
 echo "== lint =="
 $PY -m ruff check rubikgen tests ci bench
 $PY -m ruff format --check rubikgen tests ci bench
+echo "== types (mypy; configuration in setup.cfg) =="
+$PY -m mypy
 echo "== specs =="
 $PY -m rubikgen validate --strict specs/
 echo "== schema freshness =="

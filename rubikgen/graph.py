@@ -177,7 +177,7 @@ def graph_command(args: argparse.Namespace) -> int:
         if args.tree:
             sys.stderr.write("rubikgen graph: --tree needs a stack\n")
             return 2
-        if doc.info is None or doc.model.psm is None:
+        if doc.info is None or doc.info.model.psm is None:
             sys.stderr.write("rubikgen graph: this protocol has no PSM\n")
             return 1
         dot = psm_dot(doc.info)

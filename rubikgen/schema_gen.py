@@ -6,9 +6,14 @@ import json
 import os
 from typing import Any
 
+from pydantic import BaseModel
+
 from rubikgen.models import Protocol, Stack
 
-SCHEMAS = {"protocol.schema.json": Protocol, "stack.schema.json": Stack}
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "protocol.schema.json": Protocol,
+    "stack.schema.json": Stack,
+}
 
 
 def schema_text(name: str) -> str:

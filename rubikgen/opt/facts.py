@@ -221,9 +221,9 @@ def simplify(ctx: _Ctx, f: Facts, L: str, e: Expr) -> Expr:
                     if is_const(other) is not None
                     else _truth(other)
                 )
-        n = Binary(e.op, a, b)
-        k = is_const(n)
-        return Num(k) if k is not None else n
+        nb = Binary(e.op, a, b)
+        k = is_const(nb)
+        return Num(k) if k is not None else nb
     if isinstance(e, Bool):
         return Num(int(e.value))
     return e
@@ -239,9 +239,9 @@ def decide(ctx: _Ctx, f: Facts, t: Branch) -> tuple[bool | None, Expr | None]:
     if c.kind == "accept":
         if _get(f, ("has_inst", L)) == 0:
             return False, None
-        s = _get(f, ("state", L))
-        if s is not None and _get(f, ("has_inst", L)) == 1:
-            return s in ctx.accept.get(L, []), None
+        state = _get(f, ("state", L))
+        if state is not None and _get(f, ("has_inst", L)) == 1:
+            return state in ctx.accept.get(L, []), None
         return None, None
     if c.kind == "expr" and c.expr is not None:
         s = simplify(ctx, f, L, c.expr)
