@@ -188,7 +188,8 @@ def _pass_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--check-ir",
         action="store_true",
-        help="run the IR verifier after every pass (always on for 'rubikgen ir')",
+        help="run the IR verifier after every pass (always on for 'rubikgen ir'; "
+        "also RUBIKGEN_CHECK_IR=1)",
     )
 
 
@@ -238,7 +239,8 @@ def _import_problem(e: ImportError) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from rubikgen.workspace import Workspace, expand_paths, is_rubikgen_document
+    from rubikgen.pipeline import check_files
+    from rubikgen.workspace import expand_paths
 
     if args.list_codes:
         for code, title in CODES.items():
@@ -247,29 +249,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     paths = [resolve_arg(p) for p in args.paths] or ["specs"]
     fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
     files, diags = expand_paths(paths)
-    ws = Workspace()
-    internal = False
-    checked = skipped = 0
-    for f in files:
-        try:
-            # YAML/TOML files that are not rubikgen documents (CI workflows, compose files,
-            # the pre-commit config) are skipped, so the hook may see every such file.
-            known = os.path.abspath(f) in ws.docs  # loaded already: a stack refers to it
-            if not is_rubikgen_document(ws, f):
-                skipped += 1
-                if not known:
-                    ws.docs.pop(os.path.abspath(f), None)  # and none of its diagnostics
-                if args.verbose:
-                    print(f"{f}: note: skipped: not a rubikgen document (no top-level "
-                          "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip
-                continue
-            checked += 1
-            ws.check(f)
-        except Exception as e:  # never a traceback for a user: report it with the file
-            internal = True
-            diags.append(_internal_error(e, f))
-    diags = diags + ws.all_diagnostics()
-    render(diags, ws.sources, fmt)
+
+    def skipped_note(f: str) -> None:
+        if args.verbose:
+            print(f"{f}: note: skipped: not a rubikgen document (no top-level "
+                  "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip
+
+    res = check_files(files, on_skip=skipped_note)
+    checked, skipped, internal = res.checked, res.skipped, bool(res.failures)
+    diags += [_internal_error(e, f) for f, e in res.failures]
+    diags = diags + res.diagnostics
+    render(diags, res.workspace.sources, fmt)
     if internal:
         return EXIT_INTERNAL
     errors = any(d.severity == "error" for d in diags)
@@ -385,7 +375,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         opt_level=args.opt_level,
         disable=args.disable_pass,
         dump_after=args.dump_ir_after,
-        check_ir=args.check_ir,
+        check_ir=args.check_ir or None,  # else RUBIKGEN_CHECK_IR decides
         timings=timings,
     )
     out_dir = _build_dir(comp, args.out_dir)

@@ -150,11 +150,12 @@ def psm_dot(info) -> str:  # type: ignore[no-untyped-def]
 
 
 def graph_command(args: argparse.Namespace) -> int:
-    from rubikgen.workspace import Workspace
+    from rubikgen.pipeline import Compilation
 
-    ws = Workspace()
-    doc = ws.check(args.spec)
-    errors = [d for d in ws.all_diagnostics() if d.severity == "error"]
+    comp = Compilation(args.spec)
+    ws = comp.workspace
+    doc = comp.checked_document
+    errors = [d for d in comp.diagnostics if d.severity == "error"]
     if doc.model is None or (errors and doc.info is None and doc.stack_info is None):
         render(errors, ws.sources, "text", sys.stderr)
         return 1

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,11 +56,13 @@ class Compilation:
         opt_level: int = 2,
         disable: Iterable[str] = (),
         dump_after: Iterable[str] = (),
-        check_ir: bool = False,
+        check_ir: bool | None = None,
         timings: dict[str, float] | None = None,
         workspace: Workspace | None = None,
     ) -> None:
         self.stack_path = str(stack_path)
+        if check_ir is None:  # a debugging switch for every build of a session (tests, CI)
+            check_ir = os.environ.get("RUBIKGEN_CHECK_IR", "") not in ("", "0")
         self.options = Options(opt_level, tuple(disable), tuple(dump_after), check_ir)
         # seconds per phase, keyed and ordered as `--timings` prints them
         self.timings: dict[str, float] = timings if timings is not None else {}
@@ -116,6 +118,12 @@ class Compilation:
         return [f for f in files if f.is_file()]
 
     # -- check ---------------------------------------------------------------------------------
+    @cached_property
+    def checked_document(self) -> Document:
+        """The document checked like `rubikgen validate` whatever its kind (a protocol too),
+        errors or not: they are in `diagnostics` (`rubikgen graph` draws what it can)."""
+        return self.workspace.check(self.stack_path)
+
     @cached_property
     def checked(self) -> Document:
         """The stack checked like `rubikgen validate` (GenerateError on errors)."""
@@ -196,4 +204,45 @@ class Compilation:
         return gen
 
 
-__all__ = ["Compilation", "Options"]
+@dataclass
+class FileCheck:
+    """`rubikgen validate` over files: one workspace, so a protocol several stacks use is
+    checked once."""
+
+    workspace: Workspace
+    checked: int = 0
+    skipped: int = 0
+    failures: list[tuple[str, Exception]] = field(default_factory=list)  # internal errors
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return self.workspace.all_diagnostics()
+
+
+def check_files(files: Iterable[str], *, on_skip: Callable[[str], None] | None = None) -> FileCheck:
+    """Checks each file that is a rubikgen document; YAML/TOML files that are not (CI
+    workflows, compose files, the pre-commit config) are skipped and reported to `on_skip`, so
+    the pre-commit hook may see every such file. An exception checking a file is kept with the
+    file, and the others are still checked."""
+    from rubikgen.workspace import is_rubikgen_document
+
+    res = FileCheck(Workspace())
+    ws = res.workspace
+    for f in files:
+        try:
+            known = os.path.abspath(f) in ws.docs  # loaded already: a stack refers to it
+            if not is_rubikgen_document(ws, f):
+                res.skipped += 1
+                if not known:
+                    ws.docs.pop(os.path.abspath(f), None)  # and none of its diagnostics
+                if on_skip is not None:
+                    on_skip(f)
+                continue
+            res.checked += 1
+            ws.check(f)
+        except Exception as e:  # never a traceback for a user: the caller reports it
+            res.failures.append((f, e))
+    return res
+
+
+__all__ = ["Compilation", "FileCheck", "Options", "check_files"]

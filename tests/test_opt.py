@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen.backend.emit import generate, lower_checked
+from rubikgen.backend.emit import Generated
 from rubikgen.expr.ast import Num
 from rubikgen.ir import Program, to_text, verify
 from rubikgen.ir.nodes import Block, Branch, Cond, Jump
@@ -17,14 +17,19 @@ from rubikgen.opt.fast_forward import fast_forward
 from rubikgen.opt.fold_branches import fold_branches
 from rubikgen.opt.header_zeroing import header_zeroing
 from rubikgen.opt.jump_threading import jump_threading
+from rubikgen.pipeline import Compilation
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = sorted((REPO / "specs" / "stacks").glob("*.yaml"))
 TCP_IP = str(REPO / "specs" / "stacks" / "tcp_ip.yaml")
 
 
+def generate(path: str, opt_level: int = 2) -> Generated:
+    return Compilation(path, opt_level=opt_level, check_ir=True).generated
+
+
 def lowered(path: str = TCP_IP) -> Program:
-    return lower_checked(path)[0]
+    return Compilation(path).lowered  # checked and lowered, not optimised
 
 
 def ops(prog: Program, layer: str, op: str) -> list:

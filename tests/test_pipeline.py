@@ -11,6 +11,7 @@ import pytest
 import rubikgen.workspace
 from rubikgen.backend.emit import GenerateError
 from rubikgen.cli import main
+from rubikgen.ir import Program
 from rubikgen.pipeline import Compilation
 from rubikgen.workspace import Workspace
 
@@ -96,3 +97,29 @@ def test_build_dumps_the_ir_after_a_pass(
     assert "not run at -O1: tail-dup" in capsys.readouterr().err
     assert main([*args, "--dump-ir-after", "no-such-pass"]) == 2
     assert "unknown pass 'no-such-pass'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["--check-ir", "RUBIKGEN_CHECK_IR=1"])
+def test_check_ir_stops_a_build_after_a_pass_that_breaks_the_ir(
+    how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--check-ir (or the environment variable) runs the verifier after every pass: a pass that
+    leaves a jump to no block stops the build there, naming the pass, before anything is
+    compiled."""
+    import rubikgen.opt as opt
+    from rubikgen.ir.nodes import Jump
+
+    def dangling(prog: Program) -> bool:
+        next(iter(prog.blocks.values())).term = Jump("nowhere")
+        return True
+
+    monkeypatch.setitem(opt.PASSES, "dangling", opt.Pass("dangling", 1, dangling, "breaks"))
+    monkeypatch.setattr(opt, "PIPELINE", ["dangling", *opt.PIPELINE])
+    out = tmp_path / "b"
+    if how.startswith("RUBIKGEN"):
+        monkeypatch.setenv("RUBIKGEN_CHECK_IR", "1")
+    flags = ["--check-ir"] if how == "--check-ir" else []
+    assert main(["build", TCP_IP, "-o", str(out), *flags]) == 3
+    err = capsys.readouterr().err
+    assert "IR invalid after pass dangling" in err and "nowhere" in err
+    assert not (out / "tcp_ip").exists()
