@@ -2,8 +2,9 @@
 
 Each stage runs at most once, when something first asks for its result, and is cached on the
 object, so a command that needs the stack's name, its files and its generated C reads and
-checks the specs once (before, `rubikgen build` parsed the stack file three times and `check`
-checked the stack twice). The compile stage (`rubikgen.build.build_compilation`) takes the
+checks the specs once (before, `rubikgen build` parsed the stack file three times, `run` four,
+and `check` after an -O1 build checked the stack twice). `check_files` is `rubikgen validate`'s
+check of many files in one workspace. The compile stage (`rubikgen.build.build_compilation`) takes the
 object. Spec errors raise `GenerateError` with the diagnostics of the check stage;
 `diagnostics` holds every diagnostic (warnings too) once the check ran.
 

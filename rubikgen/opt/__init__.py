@@ -3,10 +3,10 @@
 Every pass is a function ``Program -> bool`` (did it change anything) in a module of its own,
 registered (``registry.register``) with a name, the lowest ``-O`` level that runs it and a
 one-line description (its docstring). ``-O0`` runs none: the generated code is the plain
-per-layer pipeline. The pipeline is declared in ``PIPELINE``;
-groups of passes in ``REPEAT`` run again until none of them changes anything (bounded).
-IR invariants (``rubikgen.ir.verify``) are checked after every pass when ``check`` is set
-(the tests always set it).
+per-layer pipeline. The pipeline is declared in ``PIPELINE``; a tuple in it is a group of
+passes run again until none of them changes anything (bounded). IR invariants
+(``rubikgen.ir.verify``) are checked after every pass when ``check`` is set (the tests,
+``rubikgen ir``, ``rubikgen build --check-ir`` and ``RUBIKGEN_CHECK_IR=1``).
 """
 
 from __future__ import annotations

@@ -78,12 +78,7 @@ def check_stack(ws: SpecLoader, doc: Document) -> None:
 
 def _check_layers(c: _StackCheck) -> None:
     """Load each layer's protocol (checked once per file) into the stack's layer table."""
-    ws = c.ws
-    st = c.st
-    smap = c.smap
-    diags = c.diags
-    info = c.info
-    base = c.base
+    ws, st, smap, diags, info, base = c.ws, c.st, c.smap, c.diags, c.info, c.base
     # Layers and their protocols.
     for lname, layer in st.layers.items():
         lp: Path = ("layers", lname)
@@ -125,10 +120,7 @@ def _check_layers(c: _StackCheck) -> None:
 
 def _check_entries(c: _StackCheck) -> None:
     """Entry layers must be layers; the distinct ones are the roots of the parse tree."""
-    st = c.st
-    smap = c.smap
-    diags = c.diags
-    entries = c.entries
+    st, smap, diags, entries = c.st, c.smap, c.diags, c.entries
     for link, ename in entries.items():
         epath: Path = ("entry",) if link == "*" else ("entry", link)
         if ename not in st.layers:
@@ -145,12 +137,7 @@ def _check_entries(c: _StackCheck) -> None:
 
 def _check_bindings(c: _StackCheck) -> None:
     """Each layer binds exactly its protocol's parameters, to layers of the allowed protocols."""
-    ws = c.ws
-    st = c.st
-    smap = c.smap
-    diags = c.diags
-    info = c.info
-    base = c.base
+    ws, st, smap, diags, info, base = c.ws, c.st, c.smap, c.diags, c.info, c.base
     # Arguments against parameters.
     for lname, li in info.layers.items():
         params = li.protocol.param_files
@@ -221,9 +208,7 @@ def _check_bindings(c: _StackCheck) -> None:
 
 def _check_options(c: _StackCheck) -> None:
     """Options are declared by the layer's protocol and have the default's kind."""
-    smap = c.smap
-    diags = c.diags
-    info = c.info
+    smap, diags, info = c.smap, c.diags, c.info
     # Options against the protocols' declarations: a known name, a value of the default's kind.
     for li in info.layers.values():
         declared = li.protocol.model.options
@@ -259,12 +244,7 @@ def _check_options(c: _StackCheck) -> None:
 
 def _check_edges(c: _StackCheck) -> None:
     """Edges name layers, their conditions and inputs check; repeated edges are reported."""
-    ws = c.ws
-    st = c.st
-    smap = c.smap
-    diags = c.diags
-    entries = c.entries
-    info = c.info
+    ws, st, smap, diags, entries, info = c.ws, c.st, c.smap, c.diags, c.entries, c.info
     # Edges.
     children: dict[str, list[tuple[int, Edge]]] = {}
     for i, e in enumerate(st.edges):
@@ -338,11 +318,7 @@ def _check_edges(c: _StackCheck) -> None:
 
 def _check_tree(c: _StackCheck) -> None:
     """The parse tree has no cycle but self-loops, and every layer is reachable."""
-    st = c.st
-    smap = c.smap
-    diags = c.diags
-    entries = c.entries
-    roots = c.roots
+    st, smap, diags, entries, roots = c.st, c.smap, c.diags, c.entries, c.roots
     children = c.info.children
     # Cycles other than self-loops.
     state: dict[str, int] = {}
@@ -397,11 +373,7 @@ def _check_tree(c: _StackCheck) -> None:
 
 def _check_parameter_order(c: _StackCheck) -> None:
     """A layer's parameters are parsed before it on every path (they dominate it)."""
-    st = c.st
-    smap = c.smap
-    diags = c.diags
-    info = c.info
-    roots = c.roots
+    st, smap, diags, info, roots = c.st, c.smap, c.diags, c.info, c.roots
     children = c.info.children
     # Parameters must be parsed before the layer: the bound layer dominates it.
     if roots:
@@ -432,11 +404,7 @@ def _check_parameter_order(c: _StackCheck) -> None:
 
 def _check_handlers(c: _StackCheck) -> None:
     """Handlers: names, layers, relations, conditions and arguments; then their order."""
-    ws = c.ws
-    st = c.st
-    smap = c.smap
-    diags = c.diags
-    info = c.info
+    ws, st, smap, diags, info = c.ws, c.st, c.smap, c.diags, c.info
     # Handlers.
     callbacks = _callbacks(info)
     layer_of = {hname: h.layer for hname, h in st.handlers.items()}
@@ -521,9 +489,7 @@ def _check_handler_order(
     c: _StackCheck, rel: dict[str, dict[str, tuple[Any, Any]]], layer_of: dict[str, str]
 ) -> None:
     """`before`/`with` among a layer's handlers and its protocol's events form no cycle."""
-    smap = c.smap
-    diags = c.diags
-    info = c.info
+    smap, diags, info = c.smap, c.diags, c.info
     for lname, r in rel.items():
         li = info.layers[lname]
         # Names of other layers' handlers were reported above (RG060).
