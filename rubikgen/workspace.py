@@ -2,7 +2,9 @@
 
 A Workspace caches every document by absolute path, so a stack and the protocols it uses
 are each read and checked once, and diagnostics of a protocol are reported against the
-protocol's own file. The checks it runs see it as a ``document.SpecLoader``.
+protocol's own file. The checks it runs see it as a ``document.SpecLoader`` (they do not
+import this module). It imports them when first needed: a broken installation (a subpackage
+missing) is then reported against the file being checked (RG901), like any other problem.
 """
 
 from __future__ import annotations
@@ -16,13 +18,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from rubikgen import schema_errors, specpath
-from rubikgen.compose import compose
 from rubikgen.diagnostics import Diagnostic, SourceCache
 from rubikgen.document import Document, display_path
 from rubikgen.models import Protocol, Stack
-from rubikgen.sema.protocol import check_protocol
-from rubikgen.sema.stack import check_stack
-from rubikgen.sema.symbols import build_symbols
 from rubikgen.source import Loaded, SourceMap, load_text, read_file
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".toml")
@@ -108,12 +106,16 @@ class Workspace:
             return Document(shown, ap, kind, None, smap, diags)
         doc = Document(shown, ap, kind, model, smap, diags, sources=[ap])
         if kind == "stack":
+            from rubikgen.compose import compose
+
             compose(self, doc)
         return doc
 
     # -- protocols ----------------------------------------------------------------------------
     def protocol_info(self, path: str) -> Document:
         """Loads a protocol and builds its symbol tables (pass 1)."""
+        from rubikgen.sema.symbols import build_symbols
+
         doc = self.load(path)
         if doc.kind == "protocol" and doc.model is not None and doc.info is None:
             info, ds = build_symbols(doc.model, doc.path, doc.smap)  # type: ignore[arg-type]
@@ -129,6 +131,8 @@ class Workspace:
         return doc
 
     def check_protocol(self, path: str) -> Document:
+        from rubikgen.sema.protocol import check_protocol
+
         doc = self.protocol_info(path)
         if doc.checked or doc.info is None:
             doc.checked = True
@@ -186,6 +190,8 @@ class Workspace:
 
     # -- stacks --------------------------------------------------------------------------------
     def check_stack(self, path: str) -> Document:
+        from rubikgen.sema.stack import check_stack
+
         doc = self.load(path)
         if doc.checked or doc.model is None or doc.kind != "stack":
             doc.checked = True

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import rubikgen.workspace
+import rubikgen.sema.stack
 from rubikgen.backend.emit import GenerateError
 from rubikgen.cli import main
 from rubikgen.ir import Program
@@ -24,7 +24,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """How often each spec file is parsed and how often a stack is checked, in this process."""
     seen: Counter[str] = Counter()
     parse = Workspace._model
-    check = rubikgen.workspace.check_stack  # the semantic checks, which the workspace runs
+    check = rubikgen.sema.stack.check_stack
 
     def counted_parse(self: Workspace, ap: str, loaded: object) -> object:
         seen[ap] += 1
@@ -35,7 +35,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         check(ws, doc)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Workspace, "_model", counted_parse)
-    monkeypatch.setattr(rubikgen.workspace, "check_stack", counted_check)
+    monkeypatch.setattr(rubikgen.sema.stack, "check_stack", counted_check)
     return seen
 
 
