@@ -10,6 +10,8 @@ $PY -m ruff check rubikgen tests ci bench
 $PY -m ruff format --check rubikgen tests ci bench
 echo "== layering (import-linter contracts in setup.cfg) =="
 lint-imports
+echo "== types (mypy; configuration in setup.cfg) =="
+$PY -m mypy
 echo "== specs =="
 $PY -m rubikgen validate --strict specs/
 echo "== schema freshness =="

@@ -21,15 +21,17 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rubikgen import resources, specpath
+from rubikgen import resources
+from rubikgen.csource import FunctionDef, function_definitions, normalise_signature  # noqa: F401
 
 if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated
     from rubikgen.handlercheck import Finding
+    from rubikgen.pipeline import Compilation
 
 # The checkout's top-level directories, or their copies in an installed package (resources.py);
 # REPO is whichever root holds them, with the checkout's layout in both cases.
@@ -296,30 +298,16 @@ def compile_command(
 def spec_files(stack_path: str | os.PathLike[str]) -> list[Path]:
     """The stack file, the stacks it extends and the protocol files its layers name (those that
     exist)."""
-    from rubikgen.models import Stack
-    from rubikgen.workspace import Workspace
+    from rubikgen.pipeline import Compilation
 
-    path = Path(stack_path)
-    doc = Workspace().load(str(path))
-    files = [path] + [Path(s) for s in doc.sources[1:]]
-    model = doc.model
-    if isinstance(model, Stack):
-        base = os.path.dirname(os.path.abspath(path))
-        files += [
-            Path(r.path)
-            for r in (specpath.resolve(x.protocol, base) for x in model.layers.values())
-            if r.path
-        ]
-    return [f for f in files if f.is_file()]
+    return Compilation(stack_path).spec_files()
 
 
 def stack_name(stack_path: str | os.PathLike[str]) -> str:
     """The `stack:` name of a stack file (its file name stem if it cannot be read)."""
-    from rubikgen.models import Stack
-    from rubikgen.workspace import Workspace
+    from rubikgen.pipeline import Compilation
 
-    model = Workspace().load(str(stack_path)).model
-    return model.stack if isinstance(model, Stack) else Path(stack_path).stem
+    return Compilation(stack_path).stack_name
 
 
 def _stamp_path(binary: Path) -> Path:
@@ -377,9 +365,32 @@ def build(
     HandlerError before anything is written or compiled. Raises GenerateError when the specs
     have errors and BuildError when the runtime or the compile fails.
     """
-    from rubikgen.backend.emit import generate
+    from rubikgen.pipeline import Compilation
 
-    gen = generate(str(stack_path), opt_level=opt_level, disable=tuple(disable), timings=timings)
+    comp = Compilation(stack_path, opt_level=opt_level, disable=disable, timings=timings)
+    return build_compilation(
+        comp, out_dir, handlers=handlers, cc=cc, cflags=cflags, sanitize=sanitize, io=io,
+        quiet=quiet, report=report,
+    )  # fmt: skip
+
+
+def build_compilation(
+    comp: Compilation,
+    out_dir: str | os.PathLike[str],
+    *,
+    handlers: Path | None = None,
+    cc: str = "cc",
+    cflags: Sequence[str] = (),
+    sanitize: bool = False,
+    io: str = "pcap",
+    quiet: bool = False,
+    report: Callable[[Sequence[Finding]], None] | None = None,
+) -> BuildResult:
+    """The compile stage of a compilation (see `build`): its generated files are emitted into
+    out_dir and compiled with the runtime."""
+    stack_path = comp.stack_path
+    opt_level = comp.options.opt_level
+    gen = comp.generated
     out = Path(out_dir)
     hfile = Path(handlers) if handlers is not None else out / gen.handlers_file
     if handlers is not None or hfile.exists():  # else emit writes the stub
@@ -396,7 +407,7 @@ def build(
     command = shlex.join(cmd)
     binary = binary_path(out, gen.stack, sanitize)
     sources = [out / name for name in gen.files] + [hfile]
-    inputs = _build_inputs(sources, libs, spec_files(stack_path))
+    inputs = _build_inputs(sources, libs, comp.spec_files())
     if not quiet:
         print(command, flush=True)
     if _up_to_date(binary, command, gen.spec_hash, inputs):
@@ -421,86 +432,9 @@ def build(
 
 # -- checking ---------------------------------------------------------------------------------
 
-_LEXEMES = re.compile(
-    r"""(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')""",
-    re.S,
-)
-_PREPROCESSOR = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
-_TOKEN = re.compile(r"[A-Za-z_]\w*|\d\w*|\S")
 
-
-def _blank(m: re.Match[str]) -> str:
-    """Replaces a comment, string or directive, keeping its newlines (for line numbers)."""
-    if m.lastgroup == "string":
-        return '""'
-    return "\n" * m.group(0).count("\n") or " "
-
-
-def normalise_signature(sig: str) -> str:
-    """A C declarator with whitespace normalised: one space between tokens."""
-    return " ".join(_TOKEN.findall(sig))
-
-
-@dataclass(frozen=True)
-class FunctionDef:
-    name: str
-    signature: str  # normalised
-    line: int
-    static: bool
-    body: str = field(default="", compare=False)  # comments and strings blanked
-
-
-def _function_name(sig: str) -> str | None:
-    """The name of a function whose declarator ends with its parameter list."""
-    depth = 0
-    for i in range(len(sig) - 1, -1, -1):
-        if sig[i] == ")":
-            depth += 1
-        elif sig[i] == "(":
-            depth -= 1
-            if depth == 0:
-                m = re.search(r"([A-Za-z_]\w*)\s*$", sig[:i])
-                return m.group(1) if m else None
-    return None
-
-
-def function_definitions(text: str) -> list[FunctionDef]:
-    """Top-level function definitions of a C file (comments, strings and directives ignored)."""
-    code = _LEXEMES.sub(_blank, text)
-    code = _PREPROCESSOR.sub(_blank, code)
-    defs: list[FunctionDef] = []
-    depth = 0
-    start = 0  # where the current top-level declaration began
-    body_start = -1  # where the body of the last function found began
-    for i, ch in enumerate(code):
-        if ch == "{":
-            if depth == 0:
-                body_start = -1
-                decl = code[start:i]
-                sig = decl.strip()
-                if re.fullmatch(r'extern\s*""', sig):  # extern "C" { ... }: look inside
-                    start = i + 1
-                    continue
-                name = _function_name(sig) if sig.endswith(")") and "=" not in sig else None
-                if name:
-                    line = code.count("\n", 0, start + len(decl) - len(decl.lstrip())) + 1
-                    norm = normalise_signature(sig)
-                    static = "static" in _TOKEN.findall(sig.split(name, 1)[0])
-                    defs.append(FunctionDef(name, norm, line, static))
-                    body_start = i
-            depth += 1
-        elif ch == "}":
-            depth = max(0, depth - 1)
-            if depth == 0:
-                if body_start >= 0:
-                    defs[-1] = replace(defs[-1], body=code[body_start : i + 1])
-                    body_start = -1
-                start = i + 1
-        elif ch == ";" and depth == 0:
-            start = i + 1
-    return defs
-
-
+# The C scanner lives in csource.py (the handler check uses it too); its names stay importable
+# from here.
 def check_handlers(path: Path, prototypes: dict[str, str]) -> list[str]:
     """Handler definitions in path that do not match the stack's handler prototypes."""
     try:
@@ -556,19 +490,20 @@ def check(
     out_dir: str | os.PathLike[str],
     *,
     handlers: Path | None = None,
+    compilation: Compilation | None = None,
 ) -> list[str]:
     """Problems of a build directory: missing or stale generated files, handler mismatches.
 
     Compares with what `generate` produces now (at the -O level of the last build, read from
-    its stamp). Never writes. Raises GenerateError when the specs have errors.
+    its stamp). Never writes. Raises GenerateError when the specs have errors. `compilation`:
+    the stack's, if the caller has one already (its loaded specs are reused).
     """
-    from rubikgen.backend.emit import generate
+    from rubikgen.pipeline import Compilation
 
     out = Path(out_dir)
-    gen = generate(str(stack_path), opt_level=2)
-    level = _recorded_opt_level(out, gen.stack)
-    if level != 2:
-        gen = generate(str(stack_path), opt_level=level)
+    comp = compilation if compilation is not None else Compilation(stack_path)
+    level = _recorded_opt_level(out, comp.stack_name)
+    gen = comp.with_options(opt_level=level).generated
     problems: list[str] = []
     for name, text in gen.files.items():
         path = out / name

@@ -11,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from rubikgen import __version__, specpath
 from rubikgen.diagnostics import CODES, Diagnostic, SourceCache, render
@@ -19,12 +19,13 @@ from rubikgen.specpath import resolve_arg
 
 if TYPE_CHECKING:
     from rubikgen.handlercheck import Finding
+    from rubikgen.pipeline import Compilation
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # usage errors exit 2 with a short message
+    def error(self, message: str) -> NoReturn:  # usage errors exit 2 with a short message
         self.print_usage(sys.stderr)
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(EXIT_USAGE)
@@ -86,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--cflags", default="", help='extra compiler flags, e.g. "-O3 -march=native"')
     _opt_level(b, 2, "generator optimisation level: -O0, -O1 or -O2 (default)")
     _pass_options(b)
+    b.add_argument(
+        "--dump-ir-after",
+        metavar="PASS",
+        action="append",
+        default=[],
+        help="also write the IR after this pass into DIR/STACK.PASS.ir (repeatable)",
+    )
 
     r = sub.add_parser(
         "run",
@@ -118,6 +126,8 @@ def _parser() -> argparse.ArgumentParser:
     _pass_options(i)
     i.add_argument(
         "--dump-after",
+        "--dump-ir-after",
+        dest="dump_after",
         metavar="PASS",
         action="append",
         default=[],
@@ -179,6 +189,12 @@ def _pass_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timings", action="store_true", help="print the time of each compiler phase (stderr)"
     )
+    p.add_argument(
+        "--check-ir",
+        action="store_true",
+        help="run the IR verifier after every pass (always on for 'rubikgen ir'; "
+        "also RUBIKGEN_CHECK_IR=1)",
+    )
 
 
 def _print_timings(t: dict[str, float]) -> None:
@@ -234,7 +250,8 @@ def _import_problem(e: ImportError) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from rubikgen.workspace import Workspace, expand_paths, is_rubikgen_document
+    from rubikgen.pipeline import check_files
+    from rubikgen.workspace import expand_paths
 
     if args.list_codes:
         for code, title in CODES.items():
@@ -243,29 +260,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     paths = [resolve_arg(p) for p in args.paths] or ["specs"]
     fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
     files, diags = expand_paths(paths)
-    ws = Workspace()
-    internal = False
-    checked = skipped = 0
-    for f in files:
-        try:
-            # YAML/TOML files that are not rubikgen documents (CI workflows, compose files,
-            # the pre-commit config) are skipped, so the hook may see every such file.
-            known = os.path.abspath(f) in ws.docs  # loaded already: a stack refers to it
-            if not is_rubikgen_document(ws, f):
-                skipped += 1
-                if not known:
-                    ws.docs.pop(os.path.abspath(f), None)  # and none of its diagnostics
-                if args.verbose:
-                    print(f"{f}: note: skipped: not a rubikgen document (no top-level "
-                          "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip
-                continue
-            checked += 1
-            ws.check(f)
-        except Exception as e:  # never a traceback for a user: report it with the file
-            internal = True
-            diags.append(_internal_error(e, f))
-    diags = diags + ws.all_diagnostics()
-    render(diags, ws.sources, fmt)
+
+    def skipped_note(f: str) -> None:
+        if args.verbose:
+            print(f"{f}: note: skipped: not a rubikgen document (no top-level "
+                  "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip
+
+    res = check_files(files, on_skip=skipped_note)
+    checked, skipped, internal = res.checked, res.skipped, bool(res.failures)
+    diags += [_internal_error(e, f) for f, e in res.failures]
+    diags = diags + res.diagnostics
+    render(diags, res.workspace.sources, fmt)
     if internal:
         return EXIT_INTERNAL
     errors = any(d.severity == "error" for d in diags)
@@ -304,40 +309,39 @@ def _render_spec_errors(diagnostics: list[Diagnostic]) -> None:
     render(diagnostics, sources, "text", stream=sys.stderr)
 
 
-def _build_dir(args: argparse.Namespace, given: str | None) -> Path:
-    from rubikgen.build import stack_name
-
-    return Path(given) if given else Path("build") / stack_name(args.stack)
+def _build_dir(comp: Compilation, given: str | None) -> Path:
+    return Path(given) if given else Path("build") / comp.stack_name
 
 
 def cmd_ir(args: argparse.Namespace) -> int:
-    import time
-
-    from rubikgen.backend.emit import GenerateError, lower_checked
+    from rubikgen.backend.emit import GenerateError
     from rubikgen.ir import to_dot, to_text
-    from rubikgen.opt import PassError, describe, optimize
+    from rubikgen.opt import PassError, describe
+    from rubikgen.pipeline import Compilation
 
     if args.list_passes:
         print(describe())
         return EXIT_OK
-    t0 = time.perf_counter()
+    comp = Compilation(
+        args.stack,
+        opt_level=args.opt_level,
+        disable=args.disable_pass,
+        dump_after=args.dump_after,
+        check_ir=True,
+    )
     try:
-        prog, _ = lower_checked(args.stack)
+        _ = comp.lowered
     except GenerateError as e:
         _render_spec_errors(e.diagnostics)
         return EXIT_ERRORS
-    timings = {"check+lower": time.perf_counter() - t0}
     try:
-        res = optimize(
-            prog, args.opt_level, disable=args.disable_pass, dump_after=args.dump_after, check=True
-        )
+        res = comp.optimised
     except PassError as e:
         sys.stderr.write(f"rubikgen: error: {e}\n")
         return EXIT_USAGE
-    for r in res.records:
-        timings[f"pass {r.name}"] = timings.get(f"pass {r.name}", 0.0) + r.seconds
+    prog = comp.program
     if args.timings:
-        _print_timings(timings)
+        _print_timings(comp.timings)
     if args.layer is not None and args.layer not in prog.layers:
         known = ", ".join(prog.layers)
         sys.stderr.write(
@@ -366,28 +370,35 @@ def cmd_build(args: argparse.Namespace) -> int:
     import time
 
     from rubikgen.backend.emit import GenerateError
-    from rubikgen.build import BuildError, HandlerError, build
+    from rubikgen.build import BuildError, HandlerError, build_compilation
     from rubikgen.opt import PassError, check_names
+    from rubikgen.pipeline import Compilation
 
     try:
-        check_names(args.disable_pass)
+        check_names(args.disable_pass + args.dump_ir_after)
     except PassError as e:
         sys.stderr.write(f"rubikgen: error: {e}\n")
         return EXIT_USAGE
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
+    comp = Compilation(
+        args.stack,
+        opt_level=args.opt_level,
+        disable=args.disable_pass,
+        dump_after=args.dump_ir_after,
+        check_ir=args.check_ir or None,  # else RUBIKGEN_CHECK_IR decides
+        timings=timings,
+    )
+    out_dir = _build_dir(comp, args.out_dir)
     try:
-        res = build(
-            args.stack,
-            _build_dir(args, args.out_dir),
+        res = build_compilation(
+            comp,
+            out_dir,
             handlers=Path(args.handlers) if args.handlers else None,
             cc=args.cc,
             cflags=shlex.split(args.cflags),
-            opt_level=args.opt_level,
             sanitize=args.sanitize,
             io=args.io,
-            disable=args.disable_pass,
-            timings=timings,
             report=_print_findings,
         )
     except GenerateError as e:
@@ -399,6 +410,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     except BuildError as e:
         sys.stderr.write(f"rubikgen: error: {e}\n")
         return EXIT_ERRORS
+    except PassError as e:  # the IR verifier (--check-ir) found a pass's output invalid
+        sys.stderr.write(f"rubikgen: error: {e}\n")
+        return EXIT_INTERNAL
+    _write_ir_dumps(args, comp, out_dir)
     if args.timings:
         timings["C compile (cached)" if not res.rebuilt else "C compile"] = (
             time.perf_counter() - t0 - sum(timings.values())
@@ -408,6 +423,18 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"rubikgen: {res.binary} is up to date", file=sys.stderr)
     print(res.binary)
     return EXIT_OK
+
+
+def _write_ir_dumps(args: argparse.Namespace, comp: Compilation, out_dir: Path) -> None:
+    """--dump-ir-after: the IR after each pass asked for, in DIR/STACK.PASS.ir."""
+    dumps = comp.generated.dumps
+    for name in args.dump_ir_after:
+        if name not in dumps:
+            sys.stderr.write(f"rubikgen: note: not run at -O{args.opt_level}: {name}\n")
+            continue
+        path = out_dir / f"{comp.stack_name}.{name}.ir"
+        path.write_text(dumps[name], encoding="utf-8")
+        sys.stderr.write(f"rubikgen: IR after pass {name}: {path}\n")
 
 
 def _print_findings(findings: Sequence[Finding]) -> None:
@@ -436,16 +463,18 @@ def _exit_status(returncode: int) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rubikgen.backend.emit import GenerateError
-    from rubikgen.build import BuildError, HandlerError, build, stack_name
+    from rubikgen.build import BuildError, HandlerError, build_compilation
+    from rubikgen.pipeline import Compilation
 
     capture = Path(args.capture)
     if args.capture != "-" and not capture.is_file():  # '-': the binary reads standard input
         sys.stderr.write(f"rubikgen: error: {capture}: no such capture file\n")
         return EXIT_ERRORS
+    comp = Compilation(args.stack)
     try:
-        res = build(
-            args.stack,
-            _build_dir(args, args.build_dir),
+        res = build_compilation(
+            comp,
+            _build_dir(comp, args.build_dir),
             handlers=Path(args.handlers) if args.handlers else None,
             cc=os.environ.get("CC") or "cc",
             sanitize=args.sanitize,
@@ -467,7 +496,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.nf == "streams":
         _warn_unseen_sequences(res.generated.unseen_sequences)
     stem = "stdin" if args.capture == "-" else capture.stem
-    out = Path(args.out) if args.out else Path("out") / f"{stack_name(args.stack)}-{stem}"
+    out = Path(args.out) if args.out else Path("out") / f"{comp.stack_name}-{stem}"
     cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
     cmd += ["--summary", args.summary, *args.extra]
     sys.stdout.flush()
@@ -486,10 +515,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from rubikgen.backend.emit import GenerateError
     from rubikgen.build import check
+    from rubikgen.pipeline import Compilation
 
-    out = _build_dir(args, args.out_dir)
+    comp = Compilation(args.stack)
+    out = _build_dir(comp, args.out_dir)
     try:
-        problems = check(args.stack, out, handlers=Path(args.handlers) if args.handlers else None)
+        hfile = Path(args.handlers) if args.handlers else None
+        problems = check(args.stack, out, handlers=hfile, compilation=comp)
     except GenerateError as e:
         _render_spec_errors(e.diagnostics)
         return EXIT_ERRORS
@@ -501,16 +533,18 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_stubs(args: argparse.Namespace) -> int:
-    from rubikgen.backend.emit import GenerateError, generate
-    from rubikgen.build import function_definitions
+    from rubikgen.backend.emit import GenerateError
+    from rubikgen.csource import function_definitions
     from rubikgen.handlercheck import header_sigs, renames
+    from rubikgen.pipeline import Compilation
 
+    comp = Compilation(args.stack)
     try:
-        gen = generate(args.stack)
+        gen = comp.generated
     except GenerateError as e:
         _render_spec_errors(e.diagnostics)
         return EXIT_ERRORS
-    out = _build_dir(args, args.out_dir)
+    out = _build_dir(comp, args.out_dir)
     hfile = Path(args.handlers) if args.handlers else out / gen.handlers_file
     if not hfile.exists():
         hfile.parent.mkdir(parents=True, exist_ok=True)
@@ -538,9 +572,9 @@ def cmd_stubs(args: argparse.Namespace) -> int:
     header = out / f"{gen.stack}_gen.h"  # the last build's: the arguments of old handlers
     old = header_sigs(header.read_text(encoding="utf-8")) if header.is_file() else {}
     gone = {d: old.get(d) for d in defs if d not in gen.handler_sigs and d in old}
-    for old, to in renames(gone, {n: gen.handler_sigs[n] for n in new}).items():
+    for was, to in renames(gone, {n: gen.handler_sigs[n] for n in new}).items():
         print(
-            f"{hfile}: note: '{old}' looks like the old name of '{to}': move its body into the new stub and delete it"
+            f"{hfile}: note: '{was}' looks like the old name of '{to}': move its body into the new stub and delete it"
         )
     return EXIT_OK
 

@@ -26,7 +26,7 @@ from rubikgen.models.stack import Edge, Graft, Handler, LayerInst, Stack, Subtre
 from rubikgen.source import Path, Pos, SourceMap
 
 if TYPE_CHECKING:
-    from rubikgen.workspace import Document, Workspace
+    from rubikgen.document import Document, SpecLoader
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -116,8 +116,8 @@ def _parts(st: Stack, smap: SourceMap) -> _Parts:
     if isinstance(st.entry, str):
         out.entry["*"] = (st.entry, locate(smap, ("entry",)))
     elif st.entry is not None:
-        for link, e in st.entry.items():
-            out.entry[link] = (e, locate(smap, ("entry", link)))
+        for link, ename in st.entry.items():
+            out.entry[link] = (ename, locate(smap, ("entry", link)))
     for n, s in st.subtrees.items():
         out.subtrees[n] = (s, locate(smap, ("subtrees", n)))
     return out
@@ -138,7 +138,7 @@ def _dym(name: str, options: Any) -> str | None:
     return f"did you mean '{best[0]}'?" if best else None
 
 
-def compose(ws: Workspace, doc: Document) -> None:
+def compose(ws: SpecLoader, doc: Document) -> None:
     """Replaces doc.model and doc.smap by the composed stack, or doc.model by None on errors."""
     st: Stack = doc.model  # type: ignore[assignment]
     own = doc.smap
@@ -151,7 +151,7 @@ def compose(ws: Workspace, doc: Document) -> None:
                     own.diag(
                         "RG004",
                         f"missing required key '{key}'"
-                        if key not in own.keys and (key,) not in own.values
+                        if (key,) not in own.values
                         else "a stack needs at least one layer",
                         (key,) if (key,) in own.values else (),
                         hint=f"add '{key}:', or 'extends: BASE.yaml' to start from another stack",
@@ -235,8 +235,8 @@ def compose(ws: Workspace, doc: Document) -> None:
         elif st.entry is not None:
             if "*" in parts.entry:
                 parts.entry = {}
-            for link, e in st.entry.items():
-                parts.entry[link] = (e, (own, ("entry", link)))
+            for link, ename in st.entry.items():
+                parts.entry[link] = (ename, (own, ("entry", link)))
         for n, s in st.subtrees.items():
             parts.subtrees[n] = (s, (own, ("subtrees", n)))
     for i, g in enumerate(st.graft):
@@ -408,7 +408,7 @@ def _finish(doc: Document, st: Stack, own: SourceMap, parts: _Parts) -> None:
     doc.model = Stack(
         stack=st.stack,
         doc=st.doc,
-        entry=entry,  # type: ignore[arg-type]
+        entry=entry,
         layers={n: v[0] for n, v in parts.layers.items()},
         edges=[e for e, _ in parts.edges],
         handlers={n: v[0] for n, v in parts.handlers.items()},

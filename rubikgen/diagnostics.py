@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
+from typing import TextIO
 
 # Stable codes. Never renumber: CI configurations and docs refer to them.
 CODES: dict[str, str] = {
@@ -153,7 +154,9 @@ def errors_first(diags: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(diags, key=lambda d: SEVERITY_ORDER.get(d.severity, 3))
 
 
-def render(diags: list[Diagnostic], sources: SourceCache, fmt: str, stream=None) -> None:
+def render(
+    diags: list[Diagnostic], sources: SourceCache, fmt: str, stream: TextIO | None = None
+) -> None:
     stream = stream or sys.stdout
     diags = errors_first(diags)
     if fmt == "json":

@@ -150,11 +150,12 @@ def psm_dot(info) -> str:  # type: ignore[no-untyped-def]
 
 
 def graph_command(args: argparse.Namespace) -> int:
-    from rubikgen.workspace import Workspace
+    from rubikgen.pipeline import Compilation
 
-    ws = Workspace()
-    doc = ws.check(args.spec)
-    errors = [d for d in ws.all_diagnostics() if d.severity == "error"]
+    comp = Compilation(args.spec)
+    ws = comp.workspace
+    doc = comp.checked_document
+    errors = [d for d in comp.diagnostics if d.severity == "error"]
     if doc.model is None or (errors and doc.info is None and doc.stack_info is None):
         render(errors, ws.sources, "text", sys.stderr)
         return 1
@@ -177,7 +178,7 @@ def graph_command(args: argparse.Namespace) -> int:
         if args.tree:
             sys.stderr.write("rubikgen graph: --tree needs a stack\n")
             return 2
-        if doc.info is None or doc.model.psm is None:
+        if doc.info is None or doc.info.model.psm is None:
             sys.stderr.write("rubikgen graph: this protocol has no PSM\n")
             return 1
         dot = psm_dot(doc.info)

@@ -40,7 +40,7 @@ def _aliases(model: type[BaseModel]) -> list[str]:
 def _model_at(root: type[BaseModel], path: Path, data: Any) -> type[BaseModel] | None:
     """The model class whose mapping sits at `path` (best effort, for key hints)."""
     cur: Any = root
-    val = data
+    val: Any = data
     for comp in path:
         model = _unwrap_model(cur, val)
         if model is not None and isinstance(comp, str):
@@ -55,7 +55,9 @@ def _model_at(root: type[BaseModel], path: Path, data: Any) -> type[BaseModel] |
             cur = _container_item(cur)
             if cur is None:
                 return None
-        val = val[comp] if isinstance(val, (dict, list)) else None
+        # a list indexed by a key (the data has a list where the model has a mapping): nothing
+        indexable = isinstance(val, dict) or (isinstance(val, list) and isinstance(comp, int))
+        val = val[comp] if indexable else None
     return _unwrap_model(cur, val)
 
 
@@ -174,7 +176,8 @@ def convert(
     by_path: dict[Path, list[dict[str, Any]]] = {}
     order: list[Path] = []
     out: list[Diagnostic] = []
-    errors = []
+    errors: list[Any] = []  # pydantic's ErrorDetails
+    e: Any
     for e in err.errors(include_url=False):
         dpath = _data_path(data, tuple(e["loc"]))
         if any(dpath[: len(r)] == r for r in smap.reported):
@@ -264,7 +267,7 @@ def convert(
         custom = [e for e in errs if e["type"] in ("step", "statement")]
         if custom:
             what, tags = _TAG_KEYS[custom[0]["type"]]
-            close = (
+            close: list[Any] = (
                 [(k, difflib.get_close_matches(str(k), tags, n=1, cutoff=0.6)) for k in value]
                 if isinstance(value, dict)
                 else []
@@ -306,7 +309,7 @@ def convert(
                 n = e["ctx"]["max_length"]
                 wants.append(f"at most {n} item{'s' if n != 1 else ''}")
             elif e["type"] in _TYPE_WORDS and _TYPE_WORDS[e["type"]]:
-                wants.append(_TYPE_WORDS[e["type"]])
+                wants.append(_TYPE_WORDS[e["type"]] or "")
             else:
                 wants.append(e["msg"].lower())
         uniq = list(dict.fromkeys(w for w in wants if w))

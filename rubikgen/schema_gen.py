@@ -6,10 +6,12 @@ import json
 import os
 from typing import Any
 
+from pydantic import BaseModel
+
 from rubikgen.models import Protocol, Stack
 from rubikgen.spectest.model import TestFile
 
-SCHEMAS = {
+SCHEMAS: dict[str, type[BaseModel]] = {
     "protocol.schema.json": Protocol,
     "stack.schema.json": Stack,
     "spectest.schema.json": TestFile,

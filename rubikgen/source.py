@@ -527,12 +527,14 @@ def _precheck_with(file: str, text: str, loader: Any) -> Diagnostic | None:
 
     def diag(msg: str, ev: yaml.Event, hint: str | None = None) -> Diagnostic:
         m, e = ev.start_mark, ev.end_mark
+        assert m is not None and e is not None  # the parser marks every event
         end = e.column + 1 if e.line == m.line and e.column > m.column else None
         return Diagnostic("RG009", msg, file, m.line + 1, m.column + 1, "error", hint, end)
 
     for ev in yaml.parse(text, Loader=loader):
         if isinstance(ev, yaml.AliasEvent):
             a = ev.anchor
+            assert a is not None  # an alias names its anchor
             if any(f[0] == a for f in frames):
                 return diag(
                     f"recursive alias: '*{a}' is used inside the node it names",

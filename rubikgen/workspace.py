@@ -2,7 +2,9 @@
 
 A Workspace caches every document by absolute path, so a stack and the protocols it uses
 are each read and checked once, and diagnostics of a protocol are reported against the
-protocol's own file.
+protocol's own file. The checks it runs see it as a ``document.SpecLoader`` (they do not
+import this module). It imports them when first needed: a broken installation (a subpackage
+missing) is then reported against the file being checked (RG901), like any other problem.
 """
 
 from __future__ import annotations
@@ -11,36 +13,17 @@ import difflib
 import itertools
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from rubikgen import schema_errors, specpath
 from rubikgen.diagnostics import Diagnostic, SourceCache
+from rubikgen.document import Document, display_path
 from rubikgen.models import Protocol, Stack
 from rubikgen.source import Loaded, SourceMap, load_text, read_file
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".toml")
-
-
-@dataclass
-class Document:
-    path: str  # as given / displayed
-    abspath: str
-    kind: str | None  # "protocol" | "stack" | None when unusable
-    model: Protocol | Stack | None
-    smap: SourceMap
-    diags: list[Diagnostic] = field(default_factory=list)
-    info: Any = None  # ProtocolInfo for protocols
-    stack_info: Any = None  # StackInfo for stacks
-    checked: bool = False
-    sources: list[str] = field(default_factory=list)  # stack files composed into this one
-
-
-def display_path(p: str) -> str:
-    rel = os.path.relpath(p)
-    return rel if not rel.startswith("..") else p
 
 
 class Workspace:
@@ -96,7 +79,7 @@ class Workspace:
             hint = "protocols start with 'protocol: NAME', stacks with 'stack: NAME'"
             where: tuple[str, ...] = ("stack",) if kinds else ()
             if not kinds:
-                near = [
+                near: list[tuple[Any, Any]] = [
                     (k, difflib.get_close_matches(str(k), ("protocol", "stack"), n=1, cutoff=0.6))
                     for k in data
                 ]

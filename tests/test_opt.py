@@ -6,21 +6,30 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen.backend.emit import generate, lower_checked
+from rubikgen.backend.emit import Generated
 from rubikgen.expr.ast import Num
 from rubikgen.ir import Program, to_text, verify
 from rubikgen.ir.nodes import Block, Branch, Cond, Jump
 from rubikgen.opt import PASSES, PassError, optimize
-from rubikgen.opt.cleanup import dead_blocks, fold_branches, jump_threading
-from rubikgen.opt.lifecycle import fast_destroy, fast_forward, header_zeroing
+from rubikgen.opt.dead_blocks import dead_blocks
+from rubikgen.opt.fast_destroy import fast_destroy
+from rubikgen.opt.fast_forward import fast_forward
+from rubikgen.opt.fold_branches import fold_branches
+from rubikgen.opt.header_zeroing import header_zeroing
+from rubikgen.opt.jump_threading import jump_threading
+from rubikgen.pipeline import Compilation
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = sorted((REPO / "specs" / "stacks").glob("*.yaml"))
 TCP_IP = str(REPO / "specs" / "stacks" / "tcp_ip.yaml")
 
 
+def generate(path: str, opt_level: int = 2) -> Generated:
+    return Compilation(path, opt_level=opt_level, check_ir=True).generated
+
+
 def lowered(path: str = TCP_IP) -> Program:
-    return lower_checked(path)[0]
+    return Compilation(path).lowered  # checked and lowered, not optimised
 
 
 def ops(prog: Program, layer: str, op: str) -> list:
@@ -158,7 +167,7 @@ def _branch_texts(prog: Program, layer: str) -> list[str]:
 
 
 def test_const_prop_folds_branches_implied_by_the_path() -> None:
-    from rubikgen.opt.constprop import const_prop
+    from rubikgen.opt.const_prop import const_prop
 
     prog = _prepared()
     before = [b.term.cond.kind for b in prog.blocks.values()
@@ -187,7 +196,8 @@ def _reach(prog: Program, start: str, layer: str, depth: int) -> set[str]:
 
 
 def test_tail_dup_specialises_the_created_path() -> None:
-    from rubikgen.opt.constprop import const_prop, tail_dup
+    from rubikgen.opt.const_prop import const_prop
+    from rubikgen.opt.tail_dup import tail_dup
 
     prog = _prepared()
     n0 = len(prog.blocks)
@@ -210,7 +220,7 @@ def test_tail_dup_specialises_the_created_path() -> None:
     dump = next(b for b in prog.blocks.values() if b.name.startswith("ip.t_dump"))
     assert prog.blocks[dump.term.target].name.startswith("ip.ev_asm")
     # bounded: each layer grew by at most the budget
-    from rubikgen.opt.constprop import BUDGET
+    from rubikgen.opt.tail_dup import BUDGET
 
     assert all(v <= BUDGET for v in prog.dup_spent.values())
     assert len(prog.blocks) < n0 * 2
@@ -219,7 +229,7 @@ def test_tail_dup_specialises_the_created_path() -> None:
 def test_simplify_short_circuits_and_keeps_truthiness() -> None:
     from rubikgen.expr import parse_expr, resolve_expr
     from rubikgen.expr.ast import unparse
-    from rubikgen.opt.constprop import _context, simplify
+    from rubikgen.opt.facts import _context, simplify
 
     prog = lowered()
     ctx = _context(prog)
@@ -243,7 +253,7 @@ def test_simplify_short_circuits_and_keeps_truthiness() -> None:
 
 
 def test_dead_stores_drop_unread_flags_and_variables(tmp_path: Path) -> None:
-    from rubikgen.opt.deadstore import dead_stores
+    from rubikgen.opt.dead_stores import dead_stores
 
     prog = lowered()
     fires = {i.event for i in ops(prog, "tcp", "fire")}
@@ -274,7 +284,7 @@ def test_dead_stores_drop_unread_flags_and_variables(tmp_path: Path) -> None:
 
 
 def test_cheap_first_tests_virtual_atoms_last() -> None:
-    from rubikgen.opt.constprop import cheap_first
+    from rubikgen.opt.cheap_first import cheap_first
 
     prog = lowered()
     t0 = [t for t in _branch_texts(prog, "tcp") if "__v.0 && __v.1 && perm.afin_acked" in t]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
@@ -52,7 +52,7 @@ class Handler(Model):
 LinkType = Literal["ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2"]
 
 
-def entries_of(entry: str | dict[str, str] | None) -> dict[str, str]:
+def entries_of(entry: str | dict[Any, str] | None) -> dict[str, str]:
     """Link type -> entry layer; a single entry serves every link type ('*')."""
     if entry is None:
         return {}

@@ -1,49 +1,40 @@
 """The middle-end: passes over the CFG IR, run by a pass manager.
 
-Every pass is a function ``Program -> bool`` (did it change anything) registered with a name,
-the lowest ``-O`` level that runs it and a one-line description. ``-O0`` runs none: the
-generated code is the plain per-layer pipeline. The pipeline is declared in ``PIPELINE``;
-groups of passes in ``REPEAT`` run again until none of them changes anything (bounded).
-IR invariants (``rubikgen.ir.verify``) are checked after every pass when ``check`` is set
-(the tests always set it).
+Every pass is a function ``Program -> bool`` (did it change anything) in a module of its own,
+registered (``registry.register``) with a name, the lowest ``-O`` level that runs it and a
+one-line description (its docstring). ``-O0`` runs none: the generated code is the plain
+per-layer pipeline. The pipeline is declared in ``PIPELINE``; a tuple in it is a group of
+passes run again until none of them changes anything (bounded). IR invariants
+(``rubikgen.ir.verify``) are checked after every pass when ``check`` is set (the tests,
+``rubikgen ir``, ``rubikgen build --check-ir`` and ``RUBIKGEN_CHECK_IR=1``).
 """
 
 from __future__ import annotations
 
+import importlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rubikgen.ir import Program, to_text, verify
 
-from . import cleanup, constprop, deadstore, lifecycle
+from .registry import PASSES, Pass, PassFn, register
 
-PassFn = Callable[[Program], bool]
-
-
-@dataclass(frozen=True)
-class Pass:
-    name: str
-    level: int
-    run: PassFn
-    doc: str
-
-
-PASSES: dict[str, Pass] = {
-    p.name: p
-    for p in (
-        Pass("fold-branches", 1, cleanup.fold_branches, cleanup.fold_branches.__doc__ or ""),
-        Pass("dead-blocks", 1, cleanup.dead_blocks, cleanup.dead_blocks.__doc__ or ""),
-        Pass("jump-threading", 1, cleanup.jump_threading, cleanup.jump_threading.__doc__ or ""),
-        Pass("header-zeroing", 1, lifecycle.header_zeroing, lifecycle.header_zeroing.__doc__ or ""),
-        Pass("fast-forward", 2, lifecycle.fast_forward, lifecycle.fast_forward.__doc__ or ""),
-        Pass("fast-destroy", 2, lifecycle.fast_destroy, lifecycle.fast_destroy.__doc__ or ""),
-        Pass("const-prop", 2, constprop.const_prop, constprop.const_prop.__doc__ or ""),
-        Pass("tail-dup", 2, constprop.tail_dup, constprop.tail_dup.__doc__ or ""),
-        Pass("cheap-first", 2, constprop.cheap_first, constprop.cheap_first.__doc__ or ""),
-        Pass("dead-stores", 2, deadstore.dead_stores, deadstore.dead_stores.__doc__ or ""),
-    )
-}
+# One module per pass; importing it registers the pass. This order is --list-passes' order.
+PASS_MODULES = (
+    "fold_branches",
+    "dead_blocks",
+    "jump_threading",
+    "header_zeroing",
+    "fast_forward",
+    "fast_destroy",
+    "const_prop",
+    "tail_dup",
+    "cheap_first",
+    "dead_stores",
+)
+for _module in PASS_MODULES:
+    importlib.import_module(f"{__name__}.{_module}")
 
 # The pipeline: a name is one pass; a tuple is a group repeated until it changes nothing.
 PIPELINE: list[str | tuple[str, ...]] = [
@@ -132,6 +123,8 @@ def describe() -> str:
 
 __all__ = [
     "PASSES",
+    "PassFn",
+    "register",
     "PIPELINE",
     "OptResult",
     "Pass",

@@ -17,7 +17,7 @@ from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.source import Path
 
 if TYPE_CHECKING:
-    from rubikgen.workspace import Document, Workspace
+    from rubikgen.document import Document, SpecLoader
 
 DEFAULT_MAX_REPEAT = 16
 
@@ -40,15 +40,45 @@ class StackInfo:
     children: dict[str, list[tuple[int, Edge]]] = field(default_factory=dict)
 
 
-def check_stack(ws: Workspace, doc: Document) -> None:
+@dataclass
+class _StackCheck:
+    """What the steps of check_stack share: the stack, where its diagnostics go, and what
+    earlier steps found (the layer table in `info`, the parse tree's roots)."""
+
+    ws: SpecLoader
+    doc: Document
+    st: Stack
+    smap: Any
+    diags: list[Any]
+    entries: dict[str, str]
+    info: StackInfo
+    base: str  # the stack file's directory
+    roots: list[str] = field(default_factory=list)  # distinct entry layers that exist
+
+
+def check_stack(ws: SpecLoader, doc: Document) -> None:
+    """The semantic checks of a stack; its StackInfo goes into doc.stack_info, its
+    diagnostics into doc.diags (in the order of the steps)."""
     st: Stack = doc.model  # type: ignore[assignment]
-    smap, diags = doc.smap, doc.diags
     entries = entries_of(st.entry)
     info = StackInfo(st.stack, entries)
     doc.stack_info = info
-    check_ident(st.stack, "stack name", smap, ("stack",), diags, key=False)
+    check_ident(st.stack, "stack name", doc.smap, ("stack",), doc.diags, key=False)
     base = os.path.dirname(doc.abspath)
+    c = _StackCheck(ws, doc, st, doc.smap, doc.diags, entries, info, base)
+    _check_layers(c)
+    _check_entries(c)
+    _check_bindings(c)
+    _check_options(c)
+    _check_edges(c)
+    _check_tree(c)
+    _check_parameter_order(c)
+    _check_handlers(c)
 
+
+def _check_layers(c: _StackCheck) -> None:
+    """Load each layer's protocol (checked once per file) into the stack's layer table."""
+    ws, st, smap, diags, info, base = c.ws, c.st, c.smap, c.diags, c.info, c.base
     # Layers and their protocols.
     for lname, layer in st.layers.items():
         lp: Path = ("layers", lname)
@@ -87,6 +117,10 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             continue
         info.layers[lname] = LayerInfo(lname, pdoc.info, dict(layer.args), lp, dict(layer.options))
 
+
+def _check_entries(c: _StackCheck) -> None:
+    """Entry layers must be layers; the distinct ones are the roots of the parse tree."""
+    st, smap, diags, entries = c.st, c.smap, c.diags, c.entries
     for link, ename in entries.items():
         epath: Path = ("entry",) if link == "*" else ("entry", link)
         if ename not in st.layers:
@@ -98,8 +132,12 @@ def check_stack(ws: Workspace, doc: Document) -> None:
                     hint=_dym(ename, st.layers),
                 )
             )
-    roots = [e for e in dict.fromkeys(entries.values()) if e in st.layers]
+    c.roots = [e for e in dict.fromkeys(entries.values()) if e in st.layers]
 
+
+def _check_bindings(c: _StackCheck) -> None:
+    """Each layer binds exactly its protocol's parameters, to layers of the allowed protocols."""
+    ws, st, smap, diags, info, base = c.ws, c.st, c.smap, c.diags, c.info, c.base
     # Arguments against parameters.
     for lname, li in info.layers.items():
         params = li.protocol.param_files
@@ -167,6 +205,10 @@ def check_stack(ws: Workspace, doc: Document) -> None:
                         )
                     )
 
+
+def _check_options(c: _StackCheck) -> None:
+    """Options are declared by the layer's protocol and have the default's kind."""
+    smap, diags, info = c.smap, c.diags, c.info
     # Options against the protocols' declarations: a known name, a value of the default's kind.
     for li in info.layers.values():
         declared = li.protocol.model.options
@@ -199,6 +241,10 @@ def check_stack(ws: Workspace, doc: Document) -> None:
                     )
                 )
 
+
+def _check_edges(c: _StackCheck) -> None:
+    """Edges name layers, their conditions and inputs check; repeated edges are reported."""
+    ws, st, smap, diags, entries, info = c.ws, c.st, c.smap, c.diags, c.entries, c.info
     # Edges.
     children: dict[str, list[tuple[int, Edge]]] = {}
     for i, e in enumerate(st.edges):
@@ -269,6 +315,11 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             seen.setdefault(k, i)
     info.children = children
 
+
+def _check_tree(c: _StackCheck) -> None:
+    """The parse tree has no cycle but self-loops, and every layer is reachable."""
+    st, smap, diags, entries, roots = c.st, c.smap, c.diags, c.entries, c.roots
+    children = c.info.children
     # Cycles other than self-loops.
     state: dict[str, int] = {}
     path_stack: list[str] = []
@@ -319,6 +370,11 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             if n not in state:
                 visit(n)
 
+
+def _check_parameter_order(c: _StackCheck) -> None:
+    """A layer's parameters are parsed before it on every path (they dominate it)."""
+    st, smap, diags, info, roots = c.st, c.smap, c.diags, c.info, c.roots
+    children = c.info.children
     # Parameters must be parsed before the layer: the bound layer dominates it.
     if roots:
         dom = _dominators(roots, list(st.layers), children)
@@ -345,6 +401,10 @@ def check_stack(ws: Workspace, doc: Document) -> None:
                         )
                     )
 
+
+def _check_handlers(c: _StackCheck) -> None:
+    """Handlers: names, layers, relations, conditions and arguments; then their order."""
+    ws, st, smap, diags, info = c.ws, c.st, c.smap, c.diags, c.info
     # Handlers.
     callbacks = _callbacks(info)
     layer_of = {hname: h.layer for hname, h in st.handlers.items()}
@@ -422,6 +482,14 @@ def check_stack(ws: Workspace, doc: Document) -> None:
             f"layer '{h.layer}' (protocol '{li.protocol.name}')",
         )
         rel.setdefault(h.layer, {})[hname] = (h.before, h.with_)
+    _check_handler_order(c, rel, layer_of)
+
+
+def _check_handler_order(
+    c: _StackCheck, rel: dict[str, dict[str, tuple[Any, Any]]], layer_of: dict[str, str]
+) -> None:
+    """`before`/`with` among a layer's handlers and its protocol's events form no cycle."""
+    smap, diags, info = c.smap, c.diags, c.info
     for lname, r in rel.items():
         li = info.layers[lname]
         # Names of other layers' handlers were reported above (RG060).
@@ -571,11 +639,8 @@ def _edge_hint(src: LayerInfo, dst: LayerInfo) -> Any:
 
     def hint(parts: tuple[str, ...]) -> str | None:
         p = dst.protocol
-        table = (
-            {"header": p.fields, "temp": p.temps, "perm": p.perms}.get(parts[0])
-            if len(parts) == 2
-            else None
-        )
+        tables: dict[str, Any] = {"header": p.fields, "temp": p.temps, "perm": p.perms}
+        table = tables.get(parts[0]) if len(parts) == 2 else None
         if table is not None and parts[1] in table:
             return (
                 f"an edge condition is evaluated in the 'from' layer '{src.name}'; '{parts[1]}' belongs to "
@@ -614,7 +679,7 @@ def _dym_name(name: str, options: Any) -> str | None:
 
 
 def _layer_checker(
-    ws: Workspace, info: StackInfo, li: LayerInfo, smap: Any, diags: list[Any]
+    ws: SpecLoader, info: StackInfo, li: LayerInfo, smap: Any, diags: list[Any]
 ) -> ExprChecker:
     params = {p: info.layers[t].protocol for p, t in li.bindings.items() if t in info.layers}
     return ExprChecker(li.protocol, params, smap, diags)

@@ -66,7 +66,7 @@ def byte_value(v: Any) -> bytes:
         return bytes.fromhex(digits)
     if any(ord(c) > 0xFF for c in v):
         raise ValueError("a byte string holds characters above \\xff: use {hex: ...}")
-    return v.encode("latin-1")
+    return bytes(v.encode("latin-1"))
 
 
 def _scapy_class(key: str) -> Any:
@@ -127,11 +127,11 @@ def _fragments(net: Any, frag: dict[str, Any], path: DocPath) -> list[Any]:
     if size % 8:
         raise PacketError("fragment size must be a multiple of 8", (*path, "fragment", "size"))
     if isinstance(net, IP):
-        parts = fragment(net, fragsize=size)
+        parts = fragment(net, fragsize=size)  # type: ignore[no-untyped-call]
     elif isinstance(net, IPv6) and IPv6ExtHdrFragment in net:
         # fragment6's size counts the IPv6 header and the unfragmentable part too
         hdr = len(net) - len(net[IPv6ExtHdrFragment].payload)
-        parts = fragment6(net, size + hdr)
+        parts = fragment6(net, size + hdr)  # type: ignore[no-untyped-call]
     else:
         raise PacketError(
             "fragment needs an ipv4 layer, or ipv6 with an ipv6_frag layer", (*path, "fragment")

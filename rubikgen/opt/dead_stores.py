@@ -14,6 +14,8 @@ from rubikgen.ir import Program
 from rubikgen.ir.instrs import Assign, Create, Fire, InsertSeq, Instr
 from rubikgen.ir.nodes import Branch
 
+from .registry import register
+
 
 def _reads(prog: Program) -> set[tuple[str, str]]:
     """(kind, name) of every temp/perm/event a condition or spec expression may read."""
@@ -46,6 +48,7 @@ def _dead(ins: Instr, live: set[tuple[str, str]]) -> bool:
 SEQ_FLAGS = ("rexmit", "out_of_wnd", "overlap", "buffer_full")
 
 
+@register("dead-stores", level=2)
 def dead_stores(prog: Program) -> bool:
     """Assignments to temp/perm variables and event flags that nothing reads are removed (the
     flags an insert or a creation raises are set only when read)."""

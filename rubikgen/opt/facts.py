@@ -1,4 +1,4 @@
-"""Constant analysis and propagation over the CFG, and branch lifting by tail duplication.
+"""Constant analysis over the CFG: the facts const-prop and tail-dup decide branches with.
 
 Facts are what a block knows about its layer's per-packet registers and instance when it
 starts: the PSM state (``current_state``), which transition fired (``psm.T``), which events
@@ -8,16 +8,6 @@ its target, ``insert_seq`` makes the sequence events unknown, ...), and so do ta
 the arm of ``current_state == ESTABLISHED && header.fin`` knows the state, the else arm of
 ``event.asm || x`` knows ``event.asm`` is 0. Facts meet (agree or are dropped) where paths join.
 
-* const-prop: every branch condition is simplified under the facts that hold at the branch;
-  one that becomes constant is a jump to the arm it selects (the other arm is left to
-  dead-blocks), one that only shrinks keeps the rest (``current_state == 0 && !mf`` with the
-  state known to be 0 tests ``!mf``).
-* tail-dup (branch lifting): a join block whose branch would fold on one incoming path is
-  copied onto that path, so the decision is taken where the facts are known — the created
-  instance's path learns its start state, each PSM transition learns which events its firing
-  implies. Bounded: copied blocks are small and a layer grows by at most ``BUDGET``
-  instructions.
-
 Handlers, callbacks and observers may not change the PSM state or the fired flags (they are
 read-only views of the instance), so they kill no fact; a child layer cannot touch them
 either, so facts survive a call.
@@ -25,16 +15,16 @@ either, so facts survive a call.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from dataclasses import replace
 
 from rubikgen.expr import build as X
-from rubikgen.expr.ast import Binary, Bool, Expr, Name, Unary, unparse
+from rubikgen.expr.ast import Binary, Bool, Expr, Name, Unary
 from rubikgen.expr.check import is_const
 from rubikgen.ir import Program
 from rubikgen.ir import instrs as I
-from rubikgen.ir.nodes import Block, Branch, Call, Cond, Instr, Jump
+from rubikgen.ir.instrs import Instr
+from rubikgen.ir.nodes import Block, Branch, Call, Jump
 
 # (kind, layer[, name]) -> value; a value of None is "unknown" and overrides the wildcards
 # ("ev*", layer) (every event flag) and ("psm", layer) (the fired transition, 0 for none).
@@ -42,8 +32,6 @@ Fact = tuple[str, ...]
 Facts = dict[Fact, int | None]
 
 SEQ_EVENTS = ("rexmit", "out_of_wnd", "overlap", "buffer_full")
-BUDGET = 64  # instructions a layer may gain by tail duplication
-MAX_COPY = 8  # instructions of a block that may be copied
 
 
 class _Ctx:
@@ -244,9 +232,9 @@ def simplify(ctx: _Ctx, f: Facts, L: str, e: Expr) -> Expr:
                     if is_const(other) is not None
                     else _truth(other)
                 )
-        n = replace(e, left=a, right=b)
-        k = is_const(n)
-        return X.num(k) if k is not None else n
+        nb = replace(e, left=a, right=b)
+        k = is_const(nb)
+        return X.num(k) if k is not None else nb
     if isinstance(e, Bool):
         return X.num(int(e.value))
     return e
@@ -267,9 +255,9 @@ def decide(ctx: _Ctx, f: Facts, t: Branch) -> tuple[bool | None, Expr | None]:
             return s in ctx.accept.get(L, []), None
         return None, None
     if c.kind == "expr" and c.expr is not None:
-        s = simplify(ctx, f, L, c.expr)
-        k = is_const(s)
-        return (None if k is None else bool(k)), s
+        se = simplify(ctx, f, L, c.expr)
+        k = is_const(se)
+        return (None if k is None else bool(k)), se
     return None, None
 
 
@@ -353,133 +341,4 @@ def _context(prog: Program) -> _Ctx:
     return _Ctx(prog)
 
 
-def const_prop(prog: Program) -> bool:
-    """Branch conditions are simplified under the facts known where they are tested (the PSM
-    state, fired transitions and events, whether there is an instance, including what taken
-    branches imply); constant ones become jumps to the arm they select."""
-    ctx = _context(prog)
-    facts = analyse(ctx)
-    changed = False
-    for b in prog.blocks.values():
-        t = b.term
-        if not isinstance(t, Branch) or b.name not in facts:
-            continue
-        arm, s = decide(ctx, block_out(ctx, facts[b.name], b), t)
-        if arm is not None:
-            b.term = Jump(t.then if arm else t.else_)
-            changed = True
-        elif s is not None and t.cond.expr is not None and s != t.cond.expr:
-            t.cond = Cond(t.cond.kind, s, unparse(s))
-            changed = True
-    return changed
-
-
-def _weight(b: Block) -> int:
-    return sum(4 if isinstance(i, I.Handler | I.Callback) else 1 for i in b.instrs)
-
-
-def _folds_ahead(ctx: _Ctx, f: Facts, prog: Program, b: Block, depth: int = 3) -> bool:
-    """Whether, entering b with facts f, a branch is decided or its condition shrinks within
-    `depth` jump-linked blocks (the first of them is the one worth copying)."""
-    for _ in range(depth):
-        f = block_out(ctx, f, b)
-        t = b.term
-        if isinstance(t, Branch):
-            arm, s = decide(ctx, f, t)
-            return arm is not None or (s is not None and s != t.cond.expr)
-        if not isinstance(t, Jump) or t.target in ctx.entries:
-            return False
-        b = prog.blocks[t.target]
-    return False
-
-
-def tail_dup(prog: Program) -> bool:
-    """Branch lifting: a small join block that leads to a branch which folds on one incoming
-    path is copied onto that path (within a per-layer budget), so that const-prop can decide
-    the branch there."""
-    ctx = _context(prog)
-    facts = analyse(ctx)
-    preds = _preds(prog)
-    spent = prog.dup_spent
-    changed = False
-    for name in list(prog.blocks):
-        b = prog.blocks.get(name)
-        if b is None or name in ctx.entries or not isinstance(b.term, (Branch, Jump)):
-            continue
-        if len(preds[name]) < 2 or _weight(b) > MAX_COPY:
-            continue
-        for p, arm in preds[name]:
-            pb = prog.blocks[p]
-            if p not in facts:
-                continue
-            f = block_out(ctx, facts[p], pb)
-            if arm is not None and isinstance(pb.term, Branch):
-                f = edge_facts(ctx, f, pb.term, arm)
-            if not _folds_ahead(ctx, f, prog, b):
-                continue
-            if spent.get(b.layer, 0) + _weight(b) > BUDGET:
-                continue
-            clone = Block(_fresh(prog, name), b.layer, copy.deepcopy(b.instrs),
-                          copy.deepcopy(b.term), b.src)  # fmt: skip
-            prog.add(clone)
-            spent[b.layer] = spent.get(b.layer, 0) + max(1, _weight(b))
-            t = pb.term
-            if isinstance(t, Jump):
-                t.target = clone.name
-            elif isinstance(t, Branch):
-                if arm:
-                    t.then = clone.name
-                else:
-                    t.else_ = clone.name
-            elif isinstance(t, Call):
-                lir = prog.layers[t.child]
-                lir.callers = [(c, clone.name if c == p else r) for c, r in lir.callers]
-                t.ret = clone.name
-            changed = True
-    return changed
-
-
-def _fresh(prog: Program, name: str) -> str:
-    i = 1
-    while f"{name}.d{i}" in prog.blocks:
-        i += 1
-    return f"{name}.d{i}"
-
-
-__all__ = ["analyse", "const_prop", "decide", "simplify", "tail_dup"]
-
-
-def _cost(e: Expr) -> int:
-    """Rough cost of evaluating e: a virtual atom is a call into the sequence, the rest is
-    loads and compares."""
-    from rubikgen.expr.ast import walk
-
-    return sum(10 if isinstance(n, Name) and n.parts[0] == "__v" else 1 for n in walk(e))
-
-
-def _reorder(e: Expr) -> Expr:
-    if isinstance(e, Binary) and e.op in ("&&", "||"):
-        ops = [_reorder(x) for x in (_conjuncts(e) if e.op == "&&" else _disjuncts(e))]
-        ops = sorted(ops, key=_cost)  # stable: equal costs keep the spec's order
-        out = ops[0]
-        for x in ops[1:]:
-            out = X.binary(e.op, out, x)
-        return out
-    if isinstance(e, Unary):
-        return replace(e, operand=_reorder(e.operand))
-    return e
-
-
-def cheap_first(prog: Program) -> bool:
-    """Operands of && and || in branch conditions are tested cheapest first (expressions have
-    no side effects, so the order does not change the value): a virtual atom, which asks the
-    sequence, is evaluated only when the cheap tests do not already decide."""
-    changed = False
-    for b in prog.blocks.values():
-        t = b.term
-        if isinstance(t, Branch) and t.cond.kind == "expr" and t.cond.expr is not None:
-            r = _reorder(t.cond.expr)
-            if r != t.cond.expr:
-                t.cond = Cond(t.cond.kind, r, unparse(r))
-                changed = True
-    return changed
+__all__ = ["analyse", "block_out", "decide", "edge_facts", "simplify", "transfer"]

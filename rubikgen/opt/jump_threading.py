@@ -1,30 +1,11 @@
-"""Control-flow clean-up passes: constant branches, empty jump blocks, unreachable blocks."""
+"""jump-threading: jumps through empty blocks go straight to their final target."""
 
 from __future__ import annotations
 
-from rubikgen.expr.check import is_const
-from rubikgen.ir import Program, prune
+from rubikgen.ir import Program
 from rubikgen.ir.nodes import Branch, Call, Jump
 
-
-def fold_branches(prog: Program) -> bool:
-    """Branches whose condition is a constant, or whose arms agree, become jumps to the arm
-    that is taken (the successor of the arm the constant selects, never the other one)."""
-    changed = False
-    for b in prog.blocks.values():
-        t = b.term
-        if not isinstance(t, Branch):
-            continue
-        if t.then == t.else_:
-            b.term = Jump(t.then)
-            changed = True
-            continue
-        if t.cond.kind in ("expr", "create_if") and t.cond.expr is not None:
-            k = is_const(t.cond.expr)
-            if k is not None:
-                b.term = Jump(t.then if k else t.else_)
-                changed = True
-    return changed
+from .registry import register
 
 
 def _final(prog: Program, name: str, entries: set[str]) -> str:
@@ -41,6 +22,7 @@ def _final(prog: Program, name: str, entries: set[str]) -> str:
         name = nxt
 
 
+@register("jump-threading", level=1)
 def jump_threading(prog: Program) -> bool:
     """Every jump, branch arm and return target that leads to an empty block which only jumps
     on is pointed at the final target."""
@@ -66,8 +48,3 @@ def jump_threading(prog: Program) -> bool:
                 lir.callers = [(c, f if c == b.name else r) for c, r in lir.callers]
                 t.ret, changed = f, True
     return changed
-
-
-def dead_blocks(prog: Program) -> bool:
-    """Blocks that no entry reaches are removed."""
-    return prune(prog) > 0

@@ -1,0 +1,249 @@
+"""The compilation object: one stack through load → check → lower → optimise → emit.
+
+Each stage runs at most once, when something first asks for its result, and is cached on the
+object, so a command that needs the stack's name, its files and its generated C reads and
+checks the specs once (before, `rubikgen build` parsed the stack file three times, `run` four,
+and `check` after an -O1 build checked the stack twice). `check_files` is `rubikgen validate`'s
+check of many files in one workspace. The compile stage (`rubikgen.build.build_compilation`) takes the
+object. Spec errors raise `GenerateError` with the diagnostics of the check stage;
+`diagnostics` holds every diagnostic (warnings too) once the check ran.
+
+    comp = Compilation("specs/stacks/tcp_ip.yaml", opt_level=2)
+    comp.stack_name  # load only
+    comp.program  # load, check, lower, optimise
+    comp.generated  # ... and the C back-end
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rubikgen import specpath
+from rubikgen.diagnostics import Diagnostic
+from rubikgen.document import Document
+from rubikgen.models import Stack
+from rubikgen.workspace import Workspace
+
+if TYPE_CHECKING:
+    from rubikgen.backend.emit import Generated
+    from rubikgen.ir import Program
+    from rubikgen.opt import OptResult
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the middle-end runs: the -O level, passes skipped, passes whose IR is kept, and
+    whether the IR verifier runs after every pass (the tests and `--check-ir` set it)."""
+
+    opt_level: int = 2
+    disable: tuple[str, ...] = ()
+    dump_after: tuple[str, ...] = ()
+    check_ir: bool = False
+
+
+class Compilation:
+    """One stack compiled with one set of options; stages run lazily, once."""
+
+    def __init__(
+        self,
+        stack_path: str | os.PathLike[str],
+        *,
+        opt_level: int = 2,
+        disable: Iterable[str] = (),
+        dump_after: Iterable[str] = (),
+        check_ir: bool | None = None,
+        timings: dict[str, float] | None = None,
+        workspace: Workspace | None = None,
+    ) -> None:
+        self.stack_path = str(stack_path)
+        if check_ir is None:  # a debugging switch for every build of a session (tests, CI)
+            check_ir = os.environ.get("RUBIKGEN_CHECK_IR", "") not in ("", "0")
+        self.options = Options(opt_level, tuple(disable), tuple(dump_after), check_ir)
+        # seconds per phase, keyed and ordered as `--timings` prints them
+        self.timings: dict[str, float] = timings if timings is not None else {}
+        self.workspace = workspace if workspace is not None else Workspace()
+        self._lower_seconds = 0.0
+
+    def with_options(self, *, opt_level: int) -> Compilation:
+        """The same stack at another -O level, sharing the loaded and checked documents (the
+        IR is lowered again: passes change it in place)."""
+        other = Compilation(
+            self.stack_path,
+            opt_level=opt_level,
+            disable=self.options.disable,
+            dump_after=self.options.dump_after,
+            check_ir=self.options.check_ir,
+            workspace=self.workspace,
+        )
+        if "document" in self.__dict__:
+            other.__dict__["document"] = self.document
+        if "checked" in self.__dict__:
+            other.__dict__["checked"] = self.checked
+        return other
+
+    # -- load ----------------------------------------------------------------------------------
+    @cached_property
+    def document(self) -> Document:
+        """The stack file parsed and validated against the models (extends composed)."""
+        t0 = time.perf_counter()
+        doc = self.workspace.load(self.stack_path)
+        self._lower_seconds += time.perf_counter() - t0
+        return doc
+
+    @property
+    def stack_name(self) -> str:
+        """The `stack:` name (the file name stem when the file cannot be read as a stack)."""
+        model = self.document.model
+        return model.stack if isinstance(model, Stack) else Path(self.stack_path).stem
+
+    def spec_files(self) -> list[Path]:
+        """The stack file, the stacks it extends and the protocol files its layers name (those
+        that exist): the inputs a build depends on."""
+        path = Path(self.stack_path)
+        doc = self.document
+        files = [path] + [Path(s) for s in doc.sources[1:]]
+        model = doc.model
+        if isinstance(model, Stack):
+            base = os.path.dirname(os.path.abspath(path))
+            files += [
+                Path(r.path)
+                for r in (specpath.resolve(x.protocol, base) for x in model.layers.values())
+                if r.path
+            ]
+        return [f for f in files if f.is_file()]
+
+    # -- check ---------------------------------------------------------------------------------
+    @cached_property
+    def checked_document(self) -> Document:
+        """The document checked like `rubikgen validate` whatever its kind (a protocol too),
+        errors or not: they are in `diagnostics` (`rubikgen graph` draws what it can)."""
+        return self.workspace.check(self.stack_path)
+
+    @cached_property
+    def checked(self) -> Document:
+        """The stack checked like `rubikgen validate` (GenerateError on errors)."""
+        from rubikgen.backend.emit import GenerateError
+
+        t0 = time.perf_counter()
+        doc = self.workspace.check_stack(self.stack_path)
+        errors = [d for d in self.diagnostics if d.severity == "error"]
+        if errors or doc.kind != "stack" or doc.stack_info is None:
+            if not errors:
+                errors = doc.diags or [
+                    Diagnostic("RG001", f"'{self.stack_path}' is not a stack", doc.path, 1, 1)
+                ]
+            raise GenerateError(errors)
+        self._lower_seconds += time.perf_counter() - t0
+        return doc
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """Every diagnostic of the documents loaded so far, sorted, without duplicates."""
+        return self.workspace.all_diagnostics()
+
+    # -- lower ---------------------------------------------------------------------------------
+    @cached_property
+    def lowered(self) -> Program:
+        """The checked stack lowered to verified IR (not optimised yet: `program` optimises this
+        same object in place)."""
+        from rubikgen.ir import lower_stack, prune, verify
+
+        doc = self.checked
+        if not isinstance(doc.model, Stack):  # `checked` lets stacks through only
+            raise TypeError(f"{doc.path} is not a stack")
+        t0 = time.perf_counter()
+        prog = lower_stack(doc.model, doc.stack_info, doc.smap, doc.abspath)
+        prune(prog)
+        problems = verify(prog)
+        if problems:
+            raise RuntimeError("IR verification failed: " + "; ".join(problems[:5]))
+        self._lower_seconds += time.perf_counter() - t0
+        self.timings["check+lower"] = self._lower_seconds
+        return prog
+
+    # -- optimise ------------------------------------------------------------------------------
+    @cached_property
+    def optimised(self) -> OptResult:
+        """The middle-end's run over `lowered` (PassError for an unknown pass name)."""
+        from rubikgen.opt import optimize
+
+        o = self.options
+        prog = self.lowered
+        res = optimize(
+            prog, o.opt_level, disable=o.disable, dump_after=o.dump_after, check=o.check_ir
+        )
+        for r in res.records:
+            self.timings[f"pass {r.name}"] = self.timings.get(f"pass {r.name}", 0.0) + r.seconds
+        return res
+
+    @property
+    def program(self) -> Program:
+        """The optimised IR."""
+        _ = self.optimised
+        return self.lowered
+
+    # -- emit ----------------------------------------------------------------------------------
+    @cached_property
+    def generated(self) -> Generated:
+        """The C files, handler stubs and declarations of the optimised program."""
+        from rubikgen.backend.emit import CGen, spec_hash
+
+        prog = self.program
+        doc = self.checked
+        t0 = time.perf_counter()
+        files = list(doc.sources) + [li.protocol.file for li in doc.stack_info.layers.values()]
+        level = self.options.opt_level
+        gen = CGen(prog, doc, spec_hash(files, level), level).render()
+        gen.dumps = self.optimised.dumps
+        self.timings["C back-end"] = time.perf_counter() - t0
+        return gen
+
+
+@dataclass
+class FileCheck:
+    """`rubikgen validate` over files: one workspace, so a protocol several stacks use is
+    checked once."""
+
+    workspace: Workspace
+    checked: int = 0
+    skipped: int = 0
+    failures: list[tuple[str, Exception]] = field(default_factory=list)  # internal errors
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return self.workspace.all_diagnostics()
+
+
+def check_files(files: Iterable[str], *, on_skip: Callable[[str], None] | None = None) -> FileCheck:
+    """Checks each file that is a rubikgen document; YAML/TOML files that are not (CI
+    workflows, compose files, the pre-commit config) are skipped and reported to `on_skip`, so
+    the pre-commit hook may see every such file. An exception checking a file is kept with the
+    file, and the others are still checked."""
+    from rubikgen.workspace import is_rubikgen_document
+
+    res = FileCheck(Workspace())
+    ws = res.workspace
+    for f in files:
+        try:
+            known = os.path.abspath(f) in ws.docs  # loaded already: a stack refers to it
+            if not is_rubikgen_document(ws, f):
+                res.skipped += 1
+                if not known:
+                    ws.docs.pop(os.path.abspath(f), None)  # and none of its diagnostics
+                if on_skip is not None:
+                    on_skip(f)
+                continue
+            res.checked += 1
+            ws.check(f)
+        except Exception as e:  # never a traceback for a user: the caller reports it
+            res.failures.append((f, e))
+    return res
+
+
+__all__ = ["Compilation", "FileCheck", "Options", "check_files"]
