@@ -4,10 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An empty sequence whose buffer grew beyond this releases it. */
-#define RG_SEQ_SHRINK_BYTES (64u * 1024u)
-#define RG_SEQ_MIN_BUF      2048u
-
 /* Heap bytes held by the sequences of this thread (one worker = one thread,
  * so the counters need no atomics); updated on the slow paths only. */
 static _Thread_local rg_seq_heap heap;
@@ -33,19 +29,19 @@ void rg_seq_heap_reset_peak(void)
     heap.peak = heap.cur;
 }
 
-/* An empty sequence gives back a large data buffer at the next insert (not
- * at assemble: the view it returned points into the buffer).  Assemble sets
- * RG_SEQF_SHRINK when it empties a large one, which keeps the next insert
- * off the inline path. */
+/* The last assemble's view may live in a buffer of its own (a handed-over
+ * block, or the blocks joined by gap skipping): it is valid until the next
+ * call, which frees it.  Assemble sets RG_SEQF_SHRINK while one is held,
+ * which keeps the next insert (and rg_seq_fast) off the inline path. */
 static void maybe_shrink(rg_seq *s)
 {
     rg_seq_store *st = s->st;
     s->flags &= (uint16_t)~RG_SEQF_SHRINK;
-    if (st && s->nblk == 0 && st->buf_cap > RG_SEQ_SHRINK_BYTES) {
-        free(st->data);
-        heap_sub(st->buf_cap);
-        st->data = NULL;
-        st->buf_cap = 0;
+    if (st && st->view) {
+        free(st->view);
+        heap_sub(st->view_cap);
+        st->view = NULL;
+        st->view_cap = 0;
     }
 }
 
@@ -76,46 +72,13 @@ static void drop_oow(rg_seq_res *res, uint32_t n)
     res->flags |= RG_SEQ_EV_OUT_OF_WINDOW;
 }
 
-/* Room in the data buffer for every byte before sequence number `upto`
- * (upto - next <= max_bytes is guaranteed by the caller).  Compacts first
- * (drops the delivered prefix), then grows geometrically. */
-static int buf_reserve(rg_seq *s, const rg_seq_cfg *cfg, uint32_t upto)
-{
-    rg_seq_store *st = s->st;
-    if (s->nblk == 0) st->buf_seq = s->next; /* nothing live: re-anchor */
-    uint32_t need = upto - st->buf_seq;
-    if (need <= st->buf_cap) return 0;
-    uint32_t dead = s->next - st->buf_seq;
-    if (dead) {
-        if (s->nblk) {
-            uint32_t used = st->blk[s->nblk - 1].end - st->buf_seq;
-            memmove(st->data, st->data + dead, used - dead);
-        }
-        st->buf_seq = s->next;
-        need = upto - st->buf_seq;
-        if (need <= st->buf_cap) return 0;
-    }
-    uint32_t maxb = rg_seq_cfg_max_bytes(cfg);
-    uint64_t ncap = st->buf_cap ? (uint64_t)st->buf_cap * 2 : RG_SEQ_MIN_BUF;
-    while (ncap < need)
-        ncap *= 2;
-    if (ncap > maxb) ncap = maxb;
-    if (ncap < need) ncap = need;
-    uint8_t *p = realloc(st->data, (size_t)ncap);
-    if (!p) return -1;
-    heap_add((size_t)ncap - st->buf_cap);
-    st->data = p;
-    st->buf_cap = (uint32_t)ncap;
-    return 0;
-}
-
 static int blk_reserve(rg_seq_store *st, uint32_t n)
 {
     if (n <= st->blk_cap) return 0;
     uint32_t ncap = st->blk_cap ? st->blk_cap * 2 : 4;
     while (ncap < n)
         ncap *= 2;
-    rg_seq_blk *b = realloc(st->blk, (size_t)ncap * sizeof *b);
+    rg_seq_run *b = realloc(st->blk, (size_t)ncap * sizeof *b);
     if (!b) return -1;
     heap_add((size_t)(ncap - st->blk_cap) * sizeof *b);
     st->blk = b;
@@ -136,9 +99,28 @@ static void stall_skip(rg_seq *s)
     }
 }
 
+/* Room for the merged block [ms, ms + size) in block i (which starts at or
+ * after ms): grow its allocation geometrically (bounded by the byte cap).
+ * On failure nothing changed. */
+static int run_reserve(rg_seq_run *r, const rg_seq_cfg *cfg, uint32_t size)
+{
+    if (size <= r->cap) return 0;
+    uint64_t ncap = (uint64_t)r->cap * 2;
+    if (ncap < 256) ncap = 256;
+    if (ncap > rg_seq_cfg_max_bytes(cfg)) ncap = rg_seq_cfg_max_bytes(cfg);
+    if (ncap < size) ncap = size;
+    uint8_t *p = realloc(r->data, (size_t)ncap);
+    if (!p) return -1;
+    heap_add((size_t)ncap - r->cap);
+    r->data = p;
+    r->cap = (uint32_t)ncap;
+    return 0;
+}
+
 /* Merge [seq, seq + len) (len > 0, seq at or after next, within the caps)
  * into the blocks, copying data per the overlap policy.  Adds duplicate and
- * new byte counts to res.  Returns 0, or -1 when dropped (caps / memory). */
+ * new byte counts to res.  Returns 0, or -1 when dropped (caps / memory; the
+ * sequence is then unchanged). */
 static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data, uint32_t len,
                  rg_seq_res *res)
 {
@@ -182,11 +164,26 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
             return -1;
         }
     }
-    if (cfg->buffer_data && buf_reserve(s, cfg, seq + len)) {
-        drop_cap(res, len);
-        return -1;
+    rg_seq_run *b = st->blk;
+    /* the merged block's range, relative to next */
+    const uint32_t ms = i < j && b[i].start - next < ra ? b[i].start - next : ra;
+    const uint32_t me = i < j && b[j - 1].end - next > rb ? b[j - 1].end - next : rb;
+
+    /* memory first, so that a failure changes nothing */
+    uint8_t *nd = NULL;
+    if (cfg->buffer_data) {
+        if (i == j) {
+            nd = malloc(len);
+            if (!nd) {
+                drop_cap(res, len);
+                return -1;
+            }
+            heap_add(len);
+        } else if (run_reserve(&b[i], cfg, me - ms) < 0) {
+            drop_cap(res, len);
+            return -1;
+        }
     }
-    rg_seq_blk *b = st->blk;
 
     /* duplicates and content conflicts */
     uint32_t dup = 0;
@@ -197,13 +194,24 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         add_dup(res, next + os, oe - os);
         dup += oe - os;
         if (cfg->buffer_data && !(res->flags & RG_SEQ_EV_CONFLICT) &&
-            memcmp(data + (os - ra), st->data + (next + os - st->buf_seq), oe - os) != 0)
+            memcmp(data + (os - ra), b[k].data + (os - ks), oe - os) != 0)
             res->flags |= RG_SEQ_EV_CONFLICT;
     }
 
-    /* data */
+    /* data: gather the old blocks into block i's buffer, then the segment */
     if (cfg->buffer_data) {
-        uint8_t *dst = st->data + (seq - st->buf_seq);
+        uint8_t *base = nd;
+        if (i < j) {
+            base = b[i].data;
+            const uint32_t shift = (b[i].start - next) - ms;
+            if (shift) memmove(base + shift, base, b[i].end - b[i].start);
+            for (uint32_t k = i + 1; k < j; k++) {
+                memcpy(base + (b[k].start - next - ms), b[k].data, b[k].end - b[k].start);
+                free(b[k].data);
+                heap_sub(b[k].cap);
+            }
+        }
+        uint8_t *dst = base + (ra - ms);
         if (cfg->policy == RG_SEQ_LAST || i == j) {
             memcpy(dst, data, len);
         } else { /* first copy wins: fill only the gaps between existing blocks */
@@ -222,12 +230,12 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         memmove(&b[i + 1], &b[i], (size_t)(n - i) * sizeof *b);
         b[i].start = seq;
         b[i].end = seq + len;
+        b[i].cap = nd ? len : 0;
+        b[i].data = nd;
         s->nblk = (uint16_t)(n + 1);
     } else {
-        uint32_t ns = (b[i].start - next) < ra ? b[i].start : seq;
-        uint32_t ne = (b[j - 1].end - next) > rb ? b[j - 1].end : seq + len;
-        b[i].start = ns;
-        b[i].end = ne;
+        b[i].start = next + ms;
+        b[i].end = next + me;
         memmove(&b[i + 1], &b[j], (size_t)(n - j) * sizeof *b);
         s->nblk = (uint16_t)(n - (j - i - 1));
     }
@@ -478,6 +486,7 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
     }
+    maybe_shrink(s); /* the previous view is no longer valid */
     int borrowed = s->borrow != NULL;
     if (borrowed) { /* zero-copy: the caller's bytes, nothing else is buffered */
         if (cfg->buffer_data) {
@@ -492,7 +501,7 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     if (!borrowed || ((s->flags & RG_SEQF_FLOOR) && rg_sdiff(s->floor, s->next) > 0)) {
         /* (after borrowed bytes, nothing is buffered: at most a last hole to skip) */
         uint32_t target;
-        uint8_t *base = NULL; /* the view: blocks moved together behind it */
+        uint8_t *base = NULL; /* the view: the first block's own buffer, or st->view */
         uint32_t have = 0;
         for (;;) {
             if (floor_target(s, &target)) {
@@ -501,20 +510,33 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
             }
             if (!(s->nblk && s->st->blk[0].start == s->next)) break;
             rg_seq_store *st = s->st;
-            uint32_t n = st->blk[0].end - s->next;
-            if (cfg->buffer_data && st->data) {
-                uint8_t *p = st->data + (s->next - st->buf_seq);
-                if (!base)
-                    base = p;
-                else if (base + have != p)
-                    memmove(base + have, p, n);
+            rg_seq_run *r0 = &st->blk[0];
+            uint32_t n = r0->end - s->next;
+            if (cfg->buffer_data && r0->data) {
+                if (!base) { /* hand the block's buffer over as the view */
+                    st->view = base = r0->data;
+                    st->view_cap = r0->cap;
+                } else { /* gap skipping joins blocks: append to the view */
+                    if ((uint64_t)have + n > st->view_cap) {
+                        uint64_t nc = (uint64_t)st->view_cap * 2;
+                        if (nc < (uint64_t)have + n) nc = (uint64_t)have + n;
+                        uint8_t *p = realloc(st->view, (size_t)nc);
+                        if (!p) break; /* out of memory: the block stays for the next call */
+                        heap_add((size_t)nc - st->view_cap);
+                        st->view = base = p;
+                        st->view_cap = (uint32_t)nc;
+                    }
+                    memcpy(base + have, r0->data, n);
+                    free(r0->data);
+                    heap_sub(r0->cap);
+                }
                 have += n;
+                s->flags |= RG_SEQF_SHRINK;
             }
             s->next = st->blk[0].end;
             s->nblk--;
             memmove(&st->blk[0], &st->blk[1], (size_t)s->nblk * sizeof st->blk[0]);
             res->adv_bytes += n;
-            if (s->nblk == 0 && st->buf_cap > RG_SEQ_SHRINK_BYTES) s->flags |= RG_SEQF_SHRINK;
             /* more holes to skip only while the floor is ahead */
             if (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(s->floor, s->next) <= 0) break;
         }
@@ -536,17 +558,19 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 }
 
 static void msgs_free(rg_seq_store *st);
+static size_t msgs_heap(const rg_seq_store *st);
 
 void rg_seq__release(rg_seq *s)
 {
     rg_seq_store *st = s->st;
     if (st) {
         msgs_free(st);
-        heap_sub(sizeof *st + st->buf_cap + (size_t)st->blk_cap * sizeof *st->blk +
-                 (size_t)st->gap_cap * sizeof *st->gap);
+        for (uint32_t k = 0; k < s->nblk; k++)
+            free(st->blk[k].data);
+        heap_sub(rg_seq_heap_bytes(s));
+        free(st->view);
         free(st->gap);
         free(st->blk);
-        free(st->data);
         free(st);
     }
     rg_seq_init(s);
@@ -554,7 +578,13 @@ void rg_seq__release(rg_seq *s)
 
 void rg_seq_set_base(rg_seq *s, uint32_t next)
 {
-    if (s->st) msgs_free(s->st); /* message units: the buffered messages go too */
+    if (s->st) {
+        msgs_free(s->st); /* message units: the buffered messages go too */
+        for (uint32_t k = 0; k < s->nblk; k++) {
+            free(s->st->blk[k].data);
+            heap_sub(s->st->blk[k].cap);
+        }
+    }
     s->nblk = 0;
     s->borrow = NULL;
     s->borrow_len = 0;
@@ -570,6 +600,17 @@ uint32_t rg_seq_buffered(const rg_seq *s)
     for (uint32_t k = 0; k < s->nblk; k++)
         n += s->st->blk[k].end - s->st->blk[k].start;
     return n;
+}
+
+size_t rg_seq_heap_bytes(const rg_seq *s)
+{
+    const rg_seq_store *st = s->st;
+    if (!st) return 0;
+    size_t n = sizeof *st + (size_t)st->blk_cap * sizeof *st->blk + st->view_cap +
+               (size_t)st->gap_cap * sizeof *st->gap;
+    for (uint32_t k = 0; k < s->nblk; k++)
+        n += st->blk[k].cap;
+    return n + msgs_heap(st);
 }
 
 int rg_seq_ready(const rg_seq *s)
@@ -596,7 +637,7 @@ int rg_seq__ready_upto(const rg_seq *s, uint32_t upto)
     /* gap recovery: a hole before the floor will be skipped, so it is settled */
     const int fl = (s->flags & RG_SEQF_FLOOR) != 0;
     for (uint32_t k = 0; k < s->nblk; k++) {
-        const rg_seq_blk *b = &s->st->blk[k];
+        const rg_seq_run *b = &s->st->blk[k];
         if (rg_sdiff(b->start, cov) > 0 && (!fl || rg_sdiff(b->start, s->floor) > 0)) break;
         if (rg_sdiff(b->end, cov) > 0) cov = b->end;
     }
@@ -653,6 +694,14 @@ static void msgs_free(rg_seq_store *st)
     free(ms->early);
     free(ms);
     st->msgs = NULL;
+}
+
+static size_t msgs_heap(const rg_seq_store *st)
+{
+    const rg_seq_msgs *ms = st->msgs;
+    if (!ms) return 0;
+    return sizeof *ms + (size_t)ms->bytes + ms->out_cap + ms->early_cap +
+           (size_t)ms->cap * sizeof *ms->m;
 }
 
 static rg_seq_cfg shadow_cfg(const rg_seq_cfg *cfg)

@@ -54,6 +54,16 @@ static void drain(rg_seq *s, const rg_seq_cfg *cfg, sink *k, rg_seq_res *res)
     }
 }
 
+/* Bytes allocated for data (block buffers and the held view). */
+static size_t data_bytes(const rg_seq *s)
+{
+    if (!s->st) return 0;
+    size_t n = s->st->view_cap;
+    for (uint32_t k = 0; k < s->nblk; k++)
+        n += s->st->blk[k].cap;
+    return n;
+}
+
 static uint32_t ins(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *d, uint32_t len,
                     rg_seq_res *res)
 {
@@ -595,7 +605,7 @@ static void test_byte_cap(void **state)
     assert_int_equal(r.flags, RG_SEQ_EV_BUFFER_FULL);
     assert_int_equal(r.cap_bytes, 10);
     assert_int_equal(rg_seq_buffered(&s), 50);
-    assert_true(s.st->buf_cap <= 100);
+    assert_true(data_bytes(&s) <= 100);
     /* the cap moves with next: deliver [0,100), then [100,200) fits */
     ins(&s, &cfg, 0, st, 50, NULL);
     sink k = {0};
@@ -993,7 +1003,8 @@ static void test_metadata_only(void **state)
     ins(&s, &CFG_META0, 30, st + 30, 30, &r);
     ins(&s, &CFG_META0, 10, st + 10, 10, &r);
     assert_int_equal(rg_seq_blocks(&s), 2);
-    assert_null(s.st->data); /* no data buffer */
+    assert_int_equal(data_bytes(&s), 0); /* no data buffer */
+    assert_null(s.st->blk[0].data);
     ins(&s, &CFG_META0, 0, st, 10, &r);
     rg_bytes b = rg_seq_assemble(&s, &CFG_META0, &r);
     assert_non_null(b.ptr);
@@ -1146,7 +1157,12 @@ static void model_run(uint64_t seed, int policy, int meta)
         }
         /* the buffer stays bounded by the span from next (compaction) */
         if (last - rnext > maxspan) maxspan = last - rnext;
-        if (s.st && s.st->data) assert_true(s.st->buf_cap <= 2 * maxspan + 2048);
+        /* memory follows the bytes held (each block at most twice its size) */
+        if (s.st) {
+            assert_true(data_bytes(&s) - s.st->view_cap <=
+                        2 * (size_t)rg_seq_buffered(&s) + 256u * s.nblk);
+            assert_true(s.st->view_cap <= 2 * (size_t)maxspan + 256u);
+        }
     }
     assert_true(segs > 100);
     assert_true(delivered > N / 4);
@@ -1325,21 +1341,54 @@ static void test_memory_compaction(void **state)
         assert_int_equal(b.len, 2 * SEG);
         assert_memory_equal(b.ptr, st + off, 2 * SEG);
         got += b.len;
-        if (s.st->buf_cap > maxcap) maxcap = s.st->buf_cap;
+        if (data_bytes(&s) > maxcap) maxcap = (uint32_t)data_bytes(&s);
     }
     assert_int_equal(got, N);
     assert_true(maxcap <= 8192);
     /* a 500 KB out-of-order burst, then drained: buffer released on the next insert */
     ins(&s, &CFG_FIRST, N + 1000, st, 500000, NULL);
-    assert_true(s.st->buf_cap >= 500000);
+    assert_true(data_bytes(&s) >= 500000);
     ins(&s, &CFG_FIRST, N, st, 1000, NULL);
     (void)rg_seq_assemble(&s, &CFG_FIRST, NULL);
     ins(&s, &CFG_FIRST, N + 501000, st, 10, NULL);
     (void)rg_seq_assemble(&s, &CFG_FIRST, NULL);
     ins(&s, &CFG_FIRST, N + 501010, st, 10, NULL);
-    assert_true(s.st->buf_cap <= 65536);
+    assert_true(data_bytes(&s) <= 65536);
     rg_seq_free(&s);
     free(st);
+}
+
+/* Hostile traffic: one-byte segments far ahead of next cost their own bytes
+ * plus a bounded overhead, not the span up to their offset (the old linear
+ * buffer reserved up to the furthest offset: about 1 MiB here). */
+static void test_far_ahead_costs_bytes(void **state)
+{
+    (void)state;
+    const size_t heap0 = rg_seq_heap_stats().cur;
+    uint8_t *d = make_stream(1u << 20);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_set_base(&s, 0);
+    for (uint32_t k = 0; k < 8; k++) /* 8 one-byte segments near the end of the window */
+        ins(&s, &CFG_FIRST, (1u << 20) - 1 - k * 4096, d + (1u << 20) - 1 - k * 4096, 1, NULL);
+    assert_int_equal(rg_seq_blocks(&s), 8);
+    assert_int_equal(rg_seq_buffered(&s), 8);
+    const size_t held = rg_seq_heap_stats().cur - heap0;
+    assert_int_equal(held, rg_seq_heap_bytes(&s));
+    /* store + a block array of 8 + 8 bytes */
+    assert_int_equal(held, sizeof(rg_seq_store) + 8 * sizeof(rg_seq_run) + 8);
+    assert_true(held < 512);
+    /* the data is all there: fill the stream and read it back */
+    for (uint32_t a = 0; a < (1u << 20); a += 1000) {
+        uint32_t n = (1u << 20) - a < 1000 ? (1u << 20) - a : 1000;
+        ins(&s, &CFG_FIRST, a, d + a, n, NULL);
+    }
+    rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, NULL);
+    assert_int_equal(b.len, 1u << 20);
+    assert_memory_equal(b.ptr, d, 1u << 20);
+    rg_seq_free(&s);
+    assert_int_equal(rg_seq_heap_stats().cur, heap0);
+    free(d);
 }
 
 static void test_bad_inputs(void **state)
@@ -1697,8 +1746,7 @@ static void test_ft_no_allocation(void **state)
     rg_seq_insert(&s, &FT, 100, pkt, 10, 10, NULL, RG_SEQ_BORROW, &r);
     rg_seq_insert(&s, &FT, 120, pkt, 10, 10, NULL, RG_SEQ_BORROW, &r);
     assert_non_null(s.st);
-    assert_null(s.st->data);
-    assert_int_equal(s.st->buf_cap, 0);
+    assert_int_equal(data_bytes(&s), 0);
     assert_true(rg_seq_heap_stats().cur > heap0);
     rg_seq_free(&s);
     assert_int_equal(rg_seq_heap_stats().cur, heap0);
@@ -1722,18 +1770,19 @@ static void test_heap_accounting(void **state)
     ins(&s, &CFG_FIRST, 20000, d + 20000, 70000, &r); /* a hole at 10 */
     size_t held = rg_seq_heap_stats().cur - heap0;
     assert_true(held >= sizeof(rg_seq_store) + 70000);
-    assert_int_equal(held,
-                     sizeof(rg_seq_store) + s.st->buf_cap + s.st->blk_cap * sizeof(rg_seq_blk));
+    assert_int_equal(held, rg_seq_heap_bytes(&s));
+    assert_int_equal(held, sizeof(rg_seq_store) + data_bytes(&s) +
+                               s.st->blk_cap * sizeof(rg_seq_run));
     ins(&s, &CFG_FIRST, 10, d + 10, 19990, &r);
     rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, &r);
     assert_int_equal(b.len, 89990);
     assert_memory_equal(b.ptr, d + 10, 89990);
-    /* empty with a large buffer: released by the next insert (even an
-     * in-order one, which takes the out-of-line path for it) */
+    /* the view's buffer: released by the next insert (even an in-order one,
+     * which takes the out-of-line path for it) */
     rg_seq_insert(&s, &CFG_FIRST, 90000, d + 90000, 10, 10, NULL, RG_SEQ_BORROW, &r);
-    assert_int_equal(s.st->buf_cap, 0);
+    assert_int_equal(data_bytes(&s), 0);
     assert_int_equal(rg_seq_heap_stats().cur - heap0,
-                     sizeof(rg_seq_store) + s.st->blk_cap * sizeof(rg_seq_blk));
+                     sizeof(rg_seq_store) + s.st->blk_cap * sizeof(rg_seq_run));
     b = rg_seq_assemble(&s, &CFG_FIRST, &r);
     assert_ptr_equal(b.ptr, d + 90000);
     assert_true(rg_seq_heap_stats().peak >= heap0 + held);
@@ -2041,6 +2090,7 @@ int main(void)
         cmocka_unit_test(test_fast_vs_slow_cases),
         cmocka_unit_test(test_ft_no_allocation),
         cmocka_unit_test(test_heap_accounting),
+        cmocka_unit_test(test_far_ahead_costs_bytes),
         cmocka_unit_test(test_msg_whole_in_order),
         cmocka_unit_test(test_msg_reverse_then_one_assemble),
         cmocka_unit_test(test_msg_duplicates_once),

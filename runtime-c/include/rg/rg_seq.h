@@ -13,9 +13,14 @@
  *   next      the assembled offset: every byte before it has been delivered
  *             (or skipped).  Unless cfg.zero_based, the first insert sets it.
  *   blocks    sorted, disjoint, non-adjacent [start, end) ranges of buffered
- *             bytes after next (merged on insert).  Data lives in one linear
- *             buffer anchored at a sequence number <= next; it is compacted
- *             lazily and grown geometrically up to cfg.max_bytes.
+ *             bytes after next (merged on insert).  Each block owns its bytes
+ *             (one allocation per block, grown geometrically when segments
+ *             extend it), so memory follows the bytes held, never the offset:
+ *             a one-byte segment far ahead of next costs one byte plus a
+ *             bounded overhead (its block slot and the allocator's header).
+ *             Assemble hands the block at next over as the view (no copy);
+ *             only gap skipping, which joins several blocks, copies them into
+ *             one buffer.  The view's buffer is freed by the next call.
  *   end       optional end marker, set by a segment whose logical length
  *             (takeup) exceeds its data length: phantom bytes such as a FIN
  *             occupy [seq + len, seq + takeup).  Data past the end marker is
@@ -126,14 +131,21 @@ typedef struct rg_seq_blk {
 
 struct rg_seq_msgs; /* message units: the buffered messages (rg_seq.c) */
 
+/* A buffered block: its range and, with cfg.buffer_data, its own bytes
+ * (data[0] is the byte at start; cap bytes allocated). */
+typedef struct rg_seq_run {
+    uint32_t start, end;
+    uint32_t cap;
+    uint8_t *data;
+} rg_seq_run;
+
 /* Out-of-order storage, allocated on first need. */
 typedef struct rg_seq_store {
-    rg_seq_blk *blk;
-    uint8_t *data;
+    rg_seq_run *blk;
     struct rg_seq_msgs *msgs; /* RG_SEQ_UNIT_MSG only */
     uint32_t blk_cap;
-    uint32_t buf_seq; /* sequence number of data[0] */
-    uint32_t buf_cap; /* bytes allocated in data */
+    uint32_t view_cap; /* bytes allocated in view */
+    uint8_t *view;     /* the last assemble's bytes (freed by the next call) */
     /* gap recovery: the holes skipped by the assemble calls of one packet */
     uint32_t ngap;
     uint32_t gap_cap;
@@ -146,7 +158,7 @@ typedef struct rg_seq_store {
 #define RG_SEQF_END     0x04u /* end marker set */
 #define RG_SEQF_FLOOR   0x08u /* gap skipping armed */
 #define RG_SEQF_DONE    0x10u /* phantom bytes after the end consumed */
-#define RG_SEQF_SHRINK  0x20u /* empty with a large buffer: release it at the next insert */
+#define RG_SEQF_SHRINK  0x20u /* holds the last view's buffer: release it at the next insert */
 
 typedef struct rg_seq {
     uint32_t next;  /* assembled offset */
@@ -303,6 +315,9 @@ RG_INLINE uint32_t rg_seq_blocks(const rg_seq *s)
 }
 /* Bytes currently buffered (or tracked, without buffering). */
 uint32_t rg_seq_buffered(const rg_seq *s);
+/* Heap bytes this sequence holds (store, block array, block data, the last
+ * view's buffer, messages): what it adds to the heap accounting. */
+size_t rg_seq_heap_bytes(const rg_seq *s);
 
 /* No hole between next and the end marker (or, without an end marker, no
  * hole between next and the last buffered byte). */
@@ -352,7 +367,8 @@ RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const 
                           rg_seq_res *res)
 {
     uint16_t f = s->flags;
-    if (RG_UNLIKELY(s->nblk | s->borrow_len | (f & (RG_SEQF_END | RG_SEQF_FLOOR)))) return 0;
+    if (RG_UNLIKELY(s->nblk | s->borrow_len | (f & (RG_SEQF_END | RG_SEQF_FLOOR | RG_SEQF_SHRINK))))
+        return 0;
     if (RG_UNLIKELY(takeup != len || !data)) return 0;
     if (f & RG_SEQF_INIT) {
         if (seq != s->next) return 0;
