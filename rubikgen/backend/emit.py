@@ -1019,7 +1019,10 @@ class CGen:
         lines = []
         if self._max_repeat(lc):
             # the sdu may point into the instance's sequence: keep it for the self-loop
-            lines.append(f"if (loop_{n}) lin_{n} = rg__keep(&ctx->keep_{n}, lin_{n});")
+            lines.append(
+                f"if (loop_{n}) lin_{n} = rg__keep(&ctx->keep_{n}, lin_{n}, "
+                f"&ctx->stats->layer[{lc.index}].seq);"
+            )
         lines.append(f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);")
         if ins.args.get("lazy"):
             st = f"ctx->stats->layer[{lc.index}].inst"

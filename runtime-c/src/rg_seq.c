@@ -4,29 +4,71 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Heap bytes held by the sequences of this thread (one worker = one thread,
- * so the counters need no atomics); updated on the slow paths only. */
-static _Thread_local rg_seq_heap heap;
+/* Heap accounting.  Every store records the accountant it was created
+ * under (st->heap), so its bytes are credited back to the same one whatever
+ * context frees them.  Stores are created under the calling thread's bound
+ * accountant: generated code binds its context's (rg_seq_heap_bind) at every
+ * entry point, so contexts -- and the workers that own them -- share no
+ * counter; without a binding a per-thread default is used (tests, tools).
+ * The binding is a pointer, not the cfg: the cfg stays a static const that
+ * the inline fast paths fold. */
+static _Thread_local rg_seq_heap heap_default;
+_Thread_local rg_seq_heap *rg_seq__heap_bound;
 
-static void heap_add(size_t n)
+static rg_seq_heap *heap_cur(void)
 {
-    heap.cur += n;
-    if (heap.cur > heap.peak) heap.peak = heap.cur;
+    return rg_seq__heap_bound ? rg_seq__heap_bound : &heap_default;
 }
 
-static void heap_sub(size_t n)
+void rg_seq_heap_unbind(const rg_seq_heap *h)
 {
-    heap.cur -= n;
+    if (rg_seq__heap_bound == h) rg_seq__heap_bound = NULL;
+}
+
+static void heap_add(rg_seq_store *st, size_t n)
+{
+    rg_seq_heap *h = st->heap;
+    h->cur += n;
+    if (h->cur > h->peak) h->peak = h->cur;
+}
+
+static void heap_sub(rg_seq_store *st, size_t n)
+{
+    st->heap->cur -= n;
+}
+
+/* A failed allocation: counted (the data it was for is dropped and counted
+ * by the caller as BUFFER_FULL, never data already held). */
+static void heap_fail(rg_seq_heap *h)
+{
+    h->fails++;
+}
+
+/* The store, created on first need under the bound accountant. */
+static rg_seq_store *store_of(rg_seq *s)
+{
+    if (s->st) return s->st;
+    rg_seq_heap *h = heap_cur();
+    rg_seq_store *st = calloc(1, sizeof *st);
+    if (!st) {
+        heap_fail(h);
+        return NULL;
+    }
+    st->heap = h;
+    heap_add(st, sizeof *st);
+    s->st = st;
+    return st;
 }
 
 rg_seq_heap rg_seq_heap_stats(void)
 {
-    return heap;
+    return *heap_cur();
 }
 
 void rg_seq_heap_reset_peak(void)
 {
-    heap.peak = heap.cur;
+    rg_seq_heap *h = heap_cur();
+    h->peak = h->cur;
 }
 
 /* The last assemble's view may live in a buffer of its own (a handed-over
@@ -39,7 +81,7 @@ static void maybe_shrink(rg_seq *s)
     s->flags &= (uint16_t)~RG_SEQF_SHRINK;
     if (st && st->view) {
         free(st->view);
-        heap_sub(st->view_cap);
+        heap_sub(st, st->view_cap);
         st->view = NULL;
         st->view_cap = 0;
     }
@@ -79,8 +121,11 @@ static int blk_reserve(rg_seq_store *st, uint32_t n)
     while (ncap < n)
         ncap *= 2;
     rg_seq_run *b = realloc(st->blk, (size_t)ncap * sizeof *b);
-    if (!b) return -1;
-    heap_add((size_t)(ncap - st->blk_cap) * sizeof *b);
+    if (!b) {
+        heap_fail(st->heap);
+        return -1;
+    }
+    heap_add(st, (size_t)(ncap - st->blk_cap) * sizeof *b);
     st->blk = b;
     st->blk_cap = ncap;
     return 0;
@@ -102,7 +147,7 @@ static void stall_skip(rg_seq *s)
 /* Room for the merged block [ms, ms + size) in block i (which starts at or
  * after ms): grow its allocation geometrically (bounded by the byte cap).
  * On failure nothing changed. */
-static int run_reserve(rg_seq_run *r, const rg_seq_cfg *cfg, uint32_t size)
+static int run_reserve(rg_seq_store *st, rg_seq_run *r, const rg_seq_cfg *cfg, uint32_t size)
 {
     if (size <= r->cap) return 0;
     uint64_t ncap = (uint64_t)r->cap * 2;
@@ -110,8 +155,11 @@ static int run_reserve(rg_seq_run *r, const rg_seq_cfg *cfg, uint32_t size)
     if (ncap > rg_seq_cfg_max_bytes(cfg)) ncap = rg_seq_cfg_max_bytes(cfg);
     if (ncap < size) ncap = size;
     uint8_t *p = realloc(r->data, (size_t)ncap);
-    if (!p) return -1;
-    heap_add((size_t)ncap - r->cap);
+    if (!p) {
+        heap_fail(st->heap);
+        return -1;
+    }
+    heap_add(st, (size_t)ncap - r->cap);
     r->data = p;
     r->cap = (uint32_t)ncap;
     return 0;
@@ -126,15 +174,11 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
 {
     const uint32_t next = s->next;
     const uint32_t ra = seq - next, rb = ra + len;
-    if (!s->st) {
-        s->st = calloc(1, sizeof *s->st);
-        if (!s->st) {
-            drop_cap(res, len);
-            return -1;
-        }
-        heap_add(sizeof *s->st);
+    rg_seq_store *st = store_of(s);
+    if (!st) {
+        drop_cap(res, len);
+        return -1;
     }
-    rg_seq_store *st = s->st;
     uint32_t n = s->nblk;
 
     /* blocks [i, j) overlap or touch [ra, rb] */
@@ -175,11 +219,12 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         if (i == j) {
             nd = malloc(len);
             if (!nd) {
+                heap_fail(st->heap);
                 drop_cap(res, len);
                 return -1;
             }
-            heap_add(len);
-        } else if (run_reserve(&b[i], cfg, me - ms) < 0) {
+            heap_add(st, len);
+        } else if (run_reserve(st, &b[i], cfg, me - ms) < 0) {
             drop_cap(res, len);
             return -1;
         }
@@ -208,7 +253,7 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
             for (uint32_t k = i + 1; k < j; k++) {
                 memcpy(base + (b[k].start - next - ms), b[k].data, b[k].end - b[k].start);
                 free(b[k].data);
-                heap_sub(b[k].cap);
+                heap_sub(st, b[k].cap);
             }
         }
         uint8_t *dst = base + (ra - ms);
@@ -438,18 +483,17 @@ static void note_gap(rg_seq *s, rg_seq_res *res, uint32_t a, uint32_t b)
 {
     res->gap_bytes += b - a;
     res->flags |= RG_SEQ_EV_GAP;
-    if (!s->st) {
-        s->st = calloc(1, sizeof *s->st);
-        if (!s->st) return; /* the bytes are counted, the list stays short */
-        heap_add(sizeof *s->st);
-    }
-    rg_seq_store *st = s->st;
+    rg_seq_store *st = store_of(s);
+    if (!st) return; /* the bytes are counted, the list stays short */
     if (res->ngaps == 0) st->ngap = 0; /* a new packet's list */
     if (st->ngap == st->gap_cap) {
         uint32_t ncap = st->gap_cap ? st->gap_cap * 2 : 4;
         rg_seq_blk *g = realloc(st->gap, (size_t)ncap * sizeof *g);
-        if (!g) return;
-        heap_add((size_t)(ncap - st->gap_cap) * sizeof *g);
+        if (!g) {
+            heap_fail(st->heap);
+            return;
+        }
+        heap_add(st, (size_t)(ncap - st->gap_cap) * sizeof *g);
         st->gap = g;
         st->gap_cap = ncap;
     }
@@ -521,14 +565,17 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
                         uint64_t nc = (uint64_t)st->view_cap * 2;
                         if (nc < (uint64_t)have + n) nc = (uint64_t)have + n;
                         uint8_t *p = realloc(st->view, (size_t)nc);
-                        if (!p) break; /* out of memory: the block stays for the next call */
-                        heap_add((size_t)nc - st->view_cap);
+                        if (!p) { /* out of memory: the block stays for the next call */
+                            heap_fail(st->heap);
+                            break;
+                        }
+                        heap_add(st, (size_t)nc - st->view_cap);
                         st->view = base = p;
                         st->view_cap = (uint32_t)nc;
                     }
                     memcpy(base + have, r0->data, n);
                     free(r0->data);
-                    heap_sub(r0->cap);
+                    heap_sub(st, r0->cap);
                 }
                 have += n;
                 s->flags |= RG_SEQF_SHRINK;
@@ -567,7 +614,7 @@ void rg_seq__release(rg_seq *s)
         msgs_free(st);
         for (uint32_t k = 0; k < s->nblk; k++)
             free(st->blk[k].data);
-        heap_sub(rg_seq_heap_bytes(s));
+        heap_sub(st, rg_seq_heap_bytes(s));
         free(st->view);
         free(st->gap);
         free(st->blk);
@@ -582,7 +629,7 @@ void rg_seq_set_base(rg_seq *s, uint32_t next)
         msgs_free(s->st); /* message units: the buffered messages go too */
         for (uint32_t k = 0; k < s->nblk; k++) {
             free(s->st->blk[k].data);
-            heap_sub(s->st->blk[k].cap);
+            heap_sub(s->st, s->st->blk[k].cap);
         }
     }
     s->nblk = 0;
@@ -687,7 +734,7 @@ static void msgs_free(rg_seq_store *st)
     if (!ms) return;
     for (uint32_t i = 0; i < ms->n; i++)
         free(ms->m[i].data);
-    heap_sub((size_t)ms->bytes + ms->out_cap + ms->early_cap + (size_t)ms->cap * sizeof *ms->m +
+    heap_sub(st, (size_t)ms->bytes + ms->out_cap + ms->early_cap + (size_t)ms->cap * sizeof *ms->m +
              sizeof *ms);
     free(ms->m);
     free(ms->out);
@@ -714,15 +761,14 @@ static rg_seq_cfg shadow_cfg(const rg_seq_cfg *cfg)
 
 static rg_seq_msgs *msgs_of(rg_seq *s)
 {
-    if (!s->st) {
-        s->st = calloc(1, sizeof *s->st);
-        if (!s->st) return NULL;
-        heap_add(sizeof *s->st);
-    }
+    if (!store_of(s)) return NULL;
     if (!s->st->msgs) {
         s->st->msgs = calloc(1, sizeof *s->st->msgs);
-        if (!s->st->msgs) return NULL;
-        heap_add(sizeof *s->st->msgs);
+        if (!s->st->msgs) {
+            heap_fail(s->st->heap);
+            return NULL;
+        }
+        heap_add(s->st, sizeof *s->st->msgs);
     }
     return s->st->msgs;
 }
@@ -741,14 +787,17 @@ static uint32_t msg_lower(const rg_seq_msgs *ms, uint32_t next, uint32_t unit)
     return lo;
 }
 
-static int msg_copy(rg_seq_msg *m, const uint8_t *data, uint32_t len)
+static int msg_copy(rg_seq_store *st, rg_seq_msg *m, const uint8_t *data, uint32_t len)
 {
     uint8_t *p = NULL;
     if (len) {
         p = malloc(len);
-        if (!p) return -1;
+        if (!p) {
+            heap_fail(st->heap);
+            return -1;
+        }
         memcpy(p, data, len);
-        heap_add(len);
+        heap_add(st, len);
     }
     m->data = p;
     m->len = len;
@@ -761,7 +810,7 @@ uint32_t rg_seq_mcount(const rg_seq *s)
 }
 
 /* Append an early message (kept until the next massemble). */
-static int early_put(rg_seq_msgs *ms, const uint8_t *data, uint32_t len)
+static int early_put(rg_seq_store *st, rg_seq_msgs *ms, const uint8_t *data, uint32_t len)
 {
     if (len > ms->early_cap - ms->early_len) {
         uint64_t ncap = ms->early_cap ? (uint64_t)ms->early_cap * 2 : 256;
@@ -769,8 +818,11 @@ static int early_put(rg_seq_msgs *ms, const uint8_t *data, uint32_t len)
             ncap *= 2;
         if (ncap > RG_SEQ_MAX_SPAN) return -1;
         uint8_t *p = realloc(ms->early, (size_t)ncap);
-        if (!p) return -1;
-        heap_add((size_t)ncap - ms->early_cap);
+        if (!p) {
+            heap_fail(st->heap);
+            return -1;
+        }
+        heap_add(st, (size_t)ncap - ms->early_cap);
         ms->early = p;
         ms->early_cap = (uint32_t)ncap;
     }
@@ -820,11 +872,11 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
         if (!cfg->buffer_data) return res->flags;
         ms = msgs_of(s);
         if (mflags & RG_SEQ_EARLY) { /* delivered ahead of order; the unit stays empty */
-            if (!ms || early_put(ms, data, len) < 0) drop_cap(res, len);
+            if (!ms || early_put(s->st, ms, data, len) < 0) drop_cap(res, len);
             return res->flags;
         }
         rg_seq_msg m;
-        if (!ms || msg_copy(&m, data, len) < 0) {
+        if (!ms || msg_copy(s->st, &m, data, len) < 0) {
             drop_cap(res, len); /* out of memory: the unit is kept, its message lost */
             return res->flags;
         }
@@ -834,11 +886,11 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
             rg_seq_msg *p = realloc(ms->m, (size_t)ncap * sizeof *p);
             if (!p) {
                 free(m.data);
-                heap_sub(len);
+                heap_sub(s->st, len);
                 drop_cap(res, len);
                 return res->flags;
             }
-            heap_add((size_t)(ncap - ms->cap) * sizeof *p);
+            heap_add(s->st, (size_t)(ncap - ms->cap) * sizeof *p);
             ms->m = p;
             ms->cap = ncap;
         }
@@ -857,8 +909,8 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
             if (m->len != len || (len && memcmp(m->data, data, len) != 0)) {
                 res->flags |= RG_SEQ_EV_CONFLICT;
                 rg_seq_msg nm;
-                if (cfg->policy == RG_SEQ_LAST && msg_copy(&nm, data, len) == 0) {
-                    heap_sub(m->len);
+                if (cfg->policy == RG_SEQ_LAST && msg_copy(s->st, &nm, data, len) == 0) {
+                    heap_sub(s->st, m->len);
                     free(m->data);
                     ms->bytes = ms->bytes - m->len + len;
                     nm.unit = unit;
@@ -897,7 +949,7 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     if (total > UINT32_MAX) total = UINT32_MAX; /* cannot happen: max_bytes <= 1 GiB */
     if (early == 0 && k == 1 && ms->m[0].data) {
         /* one message: hand over its own buffer as the view */
-        heap_sub(ms->out_cap);
+        heap_sub(s->st, ms->out_cap);
         free(ms->out);
         ms->out = ms->m[0].data;
         ms->out_cap = ms->m[0].len;
@@ -907,9 +959,10 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         if (total > ms->out_cap) {
             uint8_t *p = malloc((size_t)total);
             if (!p) { /* out of memory: the messages are lost, counted as dropped */
+                heap_fail(s->st->heap);
                 for (uint32_t i = 0; i < k; i++)
                     free(ms->m[i].data);
-                heap_sub((size_t)(total - early));
+                heap_sub(s->st, (size_t)(total - early));
                 drop_cap(res, (uint32_t)total);
                 ms->bytes -= total - early;
                 ms->early_len = 0;
@@ -917,8 +970,8 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
                 ms->n -= k;
                 return out;
             }
-            heap_sub(ms->out_cap);
-            heap_add((size_t)total);
+            heap_sub(s->st, ms->out_cap);
+            heap_add(s->st, (size_t)total);
             free(ms->out);
             ms->out = p;
             ms->out_cap = (uint32_t)total;
@@ -930,7 +983,7 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
             at += ms->m[i].len;
             free(ms->m[i].data);
         }
-        heap_sub((size_t)(total - early));
+        heap_sub(s->st, (size_t)(total - early));
         out.ptr = ms->out;
         out.len = (uint32_t)total;
     } else {

@@ -1391,6 +1391,42 @@ static void test_far_ahead_costs_bytes(void **state)
     free(d);
 }
 
+/* Per-context accounting: a store is charged to the accountant bound when it
+ * was created and credits it back when freed, whatever is bound then; the
+ * default (unbound) accountant does not move. */
+static void test_heap_contexts(void **state)
+{
+    (void)state;
+    rg_seq_heap a = {0}, b = {0};
+    const size_t dflt = rg_seq_heap_stats().cur;
+    uint8_t d[100];
+    memset(d, 7, sizeof d);
+    rg_seq sa, sb;
+    rg_seq_init(&sa);
+    rg_seq_init(&sb);
+    assert_null(rg_seq_heap_bind(&a));
+    ins(&sa, &CFG_FIRST0, 50, d, 10, NULL); /* out of order: a store under a */
+    assert_int_equal(a.cur, rg_seq_heap_bytes(&sa));
+    assert_int_equal(rg_seq_heap_stats().cur, a.cur);
+    assert_ptr_equal(rg_seq_heap_bind(&b), &a);
+    ins(&sb, &CFG_FIRST0, 50, d, 20, NULL);
+    ins(&sa, &CFG_FIRST0, 70, d, 10, NULL); /* sa's store grows: still charged to a */
+    assert_int_equal(a.cur, rg_seq_heap_bytes(&sa));
+    assert_int_equal(b.cur, rg_seq_heap_bytes(&sb));
+    assert_true(b.peak >= b.cur && b.cur > 0);
+    rg_seq_free(&sa); /* freed while b is bound: credited to a */
+    assert_int_equal(a.cur, 0);
+    assert_true(a.peak > 0);
+    rg_seq_heap_unbind(&a); /* not bound: no change */
+    assert_int_equal(rg_seq_heap_stats().cur, b.cur);
+    rg_seq_heap_unbind(&b);
+    assert_int_equal(rg_seq_heap_stats().cur, dflt);
+    rg_seq_free(&sb);
+    assert_int_equal(b.cur, 0);
+    assert_int_equal(a.fails + b.fails, 0);
+    assert_int_equal(rg_seq_heap_stats().cur, dflt);
+}
+
 static void test_bad_inputs(void **state)
 {
     (void)state;
@@ -2091,6 +2127,7 @@ int main(void)
         cmocka_unit_test(test_ft_no_allocation),
         cmocka_unit_test(test_heap_accounting),
         cmocka_unit_test(test_far_ahead_costs_bytes),
+        cmocka_unit_test(test_heap_contexts),
         cmocka_unit_test(test_msg_whole_in_order),
         cmocka_unit_test(test_msg_reverse_then_one_assemble),
         cmocka_unit_test(test_msg_duplicates_once),

@@ -131,6 +131,16 @@ typedef struct rg_seq_blk {
 
 struct rg_seq_msgs; /* message units: the buffered messages (rg_seq.c) */
 
+/* Heap accounting of reassembly buffers (stores, block arrays, block data,
+ * views, messages): now, the peak since the last reset, and allocations that
+ * failed (each one dropped new data, counted as BUFFER_FULL, never data
+ * already held).  One per stack context (see rg_seq_heap_bind); the base a
+ * memory cap builds on. */
+typedef struct rg_seq_heap {
+    size_t cur, peak;
+    uint64_t fails;
+} rg_seq_heap;
+
 /* A buffered block: its range and, with cfg.buffer_data, its own bytes
  * (data[0] is the byte at start; cap bytes allocated). */
 typedef struct rg_seq_run {
@@ -143,6 +153,7 @@ typedef struct rg_seq_run {
 typedef struct rg_seq_store {
     rg_seq_run *blk;
     struct rg_seq_msgs *msgs; /* RG_SEQ_UNIT_MSG only */
+    rg_seq_heap *heap;        /* the accountant this store was created under */
     uint32_t blk_cap;
     uint32_t view_cap; /* bytes allocated in view */
     uint8_t *view;     /* the last assemble's bytes (freed by the next call) */
@@ -437,13 +448,22 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
 uint32_t rg_seq_mcount(const rg_seq *s);
 
 /* ---- statistics ---- */
-/* Heap bytes held by the reassembly buffers of all sequences of the calling
- * thread (stores, block arrays, data buffers): now and at the peak since the
- * last rg_seq_heap_reset_peak.  Sequences are per worker thread, so this is
- * the memory of one worker's sequences. */
-typedef struct rg_seq_heap {
-    size_t cur, peak;
-} rg_seq_heap;
+/* Stores are created under the calling thread's bound accountant and
+ * credit it back when freed, whoever frees them.  A stack context owns one
+ * and binds it at each of its entry points (generated code), so contexts and
+ * their worker threads share no counter; rg_seq_heap_bind returns the
+ * previous binding, rg_seq_heap_unbind(h) drops the binding if it is h (a
+ * context going away).  Unbound, a per-thread default accountant is used.
+ * rg_seq_heap_stats / rg_seq_heap_reset_peak: the bound (or default)
+ * accountant's counters now and at the peak since the last reset. */
+extern _Thread_local rg_seq_heap *rg_seq__heap_bound;
+RG_INLINE rg_seq_heap *rg_seq_heap_bind(rg_seq_heap *h)
+{
+    rg_seq_heap *old = rg_seq__heap_bound;
+    rg_seq__heap_bound = h; /* per packet: one thread-local store */
+    return old;
+}
+void rg_seq_heap_unbind(const rg_seq_heap *h);
 rg_seq_heap rg_seq_heap_stats(void);
 void rg_seq_heap_reset_peak(void);
 
