@@ -340,7 +340,7 @@ class CGen:
                 sq = lc.model.sequence
                 out.append(
                     f"static const rg_seq_cfg {lc.t('seqcfg')} = {{{sq.max_bytes}u, {sq.max_blocks}u, "
-                    f"{'RG_SEQ_LAST' if sq.overwrite == 'last' else 'RG_SEQ_FIRST'}, "
+                    f"RG_SEQ_{sq.policy.upper()}, "
                     f"{1 if sq.buffer_data else 0}, {1 if sq.zero_based else 0}, "
                     f"{'RG_SEQ_UNIT_MSG' if sq.unit == 'message' else 'RG_SEQ_UNIT_BYTE'}}};"
                 )

@@ -24,7 +24,7 @@ from rubikgen.expr.ast import Name
 from rubikgen.expr.types import BOOL, BytesT, NumT, Type
 from rubikgen.models.common import expr_text
 from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, IfStep
-from rubikgen.sema.builtins import BUILTIN_EVENTS
+from rubikgen.sema.builtins import BUILTIN_EVENTS, OVERLAP_VALUES
 from rubikgen.sema.protocol import parse_duration
 from rubikgen.sema.scope import STATE_T, field_type
 from rubikgen.sema.stack import LayerInfo
@@ -501,6 +501,13 @@ class LayerEnv:
             if x == "gap_seq":  # ... and where the first hole started
                 r = lc.v("sres")
                 return CRef(f"({r}.ngaps ? {r}.gaps[0].start : 0u)", NumT(32))
+            if x in OVERLAP_VALUES:  # the insert's overlaps with different bytes
+                field = {
+                    "overlap_seq": "ovl_seq",
+                    "overlap_len": "ovl_bytes",
+                    "overlap_new": "ovl_new",
+                }
+                return CRef(f"{lc.v('sres')}.{field[x]}", NumT(32))
             if x == "to_active":
                 return CRef(lc.dir_expr(), BOOL)
             if x == "to_passive":

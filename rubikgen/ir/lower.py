@@ -21,7 +21,7 @@ from rubikgen.expr.ast import Call as ECall
 from rubikgen.models.common import Callback, Transform, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
-from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS
+from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS, OVERLAP_VALUES
 from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo, lifecycle_hooks
 from rubikgen.source import Path, SourceMap
 
@@ -96,7 +96,7 @@ def _name_resources(layer: str, bindings: dict[str, str], parts: tuple[str, ...]
     p0 = parts[0]
     if p0 in ("input", "payload", "payload_len", "cursor"):
         return {f"HEADER:{layer}"}
-    if p0 in ("sdu", "sdu_len", "gap_seq", "gap_len"):
+    if p0 in ("sdu", "sdu_len", "gap_seq", "gap_len", *OVERLAP_VALUES):
         return {f"SDU:{layer}"}
     if p0 in ("to_active", "to_passive"):
         return {f"INST:{layer}"}

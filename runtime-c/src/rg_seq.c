@@ -144,6 +144,26 @@ static void stall_skip(rg_seq *s)
     }
 }
 
+/* Whether the new copy wins the bytes a new segment [ra, rb) shares with a
+ * buffered block [ks, ke) (offsets relative to next; they overlap): the
+ * table in rg_seq.h. */
+static int new_wins(unsigned policy, uint32_t ra, uint32_t rb, uint32_t ks, uint32_t ke)
+{
+    switch (policy) {
+    case RG_SEQ_LAST:
+        return 1;
+    case RG_SEQ_LINUX:
+        return ra < ks || (ra == ks && rb > ke);
+    case RG_SEQ_BSD:
+    case RG_SEQ_WINDOWS:
+        return ra < ks;
+    case RG_SEQ_SOLARIS:
+        return rb > ke || (rb == ke && ra <= ks);
+    default: /* RG_SEQ_FIRST (and unknown values) */
+        return 0;
+    }
+}
+
 /* Room for the merged block [ms, ms + size) in block i (which starts at or
  * after ms): grow its allocation geometrically (bounded by the byte cap).
  * On failure nothing changed. */
@@ -230,7 +250,8 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         }
     }
 
-    /* duplicates and content conflicts */
+    /* duplicates, content conflicts, and which copy each overlap keeps (from
+     * the old blocks' bytes, before they move) */
     uint32_t dup = 0;
     for (uint32_t k = i; k < j; k++) {
         uint32_t ks = b[k].start - next, ke = b[k].end - next;
@@ -238,9 +259,13 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         if (oe <= os) continue;
         add_dup(res, next + os, oe - os);
         dup += oe - os;
-        if (cfg->buffer_data && !(res->flags & RG_SEQ_EV_CONFLICT) &&
-            memcmp(data + (os - ra), b[k].data + (os - ks), oe - os) != 0)
+        const int nw = new_wins(cfg->policy, ra, rb, ks, ke);
+        if (cfg->buffer_data && memcmp(data + (os - ra), b[k].data + (os - ks), oe - os) != 0) {
+            if (!res->ovl_bytes) res->ovl_seq = next + os;
+            res->ovl_bytes += oe - os;
+            if (nw) res->ovl_new += oe - os;
             res->flags |= RG_SEQ_EV_CONFLICT;
+        }
     }
 
     /* data: gather the old blocks into block i's buffer, then the segment */
@@ -259,12 +284,16 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         uint8_t *dst = base + (ra - ms);
         if (cfg->policy == RG_SEQ_LAST || i == j) {
             memcpy(dst, data, len);
-        } else { /* first copy wins: fill only the gaps between existing blocks */
+        } else { /* fill the gaps between old blocks, and the overlaps the new copy wins */
             uint32_t cur = ra;
             for (uint32_t k = i; k < j; k++) {
                 uint32_t ks = b[k].start - next, ke = b[k].end - next;
                 if (ks > cur) memcpy(dst + (cur - ra), data + (cur - ra), ks - cur);
-                if (ke > cur) cur = ke;
+                if (ke > cur) {
+                    uint32_t os = ks > cur ? ks : cur, oe = ke < rb ? ke : rb;
+                    if (oe > os && new_wins(cfg->policy, ra, rb, ks, ke)) memcpy(dst + (os - ra), data + (os - ra), oe - os);
+                    cur = ke;
+                }
             }
             if (rb > cur) memcpy(dst + (cur - ra), data + (cur - ra), rb - cur);
         }
@@ -908,8 +937,11 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
             rg_seq_msg *m = &ms->m[i];
             if (m->len != len || (len && memcmp(m->data, data, len) != 0)) {
                 res->flags |= RG_SEQ_EV_CONFLICT;
+                if (!res->ovl_bytes) res->ovl_seq = unit;
+                res->ovl_bytes += len; /* message bytes, like every message counter */
                 rg_seq_msg nm;
                 if (cfg->policy == RG_SEQ_LAST && msg_copy(s->st, &nm, data, len) == 0) {
+                    res->ovl_new += len;
                     heap_sub(s->st, m->len);
                     free(m->data);
                     ms->bytes = ms->bytes - m->len + len;

@@ -1427,6 +1427,103 @@ static void test_heap_contexts(void **state)
     assert_int_equal(rg_seq_heap_stats().cur, dflt);
 }
 
+/* ---- target-based overlap policies ----
+ * Every relative position of a new segment to a buffered one (old = [10,
+ * 20); new starts before / at / inside / at the end of / after it and ends
+ * before / at / inside / at the end of / after it), with the same and with
+ * different bytes, for every policy, against the table of rg_seq.h and
+ * docs/spec-language.md written out here as data: per (start, end) class a
+ * string over the policies first, last, linux, bsd, windows, solaris ('n':
+ * the new copy wins the overlapped bytes, 'o': the old one stays). */
+static const char *const OVERLAP_TABLE[3][3] = {
+    /* new starts before old: ends before, at, after old's end */
+    {"onnnno", "onnnnn", "onnnnn"},
+    /* starts at old's start */
+    {"onoooo", "onooon", "onnoon"},
+    /* starts inside old */
+    {"onoooo", "onoooo", "onooon"},
+};
+
+static uint8_t old_byte(uint32_t x)
+{
+    return (uint8_t)(0x10 + x);
+}
+
+static void test_overlap_policies(void **state)
+{
+    (void)state;
+    static const uint8_t policies[6] = {RG_SEQ_FIRST,   RG_SEQ_LAST,    RG_SEQ_LINUX,
+                                        RG_SEQ_BSD,     RG_SEQ_WINDOWS, RG_SEQ_SOLARIS};
+    static const uint32_t starts[] = {5, 10, 15, 20, 25};
+    static const uint32_t ends[] = {8, 10, 15, 18, 20, 25, 30};
+    unsigned checked = 0, conflicts = 0;
+    for (unsigned pi = 0; pi < 6; pi++) {
+        const rg_seq_cfg cfg = {.policy = policies[pi], .buffer_data = 1, .zero_based = 1};
+        for (unsigned si = 0; si < 5; si++) {
+            for (unsigned ei = 0; ei < 7; ei++) {
+                const uint32_t ns = starts[si], ne = ends[ei];
+                if (ne <= ns) continue;
+                for (int same = 0; same < 2; same++) {
+                    uint8_t od[10], nd[32];
+                    for (uint32_t x = 10; x < 20; x++)
+                        od[x - 10] = old_byte(x);
+                    for (uint32_t x = ns; x < ne; x++)
+                        nd[x - ns] = same ? old_byte(x) : (uint8_t)(0x80 + x);
+                    rg_seq sq;
+                    rg_seq_init(&sq);
+                    rg_seq_res r = {0};
+                    ins(&sq, &cfg, 10, od, 10, &r); /* buffered: next is 0 */
+                    memset(&r, 0, sizeof r);
+                    ins(&sq, &cfg, ns, nd, ne - ns, &r);
+                    const int overlap = ns < 20 && ne > 10;
+                    const uint32_t os = ns > 10 ? ns : 10, oe = ne < 20 ? ne : 20;
+                    int win = 0;
+                    if (overlap) {
+                        const int sc = ns < 10 ? 0 : ns == 10 ? 1 : 2;
+                        const int ec = ne < 20 ? 0 : ne == 20 ? 1 : 2;
+                        win = OVERLAP_TABLE[sc][ec][pi] == 'n';
+                        assert_int_equal(r.dup_bytes, oe - os);
+                    } else {
+                        assert_int_equal(r.dup_bytes, 0);
+                    }
+                    if (overlap && !same) {
+                        conflicts++;
+                        assert_true(r.flags & RG_SEQ_EV_CONFLICT);
+                        assert_int_equal(r.ovl_seq, os);
+                        assert_int_equal(r.ovl_bytes, oe - os);
+                        assert_int_equal(r.ovl_new, win ? oe - os : 0);
+                    } else {
+                        assert_false(r.flags & RG_SEQ_EV_CONFLICT);
+                        assert_int_equal(r.ovl_bytes, 0);
+                    }
+                    /* what the stream holds: the union, holes cut out */
+                    uint8_t want[32];
+                    uint32_t nw = 0;
+                    for (uint32_t x = 0; x < 32; x++) {
+                        const int in_old = x >= 10 && x < 20, in_new = x >= ns && x < ne;
+                        if (in_old && in_new)
+                            want[nw++] = win ? nd[x - ns] : od[x - 10];
+                        else if (in_old)
+                            want[nw++] = od[x - 10];
+                        else if (in_new)
+                            want[nw++] = nd[x - ns];
+                    }
+                    sink k = {0};
+                    (void)rg_seq_flush(&sq);
+                    drain(&sq, &cfg, &k, NULL);
+                    assert_int_equal(k.len, nw);
+                    assert_memory_equal(k.buf, want, nw);
+                    free(k.buf);
+                    rg_seq_free(&sq);
+                    checked++;
+                }
+            }
+        }
+    }
+    assert_int_equal(checked, 6 * 2 * 19); /* (start, end) pairs */
+    assert_int_equal(conflicts, 6 * 14);   /* ... of them overlapping */
+}
+
 static void test_bad_inputs(void **state)
 {
     (void)state;
@@ -2128,6 +2225,7 @@ int main(void)
         cmocka_unit_test(test_heap_accounting),
         cmocka_unit_test(test_far_ahead_costs_bytes),
         cmocka_unit_test(test_heap_contexts),
+        cmocka_unit_test(test_overlap_policies),
         cmocka_unit_test(test_msg_whole_in_order),
         cmocka_unit_test(test_msg_reverse_then_one_assemble),
         cmocka_unit_test(test_msg_duplicates_once),

@@ -37,8 +37,10 @@
  *   - bytes before next: already delivered -> counted as duplicates (the new
  *     bytes of a segment that starts before next are kept);
  *   - bytes overlapping buffered blocks: duplicates; cfg.policy decides
- *     whose copy survives (RG_SEQ_FIRST keeps the buffered bytes,
- *     RG_SEQ_LAST overwrites them); differing content sets RG_SEQ_EV_CONFLICT;
+ *     whose copy survives, per buffered block the segment overlaps, from how
+ *     the two lie (target-based policies, table below); differing content
+ *     sets RG_SEQ_EV_CONFLICT and res.ovl_* (where, how many bytes, how many
+ *     of them the new copy won);
  *   - a segment whose data bytes were all seen: RG_SEQ_EV_REXMIT; some but
  *     not all: RG_SEQ_EV_OVERLAP;
  *   - window [left, right): bytes at or past right are dropped
@@ -78,7 +80,33 @@
 extern "C" {
 #endif
 
-enum rg_seq_policy { RG_SEQ_FIRST = 0, RG_SEQ_LAST = 1 };
+/* Overlap policies (cfg.policy): which copy of a byte both a buffered block
+ * ("old") and a new segment ("new") carry survives, decided per old block
+ * from where new starts and ends relative to it (Suricata's stream engine
+ * rules; "new" = the new copy wins the overlapped bytes):
+ *
+ *   new starts / ends vs old    first last linux bsd windows solaris
+ *   same   / before             old   new  old   old old     old
+ *   same   / same               old   new  old   old old     new
+ *   same   / after              old   new  new   old old     new
+ *   before / before (inside)    old   new  new   new new     old
+ *   before / same               old   new  new   new new     new
+ *   before / after              old   new  new   new new     new
+ *   after  / before (inside)    old   new  old   old old     old
+ *   after  / same               old   new  old   old old     old
+ *   after  / after              old   new  old   old old     new
+ *
+ * Bytes already delivered (before next) are never replaced.  "old" is the
+ * buffered block, i.e. the merged run of the segments held, not each
+ * original segment.  Message units: only last keeps the new copy. */
+enum rg_seq_policy {
+    RG_SEQ_FIRST = 0,
+    RG_SEQ_LAST = 1,
+    RG_SEQ_LINUX = 2,
+    RG_SEQ_BSD = 3,
+    RG_SEQ_WINDOWS = 4,
+    RG_SEQ_SOLARIS = 5,
+};
 
 #define RG_SEQ_DEFAULT_MAX_BYTES  (1u << 20)
 #define RG_SEQ_DEFAULT_MAX_BLOCKS 256u
@@ -87,7 +115,7 @@ enum rg_seq_policy { RG_SEQ_FIRST = 0, RG_SEQ_LAST = 1 };
 typedef struct rg_seq_cfg {
     uint32_t max_bytes;  /* byte cap: span from next; 0 = default (1 MiB) */
     uint32_t max_blocks; /* buffered block cap; 0 = default (256), max 65535 */
-    uint8_t policy;      /* RG_SEQ_FIRST or RG_SEQ_LAST */
+    uint8_t policy;      /* enum rg_seq_policy */
     uint8_t buffer_data; /* 0: track offsets only */
     uint8_t zero_based;  /* 1: next starts at 0 instead of the first insert */
     uint8_t unit;        /* RG_SEQ_UNIT_BYTE, or RG_SEQ_UNIT_MSG: see "message units" */
@@ -123,6 +151,10 @@ typedef struct rg_seq_res {
      * next call on the sequence; added to by every assemble with the same res) */
     uint32_t ngaps;
     const struct rg_seq_blk *gaps;
+    /* ---- overlaps with different content (RG_SEQ_EV_CONFLICT) */
+    uint32_t ovl_seq; /* start of the first differing overlap (valid if ovl_bytes) */
+    uint32_t ovl_bytes; /* bytes of the overlaps that differ */
+    uint32_t ovl_new; /* ... of them, how many now hold the new copy */
 } rg_seq_res;
 
 typedef struct rg_seq_blk {
