@@ -262,7 +262,7 @@ class CGen:
                 assert sq is not None
                 out.append(
                     f"static const rg_seq_cfg {lc.t('seqcfg')} = {{{sq.max_bytes}u, {sq.max_blocks}u, "
-                    f"{'RG_SEQ_LAST' if sq.overwrite == 'last' else 'RG_SEQ_FIRST'}, "
+                    f"RG_SEQ_{sq.policy.upper()}, "
                     f"{1 if sq.buffer_data else 0}, {1 if sq.zero_based else 0}, "
                     f"{'RG_SEQ_UNIT_MSG' if sq.unit == 'message' else 'RG_SEQ_UNIT_BYTE'}}};"
                 )
@@ -937,7 +937,10 @@ class CGen:
         lines = []
         if self._max_repeat(lc):
             # the sdu may point into the instance's sequence: keep it for the self-loop
-            lines.append(f"if (loop_{n}) lin_{n} = rg__keep(&ctx->keep_{n}, lin_{n});")
+            lines.append(
+                f"if (loop_{n}) lin_{n} = rg__keep(&ctx->keep_{n}, lin_{n}, "
+                f"&ctx->stats->layer[{lc.index}].seq);"
+            )
         lines.append(f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);")
         if ins.lazy:
             st = f"ctx->stats->layer[{lc.index}].inst"

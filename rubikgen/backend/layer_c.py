@@ -36,6 +36,9 @@ from rubikgen.ir.layout import (
 
 from .cexpr import CExpr, CRef, cond_to_c, lit, to_c
 
+# the overlap event's values (sema.builtins.OVERLAP_VALUES) -> rg_seq_res fields
+_OVERLAP_FIELDS = {"overlap_seq": "ovl_seq", "overlap_len": "ovl_bytes", "overlap_new": "ovl_new"}
+
 
 def ctype_of_width(w: int) -> str:
     if w <= 8:
@@ -471,6 +474,8 @@ class LayerEnv:
             if x == "gap_seq":  # ... and where the first hole started
                 rs = lc.v("sres")
                 return CRef(f"({rs}.ngaps ? {rs}.gaps[0].start : 0u)", NumT(32))
+            if x in _OVERLAP_FIELDS:  # the insert's overlaps with different bytes
+                return CRef(f"{lc.v('sres')}.{_OVERLAP_FIELDS[x]}", NumT(32))
             if x == "to_active":
                 return CRef(lc.dir_expr(), BOOL)
             if x == "to_passive":

@@ -77,7 +77,7 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
             (x.expr(sq.window[0]), x.expr(sq.window[1])) if sq.window else None,
             sq.unit,
             sq.zero_based,
-            sq.overwrite,
+            sq.policy,
             sq.buffer_data,
             sq.max_bytes,
             sq.max_blocks,

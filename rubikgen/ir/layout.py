@@ -110,7 +110,7 @@ class SeqDesc:
     window: tuple[Expr, Expr] | None
     unit: str  # "byte" | "message"
     zero_based: bool
-    overwrite: str  # "first" | "last"
+    policy: str  # the overlap policy in force: first, last, linux, bsd, windows, solaris
     buffer_data: bool
     max_bytes: int
     max_blocks: int

@@ -190,10 +190,24 @@ class Sequence(Model):
     window: list[Expr] | None = Field(
         None, min_length=2, max_length=2, description="[left, right)."
     )
-    overwrite: Literal["first", "last"] = "first"
+    overwrite: Literal["first", "last"] = Field(
+        "first", description="Which copy of overlapping bytes is kept: an alias of overlap_policy."
+    )
+    overlap_policy: Literal["first", "last", "linux", "bsd", "windows", "solaris"] | None = Field(
+        None,
+        description="Target-based overlap policy: which copy of overlapping bytes survives, from "
+        "how the new segment lies against the buffered one (docs/spec-language.md 2.7). "
+        "Default: overwrite.",
+    )
     buffer_data: bool = True
     max_bytes: StrictInt = 1 << 20
     max_blocks: StrictInt = 256
+
+    @property
+    def policy(self) -> str:
+        """The overlap policy in force: overlap_policy, else overwrite."""
+        return self.overlap_policy or self.overwrite
+
     drain: bool = Field(
         False,
         description="Gap recovery when an instance ends (accept state, expiry, eviction, end of "

@@ -38,8 +38,8 @@ BUILTIN_EVENT_TABLE: tuple[BuiltinEvent, ...] = (
     BuiltinEvent("out_of_wnd", "a segment fell outside the sequence window", "offset, length"),
     BuiltinEvent(
         "overlap",
-        "a segment partly overlapped buffered data with different bytes",
-        "offset, length",
+        "a segment overlapped buffered data with different bytes",
+        "values overlap_seq, overlap_len, overlap_new",
     ),
     BuiltinEvent(
         "buffer_full",
@@ -79,6 +79,10 @@ LIFECYCLE_EVENTS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The overlap event's values: where the insert's overlaps with different bytes start, how many
+# bytes differ, and how many of those now hold the new copy (the rest kept the old one).
+OVERLAP_VALUES = ("overlap_seq", "overlap_len", "overlap_new")
+
 # Names available in expressions without a prefix.
 BUILTIN_VALUES = (
     "input",
@@ -89,6 +93,9 @@ BUILTIN_VALUES = (
     "sdu_len",
     "gap_seq",
     "gap_len",
+    "overlap_seq",
+    "overlap_len",
+    "overlap_new",
     "to_active",
     "to_passive",
     "current_state",

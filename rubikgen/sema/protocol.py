@@ -499,6 +499,20 @@ def check_protocol(
         if sq.window is not None:
             for i, w in enumerate(sq.window):
                 ec.expr(("sequence", "window", i), w, B.SEQUENCE, "num")
+        if (
+            sq.overlap_policy is not None
+            and "overwrite" in sq.model_fields_set
+            and sq.overwrite != sq.overlap_policy
+        ):
+            diags.append(
+                smap.diag(
+                    "RG006",
+                    f"overwrite: {sq.overwrite} contradicts overlap_policy: {sq.overlap_policy}",
+                    ("sequence", "overwrite"),
+                    key=True,
+                    hint="overwrite is an alias of overlap_policy: keep one of them",
+                )
+            )
         for k in ("max_bytes", "max_blocks"):
             v = getattr(sq, k)
             if v < 1 or v > 1 << 31:

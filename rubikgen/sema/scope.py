@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rubikgen.expr.types import BOOL, BytesT, NumT, Resolved, Type
-from rubikgen.sema.builtins import BUILTIN_EVENTS, FUNCTIONS, Context
+from rubikgen.sema.builtins import BUILTIN_EVENTS, FUNCTIONS, OVERLAP_VALUES, Context
 from rubikgen.sema.symbols import FieldInfo, ProtocolInfo, VarInfo
 
 STATE_T = NumT(16)
@@ -52,7 +52,7 @@ class ProtocolScope:
                 if info.model.sequence is None:
                     return None, None
                 return Resolved(BOOL, "builtin"), "seq"
-            if p in ("sdu_len", "gap_seq", "gap_len"):  # gap_*: gap recovery
+            if p in OVERLAP_VALUES + ("sdu_len", "gap_seq", "gap_len"):  # gap_*: gap recovery
                 return Resolved(NumT(32), "builtin"), "seq"
             if p in ("to_active", "to_passive"):
                 return (
@@ -158,7 +158,7 @@ class ProtocolScope:
             if self.ctx.perm:
                 names.append("perm")
             if self.ctx.seq:
-                names += ["sdu", "sdu_len", "gap_seq", "gap_len"]
+                names += ["sdu", "sdu_len", "gap_seq", "gap_len", *OVERLAP_VALUES]
             if self.ctx.direction and info.bidirectional:
                 names += ["to_active", "to_passive"]
             if self.ctx.psm and info.states:

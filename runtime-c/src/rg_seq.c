@@ -4,48 +4,86 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An empty sequence whose buffer grew beyond this releases it. */
-#define RG_SEQ_SHRINK_BYTES (64u * 1024u)
-#define RG_SEQ_MIN_BUF      2048u
+/* Heap accounting.  Every store records the accountant it was created
+ * under (st->heap), so its bytes are credited back to the same one whatever
+ * context frees them.  Stores are created under the calling thread's bound
+ * accountant: generated code binds its context's (rg_seq_heap_bind) at every
+ * entry point, so contexts -- and the workers that own them -- share no
+ * counter; without a binding a per-thread default is used (tests, tools).
+ * The binding is a pointer, not the cfg: the cfg stays a static const that
+ * the inline fast paths fold. */
+static _Thread_local rg_seq_heap heap_default;
+_Thread_local rg_seq_heap *rg_seq__heap_bound;
 
-/* Heap bytes held by the sequences of this thread (one worker = one thread,
- * so the counters need no atomics); updated on the slow paths only. */
-static _Thread_local rg_seq_heap heap;
-
-static void heap_add(size_t n)
+static rg_seq_heap *heap_cur(void)
 {
-    heap.cur += n;
-    if (heap.cur > heap.peak) heap.peak = heap.cur;
+    return rg_seq__heap_bound ? rg_seq__heap_bound : &heap_default;
 }
 
-static void heap_sub(size_t n)
+void rg_seq_heap_unbind(const rg_seq_heap *h)
 {
-    heap.cur -= n;
+    if (rg_seq__heap_bound == h) rg_seq__heap_bound = NULL;
+}
+
+static void heap_add(rg_seq_store *st, size_t n)
+{
+    rg_seq_heap *h = st->heap;
+    h->cur += n;
+    if (h->cur > h->peak) h->peak = h->cur;
+}
+
+static void heap_sub(rg_seq_store *st, size_t n)
+{
+    st->heap->cur -= n;
+}
+
+/* A failed allocation: counted (the data it was for is dropped and counted
+ * by the caller as BUFFER_FULL, never data already held). */
+static void heap_fail(rg_seq_heap *h)
+{
+    h->fails++;
+}
+
+/* The store, created on first need under the bound accountant. */
+static rg_seq_store *store_of(rg_seq *s)
+{
+    if (s->st) return s->st;
+    rg_seq_heap *h = heap_cur();
+    rg_seq_store *st = calloc(1, sizeof *st);
+    if (!st) {
+        heap_fail(h);
+        return NULL;
+    }
+    st->heap = h;
+    heap_add(st, sizeof *st);
+    s->st = st;
+    return st;
 }
 
 rg_seq_heap rg_seq_heap_stats(void)
 {
-    return heap;
+    return *heap_cur();
 }
 
 void rg_seq_heap_reset_peak(void)
 {
-    heap.peak = heap.cur;
+    rg_seq_heap *h = heap_cur();
+    h->peak = h->cur;
 }
 
-/* An empty sequence gives back a large data buffer at the next insert (not
- * at assemble: the view it returned points into the buffer).  Assemble sets
- * RG_SEQF_SHRINK when it empties a large one, which keeps the next insert
- * off the inline path. */
+/* The last assemble's view may live in a buffer of its own (a handed-over
+ * block, or the blocks joined by gap skipping): it is valid until the next
+ * call, which frees it.  Assemble sets RG_SEQF_SHRINK while one is held,
+ * which keeps the next insert (and rg_seq_fast) off the inline path. */
 static void maybe_shrink(rg_seq *s)
 {
     rg_seq_store *st = s->st;
     s->flags &= (uint16_t)~RG_SEQF_SHRINK;
-    if (st && s->nblk == 0 && st->buf_cap > RG_SEQ_SHRINK_BYTES) {
-        free(st->data);
-        heap_sub(st->buf_cap);
-        st->data = NULL;
-        st->buf_cap = 0;
+    if (st && st->view) {
+        free(st->view);
+        heap_sub(st, st->view_cap);
+        st->view = NULL;
+        st->view_cap = 0;
     }
 }
 
@@ -76,48 +114,18 @@ static void drop_oow(rg_seq_res *res, uint32_t n)
     res->flags |= RG_SEQ_EV_OUT_OF_WINDOW;
 }
 
-/* Room in the data buffer for every byte before sequence number `upto`
- * (upto - next <= max_bytes is guaranteed by the caller).  Compacts first
- * (drops the delivered prefix), then grows geometrically. */
-static int buf_reserve(rg_seq *s, const rg_seq_cfg *cfg, uint32_t upto)
-{
-    rg_seq_store *st = s->st;
-    if (s->nblk == 0) st->buf_seq = s->next; /* nothing live: re-anchor */
-    uint32_t need = upto - st->buf_seq;
-    if (need <= st->buf_cap) return 0;
-    uint32_t dead = s->next - st->buf_seq;
-    if (dead) {
-        if (s->nblk) {
-            uint32_t used = st->blk[s->nblk - 1].end - st->buf_seq;
-            memmove(st->data, st->data + dead, used - dead);
-        }
-        st->buf_seq = s->next;
-        need = upto - st->buf_seq;
-        if (need <= st->buf_cap) return 0;
-    }
-    uint32_t maxb = rg_seq_cfg_max_bytes(cfg);
-    uint64_t ncap = st->buf_cap ? (uint64_t)st->buf_cap * 2 : RG_SEQ_MIN_BUF;
-    while (ncap < need)
-        ncap *= 2;
-    if (ncap > maxb) ncap = maxb;
-    if (ncap < need) ncap = need;
-    uint8_t *p = realloc(st->data, (size_t)ncap);
-    if (!p) return -1;
-    heap_add((size_t)ncap - st->buf_cap);
-    st->data = p;
-    st->buf_cap = (uint32_t)ncap;
-    return 0;
-}
-
 static int blk_reserve(rg_seq_store *st, uint32_t n)
 {
     if (n <= st->blk_cap) return 0;
     uint32_t ncap = st->blk_cap ? st->blk_cap * 2 : 4;
     while (ncap < n)
         ncap *= 2;
-    rg_seq_blk *b = realloc(st->blk, (size_t)ncap * sizeof *b);
-    if (!b) return -1;
-    heap_add((size_t)(ncap - st->blk_cap) * sizeof *b);
+    rg_seq_run *b = realloc(st->blk, (size_t)ncap * sizeof *b);
+    if (!b) {
+        heap_fail(st->heap);
+        return -1;
+    }
+    heap_add(st, (size_t)(ncap - st->blk_cap) * sizeof *b);
     st->blk = b;
     st->blk_cap = ncap;
     return 0;
@@ -136,23 +144,61 @@ static void stall_skip(rg_seq *s)
     }
 }
 
+/* Whether the new copy wins the bytes a new segment [ra, rb) shares with a
+ * buffered block [ks, ke) (offsets relative to next; they overlap): the
+ * table in rg_seq.h. */
+static int new_wins(unsigned policy, uint32_t ra, uint32_t rb, uint32_t ks, uint32_t ke)
+{
+    switch (policy) {
+    case RG_SEQ_LAST:
+        return 1;
+    case RG_SEQ_LINUX:
+        return ra < ks || (ra == ks && rb > ke);
+    case RG_SEQ_BSD:
+    case RG_SEQ_WINDOWS:
+        return ra < ks;
+    case RG_SEQ_SOLARIS:
+        return rb > ke || (rb == ke && ra <= ks);
+    default: /* RG_SEQ_FIRST (and unknown values) */
+        return 0;
+    }
+}
+
+/* Room for the merged block [ms, ms + size) in block i (which starts at or
+ * after ms): grow its allocation geometrically (bounded by the byte cap).
+ * On failure nothing changed. */
+static int run_reserve(rg_seq_store *st, rg_seq_run *r, const rg_seq_cfg *cfg, uint32_t size)
+{
+    if (size <= r->cap) return 0;
+    uint64_t ncap = (uint64_t)r->cap * 2;
+    if (ncap < 256) ncap = 256;
+    if (ncap > rg_seq_cfg_max_bytes(cfg)) ncap = rg_seq_cfg_max_bytes(cfg);
+    if (ncap < size) ncap = size;
+    uint8_t *p = realloc(r->data, (size_t)ncap);
+    if (!p) {
+        heap_fail(st->heap);
+        return -1;
+    }
+    heap_add(st, (size_t)ncap - r->cap);
+    r->data = p;
+    r->cap = (uint32_t)ncap;
+    return 0;
+}
+
 /* Merge [seq, seq + len) (len > 0, seq at or after next, within the caps)
  * into the blocks, copying data per the overlap policy.  Adds duplicate and
- * new byte counts to res.  Returns 0, or -1 when dropped (caps / memory). */
+ * new byte counts to res.  Returns 0, or -1 when dropped (caps / memory; the
+ * sequence is then unchanged). */
 static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data, uint32_t len,
                  rg_seq_res *res)
 {
     const uint32_t next = s->next;
     const uint32_t ra = seq - next, rb = ra + len;
-    if (!s->st) {
-        s->st = calloc(1, sizeof *s->st);
-        if (!s->st) {
-            drop_cap(res, len);
-            return -1;
-        }
-        heap_add(sizeof *s->st);
+    rg_seq_store *st = store_of(s);
+    if (!st) {
+        drop_cap(res, len);
+        return -1;
     }
-    rg_seq_store *st = s->st;
     uint32_t n = s->nblk;
 
     /* blocks [i, j) overlap or touch [ra, rb] */
@@ -182,13 +228,30 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
             return -1;
         }
     }
-    if (cfg->buffer_data && buf_reserve(s, cfg, seq + len)) {
-        drop_cap(res, len);
-        return -1;
-    }
-    rg_seq_blk *b = st->blk;
+    rg_seq_run *b = st->blk;
+    /* the merged block's range, relative to next */
+    const uint32_t ms = i < j && b[i].start - next < ra ? b[i].start - next : ra;
+    const uint32_t me = i < j && b[j - 1].end - next > rb ? b[j - 1].end - next : rb;
 
-    /* duplicates and content conflicts */
+    /* memory first, so that a failure changes nothing */
+    uint8_t *nd = NULL;
+    if (cfg->buffer_data) {
+        if (i == j) {
+            nd = malloc(len);
+            if (!nd) {
+                heap_fail(st->heap);
+                drop_cap(res, len);
+                return -1;
+            }
+            heap_add(st, len);
+        } else if (run_reserve(st, &b[i], cfg, me - ms) < 0) {
+            drop_cap(res, len);
+            return -1;
+        }
+    }
+
+    /* duplicates, content conflicts, and which copy each overlap keeps (from
+     * the old blocks' bytes, before they move) */
     uint32_t dup = 0;
     for (uint32_t k = i; k < j; k++) {
         uint32_t ks = b[k].start - next, ke = b[k].end - next;
@@ -196,22 +259,41 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         if (oe <= os) continue;
         add_dup(res, next + os, oe - os);
         dup += oe - os;
-        if (cfg->buffer_data && !(res->flags & RG_SEQ_EV_CONFLICT) &&
-            memcmp(data + (os - ra), st->data + (next + os - st->buf_seq), oe - os) != 0)
+        const int nw = new_wins(cfg->policy, ra, rb, ks, ke);
+        if (cfg->buffer_data && memcmp(data + (os - ra), b[k].data + (os - ks), oe - os) != 0) {
+            if (!res->ovl_bytes) res->ovl_seq = next + os;
+            res->ovl_bytes += oe - os;
+            if (nw) res->ovl_new += oe - os;
             res->flags |= RG_SEQ_EV_CONFLICT;
+        }
     }
 
-    /* data */
+    /* data: gather the old blocks into block i's buffer, then the segment */
     if (cfg->buffer_data) {
-        uint8_t *dst = st->data + (seq - st->buf_seq);
+        uint8_t *base = nd;
+        if (i < j) {
+            base = b[i].data;
+            const uint32_t shift = (b[i].start - next) - ms;
+            if (shift) memmove(base + shift, base, b[i].end - b[i].start);
+            for (uint32_t k = i + 1; k < j; k++) {
+                memcpy(base + (b[k].start - next - ms), b[k].data, b[k].end - b[k].start);
+                free(b[k].data);
+                heap_sub(st, b[k].cap);
+            }
+        }
+        uint8_t *dst = base + (ra - ms);
         if (cfg->policy == RG_SEQ_LAST || i == j) {
             memcpy(dst, data, len);
-        } else { /* first copy wins: fill only the gaps between existing blocks */
+        } else { /* fill the gaps between old blocks, and the overlaps the new copy wins */
             uint32_t cur = ra;
             for (uint32_t k = i; k < j; k++) {
                 uint32_t ks = b[k].start - next, ke = b[k].end - next;
                 if (ks > cur) memcpy(dst + (cur - ra), data + (cur - ra), ks - cur);
-                if (ke > cur) cur = ke;
+                if (ke > cur) {
+                    uint32_t os = ks > cur ? ks : cur, oe = ke < rb ? ke : rb;
+                    if (oe > os && new_wins(cfg->policy, ra, rb, ks, ke)) memcpy(dst + (os - ra), data + (os - ra), oe - os);
+                    cur = ke;
+                }
             }
             if (rb > cur) memcpy(dst + (cur - ra), data + (cur - ra), rb - cur);
         }
@@ -222,12 +304,12 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         memmove(&b[i + 1], &b[i], (size_t)(n - i) * sizeof *b);
         b[i].start = seq;
         b[i].end = seq + len;
+        b[i].cap = nd ? len : 0;
+        b[i].data = nd;
         s->nblk = (uint16_t)(n + 1);
     } else {
-        uint32_t ns = (b[i].start - next) < ra ? b[i].start : seq;
-        uint32_t ne = (b[j - 1].end - next) > rb ? b[j - 1].end : seq + len;
-        b[i].start = ns;
-        b[i].end = ne;
+        b[i].start = next + ms;
+        b[i].end = next + me;
         memmove(&b[i + 1], &b[j], (size_t)(n - j) * sizeof *b);
         s->nblk = (uint16_t)(n - (j - i - 1));
     }
@@ -430,18 +512,17 @@ static void note_gap(rg_seq *s, rg_seq_res *res, uint32_t a, uint32_t b)
 {
     res->gap_bytes += b - a;
     res->flags |= RG_SEQ_EV_GAP;
-    if (!s->st) {
-        s->st = calloc(1, sizeof *s->st);
-        if (!s->st) return; /* the bytes are counted, the list stays short */
-        heap_add(sizeof *s->st);
-    }
-    rg_seq_store *st = s->st;
+    rg_seq_store *st = store_of(s);
+    if (!st) return; /* the bytes are counted, the list stays short */
     if (res->ngaps == 0) st->ngap = 0; /* a new packet's list */
     if (st->ngap == st->gap_cap) {
         uint32_t ncap = st->gap_cap ? st->gap_cap * 2 : 4;
         rg_seq_blk *g = realloc(st->gap, (size_t)ncap * sizeof *g);
-        if (!g) return;
-        heap_add((size_t)(ncap - st->gap_cap) * sizeof *g);
+        if (!g) {
+            heap_fail(st->heap);
+            return;
+        }
+        heap_add(st, (size_t)(ncap - st->gap_cap) * sizeof *g);
         st->gap = g;
         st->gap_cap = ncap;
     }
@@ -478,6 +559,7 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
     }
+    maybe_shrink(s); /* the previous view is no longer valid */
     int borrowed = s->borrow != NULL;
     if (borrowed) { /* zero-copy: the caller's bytes, nothing else is buffered */
         if (cfg->buffer_data) {
@@ -492,7 +574,7 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     if (!borrowed || ((s->flags & RG_SEQF_FLOOR) && rg_sdiff(s->floor, s->next) > 0)) {
         /* (after borrowed bytes, nothing is buffered: at most a last hole to skip) */
         uint32_t target;
-        uint8_t *base = NULL; /* the view: blocks moved together behind it */
+        uint8_t *base = NULL; /* the view: the first block's own buffer, or st->view */
         uint32_t have = 0;
         for (;;) {
             if (floor_target(s, &target)) {
@@ -501,20 +583,36 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
             }
             if (!(s->nblk && s->st->blk[0].start == s->next)) break;
             rg_seq_store *st = s->st;
-            uint32_t n = st->blk[0].end - s->next;
-            if (cfg->buffer_data && st->data) {
-                uint8_t *p = st->data + (s->next - st->buf_seq);
-                if (!base)
-                    base = p;
-                else if (base + have != p)
-                    memmove(base + have, p, n);
+            rg_seq_run *r0 = &st->blk[0];
+            uint32_t n = r0->end - s->next;
+            if (cfg->buffer_data && r0->data) {
+                if (!base) { /* hand the block's buffer over as the view */
+                    st->view = base = r0->data;
+                    st->view_cap = r0->cap;
+                } else { /* gap skipping joins blocks: append to the view */
+                    if ((uint64_t)have + n > st->view_cap) {
+                        uint64_t nc = (uint64_t)st->view_cap * 2;
+                        if (nc < (uint64_t)have + n) nc = (uint64_t)have + n;
+                        uint8_t *p = realloc(st->view, (size_t)nc);
+                        if (!p) { /* out of memory: the block stays for the next call */
+                            heap_fail(st->heap);
+                            break;
+                        }
+                        heap_add(st, (size_t)nc - st->view_cap);
+                        st->view = base = p;
+                        st->view_cap = (uint32_t)nc;
+                    }
+                    memcpy(base + have, r0->data, n);
+                    free(r0->data);
+                    heap_sub(st, r0->cap);
+                }
                 have += n;
+                s->flags |= RG_SEQF_SHRINK;
             }
             s->next = st->blk[0].end;
             s->nblk--;
             memmove(&st->blk[0], &st->blk[1], (size_t)s->nblk * sizeof st->blk[0]);
             res->adv_bytes += n;
-            if (s->nblk == 0 && st->buf_cap > RG_SEQ_SHRINK_BYTES) s->flags |= RG_SEQF_SHRINK;
             /* more holes to skip only while the floor is ahead */
             if (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(s->floor, s->next) <= 0) break;
         }
@@ -536,17 +634,19 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 }
 
 static void msgs_free(rg_seq_store *st);
+static size_t msgs_heap(const rg_seq_store *st);
 
 void rg_seq__release(rg_seq *s)
 {
     rg_seq_store *st = s->st;
     if (st) {
         msgs_free(st);
-        heap_sub(sizeof *st + st->buf_cap + (size_t)st->blk_cap * sizeof *st->blk +
-                 (size_t)st->gap_cap * sizeof *st->gap);
+        for (uint32_t k = 0; k < s->nblk; k++)
+            free(st->blk[k].data);
+        heap_sub(st, rg_seq_heap_bytes(s));
+        free(st->view);
         free(st->gap);
         free(st->blk);
-        free(st->data);
         free(st);
     }
     rg_seq_init(s);
@@ -554,7 +654,13 @@ void rg_seq__release(rg_seq *s)
 
 void rg_seq_set_base(rg_seq *s, uint32_t next)
 {
-    if (s->st) msgs_free(s->st); /* message units: the buffered messages go too */
+    if (s->st) {
+        msgs_free(s->st); /* message units: the buffered messages go too */
+        for (uint32_t k = 0; k < s->nblk; k++) {
+            free(s->st->blk[k].data);
+            heap_sub(s->st, s->st->blk[k].cap);
+        }
+    }
     s->nblk = 0;
     s->borrow = NULL;
     s->borrow_len = 0;
@@ -570,6 +676,17 @@ uint32_t rg_seq_buffered(const rg_seq *s)
     for (uint32_t k = 0; k < s->nblk; k++)
         n += s->st->blk[k].end - s->st->blk[k].start;
     return n;
+}
+
+size_t rg_seq_heap_bytes(const rg_seq *s)
+{
+    const rg_seq_store *st = s->st;
+    if (!st) return 0;
+    size_t n = sizeof *st + (size_t)st->blk_cap * sizeof *st->blk + st->view_cap +
+               (size_t)st->gap_cap * sizeof *st->gap;
+    for (uint32_t k = 0; k < s->nblk; k++)
+        n += st->blk[k].cap;
+    return n + msgs_heap(st);
 }
 
 int rg_seq_ready(const rg_seq *s)
@@ -596,7 +713,7 @@ int rg_seq__ready_upto(const rg_seq *s, uint32_t upto)
     /* gap recovery: a hole before the floor will be skipped, so it is settled */
     const int fl = (s->flags & RG_SEQF_FLOOR) != 0;
     for (uint32_t k = 0; k < s->nblk; k++) {
-        const rg_seq_blk *b = &s->st->blk[k];
+        const rg_seq_run *b = &s->st->blk[k];
         if (rg_sdiff(b->start, cov) > 0 && (!fl || rg_sdiff(b->start, s->floor) > 0)) break;
         if (rg_sdiff(b->end, cov) > 0) cov = b->end;
     }
@@ -646,13 +763,21 @@ static void msgs_free(rg_seq_store *st)
     if (!ms) return;
     for (uint32_t i = 0; i < ms->n; i++)
         free(ms->m[i].data);
-    heap_sub((size_t)ms->bytes + ms->out_cap + ms->early_cap + (size_t)ms->cap * sizeof *ms->m +
+    heap_sub(st, (size_t)ms->bytes + ms->out_cap + ms->early_cap + (size_t)ms->cap * sizeof *ms->m +
              sizeof *ms);
     free(ms->m);
     free(ms->out);
     free(ms->early);
     free(ms);
     st->msgs = NULL;
+}
+
+static size_t msgs_heap(const rg_seq_store *st)
+{
+    const rg_seq_msgs *ms = st->msgs;
+    if (!ms) return 0;
+    return sizeof *ms + (size_t)ms->bytes + ms->out_cap + ms->early_cap +
+           (size_t)ms->cap * sizeof *ms->m;
 }
 
 static rg_seq_cfg shadow_cfg(const rg_seq_cfg *cfg)
@@ -665,15 +790,14 @@ static rg_seq_cfg shadow_cfg(const rg_seq_cfg *cfg)
 
 static rg_seq_msgs *msgs_of(rg_seq *s)
 {
-    if (!s->st) {
-        s->st = calloc(1, sizeof *s->st);
-        if (!s->st) return NULL;
-        heap_add(sizeof *s->st);
-    }
+    if (!store_of(s)) return NULL;
     if (!s->st->msgs) {
         s->st->msgs = calloc(1, sizeof *s->st->msgs);
-        if (!s->st->msgs) return NULL;
-        heap_add(sizeof *s->st->msgs);
+        if (!s->st->msgs) {
+            heap_fail(s->st->heap);
+            return NULL;
+        }
+        heap_add(s->st, sizeof *s->st->msgs);
     }
     return s->st->msgs;
 }
@@ -692,14 +816,17 @@ static uint32_t msg_lower(const rg_seq_msgs *ms, uint32_t next, uint32_t unit)
     return lo;
 }
 
-static int msg_copy(rg_seq_msg *m, const uint8_t *data, uint32_t len)
+static int msg_copy(rg_seq_store *st, rg_seq_msg *m, const uint8_t *data, uint32_t len)
 {
     uint8_t *p = NULL;
     if (len) {
         p = malloc(len);
-        if (!p) return -1;
+        if (!p) {
+            heap_fail(st->heap);
+            return -1;
+        }
         memcpy(p, data, len);
-        heap_add(len);
+        heap_add(st, len);
     }
     m->data = p;
     m->len = len;
@@ -712,7 +839,7 @@ uint32_t rg_seq_mcount(const rg_seq *s)
 }
 
 /* Append an early message (kept until the next massemble). */
-static int early_put(rg_seq_msgs *ms, const uint8_t *data, uint32_t len)
+static int early_put(rg_seq_store *st, rg_seq_msgs *ms, const uint8_t *data, uint32_t len)
 {
     if (len > ms->early_cap - ms->early_len) {
         uint64_t ncap = ms->early_cap ? (uint64_t)ms->early_cap * 2 : 256;
@@ -720,8 +847,11 @@ static int early_put(rg_seq_msgs *ms, const uint8_t *data, uint32_t len)
             ncap *= 2;
         if (ncap > RG_SEQ_MAX_SPAN) return -1;
         uint8_t *p = realloc(ms->early, (size_t)ncap);
-        if (!p) return -1;
-        heap_add((size_t)ncap - ms->early_cap);
+        if (!p) {
+            heap_fail(st->heap);
+            return -1;
+        }
+        heap_add(st, (size_t)ncap - ms->early_cap);
         ms->early = p;
         ms->early_cap = (uint32_t)ncap;
     }
@@ -771,11 +901,11 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
         if (!cfg->buffer_data) return res->flags;
         ms = msgs_of(s);
         if (mflags & RG_SEQ_EARLY) { /* delivered ahead of order; the unit stays empty */
-            if (!ms || early_put(ms, data, len) < 0) drop_cap(res, len);
+            if (!ms || early_put(s->st, ms, data, len) < 0) drop_cap(res, len);
             return res->flags;
         }
         rg_seq_msg m;
-        if (!ms || msg_copy(&m, data, len) < 0) {
+        if (!ms || msg_copy(s->st, &m, data, len) < 0) {
             drop_cap(res, len); /* out of memory: the unit is kept, its message lost */
             return res->flags;
         }
@@ -785,11 +915,11 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
             rg_seq_msg *p = realloc(ms->m, (size_t)ncap * sizeof *p);
             if (!p) {
                 free(m.data);
-                heap_sub(len);
+                heap_sub(s->st, len);
                 drop_cap(res, len);
                 return res->flags;
             }
-            heap_add((size_t)(ncap - ms->cap) * sizeof *p);
+            heap_add(s->st, (size_t)(ncap - ms->cap) * sizeof *p);
             ms->m = p;
             ms->cap = ncap;
         }
@@ -807,9 +937,12 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
             rg_seq_msg *m = &ms->m[i];
             if (m->len != len || (len && memcmp(m->data, data, len) != 0)) {
                 res->flags |= RG_SEQ_EV_CONFLICT;
+                if (!res->ovl_bytes) res->ovl_seq = unit;
+                res->ovl_bytes += len; /* message bytes, like every message counter */
                 rg_seq_msg nm;
-                if (cfg->policy == RG_SEQ_LAST && msg_copy(&nm, data, len) == 0) {
-                    heap_sub(m->len);
+                if (cfg->policy == RG_SEQ_LAST && msg_copy(s->st, &nm, data, len) == 0) {
+                    res->ovl_new += len;
+                    heap_sub(s->st, m->len);
                     free(m->data);
                     ms->bytes = ms->bytes - m->len + len;
                     nm.unit = unit;
@@ -848,7 +981,7 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     if (total > UINT32_MAX) total = UINT32_MAX; /* cannot happen: max_bytes <= 1 GiB */
     if (early == 0 && k == 1 && ms->m[0].data) {
         /* one message: hand over its own buffer as the view */
-        heap_sub(ms->out_cap);
+        heap_sub(s->st, ms->out_cap);
         free(ms->out);
         ms->out = ms->m[0].data;
         ms->out_cap = ms->m[0].len;
@@ -858,9 +991,10 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         if (total > ms->out_cap) {
             uint8_t *p = malloc((size_t)total);
             if (!p) { /* out of memory: the messages are lost, counted as dropped */
+                heap_fail(s->st->heap);
                 for (uint32_t i = 0; i < k; i++)
                     free(ms->m[i].data);
-                heap_sub((size_t)(total - early));
+                heap_sub(s->st, (size_t)(total - early));
                 drop_cap(res, (uint32_t)total);
                 ms->bytes -= total - early;
                 ms->early_len = 0;
@@ -868,8 +1002,8 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
                 ms->n -= k;
                 return out;
             }
-            heap_sub(ms->out_cap);
-            heap_add((size_t)total);
+            heap_sub(s->st, ms->out_cap);
+            heap_add(s->st, (size_t)total);
             free(ms->out);
             ms->out = p;
             ms->out_cap = (uint32_t)total;
@@ -881,7 +1015,7 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
             at += ms->m[i].len;
             free(ms->m[i].data);
         }
-        heap_sub((size_t)(total - early));
+        heap_sub(s->st, (size_t)(total - early));
         out.ptr = ms->out;
         out.len = (uint32_t)total;
     } else {

@@ -54,6 +54,16 @@ static void drain(rg_seq *s, const rg_seq_cfg *cfg, sink *k, rg_seq_res *res)
     }
 }
 
+/* Bytes allocated for data (block buffers and the held view). */
+static size_t data_bytes(const rg_seq *s)
+{
+    if (!s->st) return 0;
+    size_t n = s->st->view_cap;
+    for (uint32_t k = 0; k < s->nblk; k++)
+        n += s->st->blk[k].cap;
+    return n;
+}
+
 static uint32_t ins(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *d, uint32_t len,
                     rg_seq_res *res)
 {
@@ -595,7 +605,7 @@ static void test_byte_cap(void **state)
     assert_int_equal(r.flags, RG_SEQ_EV_BUFFER_FULL);
     assert_int_equal(r.cap_bytes, 10);
     assert_int_equal(rg_seq_buffered(&s), 50);
-    assert_true(s.st->buf_cap <= 100);
+    assert_true(data_bytes(&s) <= 100);
     /* the cap moves with next: deliver [0,100), then [100,200) fits */
     ins(&s, &cfg, 0, st, 50, NULL);
     sink k = {0};
@@ -993,7 +1003,8 @@ static void test_metadata_only(void **state)
     ins(&s, &CFG_META0, 30, st + 30, 30, &r);
     ins(&s, &CFG_META0, 10, st + 10, 10, &r);
     assert_int_equal(rg_seq_blocks(&s), 2);
-    assert_null(s.st->data); /* no data buffer */
+    assert_int_equal(data_bytes(&s), 0); /* no data buffer */
+    assert_null(s.st->blk[0].data);
     ins(&s, &CFG_META0, 0, st, 10, &r);
     rg_bytes b = rg_seq_assemble(&s, &CFG_META0, &r);
     assert_non_null(b.ptr);
@@ -1146,7 +1157,12 @@ static void model_run(uint64_t seed, int policy, int meta)
         }
         /* the buffer stays bounded by the span from next (compaction) */
         if (last - rnext > maxspan) maxspan = last - rnext;
-        if (s.st && s.st->data) assert_true(s.st->buf_cap <= 2 * maxspan + 2048);
+        /* memory follows the bytes held (each block at most twice its size) */
+        if (s.st) {
+            assert_true(data_bytes(&s) - s.st->view_cap <=
+                        2 * (size_t)rg_seq_buffered(&s) + 256u * s.nblk);
+            assert_true(s.st->view_cap <= 2 * (size_t)maxspan + 256u);
+        }
     }
     assert_true(segs > 100);
     assert_true(delivered > N / 4);
@@ -1325,21 +1341,187 @@ static void test_memory_compaction(void **state)
         assert_int_equal(b.len, 2 * SEG);
         assert_memory_equal(b.ptr, st + off, 2 * SEG);
         got += b.len;
-        if (s.st->buf_cap > maxcap) maxcap = s.st->buf_cap;
+        if (data_bytes(&s) > maxcap) maxcap = (uint32_t)data_bytes(&s);
     }
     assert_int_equal(got, N);
     assert_true(maxcap <= 8192);
     /* a 500 KB out-of-order burst, then drained: buffer released on the next insert */
     ins(&s, &CFG_FIRST, N + 1000, st, 500000, NULL);
-    assert_true(s.st->buf_cap >= 500000);
+    assert_true(data_bytes(&s) >= 500000);
     ins(&s, &CFG_FIRST, N, st, 1000, NULL);
     (void)rg_seq_assemble(&s, &CFG_FIRST, NULL);
     ins(&s, &CFG_FIRST, N + 501000, st, 10, NULL);
     (void)rg_seq_assemble(&s, &CFG_FIRST, NULL);
     ins(&s, &CFG_FIRST, N + 501010, st, 10, NULL);
-    assert_true(s.st->buf_cap <= 65536);
+    assert_true(data_bytes(&s) <= 65536);
     rg_seq_free(&s);
     free(st);
+}
+
+/* Hostile traffic: one-byte segments far ahead of next cost their own bytes
+ * plus a bounded overhead, not the span up to their offset (the old linear
+ * buffer reserved up to the furthest offset: about 1 MiB here). */
+static void test_far_ahead_costs_bytes(void **state)
+{
+    (void)state;
+    const size_t heap0 = rg_seq_heap_stats().cur;
+    uint8_t *d = make_stream(1u << 20);
+    rg_seq s;
+    rg_seq_init(&s);
+    rg_seq_set_base(&s, 0);
+    for (uint32_t k = 0; k < 8; k++) /* 8 one-byte segments near the end of the window */
+        ins(&s, &CFG_FIRST, (1u << 20) - 1 - k * 4096, d + (1u << 20) - 1 - k * 4096, 1, NULL);
+    assert_int_equal(rg_seq_blocks(&s), 8);
+    assert_int_equal(rg_seq_buffered(&s), 8);
+    const size_t held = rg_seq_heap_stats().cur - heap0;
+    assert_int_equal(held, rg_seq_heap_bytes(&s));
+    /* store + a block array of 8 + 8 bytes */
+    assert_int_equal(held, sizeof(rg_seq_store) + 8 * sizeof(rg_seq_run) + 8);
+    assert_true(held < 512);
+    /* the data is all there: fill the stream and read it back */
+    for (uint32_t a = 0; a < (1u << 20); a += 1000) {
+        uint32_t n = (1u << 20) - a < 1000 ? (1u << 20) - a : 1000;
+        ins(&s, &CFG_FIRST, a, d + a, n, NULL);
+    }
+    rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, NULL);
+    assert_int_equal(b.len, 1u << 20);
+    assert_memory_equal(b.ptr, d, 1u << 20);
+    rg_seq_free(&s);
+    assert_int_equal(rg_seq_heap_stats().cur, heap0);
+    free(d);
+}
+
+/* Per-context accounting: a store is charged to the accountant bound when it
+ * was created and credits it back when freed, whatever is bound then; the
+ * default (unbound) accountant does not move. */
+static void test_heap_contexts(void **state)
+{
+    (void)state;
+    rg_seq_heap a = {0}, b = {0};
+    const size_t dflt = rg_seq_heap_stats().cur;
+    uint8_t d[100];
+    memset(d, 7, sizeof d);
+    rg_seq sa, sb;
+    rg_seq_init(&sa);
+    rg_seq_init(&sb);
+    assert_null(rg_seq_heap_bind(&a));
+    ins(&sa, &CFG_FIRST0, 50, d, 10, NULL); /* out of order: a store under a */
+    assert_int_equal(a.cur, rg_seq_heap_bytes(&sa));
+    assert_int_equal(rg_seq_heap_stats().cur, a.cur);
+    assert_ptr_equal(rg_seq_heap_bind(&b), &a);
+    ins(&sb, &CFG_FIRST0, 50, d, 20, NULL);
+    ins(&sa, &CFG_FIRST0, 70, d, 10, NULL); /* sa's store grows: still charged to a */
+    assert_int_equal(a.cur, rg_seq_heap_bytes(&sa));
+    assert_int_equal(b.cur, rg_seq_heap_bytes(&sb));
+    assert_true(b.peak >= b.cur && b.cur > 0);
+    rg_seq_free(&sa); /* freed while b is bound: credited to a */
+    assert_int_equal(a.cur, 0);
+    assert_true(a.peak > 0);
+    rg_seq_heap_unbind(&a); /* not bound: no change */
+    assert_int_equal(rg_seq_heap_stats().cur, b.cur);
+    rg_seq_heap_unbind(&b);
+    assert_int_equal(rg_seq_heap_stats().cur, dflt);
+    rg_seq_free(&sb);
+    assert_int_equal(b.cur, 0);
+    assert_int_equal(a.fails + b.fails, 0);
+    assert_int_equal(rg_seq_heap_stats().cur, dflt);
+}
+
+/* ---- target-based overlap policies ----
+ * Every relative position of a new segment to a buffered one (old = [10,
+ * 20); new starts before / at / inside / at the end of / after it and ends
+ * before / at / inside / at the end of / after it), with the same and with
+ * different bytes, for every policy, against the table of rg_seq.h and
+ * docs/spec-language.md written out here as data: per (start, end) class a
+ * string over the policies first, last, linux, bsd, windows, solaris ('n':
+ * the new copy wins the overlapped bytes, 'o': the old one stays). */
+static const char *const OVERLAP_TABLE[3][3] = {
+    /* new starts before old: ends before, at, after old's end */
+    {"onnnno", "onnnnn", "onnnnn"},
+    /* starts at old's start */
+    {"onoooo", "onooon", "onnoon"},
+    /* starts inside old */
+    {"onoooo", "onoooo", "onooon"},
+};
+
+static uint8_t old_byte(uint32_t x)
+{
+    return (uint8_t)(0x10 + x);
+}
+
+static void test_overlap_policies(void **state)
+{
+    (void)state;
+    static const uint8_t policies[6] = {RG_SEQ_FIRST,   RG_SEQ_LAST,    RG_SEQ_LINUX,
+                                        RG_SEQ_BSD,     RG_SEQ_WINDOWS, RG_SEQ_SOLARIS};
+    static const uint32_t starts[] = {5, 10, 15, 20, 25};
+    static const uint32_t ends[] = {8, 10, 15, 18, 20, 25, 30};
+    unsigned checked = 0, conflicts = 0;
+    for (unsigned pi = 0; pi < 6; pi++) {
+        const rg_seq_cfg cfg = {.policy = policies[pi], .buffer_data = 1, .zero_based = 1};
+        for (unsigned si = 0; si < 5; si++) {
+            for (unsigned ei = 0; ei < 7; ei++) {
+                const uint32_t ns = starts[si], ne = ends[ei];
+                if (ne <= ns) continue;
+                for (int same = 0; same < 2; same++) {
+                    uint8_t od[10], nd[32];
+                    for (uint32_t x = 10; x < 20; x++)
+                        od[x - 10] = old_byte(x);
+                    for (uint32_t x = ns; x < ne; x++)
+                        nd[x - ns] = same ? old_byte(x) : (uint8_t)(0x80 + x);
+                    rg_seq sq;
+                    rg_seq_init(&sq);
+                    rg_seq_res r = {0};
+                    ins(&sq, &cfg, 10, od, 10, &r); /* buffered: next is 0 */
+                    memset(&r, 0, sizeof r);
+                    ins(&sq, &cfg, ns, nd, ne - ns, &r);
+                    const int overlap = ns < 20 && ne > 10;
+                    const uint32_t os = ns > 10 ? ns : 10, oe = ne < 20 ? ne : 20;
+                    int win = 0;
+                    if (overlap) {
+                        const int sc = ns < 10 ? 0 : ns == 10 ? 1 : 2;
+                        const int ec = ne < 20 ? 0 : ne == 20 ? 1 : 2;
+                        win = OVERLAP_TABLE[sc][ec][pi] == 'n';
+                        assert_int_equal(r.dup_bytes, oe - os);
+                    } else {
+                        assert_int_equal(r.dup_bytes, 0);
+                    }
+                    if (overlap && !same) {
+                        conflicts++;
+                        assert_true(r.flags & RG_SEQ_EV_CONFLICT);
+                        assert_int_equal(r.ovl_seq, os);
+                        assert_int_equal(r.ovl_bytes, oe - os);
+                        assert_int_equal(r.ovl_new, win ? oe - os : 0);
+                    } else {
+                        assert_false(r.flags & RG_SEQ_EV_CONFLICT);
+                        assert_int_equal(r.ovl_bytes, 0);
+                    }
+                    /* what the stream holds: the union, holes cut out */
+                    uint8_t want[32];
+                    uint32_t nw = 0;
+                    for (uint32_t x = 0; x < 32; x++) {
+                        const int in_old = x >= 10 && x < 20, in_new = x >= ns && x < ne;
+                        if (in_old && in_new)
+                            want[nw++] = win ? nd[x - ns] : od[x - 10];
+                        else if (in_old)
+                            want[nw++] = od[x - 10];
+                        else if (in_new)
+                            want[nw++] = nd[x - ns];
+                    }
+                    sink k = {0};
+                    (void)rg_seq_flush(&sq);
+                    drain(&sq, &cfg, &k, NULL);
+                    assert_int_equal(k.len, nw);
+                    assert_memory_equal(k.buf, want, nw);
+                    free(k.buf);
+                    rg_seq_free(&sq);
+                    checked++;
+                }
+            }
+        }
+    }
+    assert_int_equal(checked, 6 * 2 * 19); /* (start, end) pairs */
+    assert_int_equal(conflicts, 6 * 14);   /* ... of them overlapping */
 }
 
 static void test_bad_inputs(void **state)
@@ -1697,8 +1879,7 @@ static void test_ft_no_allocation(void **state)
     rg_seq_insert(&s, &FT, 100, pkt, 10, 10, NULL, RG_SEQ_BORROW, &r);
     rg_seq_insert(&s, &FT, 120, pkt, 10, 10, NULL, RG_SEQ_BORROW, &r);
     assert_non_null(s.st);
-    assert_null(s.st->data);
-    assert_int_equal(s.st->buf_cap, 0);
+    assert_int_equal(data_bytes(&s), 0);
     assert_true(rg_seq_heap_stats().cur > heap0);
     rg_seq_free(&s);
     assert_int_equal(rg_seq_heap_stats().cur, heap0);
@@ -1722,18 +1903,19 @@ static void test_heap_accounting(void **state)
     ins(&s, &CFG_FIRST, 20000, d + 20000, 70000, &r); /* a hole at 10 */
     size_t held = rg_seq_heap_stats().cur - heap0;
     assert_true(held >= sizeof(rg_seq_store) + 70000);
-    assert_int_equal(held,
-                     sizeof(rg_seq_store) + s.st->buf_cap + s.st->blk_cap * sizeof(rg_seq_blk));
+    assert_int_equal(held, rg_seq_heap_bytes(&s));
+    assert_int_equal(held, sizeof(rg_seq_store) + data_bytes(&s) +
+                               s.st->blk_cap * sizeof(rg_seq_run));
     ins(&s, &CFG_FIRST, 10, d + 10, 19990, &r);
     rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, &r);
     assert_int_equal(b.len, 89990);
     assert_memory_equal(b.ptr, d + 10, 89990);
-    /* empty with a large buffer: released by the next insert (even an
-     * in-order one, which takes the out-of-line path for it) */
+    /* the view's buffer: released by the next insert (even an in-order one,
+     * which takes the out-of-line path for it) */
     rg_seq_insert(&s, &CFG_FIRST, 90000, d + 90000, 10, 10, NULL, RG_SEQ_BORROW, &r);
-    assert_int_equal(s.st->buf_cap, 0);
+    assert_int_equal(data_bytes(&s), 0);
     assert_int_equal(rg_seq_heap_stats().cur - heap0,
-                     sizeof(rg_seq_store) + s.st->blk_cap * sizeof(rg_seq_blk));
+                     sizeof(rg_seq_store) + s.st->blk_cap * sizeof(rg_seq_run));
     b = rg_seq_assemble(&s, &CFG_FIRST, &r);
     assert_ptr_equal(b.ptr, d + 90000);
     assert_true(rg_seq_heap_stats().peak >= heap0 + held);
@@ -2041,6 +2223,9 @@ int main(void)
         cmocka_unit_test(test_fast_vs_slow_cases),
         cmocka_unit_test(test_ft_no_allocation),
         cmocka_unit_test(test_heap_accounting),
+        cmocka_unit_test(test_far_ahead_costs_bytes),
+        cmocka_unit_test(test_heap_contexts),
+        cmocka_unit_test(test_overlap_policies),
         cmocka_unit_test(test_msg_whole_in_order),
         cmocka_unit_test(test_msg_reverse_then_one_assemble),
         cmocka_unit_test(test_msg_duplicates_once),

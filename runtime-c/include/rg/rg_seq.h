@@ -13,9 +13,14 @@
  *   next      the assembled offset: every byte before it has been delivered
  *             (or skipped).  Unless cfg.zero_based, the first insert sets it.
  *   blocks    sorted, disjoint, non-adjacent [start, end) ranges of buffered
- *             bytes after next (merged on insert).  Data lives in one linear
- *             buffer anchored at a sequence number <= next; it is compacted
- *             lazily and grown geometrically up to cfg.max_bytes.
+ *             bytes after next (merged on insert).  Each block owns its bytes
+ *             (one allocation per block, grown geometrically when segments
+ *             extend it), so memory follows the bytes held, never the offset:
+ *             a one-byte segment far ahead of next costs one byte plus a
+ *             bounded overhead (its block slot and the allocator's header).
+ *             Assemble hands the block at next over as the view (no copy);
+ *             only gap skipping, which joins several blocks, copies them into
+ *             one buffer.  The view's buffer is freed by the next call.
  *   end       optional end marker, set by a segment whose logical length
  *             (takeup) exceeds its data length: phantom bytes such as a FIN
  *             occupy [seq + len, seq + takeup).  Data past the end marker is
@@ -32,8 +37,10 @@
  *   - bytes before next: already delivered -> counted as duplicates (the new
  *     bytes of a segment that starts before next are kept);
  *   - bytes overlapping buffered blocks: duplicates; cfg.policy decides
- *     whose copy survives (RG_SEQ_FIRST keeps the buffered bytes,
- *     RG_SEQ_LAST overwrites them); differing content sets RG_SEQ_EV_CONFLICT;
+ *     whose copy survives, per buffered block the segment overlaps, from how
+ *     the two lie (target-based policies, table below); differing content
+ *     sets RG_SEQ_EV_CONFLICT and res.ovl_* (where, how many bytes, how many
+ *     of them the new copy won);
  *   - a segment whose data bytes were all seen: RG_SEQ_EV_REXMIT; some but
  *     not all: RG_SEQ_EV_OVERLAP;
  *   - window [left, right): bytes at or past right are dropped
@@ -73,7 +80,33 @@
 extern "C" {
 #endif
 
-enum rg_seq_policy { RG_SEQ_FIRST = 0, RG_SEQ_LAST = 1 };
+/* Overlap policies (cfg.policy): which copy of a byte both a buffered block
+ * ("old") and a new segment ("new") carry survives, decided per old block
+ * from where new starts and ends relative to it (Suricata's stream engine
+ * rules; "new" = the new copy wins the overlapped bytes):
+ *
+ *   new starts / ends vs old    first last linux bsd windows solaris
+ *   same   / before             old   new  old   old old     old
+ *   same   / same               old   new  old   old old     new
+ *   same   / after              old   new  new   old old     new
+ *   before / before (inside)    old   new  new   new new     old
+ *   before / same               old   new  new   new new     new
+ *   before / after              old   new  new   new new     new
+ *   after  / before (inside)    old   new  old   old old     old
+ *   after  / same               old   new  old   old old     old
+ *   after  / after              old   new  old   old old     new
+ *
+ * Bytes already delivered (before next) are never replaced.  "old" is the
+ * buffered block, i.e. the merged run of the segments held, not each
+ * original segment.  Message units: only last keeps the new copy. */
+enum rg_seq_policy {
+    RG_SEQ_FIRST = 0,
+    RG_SEQ_LAST = 1,
+    RG_SEQ_LINUX = 2,
+    RG_SEQ_BSD = 3,
+    RG_SEQ_WINDOWS = 4,
+    RG_SEQ_SOLARIS = 5,
+};
 
 #define RG_SEQ_DEFAULT_MAX_BYTES  (1u << 20)
 #define RG_SEQ_DEFAULT_MAX_BLOCKS 256u
@@ -82,7 +115,7 @@ enum rg_seq_policy { RG_SEQ_FIRST = 0, RG_SEQ_LAST = 1 };
 typedef struct rg_seq_cfg {
     uint32_t max_bytes;  /* byte cap: span from next; 0 = default (1 MiB) */
     uint32_t max_blocks; /* buffered block cap; 0 = default (256), max 65535 */
-    uint8_t policy;      /* RG_SEQ_FIRST or RG_SEQ_LAST */
+    uint8_t policy;      /* enum rg_seq_policy */
     uint8_t buffer_data; /* 0: track offsets only */
     uint8_t zero_based;  /* 1: next starts at 0 instead of the first insert */
     uint8_t unit;        /* RG_SEQ_UNIT_BYTE, or RG_SEQ_UNIT_MSG: see "message units" */
@@ -118,6 +151,10 @@ typedef struct rg_seq_res {
      * next call on the sequence; added to by every assemble with the same res) */
     uint32_t ngaps;
     const struct rg_seq_blk *gaps;
+    /* ---- overlaps with different content (RG_SEQ_EV_CONFLICT) */
+    uint32_t ovl_seq; /* start of the first differing overlap (valid if ovl_bytes) */
+    uint32_t ovl_bytes; /* bytes of the overlaps that differ */
+    uint32_t ovl_new; /* ... of them, how many now hold the new copy */
 } rg_seq_res;
 
 typedef struct rg_seq_blk {
@@ -126,14 +163,32 @@ typedef struct rg_seq_blk {
 
 struct rg_seq_msgs; /* message units: the buffered messages (rg_seq.c) */
 
+/* Heap accounting of reassembly buffers (stores, block arrays, block data,
+ * views, messages): now, the peak since the last reset, and allocations that
+ * failed (each one dropped new data, counted as BUFFER_FULL, never data
+ * already held).  One per stack context (see rg_seq_heap_bind); the base a
+ * memory cap builds on. */
+typedef struct rg_seq_heap {
+    size_t cur, peak;
+    uint64_t fails;
+} rg_seq_heap;
+
+/* A buffered block: its range and, with cfg.buffer_data, its own bytes
+ * (data[0] is the byte at start; cap bytes allocated). */
+typedef struct rg_seq_run {
+    uint32_t start, end;
+    uint32_t cap;
+    uint8_t *data;
+} rg_seq_run;
+
 /* Out-of-order storage, allocated on first need. */
 typedef struct rg_seq_store {
-    rg_seq_blk *blk;
-    uint8_t *data;
+    rg_seq_run *blk;
     struct rg_seq_msgs *msgs; /* RG_SEQ_UNIT_MSG only */
+    rg_seq_heap *heap;        /* the accountant this store was created under */
     uint32_t blk_cap;
-    uint32_t buf_seq; /* sequence number of data[0] */
-    uint32_t buf_cap; /* bytes allocated in data */
+    uint32_t view_cap; /* bytes allocated in view */
+    uint8_t *view;     /* the last assemble's bytes (freed by the next call) */
     /* gap recovery: the holes skipped by the assemble calls of one packet */
     uint32_t ngap;
     uint32_t gap_cap;
@@ -146,7 +201,7 @@ typedef struct rg_seq_store {
 #define RG_SEQF_END     0x04u /* end marker set */
 #define RG_SEQF_FLOOR   0x08u /* gap skipping armed */
 #define RG_SEQF_DONE    0x10u /* phantom bytes after the end consumed */
-#define RG_SEQF_SHRINK  0x20u /* empty with a large buffer: release it at the next insert */
+#define RG_SEQF_SHRINK  0x20u /* holds the last view's buffer: release it at the next insert */
 
 typedef struct rg_seq {
     uint32_t next;  /* assembled offset */
@@ -303,6 +358,9 @@ RG_INLINE uint32_t rg_seq_blocks(const rg_seq *s)
 }
 /* Bytes currently buffered (or tracked, without buffering). */
 uint32_t rg_seq_buffered(const rg_seq *s);
+/* Heap bytes this sequence holds (store, block array, block data, the last
+ * view's buffer, messages): what it adds to the heap accounting. */
+size_t rg_seq_heap_bytes(const rg_seq *s);
 
 /* No hole between next and the end marker (or, without an end marker, no
  * hole between next and the last buffered byte). */
@@ -352,7 +410,8 @@ RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const 
                           rg_seq_res *res)
 {
     uint16_t f = s->flags;
-    if (RG_UNLIKELY(s->nblk | s->borrow_len | (f & (RG_SEQF_END | RG_SEQF_FLOOR)))) return 0;
+    if (RG_UNLIKELY(s->nblk | s->borrow_len | (f & (RG_SEQF_END | RG_SEQF_FLOOR | RG_SEQF_SHRINK))))
+        return 0;
     if (RG_UNLIKELY(takeup != len || !data)) return 0;
     if (f & RG_SEQF_INIT) {
         if (seq != s->next) return 0;
@@ -421,13 +480,22 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res);
 uint32_t rg_seq_mcount(const rg_seq *s);
 
 /* ---- statistics ---- */
-/* Heap bytes held by the reassembly buffers of all sequences of the calling
- * thread (stores, block arrays, data buffers): now and at the peak since the
- * last rg_seq_heap_reset_peak.  Sequences are per worker thread, so this is
- * the memory of one worker's sequences. */
-typedef struct rg_seq_heap {
-    size_t cur, peak;
-} rg_seq_heap;
+/* Stores are created under the calling thread's bound accountant and
+ * credit it back when freed, whoever frees them.  A stack context owns one
+ * and binds it at each of its entry points (generated code), so contexts and
+ * their worker threads share no counter; rg_seq_heap_bind returns the
+ * previous binding, rg_seq_heap_unbind(h) drops the binding if it is h (a
+ * context going away).  Unbound, a per-thread default accountant is used.
+ * rg_seq_heap_stats / rg_seq_heap_reset_peak: the bound (or default)
+ * accountant's counters now and at the peak since the last reset. */
+extern _Thread_local rg_seq_heap *rg_seq__heap_bound;
+RG_INLINE rg_seq_heap *rg_seq_heap_bind(rg_seq_heap *h)
+{
+    rg_seq_heap *old = rg_seq__heap_bound;
+    rg_seq__heap_bound = h; /* per packet: one thread-local store */
+    return old;
+}
+void rg_seq_heap_unbind(const rg_seq_heap *h);
 rg_seq_heap rg_seq_heap_stats(void);
 void rg_seq_heap_reset_peak(void);
 
