@@ -199,7 +199,7 @@ class Compilation:
         t0 = time.perf_counter()
         files = list(doc.sources) + [li.protocol.file for li in doc.stack_info.layers.values()]
         level = self.options.opt_level
-        gen = CGen(prog, doc, spec_hash(files, level), level).render()
+        gen = CGen(prog, spec_hash(files, level), level).render()
         gen.dumps = self.optimised.dumps
         self.timings["C back-end"] = time.perf_counter() - t0
         return gen
@@ -247,3 +247,19 @@ def check_files(files: Iterable[str], *, on_skip: Callable[[str], None] | None =
 
 
 __all__ = ["Compilation", "FileCheck", "Options", "check_files"]
+
+
+def generate(
+    stack_path: str,
+    *,
+    opt_level: int = 2,
+    disable: tuple[str, ...] = (),
+    dump_after: tuple[str, ...] = (),
+    timings: dict[str, float] | None = None,
+) -> Generated:
+    """The generated C of a stack (GenerateError when its specs have errors): one compilation
+    up to the back-end, for callers that want the files without compiling them."""
+    comp = Compilation(
+        stack_path, opt_level=opt_level, disable=disable, dump_after=dump_after, timings=timings
+    )
+    return comp.generated

@@ -329,7 +329,7 @@ def test_untouched_stub_is_refreshed(tmp_path: Path) -> None:
 def test_spec_hash_does_not_depend_on_the_working_directory(tmp_path: Path, monkeypatch) -> None:
     """Protocol paths may be relative to the working directory; the hash (and so `check` and
     the rebuild decision) must be the same wherever rubikgen runs."""
-    from rubikgen.backend.emit import generate
+    from rubikgen.pipeline import generate
 
     shutil.copytree(SPECS, tmp_path / "specs")
     stack = tmp_path / "specs" / "stacks" / "tcp_ip.yaml"

@@ -153,7 +153,7 @@ def test_graft_clash_cycle_and_missing_keys(tmp_path: Path) -> None:
 
 
 def test_generated_c_points_at_both_files() -> None:
-    from rubikgen.backend.emit import generate
+    from rubikgen.pipeline import generate
 
     gen = generate(str(TUNNELS))
     text = gen.files["tcp_ip_tunnels_gen.c"]

@@ -155,7 +155,7 @@ def test_a_renamed_handler_is_recognised(stack: Path, tmp_path: Path):
 
 
 def test_stubs_writes_a_fresh_file_only_where_none_exists(stack: Path, tmp_path: Path, capsys):
-    from rubikgen.backend.emit import generate
+    from rubikgen.pipeline import generate
 
     target = tmp_path / "h" / "my_handlers.c"
     assert main(["stubs", str(stack), "--handlers", str(target)]) == 0
@@ -187,8 +187,8 @@ def test_rename_and_argument_diff_rules():
 def test_the_last_build_is_read_back_from_its_header(stack: Path) -> None:
     """The argument diff reads the handlers of the last build from its S_gen.h: that must give
     back what the stack declares (names, layers, argument names and types)."""
-    from rubikgen.backend.emit import generate
     from rubikgen.handlercheck import header_sigs
+    from rubikgen.pipeline import generate
 
     gen = generate(str(stack))
     back = header_sigs(gen.files[f"{gen.stack}_gen.h"])

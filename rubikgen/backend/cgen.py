@@ -79,7 +79,7 @@ def _label(block: str) -> str:
 
 
 class CGen:
-    def __init__(self, prog: Program, doc: Any, hash_: str, opt_level: int) -> None:
+    def __init__(self, prog: Program, hash_: str, opt_level: int) -> None:
         self.prog = prog
         assert prog.desc is not None
         self.sd = prog.desc
