@@ -104,9 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("capture", help="pcap or pcapng file ('-': standard input)")
     r.add_argument(
         "--nf",
-        choices=("streams", "events", "flowstats", "count", "none", "sni"),
+        metavar="NAME",
         default="streams",
-        help="network function (default: streams)",
+        help="network function: a name the binary's NF registry knows (streams, events, "
+        "flowstats, sni; count and none: the summary only; BINARY --help lists them; default: "
+        "streams)",
     )
     r.add_argument(
         "--out", metavar="DIR", help="output directory of the NF (default: out/STACK-CAPTURE)"
