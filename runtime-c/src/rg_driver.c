@@ -647,7 +647,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     if (nf) rg_nf_flowstats_all(nf, o->flowstats_all);
     obs_chain ch;
     rg_obs obs = make_observer(counter, nf, o->nf, &ch);
-    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap};
+    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap, 0};
     void *ctx = stack->ctx_new(&cfg);
     uint64_t *live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *live_per);
     if (!ctx || !live_per) {
@@ -773,7 +773,7 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
             return 1;
         }
         rg_obs obs = make_observer(counter, NULL, o->nf, NULL);
-        rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap};
+        rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap, 0};
         void *ctx = stack->ctx_new(&cfg);
         if (!ctx) {
             fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,

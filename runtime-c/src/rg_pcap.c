@@ -228,8 +228,10 @@ static uint64_t ng_ns(const ng_if *i, uint64_t ticks)
     } else {
         ns = frac / (i->units / 1000000000u);
     }
-    int64_t s = (int64_t)sec + i->tsoffset;
-    if (s < 0) return 0;
+    /* 64-bit ticks: seconds past what nanoseconds in 64 bits hold (year 2554) saturate */
+    const int64_t smax = (int64_t)(UINT64_MAX / 1000000000u) - 1;
+    int64_t s = sec > (uint64_t)smax ? smax : (int64_t)sec;
+    s = i->tsoffset > smax - s ? smax : s + i->tsoffset < 0 ? 0 : s + i->tsoffset;
     return (uint64_t)s * 1000000000u + ns;
 }
 
@@ -489,9 +491,10 @@ rg_pcap *rg_pcap_open(const char *path, char *err, size_t errlen)
 
 static uint64_t ts_ns(const struct pcap_pkthdr *h)
 {
-    /* opened with nanosecond precision: tv_usec holds nanoseconds */
-    if (h->ts.tv_sec < 0) return 0;
-    return (uint64_t)h->ts.tv_sec * UINT64_C(1000000000) + (uint64_t)h->ts.tv_usec;
+    /* opened with nanosecond precision: tv_usec holds nanoseconds.  The file's seconds are an
+     * unsigned 32-bit field (valid until 2106) that libpcap reads as signed 32 bits: the low 32
+     * bits of tv_sec are the file's value either way. */
+    return (uint64_t)(uint32_t)h->ts.tv_sec * UINT64_C(1000000000) + (uint64_t)h->ts.tv_usec;
 }
 
 int rg_pcap_next(rg_pcap *c, rg_frame *f)
