@@ -15,6 +15,7 @@ APT_PACKAGES=(
   graphviz                        # rubikgen graph --format svg
   tshark                          # reference oracle in end-to-end tests
   libnids-dev libhyperscan-dev libpcre2-dev valgrind  # benchmarks: libnids peers (make -C bench peers), Hyperscan (SF workload), callgrind
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz smoke (ci/fuzz-smoke.sh): libFuzzer + ASan/UBSan runtimes
 )
 
 missing=()
