@@ -5,7 +5,8 @@
 #   bash ci/fuzz-smoke.sh              every harness for RG_FUZZ_SECONDS (default 20) seconds
 #   RG_FUZZ_SECONDS=3600 RG_FUZZ_STACKS="tcp_ip sctp" bash ci/fuzz-smoke.sh    a long run
 #
-# Harnesses: fuzz_pcap (the capture reader) and fuzz_stack for each stack of RG_FUZZ_STACKS
+# Harnesses: fuzz_pcap (the capture reader), ci/fuzz_specs.py (the spec front-end, atheris) and
+# fuzz_stack for each stack of RG_FUZZ_STACKS
 # (default: tcp_ip sctp quic: TCP/IP with IPv4/IPv6 fragments and TCP reassembly, SCTP, QUIC with
 # Initial decryption; CI's time budget leaves the others, e.g. tcp_ip_tunnels, gtp, pptp,
 # tcp_tls, to long runs).  The corpora grow in
@@ -65,4 +66,18 @@ for h in "${harnesses[@]}"; do
     echo
   fi
 done
+
+# the spec front-end (atheris): YAML in, diagnostics out
+mkdir -p "$OUT/corpus/specs"
+echo "== fuzz_specs (atheris): ${SECS}s =="
+if ! PYTHONPATH=$PWD $PY ci/fuzz_specs.py -max_total_time="$SECS" -rss_limit_mb="$RSS_MB" -timeout=30 \
+  -print_final_stats=1 -artifact_prefix="$OUT/specs-crash-" "$OUT/corpus/specs" specs/protocols \
+  specs/stacks 2>"$OUT/fuzz_specs.log"; then
+  tail -40 "$OUT/fuzz_specs.log"
+  echo "fuzz-smoke: fuzz_specs found a problem (log $OUT/fuzz_specs.log; replay: $PY ci/fuzz_specs.py $OUT/specs-crash-*)"
+  fail=1
+else
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$OUT/fuzz_specs.log" | tr '\n' ' '
+  echo
+fi
 exit $fail

@@ -39,7 +39,7 @@ fi
 PY=${PYTHON:-python3}
 HERE=$(pwd -P)
 # The installed package must be this checkout (another clone may have installed its own).
-installed=$(cd / && $PY -c 'import os, rubikgen, lark, hypothesis, tomli_w, jsonschema, scapy, build, wheel, pre_commit; print(os.path.dirname(os.path.dirname(os.path.realpath(rubikgen.__file__))))' 2>/dev/null || true)
+installed=$(cd / && $PY -c 'import os, rubikgen, lark, hypothesis, tomli_w, jsonschema, scapy, build, wheel, pre_commit, atheris; print(os.path.dirname(os.path.dirname(os.path.realpath(rubikgen.__file__))))' 2>/dev/null || true)
 if ((CHECK)); then
   [ "$installed" = "$HERE" ] || { echo "setup: the rubikgen package of this checkout is not installed"; exit 1; }
   [ ! -f runtime-c/Makefile ] || make -s -q -C runtime-c lib || { echo "setup: runtime libraries to build"; exit 1; }
