@@ -22,7 +22,7 @@ DATA = {
     "specs": ("**/*.yaml", "**/*.yml", "**/*.toml"),
     "schema": ("*.json",),
     "templates": ("*.j2",),
-    "runtime-c": ("Makefile", "README.md", "include/**/*.h", "src/*.c"),
+    "runtime-c": ("Makefile", "README.md", "include/**/*.h", "src/*.c", "main/*.c", "main/*.h"),
     "handlers/nf": ("*.c", "*.h"),
 }
 

@@ -143,11 +143,12 @@ def _untouched_stub(text: str) -> bool:
 
 
 def runtime_libs(sanitize: bool) -> list[Path]:
-    """The libraries a stack links against, in link order: the runtime, whose capture driver
-    creates the network functions, then the network functions (runtime-c/Makefile)."""
+    """The libraries a stack links against, in link order (runtime-c/Makefile): the capture
+    driver (rg_main), which finds the network functions through their registry, the network
+    functions, then the runtime both use."""
     suffix = "-asan" if sanitize else ""
     build_dir = resources.runtime_build_dir()
-    return [build_dir / f"librgrt{suffix}.a", build_dir / f"librgnf{suffix}.a"]
+    return [build_dir / f"lib{name}{suffix}.a" for name in ("rgmain", "rgnf", "rgrt")]
 
 
 def ensure_runtime(sanitize: bool, quiet: bool) -> list[Path]:

@@ -65,6 +65,7 @@ def cache_home() -> Path:
 def _runtime_sources() -> list[Path]:
     rt, nf = runtime_dir(), nf_dir()
     files = [rt / "Makefile", *rt.glob("include/**/*.h"), *rt.glob("src/*.c")]
+    files += [*rt.glob("main/*.c"), *rt.glob("main/*.h")]
     files += [*nf.glob("*.c"), *nf.glob("*.h")]
     return sorted(p for p in files if p.is_file())
 

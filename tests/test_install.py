@@ -198,6 +198,7 @@ def test_package_data(installed: Installed) -> None:
         ("schema", "*.json"),
         ("templates", "*.j2"),
         ("runtime-c", "src/*.c"),
+        ("runtime-c", "main/*.[ch]"),
         ("runtime-c", "include/**/*.h"),
         ("handlers/nf", "*.[ch]"),
     ]:

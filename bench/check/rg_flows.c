@@ -20,12 +20,14 @@
  * instance too, and the flush closes whatever is left), so it cannot tell a
  * TCP connection that closed from one that was flushed. */
 #include <inttypes.h>
-#include <pcap/pcap.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rg/rg_api.h"
+#include "rg/rg_entry.h"
+#include "rg/rg_json.h"
+#include "rg/rg_obs.h"
 #include "rg/rg_pcap.h"
 
 #ifndef RG_STACK_DESC
@@ -42,7 +44,7 @@ typedef struct layer_counts {
 typedef struct checker {
     const rg_stack_desc *stack;
     layer_counts *layer;
-    int *data_arg; /* per handler: index of its "data" bytes argument, or -1 */
+    int16_t *data_arg; /* per handler: index of its "data" bytes argument, or -1 (rg_obs.h) */
     uint64_t calls, payload;
 } checker;
 
@@ -71,72 +73,6 @@ static void on_close(void *self, const rg_flow_info *f, int reason, int complete
     if (complete) l->complete++;
 }
 
-/* The driver's choice of entry layer (rg_driver.c entry_map_init / entry_pick). */
-typedef struct entry_map {
-    int fixed;
-    int16_t v4, v6;
-} entry_map;
-
-static int entry_init(entry_map *m, const rg_stack_desc *s, const rg_linkinfo *li)
-{
-    int kind = -1;
-    m->fixed = -1;
-    m->v4 = m->v6 = -1;
-    switch (li->dlt) {
-    case DLT_EN10MB:
-        kind = RG_LINK_ETHERNET;
-        break;
-    case DLT_NULL:
-    case DLT_LOOP:
-        kind = RG_LINK_NULL;
-        break;
-    case DLT_LINUX_SLL:
-        kind = RG_LINK_SLL;
-        break;
-    case DLT_LINUX_SLL2:
-        kind = RG_LINK_SLL2;
-        break;
-    default:
-        if (li->entry == RG_ENTRY_IP || li->entry == RG_ENTRY_IPV4)
-            m->v4 = s->entry[RG_LINK_RAW_IPV4];
-        if (li->entry == RG_ENTRY_IP || li->entry == RG_ENTRY_IPV6)
-            m->v6 = s->entry[RG_LINK_RAW_IPV6];
-    }
-    if (kind >= 0) m->fixed = s->entry[kind];
-    return m->fixed >= 0 || m->v4 >= 0 || m->v6 >= 0 ? 0 : -1;
-}
-
-static int entry_pick(const entry_map *m, const rg_linkinfo *li, const rg_frame *f, unsigned *layer,
-                      uint32_t *off)
-{
-    if (m->fixed >= 0) {
-        *layer = (unsigned)m->fixed;
-        *off = 0;
-        return 1;
-    }
-    rg_netpos np;
-    if (rg_link_locate(li, f->data, f->caplen, &np)) return 0;
-    int e = np.proto == RG_ENTRY_IPV4 ? m->v4 : np.proto == RG_ENTRY_IPV6 ? m->v6 : -1;
-    if (e < 0 || np.off > f->caplen) return 0;
-    *layer = (unsigned)e;
-    *off = np.off;
-    return 1;
-}
-
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", (unsigned char)*s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
-
 int main(int argc, char **argv)
 {
     const rg_stack_desc *s = &RG_STACK_DESC;
@@ -151,27 +87,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", argv[0], err);
         return 1;
     }
-    entry_map em;
-    if (entry_init(&em, s, &cap.link)) {
+    rg_entry_links lm; /* the driver's entry map (rg_entry.h) */
+    if (rg_entry_links_init(&lm, s, &cap.link) ||
+        (lm.m[0].fixed < 0 && lm.m[0].v4 < 0 && lm.m[0].v6 < 0)) {
         fprintf(stderr, "%s: stack %s has no entry for link type %d\n", argv[0], s->name,
                 cap.link.dlt);
         rg_capture_free(&cap);
         return 1;
     }
-    checker k = {s, calloc(s->nlayers, sizeof(layer_counts)),
-                 calloc(s->nhandlers ? s->nhandlers : 1, sizeof(int)), 0, 0};
+    checker k = {s, calloc(s->nlayers, sizeof(layer_counts)), rg_obs_data_args(s), 0, 0};
     if (!k.layer || !k.data_arg) {
         fprintf(stderr, "%s: out of memory\n", argv[0]);
         return 1;
-    }
-    for (unsigned h = 0; h < s->nhandlers; h++) {
-        k.data_arg[h] = -1;
-        for (unsigned a = 0; a < s->handlers[h].nargs; a++)
-            if (s->handlers[h].arg_kinds[a] == RG_VAL_BYTES &&
-                !strcmp(s->handlers[h].arg_names[a], "data")) {
-                k.data_arg[h] = (int)a;
-                break;
-            }
     }
     rg_obs obs = {&k, on_call, on_open, NULL, on_close, NULL, NULL};
     rg_ctx_cfg cfg = {0, 1, &obs, 0, NULL, 0};
@@ -191,7 +118,8 @@ int main(int argc, char **argv)
         }
         unsigned layer;
         uint32_t off;
-        if (!entry_pick(&em, &cap.link, f, &layer, &off)) {
+        int added, unsupported;
+        if (!rg_entry_pick(rg_entry_of(&lm, f, &added, &unsupported), f, &layer, &off)) {
             skipped++;
             continue;
         }
@@ -202,7 +130,7 @@ int main(int argc, char **argv)
     uint64_t errors = st ? rg_stats_total_errors(st) : 0;
 
     printf("{\"stack\":");
-    json_str(s->name);
+    rg_json_string(stdout, s->name);
     printf(",\"pkts\":%zu,\"calls\":%" PRIu64 ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64
            ",\"skipped\":%" PRIu64 ",\"layers\":{",
            cap.count, k.calls, k.payload, errors, skipped);
@@ -212,9 +140,9 @@ int main(int argc, char **argv)
         const layer_counts *c = &k.layer[l];
         printf("%s", first ? "" : ",");
         first = 0;
-        json_str(s->layers[l].name);
+        rg_json_string(stdout, s->layers[l].name);
         printf(":{\"protocol\":");
-        json_str(s->layers[l].protocol);
+        rg_json_string(stdout, s->layers[l].protocol);
         printf(",\"opened\":%" PRIu64 ",\"accept\":%" PRIu64 ",\"evicted\":%" PRIu64
                ",\"expired\":%" PRIu64 ",\"flushed\":%" PRIu64 ",\"complete\":%" PRIu64
                ",\"payload_bytes\":%" PRIu64 "}",

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rg/rg_json.h"
+
 enum { SF_MAX_PATTERNS = 1024 };
 
 int sf_db_load(sf_db *d, const char *path, char *err, size_t errlen)
@@ -175,20 +177,6 @@ void sf_close(const sf_db *d, hs_stream_t **s, sf_counts *c)
     *s = NULL;
 }
 
-static void json_string(FILE *out, const char *s)
-{
-    putc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(out, "\\u%04x", *p);
-        else
-            putc(*p, out);
-    }
-    putc('"', out);
-}
-
 void sf_counts_json(FILE *out, const sf_counts *c, int consistent, const char *pattern_file)
 {
     fprintf(out, ",\"sf_matches\":%" PRIu64 ",\"sf_patterns\":%u,\"sf_patterns_hit\":%u",
@@ -200,5 +188,5 @@ void sf_counts_json(FILE *out, const sf_counts *c, int consistent, const char *p
             "],\"sf_streams\":%" PRIu64 ",\"sf_chunks\":%" PRIu64 ",\"sf_scanned_bytes\":%" PRIu64
             ",\"sf_errors\":%" PRIu64 ",\"sf_consistent\":%s,\"sf_pattern_file\":",
             c->streams, c->chunks, c->bytes, c->errors, consistent ? "true" : "false");
-    json_string(out, pattern_file);
+    rg_json_string(out, pattern_file);
 }

@@ -7,29 +7,72 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Create an NF with one of the constructors below (rg_nf_int.h). */
+static rg_obs *make(rg_nf *(*ctor)(const rg_stack_desc *, const char *, char *, size_t),
+                    const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
+                    size_t errlen)
+{
+    rg_nf *nf = ctor(stack, outdir, err, errlen);
+    if (!nf) return NULL;
+    nf->name = name;
+    nf->stack = stack;
+    nf->obs.self = nf;
+    return &nf->obs;
+}
+
+static rg_obs *create_events(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                             size_t errlen)
+{
+    return make(rg_nf_events_new, "events", stack, cfg->outdir, err, errlen);
+}
+
+static rg_obs *create_flowstats(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                                size_t errlen)
+{
+    rg_obs *o = make(rg_nf_flowstats_new, "flowstats", stack, cfg->outdir, err, errlen);
+    rg_nf_flowstats_all(o, cfg->flag);
+    return o;
+}
+
+static rg_obs *create_streams(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                              size_t errlen)
+{
+    return make(rg_nf_streams_new, "streams", stack, cfg->outdir, err, errlen);
+}
+
+static rg_obs *create_sni(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                          size_t errlen)
+{
+    return make(rg_nf_sni_new, "sni", stack, cfg->outdir, err, errlen);
+}
+
+static const rg_nf_desc nf_streams = {"streams",
+                                      "the payload of every flow direction: OUT/streams/, "
+                                      "OUT/flows.jsonl",
+                                      NULL,
+                                      NULL,
+                                      create_streams,
+                                      rg_nf_finish};
+static const rg_nf_desc nf_events = {
+    "events", "every handler call and gap: OUT/events.jsonl", NULL, NULL, create_events,
+    rg_nf_finish};
+static const rg_nf_desc nf_flowstats = {
+    "flowstats",     "one record per instance: OUT/flowstats.jsonl",
+    "flowstats-all", "also instances that lived within one packet",
+    create_flowstats, rg_nf_finish};
+static const rg_nf_desc nf_sni = {"sni", "TLS ClientHello server names: OUT/sni.jsonl, stdout",
+                                  NULL,  NULL,
+                                  create_sni, rg_nf_finish};
+
+/* The stock NFs, in --help order (rg_nf_registry.h). */
+const rg_nf_desc *const rg_nf_table[] = {&nf_streams, &nf_events, &nf_flowstats, &nf_sni, NULL};
+
 rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
                      size_t errlen)
 {
-    static const struct {
-        const char *name;
-        rg_nf *(*make)(const rg_stack_desc *, const char *, char *, size_t);
-    } kinds[] = {
-        {"count", rg_nf_count_new},
-        {"events", rg_nf_events_new},
-        {"flowstats", rg_nf_flowstats_new},
-        {"streams", rg_nf_streams_new},
-        {"sni", rg_nf_sni_new},
-    };
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        if (strcmp(name, kinds[i].name)) continue;
-        rg_nf *nf = kinds[i].make(stack, outdir, err, errlen);
-        if (!nf) return NULL;
-        nf->name = kinds[i].name;
-        nf->stack = stack;
-        nf->obs.self = nf;
-        return &nf->obs;
-    }
-    snprintf(err, errlen, "unknown NF '%s' (count, events, flowstats, streams, sni)", name);
+    const rg_nf_desc *d = rg_nf_find(rg_nf_table, name);
+    if (d) return d->create(stack, &(rg_nf_cfg){outdir, 0}, err, errlen);
+    snprintf(err, errlen, "unknown NF '%s' (streams, events, flowstats, sni)", name);
     return NULL;
 }
 
@@ -106,50 +149,26 @@ void rg_nf_close_out(rg_nf *nf, FILE *f, const char *what)
     if (fclose(f) || bad) rg_nf_fail(nf, "cannot write", what);
 }
 
-int16_t *rg_nf_data_args(const rg_stack_desc *stack)
-{
-    int16_t *a = malloc((stack->nhandlers ? stack->nhandlers : 1) * sizeof *a);
-    if (!a) return NULL;
-    for (unsigned h = 0; h < stack->nhandlers; h++) {
-        const rg_handler_desc *d = &stack->handlers[h];
-        a[h] = -1;
-        for (unsigned i = 0; i < d->nargs && i < INT16_MAX; i++) {
-            if (d->arg_kinds[i] == RG_VAL_BYTES && !strcmp(d->arg_names[i], "data")) {
-                a[h] = (int16_t)i;
-                break;
-            }
-        }
-    }
-    return a;
-}
-
-const char *rg_nf_close_name(int reason)
-{
-    switch (reason) {
-#define RG_CLOSE_CASE_(name, value, text) \
-    case name:                            \
-        return text;
-        RG_CLOSE_REASONS(RG_CLOSE_CASE_)
-#undef RG_CLOSE_CASE_
-    default:
-        return "unknown";
-    }
-}
-
 /* ---- endpoints ---- */
+
+void rg_nf_addr_text(const uint8_t *p, size_t len, char *out, size_t n)
+{
+    out[0] = 0;
+    /* copy first: the bytes need not be aligned for in_addr / in6_addr */
+    if (len == 4) {
+        struct in_addr a;
+        memcpy(&a, p, 4);
+        inet_ntop(AF_INET, &a, out, (socklen_t)n);
+    } else if (len == 16) {
+        struct in6_addr a;
+        memcpy(&a, p, 16);
+        inet_ntop(AF_INET6, &a, out, (socklen_t)n);
+    }
+}
 
 static void addr_text(const rg_keypart *p, const uint8_t *key, char *out, size_t n)
 {
-    /* copy first: key bytes need not be aligned for in_addr / in6_addr */
-    if (p->size == 4) {
-        struct in_addr a;
-        memcpy(&a, key + p->off, 4);
-        inet_ntop(AF_INET, &a, out, (socklen_t)n);
-    } else {
-        struct in6_addr a;
-        memcpy(&a, key + p->off, 16);
-        inet_ntop(AF_INET6, &a, out, (socklen_t)n);
-    }
+    rg_nf_addr_text(key + p->off, p->size, out, n);
 }
 
 static uint16_t port_of(const rg_keypart *p, const uint8_t *key)
@@ -198,46 +217,42 @@ void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf
 
 /* ---- JSON ---- */
 
-void rg_nf_json_string(FILE *out, const char *s)
+void rg_nf_endpoints_reverse(const rg_nf_endpoints *ep, rg_nf_endpoints *out)
 {
-    if (!s) {
-        fputs("null", out);
-        return;
+    *out = *ep;
+    memcpy(out->src, ep->dst, sizeof out->src);
+    memcpy(out->dst, ep->src, sizeof out->dst);
+    out->sport = ep->dport;
+    out->dport = ep->sport;
+    out->has_sport = ep->has_dport;
+    out->has_dport = ep->has_sport;
+}
+
+void *rg_nf_flow_of(rg_nf *nf, rg_nf_map *m, const rg_flow_info *f, size_t size, size_t ep_off,
+                    int *created)
+{
+    *created = 0;
+    void *r = rg_nf_map_get(m, f->uid);
+    if (r) return r;
+    r = calloc(1, size);
+    if (!r || rg_nf_map_put(m, f->uid, r)) {
+        free(r);
+        errno = ENOMEM;
+        rg_nf_fail(nf, "cannot track flows", NULL);
+        return NULL;
     }
-    putc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
-        case '\t':
-            fputs("\\t", out);
-            break;
-        default:
-            if (*p < 0x20)
-                fprintf(out, "\\u%04x", *p);
-            else
-                putc(*p, out);
-        }
-    }
-    putc('"', out);
+    const rg_layer_desc *l = rg_nf_layer(nf->stack, f->layer);
+    if (l) rg_nf_endpoints_of(l, f, (rg_nf_endpoints *)((uint8_t *)r + ep_off));
+    *created = 1;
+    return r;
 }
 
 void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep)
 {
     fputs(",\"src\":", out);
-    rg_nf_json_string(out, ep->src[0] ? ep->src : NULL);
+    rg_json_string(out, ep->src[0] ? ep->src : NULL);
     fputs(",\"dst\":", out);
-    rg_nf_json_string(out, ep->dst[0] ? ep->dst : NULL);
+    rg_json_string(out, ep->dst[0] ? ep->dst : NULL);
     if (ep->has_sport) fprintf(out, ",\"sport\":%u", (unsigned)ep->sport);
     if (ep->has_dport) fprintf(out, ",\"dport\":%u", (unsigned)ep->dport);
 }

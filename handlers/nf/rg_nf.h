@@ -2,13 +2,12 @@
  *
  * An NF is an observer (rg_obs, see rg_api.h) whose `self` holds its state.
  * It works with any generated stack: everything it knows about the stack
- * comes from the rg_stack_desc descriptors.  The capture driver (rg_main,
- * `--nf NAME`) creates one, attaches it to the stack context, and calls
- * rg_nf_finish after flushing the context (so every instance has closed).
+ * comes from the rg_stack_desc descriptors.  The NFs are registered with the
+ * capture driver through rg_nf_table (rg/rg_nf_registry.h): the driver
+ * (rg_main, `--nf NAME`) creates one, attaches it to the stack context after
+ * its own counters (`--nf count`, the default, is those counters alone), and
+ * finishes it after flushing the context (so every instance has closed).
  *
- *   count      counts handler calls, instance opens and closes (per layer, by
- *              close reason), and payload bytes (see "data" below); writes
- *              nothing (rg_nf_counts_of).
  *   events     OUT/events.jsonl: one line per handler call, in call order:
  *              {"pkt","ts","handler","layer","flow": uid|null,"dir": "c2s"|"s2c",
  *               ["end": close reason,] "args": {name: number | {"len","hex","sha256"}}}
@@ -97,14 +96,15 @@
 #include <stdio.h>
 
 #include "rg/rg_api.h"
+#include "rg/rg_nf_registry.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Create the NF `name` ("count", "events", "flowstats", "streams") for
- * `stack`.  outdir: where NFs that write files put them (created with its
- * parents; may be NULL for "count").  NULL on error, with a message in err. */
+/* Create the NF `name` ("events", "flowstats", "streams", "sni": the
+ * entries of rg_nf_table) for `stack`.  outdir: where it writes its files
+ * (created with its parents).  NULL on error, with a message in err. */
 rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
                      size_t errlen);
 
@@ -115,40 +115,6 @@ int rg_nf_finish(rg_obs *nf);
 /* flowstats: write every instance (all = 1), also those that do not outlive
  * the packet that created them; no effect on other NFs. */
 void rg_nf_flowstats_all(rg_obs *nf, int all);
-/* Instances of one layer, counted by the "count" NF. */
-typedef struct rg_nf_layer_counts {
-    uint64_t opened;
-    uint64_t closed[4]; /* by close reason: RG_CLOSE_ACCEPT, _EVICTED, _EXPIRED, _FLUSHED */
-    uint64_t one_packet; /* closed while the packet that opened them was processed (an
-                            unfragmented IP datagram): not flows */
-} rg_nf_layer_counts;
-
-/* Counters of the "count" NF. */
-typedef struct rg_nf_counts {
-    uint64_t calls;         /* handler calls */
-    uint64_t opened;        /* instances created */
-    uint64_t closed;        /* instances ended, for any reason */
-    uint64_t payload_bytes; /* total length of the calls' "data" arguments */
-    uint64_t gaps;          /* holes skipped (on_gap) */
-    uint64_t gap_bytes;     /* bytes in them */
-    /* per layer, by index (rg_stack_desc.nlayers entries); freed by rg_nf_finish */
-    rg_nf_layer_counts *layer;
-    /* Instances that close with a uid above uid_mark count as one_packet: the
-     * driver sets uid_mark = uid_max before each packet (uids grow in
-     * creation order within a context). */
-    uint64_t uid_max; /* the highest uid opened */
-    uint64_t uid_mark;
-} rg_nf_counts;
-
-/* Flows: instances that outlived the packet that opened them (opened - one_packet). */
-RG_INLINE uint64_t rg_nf_flows(const rg_nf_layer_counts *l)
-{
-    return l->opened - l->one_packet;
-}
-
-/* The counters of a "count" NF; NULL for any other NF. */
-const rg_nf_counts *rg_nf_counts_of(const rg_obs *nf);
-
 /* Addresses and ports of an instance, read from its keys with the layer's
  * rg_keypart list (side a parts, then common parts):
  *   src   = side a's first non-common RG_VAL_BYTES part of size 4 (IPv4,
@@ -169,9 +135,6 @@ typedef struct rg_nf_endpoints {
 } rg_nf_endpoints;
 
 void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf_endpoints *ep);
-
-/* s as a JSON string (quoted, escaped); NULL as null. */
-void rg_nf_json_string(FILE *out, const char *s);
 
 #ifdef __cplusplus
 }

@@ -35,20 +35,20 @@ static void on_call(void *self, const rg_call *c)
     const rg_layer_desc *l = rg_nf_layer(s, c->layer);
     FILE *out = nf->out;
     fprintf(out, "{\"pkt\":%" PRIu64 ",\"ts\":%" PRIu64 ",\"handler\":", c->pkt_no, c->ts_ns);
-    rg_nf_json_string(out, h ? h->name : NULL);
+    rg_json_string(out, h ? h->name : NULL);
     fputs(",\"layer\":", out);
-    rg_nf_json_string(out, l ? l->name : NULL);
+    rg_json_string(out, l ? l->name : NULL);
     if (c->flow)
         fprintf(out, ",\"flow\":%" PRIu64, c->flow->uid);
     else
         fputs(",\"flow\":null", out);
     fprintf(out, ",\"dir\":\"%s\"", c->dir ? "s2c" : "c2s");
     /* a lifecycle handler's call: why its instance ended */
-    if (c->end) fprintf(out, ",\"end\":\"%s\"", rg_nf_close_name(RG_END_REASON(c->end)));
+    if (c->end) fprintf(out, ",\"end\":\"%s\"", rg_close_name(RG_END_REASON(c->end)));
     fputs(",\"args\":{", out);
     for (unsigned i = 0; h && i < h->nargs; i++) {
         if (i) putc(',', out);
-        rg_nf_json_string(out, h->arg_names[i]);
+        rg_json_string(out, h->arg_names[i]);
         putc(':', out);
         if (c->args[i].kind == RG_VAL_BYTES)
             put_bytes(out, &c->args[i].bytes);
@@ -66,7 +66,7 @@ static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uin
     FILE *out = nf->out;
     fprintf(out, "{\"ts\":%" PRIu64 ",\"event\":\"gap\",\"layer\":", ts_ns);
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
-    rg_nf_json_string(out, l ? l->name : NULL);
+    rg_json_string(out, l ? l->name : NULL);
     fprintf(out,
             ",\"flow\":%" PRIu64 ",\"dir\":\"%s\",\"seq\":%" PRIu32 ",\"len\":%" PRIu32
             ",\"at\":%" PRIu32 "}\n",

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,20 +32,14 @@ void rg_nf_flowstats_all(rg_obs *obs, int all)
 /* The record of f, created on its first sighting (normally on_open). */
 static fs_flow *flow_of(nf_flowstats *nf, const rg_flow_info *f, uint64_t ts_ns)
 {
-    fs_flow *r = rg_nf_map_get(&nf->flows, f->uid);
-    if (r) return r;
-    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
-    r = calloc(1, sizeof *r);
-    if (!r || rg_nf_map_put(&nf->flows, f->uid, r)) {
-        free(r);
-        errno = ENOMEM;
-        rg_nf_fail(&nf->base, "cannot track flows", NULL);
-        return NULL;
+    int created;
+    fs_flow *r =
+        rg_nf_flow_of(&nf->base, &nf->flows, f, sizeof *r, offsetof(fs_flow, ep), &created);
+    if (created) {
+        r->uid = f->uid;
+        r->layer = f->layer;
+        r->first_ts = r->last_ts = ts_ns;
     }
-    r->uid = f->uid;
-    r->layer = f->layer;
-    r->first_ts = r->last_ts = ts_ns;
-    if (l) rg_nf_endpoints_of(l, f, &r->ep);
     return r;
 }
 
@@ -54,16 +49,16 @@ static void write_flow(nf_flowstats *nf, const fs_flow *r, const char *state, co
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, r->layer);
     FILE *out = nf->out;
     fputs("{\"layer\":", out);
-    rg_nf_json_string(out, l ? l->name : NULL);
+    rg_json_string(out, l ? l->name : NULL);
     fputs(",\"proto\":", out);
-    rg_nf_json_string(out, l ? l->protocol : NULL);
+    rg_json_string(out, l ? l->protocol : NULL);
     fprintf(out, ",\"uid\":%" PRIu64, r->uid);
     rg_nf_json_endpoints(out, &r->ep);
     fprintf(out,
             ",\"packets\":[%" PRIu64 ",%" PRIu64 "],\"bytes\":[%" PRIu64 ",%" PRIu64
             "],\"first_ts\":%" PRIu64 ",\"last_ts\":%" PRIu64 ",\"state\":",
             r->packets[0], r->packets[1], r->bytes[0], r->bytes[1], r->first_ts, r->last_ts);
-    rg_nf_json_string(out, state);
+    rg_json_string(out, state);
     fprintf(out, ",\"close\":\"%s\",\"complete\":%s}\n", close, complete ? "true" : "false");
 }
 
@@ -91,7 +86,7 @@ static void on_close(void *self, const rg_flow_info *f, int reason, int complete
     /* destroyed by the packet that created it: one record per unfragmented
      * datagram would drown the connections */
     int within_packet = reason == RG_CLOSE_ACCEPT && r->packets[0] + r->packets[1] <= 1;
-    if (nf->all || !within_packet) write_flow(nf, r, state, rg_nf_close_name(reason), complete);
+    if (nf->all || !within_packet) write_flow(nf, r, state, rg_close_name(reason), complete);
     free(rg_nf_map_del(&nf->flows, f->uid));
 }
 

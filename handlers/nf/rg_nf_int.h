@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+#include "rg/rg_json.h"
+#include "rg/rg_obs.h"
 #include "rg_nf.h"
 
 /* Every NF starts with this, so an rg_obs * is an rg_nf *. */
@@ -17,9 +19,8 @@ struct rg_nf {
     char err[512]; /* first output error ("" if none), printed by rg_nf_finish */
 };
 
-/* Constructors (rg_nf_create dispatches on the name).  Each fills in
- * base.obs callbacks and base.finish; rg_nf_create sets the rest. */
-rg_nf *rg_nf_count_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
+/* Constructors (rg_nf.c wraps each in an rg_nf_desc).  Each fills in
+ * base.obs callbacks and base.finish; the wrapper sets the rest. */
 rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
 rg_nf *rg_nf_flowstats_new(const rg_stack_desc *stack, const char *outdir, char *err,
                            size_t errlen);
@@ -39,28 +40,19 @@ FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t err
 /* fclose, recording a write error (full disk, ...) in nf. */
 void rg_nf_close_out(rg_nf *nf, FILE *f, const char *what);
 
-/* Per handler, the index of its "data" argument or -1 (see rg_nf.h);
- * malloc'ed, at least one entry. */
-int16_t *rg_nf_data_args(const rg_stack_desc *stack);
-
-/* The "data" bytes of a call, or NULL if it has none. */
-static inline const rg_bytes *rg_nf_call_data(const int16_t *data_arg, const rg_stack_desc *stack,
-                                              const rg_call *c)
-{
-    if (c->handler >= stack->nhandlers) return NULL;
-    int i = data_arg[c->handler];
-    if (i < 0 || c->args[i].kind != RG_VAL_BYTES) return NULL;
-    return &c->args[i].bytes;
-}
-
 /* The layer of an instance, or NULL if its index is out of range. */
 static inline const rg_layer_desc *rg_nf_layer(const rg_stack_desc *stack, unsigned layer)
 {
     return layer < stack->nlayers ? &stack->layers[layer] : NULL;
 }
 
-/* "accept", "evicted", "expired", "flushed" ("unknown" otherwise). */
-const char *rg_nf_close_name(int reason);
+/* The endpoints as the other direction's sender sees them: src/sport and
+ * dst/dport swapped. */
+void rg_nf_endpoints_reverse(const rg_nf_endpoints *ep, rg_nf_endpoints *out);
+
+/* A 4-byte (IPv4, dotted quad) or 16-byte (IPv6, RFC 5952) address as text
+ * into out; "" for another length. */
+void rg_nf_addr_text(const uint8_t *p, size_t len, char *out, size_t n);
 
 /* The JSON fields "src":..,"dst":..,"sport":..,"dport":.. (ports omitted
  * when absent), each preceded by a comma. */
@@ -85,5 +77,12 @@ void *rg_nf_map_del(rg_nf_map *m, uint64_t uid);
  * sorting runs out of memory), then free the map: instances still open at
  * the end are reported, deterministically. */
 void rg_nf_map_drain(rg_nf_map *m, void (*fn)(void *ctx, void *val), void *ctx);
+
+/* The record of instance f in m: the one made at its first sighting, or a
+ * new one (size bytes, zeroed; *created = 1) whose endpoints
+ * (rg_nf_endpoints_of, read now: the keys are gone after on_close) are at
+ * byte offset ep_off.  NULL when out of memory (recorded in nf). */
+void *rg_nf_flow_of(rg_nf *nf, rg_nf_map *m, const rg_flow_info *f, size_t size, size_t ep_off,
+                    int *created);
 
 #endif /* RG_NF_INT_H */

@@ -5,7 +5,6 @@
  * protocol_name_list without its length: length-prefixed names) and supported_versions. */
 #include "rg_nf_int.h"
 
-#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,31 +25,7 @@ static const rg_val *arg(const rg_stack_desc *s, const rg_call *c, const char *n
 static void addr(const rg_val *v, char *out, size_t n)
 {
     out[0] = 0;
-    if (!v) return;
-    if (v->bytes.len == 4) {
-        struct in_addr a;
-        memcpy(&a, v->bytes.ptr, 4);
-        inet_ntop(AF_INET, &a, out, (socklen_t)n);
-    } else if (v->bytes.len == 16) {
-        struct in6_addr a;
-        memcpy(&a, v->bytes.ptr, 16);
-        inet_ntop(AF_INET6, &a, out, (socklen_t)n);
-    }
-}
-
-/* bytes as a JSON string: printable ASCII kept, the rest \u00XX */
-static void json_bytes(FILE *f, const uint8_t *p, size_t n)
-{
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] == '"' || p[i] == '\\')
-            fprintf(f, "\\%c", p[i]);
-        else if (p[i] >= 0x20 && p[i] < 0x7f)
-            fputc(p[i], f);
-        else
-            fprintf(f, "\\u%04x", p[i]);
-    }
-    fputc('"', f);
+    if (v) rg_nf_addr_text(v->bytes.ptr, v->bytes.len, out, n);
 }
 
 /* the ALPN names (RFC 7301 3.1: each a length byte and the name), as a JSON list and, on
@@ -66,7 +41,7 @@ static void alpn_list(FILE *json, FILE *text, const rg_val *v)
             fputc(',', json);
             fputc(',', text);
         }
-        json_bytes(json, v->bytes.ptr + i + 1, n);
+        rg_json_bytes(json, v->bytes.ptr + i + 1, n);
         for (size_t j = 0; j < n; j++) {
             uint8_t b = v->bytes.ptr[i + 1 + j];
             fputc(b >= 0x20 && b < 0x7f && b != ',' ? b : '?', text);
@@ -94,11 +69,11 @@ static void on_call(void *self, const rg_call *c)
     const rg_layer_desc *l = rg_nf_layer(s, c->layer);
 
     fprintf(nf->out, "{\"pkt\":%llu,\"layer\":", (unsigned long long)c->pkt_no);
-    rg_nf_json_string(nf->out, l ? l->name : NULL);
+    rg_json_string(nf->out, l ? l->name : NULL);
     fprintf(nf->out, ",\"src\":\"%s\",\"dst\":\"%s\",\"sport\":%llu,\"dport\":%llu,\"sni\":", src,
             dst, sp ? (unsigned long long)sp->num : 0ull, dp ? (unsigned long long)dp->num : 0ull);
     if (sni->bytes.len)
-        json_bytes(nf->out, sni->bytes.ptr, sni->bytes.len);
+        rg_json_bytes(nf->out, sni->bytes.ptr, sni->bytes.len);
     else
         fputs("null", nf->out);
     fputs(",\"alpn\":", nf->out);

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,18 +133,11 @@ static FILE *file_of(nf_streams *nf, sdir *d)
 
 static st_flow *flow_of(nf_streams *nf, const rg_flow_info *f)
 {
-    st_flow *r = rg_nf_map_get(&nf->flows, f->uid);
-    if (r) return r;
-    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
-    r = calloc(1, sizeof *r);
-    if (!r || rg_nf_map_put(&nf->flows, f->uid, r)) {
-        free(r);
-        errno = ENOMEM;
-        rg_nf_fail(&nf->base, "cannot track flows", NULL);
-        return NULL;
-    }
+    int created;
+    st_flow *r =
+        rg_nf_flow_of(&nf->base, &nf->flows, f, sizeof *r, offsetof(st_flow, ep), &created);
+    if (!created) return r;
     r->layer = f->layer;
-    if (l) rg_nf_endpoints_of(l, f, &r->ep);
     for (unsigned i = 0; i < 2; i++) {
         r->d[i].uid = f->uid;
         r->d[i].dir = (uint8_t)i;
@@ -218,7 +212,7 @@ static int cmp_sub(const void *a, const void *b)
 static void on_call(void *self, const rg_call *c)
 {
     nf_streams *nf = self;
-    const rg_bytes *data = rg_nf_call_data(nf->data_arg, nf->base.stack, c);
+    const rg_bytes *data = rg_obs_call_data(nf->data_arg, nf->base.stack, c);
     if (!c->flow) {
         nf->noflow_calls++;
         if (!data || !data->len) return;
@@ -323,19 +317,12 @@ static void report_dir(nf_streams *nf, st_flow *r, sdir *d, unsigned i, int spli
     rg_sha256_hex(digest, sha);
     rel_name(rel, sizeof rel, d);
     fputs("{\"layer\":", out);
-    rg_nf_json_string(out, l ? l->name : NULL);
+    rg_json_string(out, l ? l->name : NULL);
     fputs(",\"proto\":", out);
-    rg_nf_json_string(out, l ? l->protocol : NULL);
+    rg_json_string(out, l ? l->protocol : NULL);
     /* each line names its own direction's sender first */
     rg_nf_endpoints ep = r->ep;
-    if (i == 1) {
-        memcpy(ep.src, r->ep.dst, sizeof ep.src);
-        memcpy(ep.dst, r->ep.src, sizeof ep.dst);
-        ep.sport = r->ep.dport;
-        ep.dport = r->ep.sport;
-        ep.has_sport = r->ep.has_dport;
-        ep.has_dport = r->ep.has_sport;
-    }
+    if (i == 1) rg_nf_endpoints_reverse(&r->ep, &ep);
     rg_nf_json_endpoints(out, &ep);
     fprintf(out, ",\"dir\":\"%s\"", dir_name(i));
     if (split) { /* only split flows have the key: other records stay as they were */
@@ -345,7 +332,7 @@ static void report_dir(nf_streams *nf, st_flow *r, sdir *d, unsigned i, int spli
             fputs(",\"sid\":null", out);
     }
     fprintf(out, ",\"bytes\":%" PRIu64 ",\"sha256\":\"%s\",\"file\":", d->bytes, sha);
-    rg_nf_json_string(out, d->bytes ? rel : NULL);
+    rg_json_string(out, d->bytes ? rel : NULL);
     fprintf(out, ",\"complete\":%s,\"uid\":%" PRIu64 ",\"close\":\"%s\",\"gaps\":[",
             complete < 0 ? "null"
             : complete   ? "true"
@@ -398,7 +385,7 @@ static void on_close(void *self, const rg_flow_info *f, int reason, int complete
     if (!r) return;
     rg_nf_map_del(&nf->flows, f->uid);
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
-    report(nf, r, rg_nf_close_name(reason), l && l->has_psm ? complete != 0 : -1);
+    report(nf, r, rg_close_name(reason), l && l->has_psm ? complete != 0 : -1);
 }
 
 /* An instance that never closed (the context was not flushed). */
@@ -442,7 +429,7 @@ rg_nf *rg_nf_streams_new(const rg_stack_desc *stack, const char *outdir, char *e
     nf->pathlen = n + 64; /* "/streams/" + uid + "-c2s.bin" */
     nf->outdir = strdup(outdir);
     nf->path = malloc(nf->pathlen);
-    nf->data_arg = rg_nf_data_args(stack);
+    nf->data_arg = rg_obs_data_args(stack);
     nf->sid_arg = sid_args(stack);
     if (!nf->outdir || !nf->path || !nf->data_arg || !nf->sid_arg || rg_nf_map_init(&nf->flows))
         goto oom;

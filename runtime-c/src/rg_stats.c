@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rg/rg_json.h"
+
 static const char *const default_reason[RG_REASON_USER] = {
     "truncated", "malformed", "unsupported", "no_instance", "cap", "psm_fail", "checksum", "other",
 };
@@ -132,20 +134,6 @@ void rg_stats_print(const rg_stats *s, FILE *out)
 }
 #undef PR
 
-static void json_str(FILE *out, const char *str)
-{
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)str; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(out, "\\u%04x", *p);
-        else
-            fputc(*p, out);
-    }
-    fputc('"', out);
-}
-
 #define JU(key, v) fprintf(out, "%s\"%s\":%" PRIu64, first++ ? "," : "", key, (uint64_t)(v))
 
 void rg_stats_json(const rg_stats *s, FILE *out)
@@ -167,7 +155,7 @@ void rg_stats_json(const rg_stats *s, FILE *out)
         int first = 0;
         layer_name(s, i, name, sizeof name);
         fputs(i ? ",{\"name\":" : "{\"name\":", out);
-        json_str(out, name);
+        rg_json_string(out, name);
         first = 1;
         JU("packets", l->packets);
         JU("bytes", l->bytes);
@@ -178,7 +166,7 @@ void rg_stats_json(const rg_stats *s, FILE *out)
         for (unsigned r = 0; r < RG_REASON_MAX; r++) {
             if (!l->error[r]) continue;
             if (ef++) fputc(',', out);
-            json_str(out, rg_stats_reason_name(s, r));
+            rg_json_string(out, rg_stats_reason_name(s, r));
             fprintf(out, ":%" PRIu64, l->error[r]);
         }
         fputc('}', out);

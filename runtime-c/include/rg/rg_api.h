@@ -182,15 +182,22 @@ typedef struct rg_ctx_cfg {
     uint64_t max_clock_jump_ns;
 } rg_ctx_cfg;
 
-/* Link kinds a stack may name an entry for (rubikgen stack `entry:`). */
+/* Link kinds a stack may name an entry for (rubikgen stack `entry:`): the one
+ * table of them (enumerator, value, name in the stack spec and the driver's
+ * summary). */
+#define RG_LINK_KIND_TABLE(X)          \
+    X(RG_LINK_ETHERNET, 0, "ethernet") \
+    X(RG_LINK_NULL, 1, "null")         \
+    X(RG_LINK_RAW_IPV4, 2, "raw_ipv4") \
+    X(RG_LINK_RAW_IPV6, 3, "raw_ipv6") \
+    X(RG_LINK_SLL, 4, "sll")           \
+    X(RG_LINK_SLL2, 5, "sll2")
+
 enum rg_link_kind {
-    RG_LINK_ETHERNET = 0,
-    RG_LINK_NULL,
-    RG_LINK_RAW_IPV4,
-    RG_LINK_RAW_IPV6,
-    RG_LINK_SLL,
-    RG_LINK_SLL2,
-    RG_LINK_KINDS
+#define RG_LINK_ENUM_(name, value, text) name = value,
+    RG_LINK_KIND_TABLE(RG_LINK_ENUM_)
+#undef RG_LINK_ENUM_
+        RG_LINK_KINDS
 };
 
 /* Return values of process. */
@@ -216,8 +223,9 @@ typedef struct rg_stack_desc {
     const rg_stats *(*stats)(const void *ctx);
 } rg_stack_desc;
 
-/* The capture driver (runtime-c/src/rg_driver.c): a generated binary's main
- * calls it.  Options: see `BINARY --help`. */
+/* The capture driver (runtime-c/main/, build/librgmain.a: not part of
+ * librgrt.a): a generated binary's main calls it.  Options: see
+ * `BINARY --help`. */
 int rg_main(int argc, char **argv, const rg_stack_desc *stack);
 
 #ifdef __cplusplus

@@ -1,0 +1,52 @@
+/* rg_chain.c - the driver's observer: its counters, then the chosen NF. */
+#include "rg_driver.h"
+
+static void chain_call(void *self, const rg_call *c)
+{
+    const obs_chain *ch = self;
+    ch->a.on_call(ch->a.self, c);
+    if (ch->b.on_call) ch->b.on_call(ch->b.self, c);
+}
+
+static void chain_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->a.on_open(ch->a.self, f, ts_ns);
+    if (ch->b.on_open) ch->b.on_open(ch->b.self, f, ts_ns);
+}
+
+static void chain_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->b.on_packet(ch->b.self, f, dir, len, ts_ns); /* the counters have none */
+}
+
+static void chain_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->a.on_close(ch->a.self, f, reason, complete, ts_ns);
+    if (ch->b.on_close) ch->b.on_close(ch->b.self, f, reason, complete, ts_ns);
+}
+
+static void chain_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                      uint32_t at, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->a.on_gap(ch->a.self, f, dir, seq, len, at, ts_ns);
+    if (ch->b.on_gap) ch->b.on_gap(ch->b.self, f, dir, seq, len, at, ts_ns);
+}
+
+rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, obs_chain *ch)
+{
+    rg_obs obs = rg_counter_obs(counter, count_calls);
+    if (!nf) return obs;
+    ch->a = obs;
+    ch->b = *nf;
+    obs.self = ch;
+    obs.on_call = chain_call;
+    obs.on_open = chain_open;
+    obs.on_packet = nf->on_packet ? chain_packet : NULL;
+    obs.on_close = chain_close;
+    obs.on_gap = chain_gap;
+    return obs;
+}

@@ -1,0 +1,127 @@
+/* rg_driver.h - the capture driver's parts (build/librgmain.a, not the
+ * runtime library): options (rg_opts.c), the feed of frames into the stack
+ * (rg_feed.c), the observer chain (rg_chain.c), the summary (rg_summary.c),
+ * and the runs (rg_main.c).  Private to runtime-c/main/. */
+#ifndef RG_DRIVER_H
+#define RG_DRIVER_H
+
+#include <stdio.h>
+
+#include "rg/rg_api.h"
+#include "rg/rg_entry.h"
+#include "rg/rg_nf_registry.h"
+#include "rg/rg_source.h"
+#include "rg_counter.h"
+
+#define NS_PER_S UINT64_C(1000000000)
+
+enum { EXIT_USAGE = 2, DEFAULT_PASSES = 3 };
+#define RG_DRIVER_MAX_LAYERS 256
+
+/* The built-in --nf values (the driver's counters alone, or without counting
+ * calls); any other name is looked up in rg_nf_table. */
+#define RG_NF_COUNT "count"
+#define RG_NF_NONE  "none"
+
+typedef struct opts {
+    const char *prog;
+    const char *capture;
+    const char *io; /* the packet source (rg_source_find) */
+    const char *nf;
+    const rg_nf_desc *nfd; /* NULL: count or none */
+    const char *out;
+    uint64_t cap;
+    uint32_t layer_cap[RG_DRIVER_MAX_LAYERS]; /* --cap LAYER=N, by layer index; 0 = cap */
+    uint64_t seed;
+    uint64_t passes;
+    int passes_set;
+    int no_timeouts;
+    int nf_flag; /* the chosen NF's flag was given */
+    int json;
+    int stats;
+    int bench;
+} opts;
+
+/* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
+int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o);
+
+/* ---- feeding frames to the stack ---- */
+
+typedef struct feeder {
+    const rg_stack_desc *stack;
+    rg_entry_links *lm; /* m[0]: the capture's link type */
+    void *ctx;
+    uint64_t next_expire; /* packet time of the next expire call */
+    int expire_on;        /* a first packet has set the clock */
+    uint64_t pkts, bytes, skipped;
+    uint64_t skipped_linktype; /* of skipped: no entry for the link type (or IP version) */
+    const char *linktype_what;  /* ", IPv6 packets" on a raw IP link, else "" */
+    const char *prog, *capture; /* for warnings; prog NULL: none */
+    rg_counts *nc; /* the driver's counters: uid_mark is set per packet */
+} feeder;
+
+void rg_feeder_init(feeder *fd, const rg_stack_desc *stack, rg_entry_links *lm, void *ctx,
+                    int no_timeouts, rg_counts *nc);
+/* A link type seen for the first time that the runtime cannot read: warned. */
+void rg_feed_new_link(feeder *fd, const rg_entry_map *em);
+/* A frame no entry layer takes: counted (and warned about once). */
+void rg_feed_skipped(feeder *fd, const rg_entry_map *em, const rg_frame *f);
+
+RG_INLINE void rg_feed(feeder *fd, const rg_frame *f)
+{
+    fd->pkts++;
+    fd->bytes += f->caplen;
+    fd->nc->uid_mark = fd->nc->uid_max; /* instances opened from now on are this packet's */
+    /* idle expiry on packet time, once per second of it: no clock reads */
+    if (RG_UNLIKELY(f->ts_ns >= fd->next_expire)) {
+        if (fd->expire_on) fd->stack->expire(fd->ctx, f->ts_ns);
+        fd->expire_on = 1;
+        fd->next_expire = f->ts_ns + NS_PER_S;
+    }
+    unsigned layer;
+    uint32_t off;
+    int added, unsupported = 0;
+    const rg_entry_map *em = rg_entry_of(fd->lm, f, &added, &unsupported);
+    if (RG_UNLIKELY(added && unsupported)) rg_feed_new_link(fd, em);
+    if (RG_UNLIKELY(!rg_entry_pick(em, f, &layer, &off))) {
+        rg_feed_skipped(fd, em, f);
+        return;
+    }
+    /* the result needs no action here: the stack counts its own errors */
+    (void)fd->stack->process(fd->ctx, layer, f->data + off, f->caplen - off, f->ts_ns);
+}
+
+/* ---- the observer: the counters, then the chosen NF ---- */
+
+typedef struct obs_chain {
+    rg_obs a, b;
+} obs_chain;
+
+/* The observer for the stack: the counters alone (nf NULL), without their
+ * per-call callback (--nf none: no per-call cost, calls are not counted), or
+ * the counters chained before nf. */
+rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, obs_chain *ch);
+
+/* ---- the summary ---- */
+
+typedef struct summary {
+    const char *link;
+    uint64_t pkts, bytes, opened, closed, live, calls, payload, errors, skipped;
+    uint64_t gaps, gap_bytes; /* gap recovery: holes skipped, bytes in them */
+    const rg_counts *n;       /* per-layer counts (after the flush) */
+    const uint64_t *live_per; /* per layer: live before the final flush */
+    const rg_stats *st;       /* NULL without stats: no state bytes */
+    uint64_t skipped_linktype;
+    const char *linktype_what;
+    const rg_linkinfo *li;
+} summary;
+
+uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);
+/* Live per layer before the flush, which closes exactly the instances live then. */
+void rg_live_before_flush(const rg_stack_desc *stack, rg_counts *n, uint64_t *live);
+void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *s);
+/* "layers":{NAME:{...},...} for every layer with a selector. */
+void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64_t *live,
+                    const rg_stats *st);
+
+#endif /* RG_DRIVER_H */

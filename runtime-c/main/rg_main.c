@@ -1,0 +1,259 @@
+/* rg_main.c - the capture driver: the main of every generated stack binary
+ * (rg_main, see rg_api.h).
+ *
+ * Opens the packet source the command line names (rg_source.h), picks the
+ * stack's entry layer per frame (rg_entry.h), feeds the frames to the stack
+ * with its counters and the chosen NF attached (rg_nf_registry.h), drives
+ * idle expiry on packet time, flushes at the end so the NF sees every
+ * instance close, and prints a summary.  --bench times the processing loop
+ * on a capture loaded into memory instead. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rg/rg_json.h"
+#include "rg/rg_seq.h"
+#include "rg_driver.h"
+
+static uint64_t stack_errors(const rg_stack_desc *stack, const void *ctx)
+{
+    const rg_stats *s = stack->stats ? stack->stats(ctx) : NULL;
+    return s ? rg_stats_total_errors(s) : 0;
+}
+
+/* The entry maps for a source's first link; RG_OK or 1 (message printed). */
+static int links_init(rg_entry_links *lm, const opts *o, const rg_stack_desc *stack,
+                      const rg_linkinfo *li)
+{
+    if (rg_entry_links_init(lm, stack, li) == RG_OK) return RG_OK;
+    fprintf(stderr, "%s: %s: link type %d is not supported\n", o->prog, o->capture, li->dlt);
+    return 1;
+}
+
+/* Everything a run over a source holds, released by run_free. */
+typedef struct run {
+    const rg_source_ops *io;
+    rg_source *src;
+    rg_counter counter;
+    int counter_ok;
+    rg_obs *nf;
+    void *ctx;
+    uint64_t *live_per;
+} run;
+
+static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
+{
+    if (r->ctx) stack->ctx_free(r->ctx);
+    free(r->live_per);
+    if (r->nf) o->nfd->finish(r->nf);
+    if (r->counter_ok) rg_counter_free(&r->counter);
+    if (r->src) r->io->close(r->src);
+}
+
+/* Source, counters, NF, context; RG_OK or 1 (message printed, r to free). */
+static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_links *lm,
+                    obs_chain *ch, rg_obs *obs)
+{
+    char err[512];
+    r->io = rg_source_find(o->io);
+    rg_source_cfg scfg = {.name = o->capture};
+    r->src = r->io->open(&scfg, err, sizeof err);
+    if (!r->src) {
+        fprintf(stderr, "%s: %s\n", o->prog, err);
+        return 1;
+    }
+    if (links_init(lm, o, stack, r->io->link(r->src))) return 1;
+    r->counter_ok = rg_counter_init(&r->counter, stack) == RG_OK;
+    if (!r->counter_ok) {
+        fprintf(stderr, "%s: out of memory\n", o->prog);
+        return 1;
+    }
+    if (o->nfd) {
+        rg_nf_cfg ncfg = {o->out, o->nf_flag};
+        r->nf = o->nfd->create(stack, &ncfg, err, sizeof err);
+        if (!r->nf) {
+            fprintf(stderr, "%s: --nf %s: %s\n", o->prog, o->nf, err);
+            return 1;
+        }
+    }
+    *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
+    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, obs, o->no_timeouts, o->layer_cap, 0};
+    r->ctx = stack->ctx_new(&cfg);
+    r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
+    if (!r->ctx || !r->live_per) {
+        fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
+                stack->name);
+        return 1;
+    }
+    return RG_OK;
+}
+
+static int run_capture(const opts *o, const rg_stack_desc *stack)
+{
+    run r = {0};
+    rg_entry_links lm;
+    obs_chain ch;
+    rg_obs obs;
+    if (run_open(o, stack, &r, &lm, &ch, &obs)) {
+        run_free(o, stack, &r);
+        return 1;
+    }
+    feeder fd;
+    rg_feeder_init(&fd, stack, &lm, r.ctx, o->no_timeouts, &r.counter.n);
+    fd.prog = o->prog;
+    fd.capture = o->capture;
+    rg_frame burst[RG_BURST];
+    int n, status = 0;
+    while ((n = r.io->next_burst(r.src, burst, RG_BURST)) >= 0)
+        for (int i = 0; i < n; i++)
+            rg_feed(&fd, &burst[i]);
+    if (n == RG_SRC_ERROR) {
+        /* keep what was read: flush and report it, but fail */
+        fprintf(stderr, "%s: %s: %s\n", o->prog, o->capture, r.io->error(r.src));
+        status = 1;
+    }
+
+    const rg_counts *c = &r.counter.n;
+    uint64_t live = c->opened - c->closed;
+    rg_live_before_flush(stack, &r.counter.n, r.live_per);
+    stack->flush(r.ctx);
+    if (r.nf && o->nfd->finish(r.nf)) status = 1;
+    r.nf = NULL;
+    summary s = {.link = lm.m[0].li.name,
+                 .pkts = fd.pkts,
+                 .bytes = fd.bytes,
+                 .opened = c->opened,
+                 .closed = c->closed,
+                 .live = live,
+                 .calls = c->calls,
+                 .payload = c->payload_bytes,
+                 .errors = stack_errors(stack, r.ctx) + fd.skipped,
+                 .skipped = fd.skipped,
+                 .n = c,
+                 .live_per = r.live_per,
+                 .st = stack->stats ? stack->stats(r.ctx) : NULL,
+                 .skipped_linktype = fd.skipped_linktype,
+                 .linktype_what = fd.linktype_what,
+                 .gaps = c->gaps,
+                 .gap_bytes = c->gap_bytes,
+                 .li = &lm.m[0].li};
+    rg_print_summary(o, stack, &s);
+    fflush(stdout);
+    if (o->stats && stack->stats) rg_stats_print(stack->stats(r.ctx), stderr);
+    run_free(o, stack, &r);
+    return status;
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+    struct timespec t;
+    clock_gettime(clk, &t);
+    return (uint64_t)t.tv_sec * NS_PER_S + (uint64_t)t.tv_nsec;
+}
+
+/* The --bench line (of the last pass, its context still alive): timings and
+ * counts, then the state per tracked instance of every layer with a
+ * selector ("state_bytes": the table's record: header, keys, payload) and
+ * the peak heap held by reassembly buffers during the pass. */
+static void print_bench(const opts *o, const rg_stack_desc *stack, const void *ctx,
+                        const rg_capture *cap, uint64_t best_cpu, uint64_t best_wall,
+                        const rg_counts *last, const uint64_t *live_per, size_t seq_peak)
+{
+    double pkts = cap->count ? (double)cap->count : 1.0;
+    printf("{\"pkts\":%zu,\"passes\":%" PRIu64 ",\"cpu_ns_per_pkt\":%.2f,\"wall_ns_per_pkt\":%.2f"
+           ",\"payload_bytes\":%" PRIu64 ",\"flows\":%" PRIu64 ",\"flows_opened\":%" PRIu64
+           ",\"flows_closed\":%" PRIu64 ",\"calls\":%" PRIu64 ",\"state_bytes\":{",
+           cap->count, o->passes, (double)best_cpu / pkts, (double)best_wall / pkts,
+           last->payload_bytes, rg_total_flows(stack, last), last->opened, last->closed,
+           last->calls);
+    const rg_stats *st = stack->stats ? stack->stats(ctx) : NULL;
+    int first = 1;
+    for (unsigned i = 0; st && i < stack->nlayers && i < st->nlayers; i++) {
+        if (!stack->layers[i].has_instance) continue;
+        if (!first) fputc(',', stdout);
+        first = 0;
+        rg_json_string(stdout, stack->layers[i].name);
+        printf(":%" PRIu64, st->layer[i].inst.record_bytes);
+    }
+    printf("},\"seq_heap_peak_bytes\":%zu,", seq_peak);
+    rg_layers_json(stack, last, live_per, st);
+    fputs("}\n", stdout);
+    fflush(stdout);
+}
+
+/* One --bench pass; RG_OK or 1 (message printed). */
+static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_capture *cap,
+                      rg_entry_links *lm, uint64_t pass, uint64_t *best_cpu, uint64_t *best_wall,
+                      uint64_t *live_per)
+{
+    rg_counter counter;
+    if (rg_counter_init(&counter, stack)) {
+        fprintf(stderr, "%s: out of memory\n", o->prog);
+        return 1;
+    }
+    rg_obs obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
+    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap, 0};
+    void *ctx = stack->ctx_new(&cfg);
+    if (!ctx) {
+        fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
+                stack->name);
+        rg_counter_free(&counter);
+        return 1;
+    }
+    feeder fd;
+    rg_feeder_init(&fd, stack, lm, ctx, o->no_timeouts, &counter.n);
+    fd.prog = pass ? NULL : o->prog; /* warn in the first pass only */
+    fd.capture = o->capture;
+    rg_seq_heap_reset_peak();
+    uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
+    for (size_t i = 0; i < cap->count; i++)
+        rg_feed(&fd, &cap->frames[i]);
+    uint64_t c1 = now_ns(CLOCK_THREAD_CPUTIME_ID), w1 = now_ns(CLOCK_MONOTONIC);
+    if (c1 - c0 < *best_cpu) *best_cpu = c1 - c0;
+    if (w1 - w0 < *best_wall) *best_wall = w1 - w0;
+    rg_live_before_flush(stack, &counter.n, live_per);
+    stack->flush(ctx);
+    size_t seq_peak = rg_seq_heap_stats().peak; /* this pass's (the context is alive) */
+    if (pass + 1 == o->passes) {
+        print_bench(o, stack, ctx, cap, *best_cpu, *best_wall, &counter.n, live_per, seq_peak);
+        if (o->stats && stack->stats) rg_stats_print(stack->stats(ctx), stderr);
+    }
+    stack->ctx_free(ctx);
+    rg_counter_free(&counter);
+    return RG_OK;
+}
+
+static int run_bench(const opts *o, const rg_stack_desc *stack)
+{
+    char err[512];
+    rg_capture cap;
+    if (rg_capture_load(o->capture, &cap, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", o->prog, err);
+        return 1;
+    }
+    rg_entry_links lm;
+    uint64_t *live_per = NULL;
+    int rc = links_init(&lm, o, stack, &cap.link);
+    if (!rc) {
+        live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *live_per);
+        if (!live_per) {
+            fprintf(stderr, "%s: out of memory\n", o->prog);
+            rc = 1;
+        }
+    }
+    uint64_t best_cpu = UINT64_MAX, best_wall = UINT64_MAX;
+    for (uint64_t pass = 0; !rc && pass < o->passes; pass++)
+        rc = bench_pass(o, stack, &cap, &lm, pass, &best_cpu, &best_wall, live_per);
+    free(live_per);
+    rg_capture_free(&cap);
+    return rc;
+}
+
+int rg_main(int argc, char **argv, const rg_stack_desc *stack)
+{
+    opts o;
+    int rc = rg_parse_opts(argc, argv, stack, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+    return o.bench ? run_bench(&o, stack) : run_capture(&o, stack);
+}

@@ -1,0 +1,204 @@
+/* rg_opts.c - the driver's command line: usage and option parsing.  The
+ * packet sources and the NFs come from their registries (rg_sources,
+ * rg_nf_table): --help lists them and each NF's flag becomes an option. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rg_driver.h"
+
+enum { MAX_NF_FLAGS = 32 };
+
+static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
+{
+    fprintf(out,
+            "usage: %s CAPTURE [options]\n"
+            "Run the %s stack on the frames of a packet source (the file source: a pcap or\n"
+            "pcapng capture, CAPTURE '-' = stdin).\n"
+            "  --io NAME        the packet source (default file):\n",
+            prog, stack->name);
+    for (const rg_source_ops *const *s = rg_sources; *s; s++)
+        fprintf(out, "                     %-12s %s\n", (*s)->name, (*s)->help);
+    fprintf(out, "  --nf NAME        what observes the stack (default " RG_NF_COUNT "):\n"
+                 "                     %-12s the summary's counters only\n"
+                 "                     %-12s the same without counting handler calls\n",
+            RG_NF_COUNT, RG_NF_NONE);
+    for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
+        fprintf(out, "                     %-12s %s\n", (*d)->name, (*d)->help);
+    fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n",
+          out);
+    for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
+        if ((*d)->flag) fprintf(out, "  --%-14s %s: %s\n", (*d)->flag, (*d)->name, (*d)->flag_help);
+    fprintf(out,
+            "  --cap N          live instances per layer (default 262144; the least\n"
+            "                   recently used is evicted when a layer is full)\n"
+            "  --cap LAYER=N    the same for one layer (repeatable)\n"
+            "  --seed N         hash seed (default random)\n"
+            "  --no-timeouts    never expire idle instances\n"
+            "  --summary FMT    summary on stdout: text or json (default text)\n"
+            "  --stats          runtime counters on stderr\n"
+            "  --bench          time the processing of the capture loaded in memory; one JSON\n"
+            "                   line on stdout (--nf " RG_NF_COUNT " or " RG_NF_NONE ")\n"
+            "  --passes N       passes of --bench (default %d; the best one counts)\n"
+            "  --help           this text\n",
+            DEFAULT_PASSES);
+}
+
+/* Decimal number in [min, max]. */
+static int parse_num(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (*s < '0' || *s > '9') return -1; /* strtoull would accept "-1" and spaces */
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+/* --cap N for every layer, or LAYER=N for one; 0 or -1 (bad value). */
+static int parse_cap(const char *arg, const rg_stack_desc *stack, opts *o)
+{
+    const char *eq = strchr(arg, '=');
+    uint64_t v;
+    if (!eq) return parse_num(arg, 1, UINT32_MAX, &o->cap);
+    size_t len = (size_t)(eq - arg);
+    unsigned i = 0;
+    while (i < stack->nlayers && i < RG_DRIVER_MAX_LAYERS &&
+           (strlen(stack->layers[i].name) != len || strncmp(stack->layers[i].name, arg, len)))
+        i++;
+    if (i == stack->nlayers || i == RG_DRIVER_MAX_LAYERS || parse_num(eq + 1, 1, UINT32_MAX, &v))
+        return -1;
+    o->layer_cap[i] = (uint32_t)v;
+    return 0;
+}
+
+enum {
+    O_NF = 256,
+    O_IO,
+    O_OUT,
+    O_CAP,
+    O_SEED,
+    O_NOTO,
+    O_SUMMARY,
+    O_STATS,
+    O_BENCH,
+    O_PASSES,
+    O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
+};
+
+/* The options: the fixed ones, then one per NF flag. */
+static void build_longopts(struct option *lo, size_t n)
+{
+    static const struct option fixed[] = {
+        {"nf", required_argument, NULL, O_NF},
+        {"io", required_argument, NULL, O_IO},
+        {"out", required_argument, NULL, O_OUT},
+        {"cap", required_argument, NULL, O_CAP},
+        {"seed", required_argument, NULL, O_SEED},
+        {"no-timeouts", no_argument, NULL, O_NOTO},
+        {"summary", required_argument, NULL, O_SUMMARY},
+        {"stats", no_argument, NULL, O_STATS},
+        {"bench", no_argument, NULL, O_BENCH},
+        {"passes", required_argument, NULL, O_PASSES},
+        {"help", no_argument, NULL, 'h'},
+    };
+    size_t k = 0;
+    for (; k < sizeof fixed / sizeof fixed[0]; k++)
+        lo[k] = fixed[k];
+    for (size_t i = 0; rg_nf_table[i] && i < MAX_NF_FLAGS && k + 1 < n; i++)
+        if (rg_nf_table[i]->flag)
+            lo[k++] = (struct option){rg_nf_table[i]->flag, no_argument, NULL, O_NF_FLAG + (int)i};
+    lo[k] = (struct option){NULL, 0, NULL, 0};
+}
+
+int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
+{
+    struct option longopts[16 + MAX_NF_FLAGS];
+    build_longopts(longopts, sizeof longopts / sizeof longopts[0]);
+    int flags[MAX_NF_FLAGS] = {0};
+    memset(o, 0, sizeof *o);
+    o->prog = argc > 0 && argv[0] ? argv[0] : "rg";
+    o->io = rg_source_file.name;
+    o->nf = RG_NF_COUNT;
+    o->out = "rg-out";
+    o->passes = DEFAULT_PASSES;
+    optind = 0; /* full reset: rg_main may run more than once in a process */
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (c) {
+        case 'h':
+            usage(stdout, o->prog, stack);
+            return 1;
+        case O_NF:
+            o->nf = optarg;
+            o->nfd = rg_nf_find(rg_nf_table, optarg);
+            if (!o->nfd && strcmp(optarg, RG_NF_COUNT) && strcmp(optarg, RG_NF_NONE)) bad = "--nf";
+            break;
+        case O_IO:
+            o->io = optarg;
+            if (!rg_source_find(optarg)) bad = "--io";
+            break;
+        case O_OUT:
+            o->out = optarg;
+            break;
+        case O_CAP:
+            if (parse_cap(optarg, stack, o)) bad = "--cap";
+            break;
+        case O_SEED:
+            if (parse_num(optarg, 0, UINT64_MAX, &o->seed)) bad = "--seed";
+            break;
+        case O_NOTO:
+            o->no_timeouts = 1;
+            break;
+        case O_SUMMARY:
+            if (!strcmp(optarg, "json"))
+                o->json = 1;
+            else if (strcmp(optarg, "text"))
+                bad = "--summary";
+            break;
+        case O_STATS:
+            o->stats = 1;
+            break;
+        case O_BENCH:
+            o->bench = 1;
+            break;
+        case O_PASSES:
+            if (parse_num(optarg, 1, 1000000, &o->passes)) bad = "--passes";
+            o->passes_set = 1;
+            break;
+        default:
+            if (c >= O_NF_FLAG && c < O_NF_FLAG + MAX_NF_FLAGS) {
+                flags[c - O_NF_FLAG] = 1;
+                break;
+            }
+            /* getopt_long printed the reason */
+            fprintf(stderr, "Try '%s --help'.\n", o->prog);
+            return EXIT_USAGE;
+        }
+        if (bad) {
+            fprintf(stderr, "%s: invalid value '%s' for %s (see --help)\n", o->prog, optarg, bad);
+            return EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 1) {
+        fprintf(stderr, "%s: expected one CAPTURE argument (see --help)\n", o->prog);
+        return EXIT_USAGE;
+    }
+    o->capture = argv[optind];
+    if (o->passes_set && !o->bench) {
+        fprintf(stderr, "%s: --passes needs --bench\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if (o->bench && o->nfd) {
+        fprintf(stderr, "%s: --bench runs with --nf " RG_NF_COUNT " or " RG_NF_NONE ", not %s\n",
+                o->prog, o->nf);
+        return EXIT_USAGE;
+    }
+    /* an NF's flag given with another NF is ignored */
+    for (size_t i = 0; o->nfd && rg_nf_table[i] && i < MAX_NF_FLAGS; i++)
+        if (rg_nf_table[i] == o->nfd) o->nf_flag = flags[i];
+    return 0;
+}

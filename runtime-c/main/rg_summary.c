@@ -1,0 +1,134 @@
+/* rg_summary.c - the driver's summary on stdout (text or JSON) and the
+ * per-layer instance counts it shares with --bench. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "rg/rg_json.h"
+#include "rg/rg_obs.h"
+#include "rg_driver.h"
+
+uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n)
+{
+    uint64_t flows = 0;
+    for (unsigned i = 0; i < stack->nlayers; i++)
+        if (stack->layers[i].has_instance) flows += rg_layer_flows(&n->layer[i]);
+    return flows;
+}
+
+void rg_live_before_flush(const rg_stack_desc *stack, rg_counts *n, uint64_t *live)
+{
+    n->uid_mark = n->uid_max; /* the flush closes nothing during a packet */
+    for (unsigned i = 0; i < stack->nlayers; i++) {
+        const rg_layer_counts *l = &n->layer[i];
+        live[i] = l->opened - l->closed[0] - l->closed[1] - l->closed[2] - l->closed[3];
+    }
+}
+
+static uint64_t state_bytes(const rg_stats *st, unsigned i)
+{
+    return st && i < st->nlayers ? st->layer[i].inst.record_bytes : 0;
+}
+
+void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64_t *live,
+                    const rg_stats *st)
+{
+    fputs("\"layers\":{", stdout);
+    int first = 1;
+    for (unsigned i = 0; i < stack->nlayers; i++) {
+        if (!stack->layers[i].has_instance) continue;
+        const rg_layer_counts *l = &n->layer[i];
+        if (!first) fputc(',', stdout);
+        first = 0;
+        rg_json_string(stdout, stack->layers[i].name);
+        printf(":{\"opened\":%" PRIu64 ",\"closed\":{", l->opened);
+        for (int r = 0; r < 4; r++)
+            printf("%s\"%s\":%" PRIu64, r ? "," : "", rg_close_name(r), l->closed[r]);
+        printf("},\"live_at_end\":%" PRIu64 ",\"evicted\":%" PRIu64 ",\"one_packet\":%" PRIu64
+               ",\"flows\":%" PRIu64 ",\"state_bytes\":%" PRIu64 "}",
+               live[i], l->closed[RG_CLOSE_EVICTED], l->one_packet, rg_layer_flows(l),
+               state_bytes(st, i));
+    }
+    fputc('}', stdout);
+}
+
+static void layers_text(const rg_stack_desc *stack, const rg_counts *n, const uint64_t *live,
+                        const rg_stats *st)
+{
+    printf("instances per layer (live_at_end: before the final flush; one_packet: closed in the "
+           "packet that opened them, not flows; state_bytes: per instance)\n"
+           "  %-14s %10s %10s %10s %10s %10s %12s %10s %10s %12s\n",
+           "layer", "opened", "accept", "expired", "evicted", "flushed", "live_at_end",
+           "one_packet", "flows", "state_bytes");
+    for (unsigned i = 0; i < stack->nlayers; i++) {
+        if (!stack->layers[i].has_instance) continue;
+        const rg_layer_counts *l = &n->layer[i];
+        printf("  %-14s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
+               " %12" PRIu64 " %10" PRIu64 " %10" PRIu64 " %12" PRIu64 "\n",
+               stack->layers[i].name, l->opened, l->closed[RG_CLOSE_ACCEPT],
+               l->closed[RG_CLOSE_EXPIRED], l->closed[RG_CLOSE_EVICTED],
+               l->closed[RG_CLOSE_FLUSHED], live[i], l->one_packet, rg_layer_flows(l),
+               state_bytes(st, i));
+    }
+}
+
+static void summary_json(const opts *o, const rg_stack_desc *stack, const summary *s)
+{
+    fputs("{\"stack\":", stdout);
+    rg_json_string(stdout, stack->name);
+    fputs(",\"capture\":", stdout);
+    rg_json_string(stdout, o->capture);
+    fputs(",\"link\":", stdout);
+    rg_json_string(stdout, s->link);
+    fputs(",\"nf\":", stdout);
+    rg_json_string(stdout, o->nf);
+    printf(",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"flows\":%" PRIu64, s->pkts,
+           s->bytes, rg_total_flows(stack, s->n));
+    printf(",\"flows_opened\":%" PRIu64 ",\"flows_closed\":%" PRIu64 ",\"live_at_end\":%" PRIu64
+           ",\"calls\":%" PRIu64 ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64
+           ",\"skipped\":%" PRIu64 ",",
+           s->opened, s->closed, s->live, s->calls, s->payload, s->errors, s->skipped);
+    printf("\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 ",", s->gaps, s->gap_bytes);
+    printf("\"skipped_linktype\":%" PRIu64 ",\"link_type\":", s->skipped_linktype);
+    rg_json_string(stdout, rg_link_type_name(s->li));
+    fputs(",\"entries\":[", stdout);
+    for (int k = 0, n = 0; k < RG_LINK_KINDS; k++)
+        if (stack->entry[k] >= 0) printf("%s\"%s\"", n++ ? "," : "", rg_link_kind_names[k]);
+    fputs("],", stdout);
+    rg_layers_json(stack, s->n, s->live_per, s->st);
+    fputs("}\n", stdout);
+}
+
+void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *s)
+{
+    if (o->json) {
+        summary_json(o, stack, s);
+        return;
+    }
+    char entries[128];
+    printf("stack          %s\n"
+           "capture        %s\n"
+           "link           %s\n"
+           "nf             %s\n"
+           "packets        %" PRIu64 "\n"
+           "bytes          %" PRIu64 "\n"
+           "flows          %" PRIu64 "  (instances that outlived the packet that opened them: "
+           "connections, conversations)\n"
+           "flows_opened   %" PRIu64 "  (all instances, per-packet ones such as IP datagrams "
+           "included)\n"
+           "flows_closed   %" PRIu64 "\n"
+           "live_at_end    %" PRIu64 "  (before the final flush)\n"
+           "calls          %" PRIu64 "%s\n"
+           "payload_bytes  %" PRIu64 "\n"
+           "errors         %" PRIu64 "  (stack errors + frames skipped)\n"
+           "skipped        %" PRIu64 "  (link header cut or no entry layer)\n"
+           "skipped_linktype %" PRIu64 "  (of skipped: capture link type %s%s; the stack's "
+           "entries: %s)\n"
+           "gaps           %" PRIu64 "  (holes skipped: %" PRIu64 " bytes the capture lost)\n",
+           stack->name, o->capture, s->link, o->nf, s->pkts, s->bytes,
+           rg_total_flows(stack, s->n), s->opened, s->closed, s->live, s->calls,
+           strcmp(o->nf, RG_NF_NONE) ? "" : "  (--nf none observes no calls)", s->payload,
+           s->errors, s->skipped, s->skipped_linktype, rg_link_type_name(s->li),
+           s->linktype_what, rg_entry_names(stack, entries, sizeof entries), s->gaps,
+           s->gap_bytes);
+    layers_text(stack, s->n, s->live_per, s->st);
+}

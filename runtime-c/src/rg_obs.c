@@ -1,0 +1,35 @@
+/* rg_obs.c - helpers for observers (see rg_obs.h). */
+#include "rg/rg_obs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int16_t *rg_obs_data_args(const rg_stack_desc *stack)
+{
+    int16_t *a = malloc((stack->nhandlers ? stack->nhandlers : 1) * sizeof *a);
+    if (!a) return NULL;
+    for (unsigned h = 0; h < stack->nhandlers; h++) {
+        const rg_handler_desc *d = &stack->handlers[h];
+        a[h] = -1;
+        for (unsigned i = 0; i < d->nargs && i < INT16_MAX; i++) {
+            if (d->arg_kinds[i] == RG_VAL_BYTES && !strcmp(d->arg_names[i], "data")) {
+                a[h] = (int16_t)i;
+                break;
+            }
+        }
+    }
+    return a;
+}
+
+const char *rg_close_name(int reason)
+{
+    switch (reason) {
+#define RG_CLOSE_CASE_(name, value, text) \
+    case name:                            \
+        return text;
+        RG_CLOSE_REASONS(RG_CLOSE_CASE_)
+#undef RG_CLOSE_CASE_
+    default:
+        return "unknown";
+    }
+}
