@@ -105,6 +105,13 @@ int rg_clock__slow(rg_clock *c, uint64_t ts_ns)
         c->now = ts_ns;
         return 0;
     }
+    /* the offset from before the last jump fits: that jump was a lone packet dated far off */
+    const uint64_t tp = ts_ns + c->off_prev;
+    if (tp - c->now <= c->max_jump || c->now - tp <= c->max_jump) {
+        c->off = c->off_prev;
+        if (tp - c->now <= c->max_jump) c->now = tp;
+        return 0;
+    }
     const uint64_t t = ts_ns + c->off;
     /* the direction modulo 2^64: the offset may make small timestamps wrap */
     c->last_fwd = t - c->now < UINT64_C(1) << 63;
@@ -113,6 +120,7 @@ int rg_clock__slow(rg_clock *c, uint64_t ts_ns)
     else
         c->jumps_back++;
     c->last_ts = ts_ns;
+    c->off_prev = c->off;
     c->off = c->now - ts_ns; /* this packet maps to now; the next ones follow it */
     return 1;
 }

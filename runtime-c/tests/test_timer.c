@@ -298,22 +298,23 @@ static void test_clock_guard(void **state)
     assert_int_equal(c.jumps_fwd, 1);
     assert_int_equal(c.last_fwd, 1);
     assert_int_equal(c.now, 1310 * S_);
-    /* the correct time again: a backward jump relative to the bogus packet */
-    assert_int_equal(rg_clock_packet(&c, 1311 * S_), 1);
+    /* the correct time again: within the bound by the offset from before the jump, which comes
+     * back (no second jump: the bogus packet was a lone one) */
+    assert_int_equal(rg_clock_packet(&c, 1311 * S_), 0);
+    assert_int_equal(c.jumps_back, 0);
+    assert_int_equal(c.now, 1311 * S_);
+    assert_int_equal(rg_clock_packet(&c, 1371 * S_), 0);
+    assert_int_equal(c.now, 1371 * S_);
+    rg_clock_tick(&c, 1381 * S_); /* an expiry tick within the bound moves it */
+    assert_int_equal(c.now, 1381 * S_);
+    rg_clock_tick(&c, 99999 * S_); /* one beyond it does not, and is no jump */
+    assert_int_equal(c.now, 1381 * S_);
+    assert_int_equal(c.jumps_fwd + c.jumps_back, 1);
+    /* a clock set back by a day for good: one jump, then the clock advances again */
+    assert_int_equal(rg_clock_packet(&c, (1382 - 86400) * S_), 1);
     assert_int_equal(c.jumps_back, 1);
     assert_int_equal(c.last_fwd, 0);
-    assert_int_equal(c.now, 1310 * S_);
-    /* then time runs on at the packets' pace */
-    assert_int_equal(rg_clock_packet(&c, 1371 * S_), 0);
-    assert_int_equal(c.now, 1370 * S_);
-    rg_clock_tick(&c, 1381 * S_); /* an expiry tick within the bound moves it */
-    assert_int_equal(c.now, 1380 * S_);
-    rg_clock_tick(&c, 99999 * S_); /* one beyond it does not, and is no jump */
-    assert_int_equal(c.now, 1380 * S_);
-    assert_int_equal(c.jumps_fwd + c.jumps_back, 2);
-    /* a clock set back by a day for good: one jump, then the clock advances again */
-    assert_int_equal(rg_clock_packet(&c, (1381 - 86400) * S_), 1);
-    assert_int_equal(c.jumps_back, 2);
+    assert_int_equal(c.now, 1381 * S_);
     assert_int_equal(rg_clock_packet(&c, (1391 - 86400) * S_), 0);
     assert_int_equal(c.now, 1390 * S_);
     /* timestamps that wrap around 2^64 are jumps, not a clock at the end of time */
@@ -321,7 +322,25 @@ static void test_clock_guard(void **state)
     assert_int_equal(c.now, 1390 * S_);
     assert_int_equal(rg_clock_packet(&c, 10000 * S_), 1);
     assert_int_equal(c.now, 1390 * S_);
-    assert_int_equal(c.jumps_fwd + c.jumps_back, 5);
+    assert_int_equal(c.jumps_fwd + c.jumps_back, 4);
+}
+
+/* A jump followed by a jump back that does not fit the old offset: both counted. */
+static void test_clock_two_jumps(void **state)
+{
+    (void)state;
+    rg_clock c;
+    rg_clock_init(&c, 300 * S_);
+    assert_int_equal(rg_clock_packet(&c, 1000 * S_), 0);
+    assert_int_equal(rg_clock_packet(&c, 5000 * S_), 1); /* forward */
+    assert_int_equal(rg_clock_packet(&c, 5010 * S_), 0); /* the new pace */
+    assert_int_equal(c.now, 1010 * S_);
+    assert_int_equal(rg_clock_packet(&c, 2000 * S_), 1); /* fits neither offset: backward */
+    assert_int_equal(c.jumps_fwd, 1);
+    assert_int_equal(c.jumps_back, 1);
+    assert_int_equal(c.now, 1010 * S_);
+    assert_int_equal(rg_clock_packet(&c, 2005 * S_), 0);
+    assert_int_equal(c.now, 1015 * S_);
 }
 
 /* max_jump = UINT64_MAX: no guard, the clock is the maximum timestamp seen. */
@@ -347,7 +366,7 @@ int main(void)
         cmocka_unit_test(test_classes_order),    cmocka_unit_test(test_class_change),
         cmocka_unit_test(test_clock_monotonic),  cmocka_unit_test(test_callback_frees),
         cmocka_unit_test(test_flow_integration), cmocka_unit_test(test_clock_guard),
-        cmocka_unit_test(test_clock_unguarded),
+        cmocka_unit_test(test_clock_unguarded),  cmocka_unit_test(test_clock_two_jumps),
     };
     return cmocka_run_group_tests_name("rg_timer", tests, NULL, NULL);
 }

@@ -138,7 +138,10 @@ uint64_t rg_timer_next_deadline(const rg_timer *tm);
  * interfaces) leave it.  A packet beyond max_jump is a jump: it is counted,
  * placed at the current clock (the clock does not move: a date that far off
  * cannot be trusted) and the offset is rebased so that the packets after it
- * advance the clock from there, at their own pace.  A genuine pause in a
+ * advance the clock from there, at their own pace.  A packet after a jump
+ * that is within max_jump of the clock by the offset from before the jump
+ * puts that offset back, uncounted: one packet dated far off in normal
+ * traffic is then one jump and changes nothing else.  A genuine pause in a
  * capture longer than max_jump therefore delays expiry by the pause instead
  * of expiring every instance alive across it.  max_jump = UINT64_MAX turns
  * the guard off (the clock is then the maximum timestamp seen). */
@@ -147,6 +150,7 @@ uint64_t rg_timer_next_deadline(const rg_timer *tm);
 typedef struct rg_clock {
     uint64_t now;      /* the flow clock (ns) */
     uint64_t off;      /* added to packet timestamps, modulo 2^64 */
+    uint64_t off_prev; /* the offset before the last jump */
     uint64_t max_jump; /* ns; UINT64_MAX = no guard */
     uint64_t jumps_fwd, jumps_back;
     uint64_t last_ts; /* the packet timestamp of the last jump */
