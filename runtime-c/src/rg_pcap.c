@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rg/rg_pkt.h"
 
@@ -464,6 +465,13 @@ rg_pcap *rg_pcap_open(const char *path, char *err, size_t errlen)
         free(c);
         return NULL;
     }
+    struct stat st; /* fopen opens a directory; reading it fails with a less clear message */
+    if (!is_stdin && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        set_err(err, errlen, path, "is a directory, not a capture file");
+        fclose(f);
+        free(c);
+        return NULL;
+    }
     /* pcapng starts with 0x0A (the SHB type), classic pcap never does */
     int first = getc(f);
     if (first != EOF) ungetc(first, f);
@@ -559,7 +567,8 @@ int rg_capture_load(const char *path, rg_capture *cap, char *err, size_t errlen)
         int r = rg_pcap_next(c, &f);
         if (r == 0) break;
         if (r < 0) {
-            set_err(err, errlen, path, rg_pcap_error(c));
+            if (err && errlen) /* the file and the record that could not be read */
+                snprintf(err, errlen, "%s: packet %zu: %s", path, n + 1, rg_pcap_error(c));
             rc = r;
             goto fail;
         }
