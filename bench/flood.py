@@ -1,7 +1,8 @@
 """Hostile-traffic generators: captures that try to make a stack fall over without one
 malformed byte (issue 14).
 
-    python bench/flood.py --kind KIND --count N --out FILE.pcap [--seed S] [--mix K]
+    python bench/flood.py --kind KIND [--count N] [--out FILE.pcap] [--seed S] [--mix K]
+    python bench/flood.py --kind far-ahead [--conns 20000] [--segs 4] [--ahead 1000000]
 
 Kinds (KINDS below; each yields (timestamp ns, Ethernet frame)):
 
@@ -17,6 +18,13 @@ Kinds (KINDS below; each yields (timestamp ns, Ethernet frame)):
                 one packet dated a year ahead and, later, one dated a day back: the clock
                 guard's case.
 
+  far-ahead     --conns TCP connections, each: SYN, SYN-ACK (window 65535, scale 7: the
+                receiver allows 8 MiB), ACK, then --segs one-byte client segments far ahead of
+                the next expected byte (the first at ISN + 1 + --ahead, then 4,096 bytes apart,
+                downwards), the hole at ISN + 1 never filled and no connection closed: a
+                reassembler whose memory follows the sequence offset reserves about --ahead
+                bytes per connection, one whose memory follows the data --segs bytes.
+
 --mix K interleaves a normal TCP connection's packets with the flood, one every K flood
 packets (default 0: the flood alone; future-ts is normal traffic already).  The frames are
 written by hand (struct), not with scapy, so that a million of them take seconds.
@@ -28,7 +36,7 @@ import argparse
 import random
 import struct
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 NS = 1_000_000_000
@@ -57,11 +65,22 @@ def ipv4(src: int, dst: int, proto: int, payload: bytes, *, ident: int = 0, frag
 
 
 def tcp(
-    src: int, dst: int, sport: int, dport: int, seq: int, ack: int, flags: int, data: bytes = b""
+    src: int,
+    dst: int,
+    sport: int,
+    dport: int,
+    seq: int,
+    ack: int,
+    flags: int,
+    data: bytes = b"",
+    *,
+    opts: bytes = b"",
 ) -> bytes:
     """An Ethernet/IPv4/TCP frame with correct checksums (flags: FIN 1, SYN 2, RST 4, PSH 8,
     ACK 16)."""
-    seg = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, 65535, 0, 0) + data
+    off = (20 + len(opts)) // 4
+    seg = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, off << 4, flags, 65535, 0, 0)
+    seg += opts + data
     pseudo = struct.pack("!IIBBH", src, dst, 0, 6, len(seg))
     seg = seg[:16] + struct.pack("!H", _csum(pseudo + seg)) + seg[18:]
     return ipv4(src, dst, 6, seg, ident=seq & 0xFFFF)
@@ -98,6 +117,23 @@ def connection(rng: random.Random, k: int) -> list[bytes]:
         tcp(cli, SERVER, port, 80, (c + 1) & 0xFFFFFFFF, (s + 1) & 0xFFFFFFFF, 16),
     ]
     return out
+
+
+def far_ahead(conns: int, segs: int, ahead: int) -> Iterator[bytes]:
+    """The frames of the far-ahead flood, in capture order (deterministic)."""
+    server = addr("10.255.0.1")
+    syn_opts = b"\x02\x04\x05\xb4" + b"\x01\x03\x03\x07"  # MSS 1460, NOP, window scale 7
+    for i in range(conns):
+        client = addr("10.0.0.0") + (i & 0xFFFFFF) + (0 if i & 0xFF else 1)
+        sport = 1024 + (i * 7919) % 64000
+        cisn = (i * 2654435761) & 0xFFFFFFFF
+        sisn = (i * 40503 + 12345) & 0xFFFFFFFF
+        yield tcp(client, server, sport, 80, cisn, 0, 2, opts=syn_opts)
+        yield tcp(server, client, 80, sport, sisn, cisn + 1, 18, opts=syn_opts)
+        yield tcp(client, server, sport, 80, cisn + 1, sisn + 1, 16)
+        for k in range(segs):
+            seq = (cisn + 1 + ahead - k * 4096) & 0xFFFFFFFF
+            yield tcp(client, server, sport, 80, seq, sisn + 1, 24, bytes([0x41 + k % 26]))
 
 
 def gen_syn(count: int, rng: random.Random) -> Iterator[bytes]:
@@ -190,12 +226,14 @@ def frames(kind: str, count: int, *, seed: int = 1, mix: int = 0) -> Frames:
     return _interleave(KINDS[kind](count, rng), mix, rng)
 
 
-def write_pcap(path: Path, items: Frames) -> int:
-    """Write a nanosecond pcap (Ethernet); returns the number of frames."""
+def write_pcap(path: Path, items: Iterable[tuple[int, bytes]] | Iterable[bytes]) -> int:
+    """Write a nanosecond pcap (Ethernet); returns the number of frames. Items are (timestamp
+    ns, frame), or frames alone (then STEP ns apart from T0)."""
     n = 0
     with path.open("wb") as f:
         f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1))
-        for ts, frame in items:
+        for item in items:
+            ts, frame = (T0 + n * STEP, item) if isinstance(item, bytes) else item
             f.write(struct.pack("<IIII", ts // NS, ts % NS, len(frame), len(frame)))
             f.write(frame)
             n += 1
@@ -204,13 +242,22 @@ def write_pcap(path: Path, items: Frames) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kind", required=True, choices=[*KINDS, *TIMED])
+    ap.add_argument("--kind", required=True, choices=[*KINDS, *TIMED, "far-ahead"])
     ap.add_argument("--count", type=int, default=1_000_000, help="flood packets (default 1M)")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, default=None, help="output pcap (default: KIND.pcap)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--mix", type=int, default=0, help="a normal connection's packet every K")
+    ap.add_argument("--conns", type=int, default=20_000, help="far-ahead: connections")
+    ap.add_argument("--segs", type=int, default=4, help="far-ahead: one-byte segments each")
+    ap.add_argument("--ahead", type=int, default=1_000_000, help="far-ahead: offset past the hole")
     a = ap.parse_args(argv)
-    n = write_pcap(a.out, frames(a.kind, a.count, seed=a.seed, mix=a.mix))
+    a.out = a.out or Path(f"{a.kind.replace('-', '_')}.pcap")
+    if a.kind == "far-ahead":
+        if a.conns < 1 or a.segs < 1 or not 4096 * a.segs <= a.ahead < 1 << 30:
+            ap.error("need --conns >= 1, --segs >= 1 and 4096 * segs <= --ahead < 2^30")
+        n = write_pcap(a.out, far_ahead(a.conns, a.segs, a.ahead))
+    else:
+        n = write_pcap(a.out, frames(a.kind, a.count, seed=a.seed, mix=a.mix))
     print(f"{a.out}: {n} frames ({a.kind})", file=sys.stderr)
     return 0
 
