@@ -18,6 +18,7 @@ APT_PACKAGES=(
   libnids-dev libhyperscan-dev libpcre2-dev valgrind  # benchmarks: libnids peers (make -C bench peers), Hyperscan (SF workload), callgrind
   libdpdk-dev                     # runtime-c: the "dpdk" packet source (its pcap/ring/null vdevs run the tests without a NIC)
   tcpreplay iproute2              # tests/test_sources.py: replay captures into a veth pair in a network namespace
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz smoke (ci/fuzz-smoke.sh): libFuzzer + ASan/UBSan runtimes
 )
 
 missing=()
@@ -41,7 +42,7 @@ fi
 PY=${PYTHON:-python3}
 HERE=$(pwd -P)
 # The installed package must be this checkout (another clone may have installed its own).
-installed=$(cd / && $PY -c 'import os, rubikgen, lark, hypothesis, tomli_w, jsonschema, scapy, build, wheel, pre_commit, importlinter, mypy; print(os.path.dirname(os.path.dirname(os.path.realpath(rubikgen.__file__))))' 2>/dev/null || true)
+installed=$(cd / && $PY -c 'import os, rubikgen, lark, hypothesis, tomli_w, jsonschema, scapy, build, wheel, pre_commit, importlinter, mypy, atheris; print(os.path.dirname(os.path.dirname(os.path.realpath(rubikgen.__file__))))' 2>/dev/null || true)
 if ((CHECK)); then
   [ "$installed" = "$HERE" ] || { echo "setup: the rubikgen package of this checkout is not installed"; exit 1; }
   [ ! -f runtime-c/Makefile ] || make -s -q -C runtime-c lib || { echo "setup: runtime libraries to build"; exit 1; }

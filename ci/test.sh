@@ -19,6 +19,8 @@ $PY -m rubikgen schema --out schema --check
 if [ -f runtime-c/Makefile ]; then
   echo "== C runtime (cmocka, ASan/UBSan) =="
   make -s -C runtime-c test
+  echo "== fuzz smoke (libFuzzer, ASan/UBSan) =="
+  bash ci/fuzz-smoke.sh
 fi
 echo "== pytest =="
 $PY -m pytest

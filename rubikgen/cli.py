@@ -470,7 +470,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     capture = Path(args.capture)
     if args.capture != "-" and not capture.is_file():  # '-': the binary reads standard input
-        sys.stderr.write(f"rubikgen: error: {capture}: no such capture file\n")
+        what = "is a directory, not a capture file" if capture.is_dir() else "no such capture file"
+        sys.stderr.write(f"rubikgen: error: {capture}: {what}\n")
         return EXIT_ERRORS
     comp = Compilation(args.stack)
     try:

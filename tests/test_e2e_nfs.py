@@ -46,8 +46,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from oracle import ELIGIBLE, TRACES, reference_streams, tshark_available
+from oracle import ELIGIBLE, TRACES, frame_times, reference_streams, tshark_available
 from oracle.tshark import _tshark
+from test_e2e_tshark import flow_clock
 
 from captures import REPO, STACK, flow_key
 
@@ -159,6 +160,8 @@ def reference(pcap: Path) -> Reference:
     lines = _tshark(args).splitlines()
     cut = next((n for n, line in enumerate(lines) if line.startswith("=")), len(lines))
     ref = Reference([], {})
+    # the NFs' times are the flow clock's: frames placed on it as the clock guard does
+    clock = flow_clock(frame_times(pcap))
     for line in lines[:cut]:
         row = dict(zip(_FIELDS, line.split("\t"), strict=True))
         protos = row["frame.protocols"].split(":")
@@ -175,7 +178,7 @@ def reference(pcap: Path) -> Reference:
         _, src, sport, dst, dport = flow_key(l4, src, sport, dst, dport)
         p = Pkt(
             frame=int(row["frame.number"]),
-            ts=_epoch_ns(row["frame.time_epoch"]),
+            ts=clock.get(_epoch_ns(row["frame.time_epoch"]), _epoch_ns(row["frame.time_epoch"])),
             proto=l4,
             src=(src, sport),
             dst=(dst, dport),
@@ -261,10 +264,15 @@ class Runner:
         summary = _run(self.binary, pcap, "events", out)
         fs = _jsonl(out / "flowstats.jsonl")
         lines = _jsonl(out / "events.jsonl")
-        # handler calls, and one line per hole gap recovery skipped (compared in test_gaps.py)
+        # handler calls, one line per hole gap recovery skipped (compared in test_gaps.py) and
+        # one per clock jump (a frame dated beyond --max-clock-jump: its own time is a frame's)
         ev = [e for e in lines if "handler" in e]
         others = [e for e in lines if "handler" not in e]
-        assert all(e.get("event") == "gap" for e in others), others[:3]
+        assert all(e.get("event") in ("gap", "clock_jump") for e in others), others[:3]
+        jumps = [e for e in others if e["event"] == "clock_jump"]
+        assert {e["pkt_ts"] for e in jumps} <= set(frame_times(pcap)), jumps[:3]
+        clock = summary["clock_jumps"]
+        assert len(jumps) == clock["forward"] + clock["backward"], (jumps, clock)
         return Outputs(fs, ev, summary, reference(pcap))
 
 

@@ -102,6 +102,27 @@ def _timeout_ns(protocol: str) -> int:
 
 
 EXPIRY_PERIOD_NS = 10**9  # the driver calls expire once per second of packet time
+MAX_CLOCK_JUMP_NS = 300 * 10**9  # the driver's default --max-clock-jump
+
+
+def flow_clock(times: tuple[int, ...]) -> dict[int, int]:
+    """Frame time -> the flow clock it is processed at, by the documented clock guard
+    (docs/reliability.md): within the bound of the clock either way, a frame advances it or
+    leaves it; beyond, the clock stays and later frames follow on from there (a capture merged
+    from two recorded years apart expires nothing at the seam), unless they fit the offset from
+    before that jump, which then comes back."""
+    out: dict[int, int] = {}
+    now, off, prev = (times[0], 0, 0) if times else (0, 0, 0)
+    for t in times:
+        if abs(t + off - now) > MAX_CLOCK_JUMP_NS:
+            if abs(t + prev - now) <= MAX_CLOCK_JUMP_NS:
+                off = prev
+            else:
+                off, prev = now - t, off
+        now = max(now, t + off) if abs(t + off - now) <= MAX_CLOCK_JUMP_NS else now
+        out[t] = now
+    return out
+
 
 Endpoints = tuple[str, frozenset[tuple[str, int]]]
 
@@ -219,8 +240,10 @@ def check_flow(name: str, s: Stream, flows: list[Flow], times: tuple[int, ...]) 
         want = {"accept", "expired", "flushed", "evicted"}
     else:
         idle = _timeout_ns(s.proto)
-        after = [t for t in times if t >= s.last_ts + idle]
-        if any(t > s.last_ts + idle + EXPIRY_PERIOD_NS for t in after):
+        clock = flow_clock(times)
+        last_ts = clock.get(s.last_ts, s.last_ts)
+        after = [t for t in clock.values() if t >= last_ts + idle]
+        if any(t > last_ts + idle + EXPIRY_PERIOD_NS for t in after):
             want = {"expired"}
         else:
             want = {"expired", "flushed"} if after else {"flushed"}

@@ -21,7 +21,10 @@
  *              carries "end" too.  And one line per hole a
  *              sequence skipped (gap recovery):
  *              {"ts","event":"gap","layer","flow","dir","seq","len","at"}
- *              (rg_obs.on_gap's arguments).
+ *              (rg_obs.on_gap's arguments).  And one line per packet dated
+ *              beyond the clock guard (--max-clock-jump, rg_obs.on_clock_jump):
+ *              {"pkt","ts": the flow clock it was processed at,"event":
+ *               "clock_jump","pkt_ts": its own timestamp,"dir":"forward"|"backward"}
  *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes,
  *              for instances that outlive a packet (all of them after
  *              rg_nf_flowstats_all; the driver's --flowstats-all):

@@ -73,6 +73,18 @@ static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uin
             f->uid, dir ? "s2c" : "c2s", seq, len, at);
 }
 
+/* the clock guard: {"pkt","ts","event":"clock_jump","pkt_ts","dir"}; ts is the flow clock the
+ * packet was processed at, pkt_ts its own timestamp */
+static void on_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64_t clock_ns,
+                          int fwd)
+{
+    nf_events *nf = self;
+    fprintf(nf->out,
+            "{\"pkt\":%" PRIu64 ",\"ts\":%" PRIu64 ",\"event\":\"clock_jump\",\"pkt_ts\":%" PRIu64
+            ",\"dir\":\"%s\"}\n",
+            pkt_no, clock_ns, pkt_ts_ns, fwd ? "forward" : "backward");
+}
+
 static int finish(rg_nf *base)
 {
     nf_events *nf = (nf_events *)base;
@@ -96,6 +108,7 @@ rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *er
     }
     nf->base.obs.on_call = on_call;
     nf->base.obs.on_gap = on_gap;
+    nf->base.obs.on_clock_jump = on_clock_jump;
     nf->base.finish = finish;
     return &nf->base;
 }

@@ -36,6 +36,13 @@ static void chain_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, 
     if (ch->b.on_gap) ch->b.on_gap(ch->b.self, f, dir, seq, len, at, ts_ns);
 }
 
+static void chain_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64_t clock_ns,
+                             int fwd)
+{
+    const obs_chain *ch = self;
+    ch->b.on_clock_jump(ch->b.self, pkt_no, pkt_ts_ns, clock_ns, fwd); /* the counters have none */
+}
+
 rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, obs_chain *ch)
 {
     rg_obs obs = rg_counter_obs(counter, count_calls);
@@ -48,5 +55,6 @@ rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, 
     obs.on_packet = nf->on_packet ? chain_packet : NULL;
     obs.on_close = chain_close;
     obs.on_gap = chain_gap;
+    obs.on_clock_jump = nf->on_clock_jump ? chain_clock_jump : NULL;
     return obs;
 }

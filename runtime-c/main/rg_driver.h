@@ -46,6 +46,7 @@ typedef struct opts {
     uint64_t passes;
     int passes_set;
     int no_timeouts;
+    uint64_t max_clock_jump_ns; /* rg_ctx_cfg.max_clock_jump_ns: 0 default, UINT64_MAX off */
     int nf_flag; /* the chosen NF's flag was given */
     int json;
     int stats;
@@ -61,8 +62,9 @@ typedef struct feeder {
     const rg_stack_desc *stack;
     rg_entry_links *lm; /* m[0]: the capture's link type */
     void *ctx;
-    uint64_t next_expire; /* packet time of the next expire call */
+    uint64_t last_expire; /* packet time of the last expire call */
     int expire_on;        /* a first packet has set the clock */
+    int no_timeouts;
     uint64_t pkts, bytes, skipped;
     uint64_t skipped_linktype; /* of skipped: no entry for the link type (or IP version) */
     const char *linktype_what;  /* ", IPv6 packets" on a raw IP link, else "" */
@@ -82,11 +84,14 @@ RG_INLINE void rg_feed(feeder *fd, const rg_frame *f)
     fd->pkts++;
     fd->bytes += f->caplen;
     fd->nc->uid_mark = fd->nc->uid_max; /* instances opened from now on are this packet's */
-    /* idle expiry on packet time, once per second of it: no clock reads */
-    if (RG_UNLIKELY(f->ts_ns >= fd->next_expire)) {
+    /* idle expiry on packet time, once per second of it, and at once when packet time goes
+     * back by a second or more (a clock jump the stack's clock guard absorbed: expiry must go
+     * on): d <= 2^64 - 2 s <=> the time moved >= 1 s either way (mod 2^64).  No clock reads. */
+    const uint64_t d = f->ts_ns - fd->last_expire - NS_PER_S;
+    if (RG_UNLIKELY(d <= UINT64_MAX - 2 * NS_PER_S + 1 || !fd->expire_on) && !fd->no_timeouts) {
         if (fd->expire_on) fd->stack->expire(fd->ctx, f->ts_ns);
         fd->expire_on = 1;
-        fd->next_expire = f->ts_ns + NS_PER_S;
+        fd->last_expire = f->ts_ns;
     }
     unsigned layer;
     uint32_t off;
@@ -118,6 +123,7 @@ typedef struct summary {
     const char *link;
     uint64_t pkts, bytes, opened, closed, live, calls, payload, errors, skipped;
     uint64_t gaps, gap_bytes; /* gap recovery: holes skipped, bytes in them */
+    uint64_t clock_fwd, clock_back; /* the clock guard's jumps */
     const rg_counts *n;       /* per-layer counts (after the flush) */
     const uint64_t *live_per; /* per layer: live before the final flush */
     const rg_stats *st;       /* NULL without stats: no state bytes */

@@ -14,7 +14,7 @@ void rg_feeder_init(feeder *fd, const rg_stack_desc *stack, rg_entry_links *lm, 
     fd->stack = stack;
     fd->lm = lm;
     fd->ctx = ctx;
-    fd->next_expire = no_timeouts ? UINT64_MAX : 0;
+    fd->no_timeouts = no_timeouts;
 }
 
 #if defined(__GNUC__)

@@ -116,7 +116,8 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
         }
     }
     *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
-    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, obs, o->no_timeouts, o->layer_cap};
+    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, obs, o->no_timeouts, o->layer_cap,
+                      o->max_clock_jump_ns};
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
     if (!r->ctx || !r->live_per) {
@@ -125,6 +126,13 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
         return 1;
     }
     return RG_OK;
+}
+
+/* The clock guard's jumps of a context (rg_stats), forward or backward. */
+static uint64_t clock_jumps(const rg_stack_desc *stack, const void *ctx, int fwd)
+{
+    const rg_stats *st = stack->stats ? stack->stats(ctx) : NULL;
+    return st ? fwd ? st->clock_jumps_fwd : st->clock_jumps_back : 0;
 }
 
 static int run_capture(const opts *o, const rg_stack_desc *stack)
@@ -160,7 +168,8 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     r.io->stats(r.src, &sst);
     if (n == RG_SRC_ERROR) {
         /* keep what was read: flush and report it, but fail */
-        fprintf(stderr, "%s: %s: %s\n", o->prog, o->capture, r.io->error(r.src));
+        fprintf(stderr, "%s: %s: packet %" PRIu64 ": %s\n", o->prog, o->capture, fd.pkts + 1,
+                r.io->error(r.src));
         status = 1;
     }
 
@@ -187,6 +196,8 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .linktype_what = fd.linktype_what,
                  .gaps = c->gaps,
                  .gap_bytes = c->gap_bytes,
+                 .clock_fwd = clock_jumps(stack, r.ctx, 1),
+                 .clock_back = clock_jumps(stack, r.ctx, 0),
                  .li = &lm.m[0].li,
                  .has_dropped = r.io != &rg_source_file,
                  .dropped = sst.dropped};
@@ -229,6 +240,8 @@ static void print_bench(const opts *o, const rg_stack_desc *stack, const void *c
         printf(":%" PRIu64, st->layer[i].inst.record_bytes);
     }
     printf("},\"seq_heap_peak_bytes\":%zu,", seq_peak);
+    printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},",
+           st ? st->clock_jumps_fwd : 0, st ? st->clock_jumps_back : 0);
     rg_layers_json(stack, last, live_per, st);
     fputs("}\n", stdout);
     fflush(stdout);
@@ -245,7 +258,8 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
         return 1;
     }
     rg_obs obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
-    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap};
+    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap,
+                      o->max_clock_jump_ns};
     void *ctx = stack->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,

@@ -50,6 +50,9 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "  --cap LAYER=N    the same for one layer (repeatable)\n"
             "  --seed N         hash seed (default random)\n"
             "  --no-timeouts    never expire idle instances\n"
+            "  --max-clock-jump S  a packet dated more than S seconds from the flow clock\n"
+            "                   (either way) is a clock jump: counted, processed at the\n"
+            "                   clock, which it does not move (default 300; 0 = no guard)\n"
             "  --summary FMT    summary on stdout: text or json (default text)\n"
             "  --stats          runtime counters on stderr\n"
             "  --bench          time the processing of the capture loaded in memory; one JSON\n"
@@ -95,6 +98,7 @@ enum {
     O_CAP,
     O_SEED,
     O_NOTO,
+    O_CLOCK,
     O_SUMMARY,
     O_STATS,
     O_BENCH,
@@ -120,6 +124,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"cap", required_argument, NULL, O_CAP},
         {"seed", required_argument, NULL, O_SEED},
         {"no-timeouts", no_argument, NULL, O_NOTO},
+        {"max-clock-jump", required_argument, NULL, O_CLOCK},
         {"summary", required_argument, NULL, O_SUMMARY},
         {"stats", no_argument, NULL, O_STATS},
         {"bench", no_argument, NULL, O_BENCH},
@@ -233,6 +238,14 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_NOTO:
             o->no_timeouts = 1;
             break;
+        case O_CLOCK: {
+            uint64_t sec;
+            if (parse_num(optarg, 0, UINT64_MAX / NS_PER_S, &sec))
+                bad = "--max-clock-jump";
+            else
+                o->max_clock_jump_ns = sec ? sec * NS_PER_S : UINT64_MAX;
+            break;
+        }
         case O_SUMMARY:
             if (!strcmp(optarg, "json"))
                 o->json = 1;

@@ -95,6 +95,8 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
             printf("%s%" PRIu64, w ? "," : "", s->worker_pkts[w]);
         fputs("],", stdout);
     }
+    printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},", s->clock_fwd,
+           s->clock_back);
     printf("\"skipped_linktype\":%" PRIu64 ",\"link_type\":", s->skipped_linktype);
     rg_json_string(stdout, rg_link_type_name(s->li));
     fputs(",\"entries\":[", stdout);
@@ -130,13 +132,15 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
            "skipped        %" PRIu64 "  (link header cut or no entry layer)\n"
            "skipped_linktype %" PRIu64 "  (of skipped: capture link type %s%s; the stack's "
            "entries: %s)\n"
-           "gaps           %" PRIu64 "  (holes skipped: %" PRIu64 " bytes the capture lost)\n",
+           "gaps           %" PRIu64 "  (holes skipped: %" PRIu64 " bytes the capture lost)\n"
+           "clock_jumps    %" PRIu64 " forward, %" PRIu64 " backward  (packets dated beyond "
+           "--max-clock-jump)\n",
            stack->name, o->capture, s->link, o->nf, s->pkts, s->bytes,
            rg_total_flows(stack, s->n), s->opened, s->closed, s->live, s->calls,
            strcmp(o->nf, RG_NF_NONE) ? "" : "  (--nf none observes no calls)", s->payload,
            s->errors, s->skipped, s->skipped_linktype, rg_link_type_name(s->li),
            s->linktype_what, rg_entry_names(stack, entries, sizeof entries), s->gaps,
-           s->gap_bytes);
+           s->gap_bytes, s->clock_fwd, s->clock_back);
     if (s->has_dropped)
         printf("dropped        %" PRIu64 "  (frames the %s source lost before the stack: kernel, "
                "NIC)\n",

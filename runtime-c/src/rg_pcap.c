@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rg/rg_pkt.h"
 
@@ -228,8 +229,10 @@ static uint64_t ng_ns(const ng_if *i, uint64_t ticks)
     } else {
         ns = frac / (i->units / 1000000000u);
     }
-    int64_t s = (int64_t)sec + i->tsoffset;
-    if (s < 0) return 0;
+    /* 64-bit ticks: seconds past what nanoseconds in 64 bits hold (year 2554) saturate */
+    const int64_t smax = (int64_t)(UINT64_MAX / 1000000000u) - 1;
+    int64_t s = sec > (uint64_t)smax ? smax : (int64_t)sec;
+    s = i->tsoffset > smax - s ? smax : s + i->tsoffset < 0 ? 0 : s + i->tsoffset;
     return (uint64_t)s * 1000000000u + ns;
 }
 
@@ -462,6 +465,13 @@ rg_pcap *rg_pcap_open(const char *path, char *err, size_t errlen)
         free(c);
         return NULL;
     }
+    struct stat st; /* fopen opens a directory; reading it fails with a less clear message */
+    if (!is_stdin && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        set_err(err, errlen, path, "is a directory, not a capture file");
+        fclose(f);
+        free(c);
+        return NULL;
+    }
     /* pcapng starts with 0x0A (the SHB type), classic pcap never does */
     int first = getc(f);
     if (first != EOF) ungetc(first, f);
@@ -489,9 +499,10 @@ rg_pcap *rg_pcap_open(const char *path, char *err, size_t errlen)
 
 static uint64_t ts_ns(const struct pcap_pkthdr *h)
 {
-    /* opened with nanosecond precision: tv_usec holds nanoseconds */
-    if (h->ts.tv_sec < 0) return 0;
-    return (uint64_t)h->ts.tv_sec * UINT64_C(1000000000) + (uint64_t)h->ts.tv_usec;
+    /* opened with nanosecond precision: tv_usec holds nanoseconds.  The file's seconds are an
+     * unsigned 32-bit field (valid until 2106) that libpcap reads as signed 32 bits: the low 32
+     * bits of tv_sec are the file's value either way. */
+    return (uint64_t)(uint32_t)h->ts.tv_sec * UINT64_C(1000000000) + (uint64_t)h->ts.tv_usec;
 }
 
 int rg_pcap_next(rg_pcap *c, rg_frame *f)
@@ -556,7 +567,8 @@ int rg_capture_load(const char *path, rg_capture *cap, char *err, size_t errlen)
         int r = rg_pcap_next(c, &f);
         if (r == 0) break;
         if (r < 0) {
-            set_err(err, errlen, path, rg_pcap_error(c));
+            if (err && errlen) /* the file and the record that could not be read */
+                snprintf(err, errlen, "%s: packet %zu: %s", path, n + 1, rg_pcap_error(c));
             rc = r;
             goto fail;
         }

@@ -39,6 +39,7 @@ void rg_stats_reset(rg_stats *s)
 {
     s->packets = 0;
     s->bytes = 0;
+    s->clock_jumps_fwd = s->clock_jumps_back = 0;
     for (uint32_t i = 0; i < s->nlayers; i++) {
         const char *name = s->layer[i].name;
         memset(&s->layer[i], 0, sizeof s->layer[i]);
@@ -96,6 +97,9 @@ static void layer_name(const rg_stats *s, uint32_t i, char *buf, size_t n)
 void rg_stats_print(const rg_stats *s, FILE *out)
 {
     fprintf(out, "packets %" PRIu64 " bytes %" PRIu64 "\n", s->packets, s->bytes);
+    if (s->clock_jumps_fwd || s->clock_jumps_back)
+        fprintf(out, "clock_jumps forward %" PRIu64 " backward %" PRIu64 "\n", s->clock_jumps_fwd,
+                s->clock_jumps_back);
     for (uint32_t i = 0; i < s->nlayers; i++) {
         const rg_layer_stats *l = &s->layer[i];
         char name[64];
@@ -138,6 +142,8 @@ void rg_stats_json(const rg_stats *s, FILE *out)
     rg_stats_sum_inst(s, &tot);
     fprintf(out, "{\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"errors\":%" PRIu64, s->packets,
             s->bytes, rg_stats_total_errors(s));
+    fprintf(out, ",\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "}",
+            s->clock_jumps_fwd, s->clock_jumps_back);
     fprintf(out,
             ",\"instances\":{\"live\":%" PRIu64 ",\"created\":%" PRIu64 ",\"destroyed\":%" PRIu64
             ",\"evicted\":%" PRIu64 ",\"expired\":%" PRIu64 "}",

@@ -90,3 +90,37 @@ uint64_t rg_timer_total(const rg_timer *tm)
         n += tm->cls[i].count;
     return n;
 }
+
+void rg_clock_init(rg_clock *c, uint64_t max_jump_ns)
+{
+    memset(c, 0, sizeof *c);
+    c->max_jump = max_jump_ns ? max_jump_ns : RG_CLOCK_DEFAULT_MAX_JUMP;
+}
+
+int rg_clock__slow(rg_clock *c, uint64_t ts_ns)
+{
+    if (!c->started) { /* the first packet sets the clock, whatever its date */
+        c->started = 1;
+        c->off = 0;
+        c->now = ts_ns;
+        return 0;
+    }
+    /* the offset from before the last jump fits: that jump was a lone packet dated far off */
+    const uint64_t tp = ts_ns + c->off_prev;
+    if (tp - c->now <= c->max_jump || c->now - tp <= c->max_jump) {
+        c->off = c->off_prev;
+        if (tp - c->now <= c->max_jump) c->now = tp;
+        return 0;
+    }
+    const uint64_t t = ts_ns + c->off;
+    /* the direction modulo 2^64: the offset may make small timestamps wrap */
+    c->last_fwd = t - c->now < UINT64_C(1) << 63;
+    if (c->last_fwd)
+        c->jumps_fwd++;
+    else
+        c->jumps_back++;
+    c->last_ts = ts_ns;
+    c->off_prev = c->off;
+    c->off = c->now - ts_ns; /* this packet maps to now; the next ones follow it */
+    return 1;
+}

@@ -275,13 +275,98 @@ static void test_flow_integration(void **state)
     rg_flow_free(t);
 }
 
+#define S_ UINT64_C(1000000000)
+
+/* The clock guard: a future packet does not move the clock, later packets follow on from it,
+ * a backward jump is counted and the clock never runs backwards. */
+static void test_clock_guard(void **state)
+{
+    (void)state;
+    rg_clock c;
+    rg_clock_init(&c, 300 * S_);
+    assert_int_equal(c.max_jump, 300 * S_);
+    assert_int_equal(rg_clock_packet(&c, 1000 * S_), 0); /* the first packet sets it */
+    assert_int_equal(c.now, 1000 * S_);
+    assert_int_equal(rg_clock_packet(&c, 1010 * S_), 0);
+    assert_int_equal(c.now, 1010 * S_);
+    assert_int_equal(rg_clock_packet(&c, 1005 * S_), 0); /* small reordering: no move back */
+    assert_int_equal(c.now, 1010 * S_);
+    assert_int_equal(rg_clock_packet(&c, 1310 * S_), 0); /* exactly the bound: trusted */
+    assert_int_equal(c.now, 1310 * S_);
+    /* a year ahead: a jump, the clock stays */
+    assert_int_equal(rg_clock_packet(&c, (1310 + 31536000) * S_), 1);
+    assert_int_equal(c.jumps_fwd, 1);
+    assert_int_equal(c.last_fwd, 1);
+    assert_int_equal(c.now, 1310 * S_);
+    /* the correct time again: within the bound by the offset from before the jump, which comes
+     * back (no second jump: the bogus packet was a lone one) */
+    assert_int_equal(rg_clock_packet(&c, 1311 * S_), 0);
+    assert_int_equal(c.jumps_back, 0);
+    assert_int_equal(c.now, 1311 * S_);
+    assert_int_equal(rg_clock_packet(&c, 1371 * S_), 0);
+    assert_int_equal(c.now, 1371 * S_);
+    rg_clock_tick(&c, 1381 * S_); /* an expiry tick within the bound moves it */
+    assert_int_equal(c.now, 1381 * S_);
+    rg_clock_tick(&c, 99999 * S_); /* one beyond it does not, and is no jump */
+    assert_int_equal(c.now, 1381 * S_);
+    assert_int_equal(c.jumps_fwd + c.jumps_back, 1);
+    /* a clock set back by a day for good: one jump, then the clock advances again */
+    assert_int_equal(rg_clock_packet(&c, (1382 - 86400) * S_), 1);
+    assert_int_equal(c.jumps_back, 1);
+    assert_int_equal(c.last_fwd, 0);
+    assert_int_equal(c.now, 1381 * S_);
+    assert_int_equal(rg_clock_packet(&c, (1391 - 86400) * S_), 0);
+    assert_int_equal(c.now, 1390 * S_);
+    /* timestamps that wrap around 2^64 are jumps, not a clock at the end of time */
+    assert_int_equal(rg_clock_packet(&c, UINT64_MAX), 1);
+    assert_int_equal(c.now, 1390 * S_);
+    assert_int_equal(rg_clock_packet(&c, 10000 * S_), 1);
+    assert_int_equal(c.now, 1390 * S_);
+    assert_int_equal(c.jumps_fwd + c.jumps_back, 4);
+}
+
+/* A jump followed by a jump back that does not fit the old offset: both counted. */
+static void test_clock_two_jumps(void **state)
+{
+    (void)state;
+    rg_clock c;
+    rg_clock_init(&c, 300 * S_);
+    assert_int_equal(rg_clock_packet(&c, 1000 * S_), 0);
+    assert_int_equal(rg_clock_packet(&c, 5000 * S_), 1); /* forward */
+    assert_int_equal(rg_clock_packet(&c, 5010 * S_), 0); /* the new pace */
+    assert_int_equal(c.now, 1010 * S_);
+    assert_int_equal(rg_clock_packet(&c, 2000 * S_), 1); /* fits neither offset: backward */
+    assert_int_equal(c.jumps_fwd, 1);
+    assert_int_equal(c.jumps_back, 1);
+    assert_int_equal(c.now, 1010 * S_);
+    assert_int_equal(rg_clock_packet(&c, 2005 * S_), 0);
+    assert_int_equal(c.now, 1015 * S_);
+}
+
+/* max_jump = UINT64_MAX: no guard, the clock is the maximum timestamp seen. */
+static void test_clock_unguarded(void **state)
+{
+    (void)state;
+    rg_clock c;
+    rg_clock_init(&c, UINT64_MAX);
+    assert_int_equal(rg_clock_packet(&c, 10 * S_), 0);
+    assert_int_equal(rg_clock_packet(&c, UINT64_C(1) << 62), 0);
+    assert_int_equal(c.now, UINT64_C(1) << 62);
+    assert_int_equal(rg_clock_packet(&c, 5 * S_), 0);
+    assert_int_equal(c.now, UINT64_C(1) << 62);
+    assert_int_equal(c.jumps_fwd + c.jumps_back, 0);
+    rg_clock_init(&c, 0); /* 0: the default */
+    assert_int_equal(c.max_jump, RG_CLOCK_DEFAULT_MAX_JUMP);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_class),     cmocka_unit_test(test_remove),
         cmocka_unit_test(test_classes_order),    cmocka_unit_test(test_class_change),
         cmocka_unit_test(test_clock_monotonic),  cmocka_unit_test(test_callback_frees),
-        cmocka_unit_test(test_flow_integration),
+        cmocka_unit_test(test_flow_integration), cmocka_unit_test(test_clock_guard),
+        cmocka_unit_test(test_clock_unguarded),  cmocka_unit_test(test_clock_two_jumps),
     };
     return cmocka_run_group_tests_name("rg_timer", tests, NULL, NULL);
 }

@@ -158,6 +158,13 @@ typedef struct rg_obs {
      * close, before on_close). */
     void (*on_gap)(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
                    uint32_t at, uint64_t ts_ns);
+    /* ---- the clock guard (rg_clock in rg_timer.h) ----
+     * packet pkt_no's timestamp pkt_ts_ns jumped forward (fwd = 1) or back
+     * beyond --max-clock-jump from the flow clock: the packet was processed
+     * at clock_ns (the clock did not move) and later packets follow on from
+     * there. */
+    void (*on_clock_jump)(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64_t clock_ns,
+                          int fwd);
 } rg_obs;
 
 /* ---- contexts ---- */
@@ -169,6 +176,10 @@ typedef struct rg_ctx_cfg {
     int no_timeouts;   /* 1: never expire idle instances */
     /* per layer index: live instances, 0 = inst_cap; NULL = none */
     const uint32_t *layer_cap;
+    /* the clock guard: a packet more than this far (ns) from the flow clock
+     * does not move it (rg_clock); 0 = RG_CLOCK_DEFAULT_MAX_JUMP (300 s),
+     * UINT64_MAX = no guard */
+    uint64_t max_clock_jump_ns;
 } rg_ctx_cfg;
 
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`): the one

@@ -72,6 +72,8 @@ typedef struct rg_layer_stats {
 typedef struct rg_stats {
     uint64_t packets; /* packets given to the stack */
     uint64_t bytes;   /* captured bytes given to the stack */
+    /* packets whose timestamp jumped beyond the clock guard (rg_clock) */
+    uint64_t clock_jumps_fwd, clock_jumps_back;
     uint32_t nlayers;
     const char *reason_name[RG_REASON_MAX];
     rg_layer_stats *layer; /* nlayers entries */

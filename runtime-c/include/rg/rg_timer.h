@@ -127,6 +127,68 @@ uint64_t rg_timer_total(const rg_timer *tm);
 /* Earliest deadline of any linked node, UINT64_MAX when none. */
 uint64_t rg_timer_next_deadline(const rg_timer *tm);
 
+/* ---- the flow clock: packet time that one packet cannot push around ----
+ *
+ * Packet timestamps come from the traffic (or a capture file), so one packet
+ * dated a year ahead would expire every instance at once and, time being
+ * monotonic, leave every later (correct) packet "in the past" so that nothing
+ * expires again.  The clock follows packet time through an offset: a packet
+ * maps to ts + off.  Within max_jump of the clock (either way) nothing special
+ * happens: later times advance it, earlier ones (reordering between
+ * interfaces) leave it.  A packet beyond max_jump is a jump: it is counted,
+ * placed at the current clock (the clock does not move: a date that far off
+ * cannot be trusted) and the offset is rebased so that the packets after it
+ * advance the clock from there, at their own pace.  A packet after a jump
+ * that is within max_jump of the clock by the offset from before the jump
+ * puts that offset back, uncounted: one packet dated far off in normal
+ * traffic is then one jump and changes nothing else.  A genuine pause in a
+ * capture longer than max_jump therefore delays expiry by the pause instead
+ * of expiring every instance alive across it.  max_jump = UINT64_MAX turns
+ * the guard off (the clock is then the maximum timestamp seen). */
+#define RG_CLOCK_DEFAULT_MAX_JUMP (UINT64_C(300) * 1000000000u) /* 300 s */
+
+typedef struct rg_clock {
+    uint64_t now;      /* the flow clock (ns) */
+    uint64_t off;      /* added to packet timestamps, modulo 2^64 */
+    uint64_t off_prev; /* the offset before the last jump */
+    uint64_t max_jump; /* ns; UINT64_MAX = no guard */
+    uint64_t jumps_fwd, jumps_back;
+    uint64_t last_ts; /* the packet timestamp of the last jump */
+    uint8_t started;  /* a first packet has set the clock */
+    uint8_t last_fwd; /* the last jump went forward */
+} rg_clock;
+
+/* max_jump_ns 0 = RG_CLOCK_DEFAULT_MAX_JUMP. */
+void rg_clock_init(rg_clock *c, uint64_t max_jump_ns);
+/* Out of line: the first packet, and jumps (returns 1 for a jump). */
+int rg_clock__slow(rg_clock *c, uint64_t ts_ns);
+
+/* One packet's timestamp: 1 when it was a jump (counted in jumps_fwd /
+ * jumps_back), else 0.  The clock is c->now afterwards. */
+RG_INLINE int rg_clock_packet(rg_clock *c, uint64_t ts_ns)
+{
+    const uint64_t t = ts_ns + c->off;
+    if (RG_LIKELY(c->started)) {
+        if (t >= c->now) {
+            if (RG_LIKELY(t - c->now <= c->max_jump)) {
+                c->now = t;
+                return 0;
+            }
+        } else if (RG_LIKELY(c->now - t <= c->max_jump)) {
+            return 0;
+        }
+    }
+    return rg_clock__slow(c, ts_ns);
+}
+
+/* Advance to a time that is not a packet's (an expiry tick): like a packet
+ * within max_jump, ignored beyond it (the packets decide about jumps). */
+RG_INLINE void rg_clock_tick(rg_clock *c, uint64_t ts_ns)
+{
+    const uint64_t t = ts_ns + c->off;
+    if (c->started && t > c->now && t - c->now <= c->max_jump) c->now = t;
+}
+
 /* Convenience: the struct containing a node. */
 #define RG_TIMER_CONTAINER(ptr, type, member)                                                      \
     ((type *)(void *)((char *)(ptr)-offsetof(type, member)))

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Fuzz smoke: build the libFuzzer harnesses of runtime-c/fuzz (ASan + UBSan + LSan) and run each
+# for a bounded time from seeds cut out of real captures; any finding fails.
+#
+#   bash ci/fuzz-smoke.sh              every harness for RG_FUZZ_SECONDS (default 20) seconds
+#   RG_FUZZ_SECONDS=3600 RG_FUZZ_STACKS="tcp_ip sctp" bash ci/fuzz-smoke.sh    a long run
+#
+# Harnesses: fuzz_pcap (the capture reader), ci/fuzz_specs.py (the spec front-end, atheris) and
+# fuzz_stack for each stack of RG_FUZZ_STACKS
+# (default: tcp_ip sctp quic: TCP/IP with IPv4/IPv6 fragments and TCP reassembly, SCTP, QUIC with
+# Initial decryption; CI's time budget leaves the others, e.g. tcp_ip_tunnels, gtp, pptp,
+# tcp_tls, to long runs).  The corpora grow in
+# build/fuzz/corpus/NAME (kept between runs: a long run starts where the last one stopped);
+# crashes land in build/fuzz/NAME-crash-* with the command to replay them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${RG_FUZZ_SECONDS:-20}
+STACKS=${RG_FUZZ_STACKS:-"tcp_ip sctp quic"}
+RSS_MB=${RG_FUZZ_RSS_MB:-2048}
+PY=${PYTHON:-python3}
+CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
+[ -n "$CC" ] || { echo "fuzz-smoke: clang is not installed (bash ci/setup.sh installs clang-14)"; exit 1; }
+OUT=build/fuzz
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
+CFLAGS="-g -O1 -std=c11 -D_DEFAULT_SOURCE -Iruntime-c/include -Ihandlers/nf $SAN"
+LIBS="-lpcap -lcrypto"
+mkdir -p "$OUT/obj" "$OUT/corpus"
+
+# the runtime and the NFs, instrumented for coverage; rebuilt when a source or header changed
+newest_header=$(ls -t runtime-c/include/rg/*.h handlers/nf/*.h | head -1)
+objs=()
+for src in runtime-c/src/*.c handlers/nf/*.c; do
+  o="$OUT/obj/$(basename "${src%.c}").o"
+  if [ ! "$o" -nt "$src" ] || [ ! "$o" -nt "$newest_header" ]; then
+    $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o"
+  fi
+  objs+=("$o")
+done
+
+$PY ci/fuzz_seeds.py "$OUT/seeds" >/dev/null
+harnesses=()
+$CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_pcap.c "${objs[@]}" $LIBS -o "$OUT/fuzz_pcap"
+harnesses+=("pcap:pcap")
+for s in $STACKS; do
+  gen="$OUT/gen/$s"
+  # generate only (--cc true: the plain binary is not needed, the harness compiles the C)
+  PYTHONPATH=$PWD $PY -m rubikgen build "specs/stacks/$s.yaml" -o "$gen" --cc true >/dev/null
+  $CC $CFLAGS -fsanitize=fuzzer -DRG_FUZZ_DESC="${s}_desc" -I"$gen" runtime-c/fuzz/fuzz_stack.c \
+    "$gen/${s}_gen.c" "$gen/${s}_handlers.c" "${objs[@]}" $LIBS -o "$OUT/fuzz_$s"
+  harnesses+=("$s:stack")
+done
+
+fail=0
+for h in "${harnesses[@]}"; do
+  name=${h%%:*} seeds=$OUT/seeds/${h##*:}
+  mkdir -p "$OUT/corpus/$name"
+  echo "== fuzz_$name: ${SECS}s =="
+  if ! "$OUT/fuzz_$name" -max_total_time="$SECS" -rss_limit_mb="$RSS_MB" -timeout=10 \
+    -max_len=8192 -print_final_stats=1 -artifact_prefix="$OUT/$name-crash-" \
+    "$OUT/corpus/$name" "$seeds" 2>"$OUT/fuzz_$name.log"; then
+    tail -40 "$OUT/fuzz_$name.log"
+    echo "fuzz-smoke: fuzz_$name found a problem (log $OUT/fuzz_$name.log; replay: $OUT/fuzz_$name $OUT/$name-crash-*)"
+    fail=1
+  else
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$OUT/fuzz_$name.log" | tr '\n' ' '
+    echo
+  fi
+done
+
+# the spec front-end (atheris): YAML in, diagnostics out
+mkdir -p "$OUT/corpus/specs"
+echo "== fuzz_specs (atheris): ${SECS}s =="
+if ! PYTHONPATH=$PWD $PY ci/fuzz_specs.py -max_total_time="$SECS" -rss_limit_mb="$RSS_MB" -timeout=30 \
+  -print_final_stats=1 -artifact_prefix="$OUT/specs-crash-" "$OUT/corpus/specs" specs/protocols \
+  specs/stacks 2>"$OUT/fuzz_specs.log"; then
+  tail -40 "$OUT/fuzz_specs.log"
+  echo "fuzz-smoke: fuzz_specs found a problem (log $OUT/fuzz_specs.log; replay: $PY ci/fuzz_specs.py $OUT/specs-crash-*)"
+  fail=1
+else
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$OUT/fuzz_specs.log" | tr '\n' ' '
+  echo
+fi
+exit $fail

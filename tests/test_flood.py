@@ -1,0 +1,90 @@
+"""Floods (bench/flood.py) through the sanitized tcp_ip stack: no crash, and every packet and
+instance accounted for in the summary.
+
+Each kind runs small (a few thousand packets; `python bench/flood.py --count 1000000` is the
+full size) with a normal TCP connection interleaved (one packet every MIX flood packets), and
+with layer caps low enough that the SYN and fragment floods fill their tables and eviction
+runs. Checked against what the generator wrote (not against the stack): the packet count, that
+every instance opened was closed (after the final flush) with the reasons adding up per layer,
+that the normal connections all complete (`accept`) while the flood is what gets evicted, and
+for the future-timestamp capture that the clock guard counts its jumps and expires nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hostile import REPO, run_json, sanitized_tcp_ip
+
+MIX = 10
+CONN_FRAMES = 8  # frames of one normal connection (flood.connection)
+
+
+def _flood() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("flood", REPO / "bench" / "flood.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["flood"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+flood = _flood()
+
+
+def accounted(summary: dict) -> None:
+    assert summary["flows_opened"] == summary["flows_closed"]
+    assert summary["live_at_end"] >= 0
+    for name, layer in summary["layers"].items():
+        assert layer["opened"] == sum(layer["closed"].values()), name
+
+
+@pytest.mark.parametrize(
+    ("kind", "count", "caps"),
+    [
+        ("syn", 4000, ["--cap", "tcp=1000"]),
+        ("frag", 4000, ["--cap", "ip=1000"]),
+        ("frag-overlap", 1600, []),
+    ],
+)
+def test_flood(tmp_path: Path, kind: str, count: int, caps: list[str]) -> None:
+    pcap = tmp_path / f"{kind}.pcap"
+    frames = flood.write_pcap(pcap, flood.frames(kind, count, seed=3, mix=MIX))
+    normal = (frames - count) // CONN_FRAMES  # complete normal connections
+    summary, _, _ = run_json(sanitized_tcp_ip(), pcap, "count", *caps)
+    assert summary["packets"] == frames
+    assert summary["skipped"] == 0
+    accounted(summary)
+    tcp = summary["layers"]["tcp"]
+    ip = summary["layers"]["ip"]
+    if kind == "syn":  # one half-open connection per SYN: 1000 live at most, the rest evicted
+        assert tcp["opened"] == count + -(-(frames - count) // CONN_FRAMES)
+        assert tcp["closed"]["evicted"] >= count - 1000
+        assert tcp["closed"]["accept"] == normal  # the flood is what gets evicted
+    elif kind == "frag":  # one pending datagram per fragment
+        assert tcp["closed"]["accept"] == normal
+        assert ip["closed"]["evicted"] >= count - 1000
+        assert ip["opened"] - ip["one_packet"] == count
+    else:  # every overlapped datagram completes (the last fragment closes it)
+        per = len(flood.OVERLAPS) + 1
+        assert summary["layers"]["udp"]["opened"] >= 1
+        assert ip["closed"]["accept"] >= count // per
+        assert tcp["closed"]["accept"] == normal
+
+
+def test_future_timestamp_flood(tmp_path: Path) -> None:
+    count = 2000
+    pcap = tmp_path / "future.pcap"
+    frames = flood.write_pcap(pcap, flood.frames("future-ts", count, seed=3))
+    summary, _, _ = run_json(sanitized_tcp_ip(), pcap, "count")
+    assert summary["packets"] == frames == count
+    accounted(summary)
+    # the year-ahead packet (the next ones continue the clock from before it); the day back
+    assert summary["clock_jumps"] == {"forward": 1, "backward": 1}
+    tcp = summary["layers"]["tcp"]
+    assert tcp["closed"]["expired"] == 0  # nothing alive across the jump was expired
+    assert tcp["closed"]["accept"] == count // CONN_FRAMES
