@@ -130,6 +130,17 @@ static void shim_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, u
     pthread_mutex_unlock(&w->snf->mu);
 }
 
+static void shim_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64_t clock_ns,
+                            int fwd)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_clock_jump) return;
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_clock_jump(nf->self, pkt_no, pkt_ts_ns, clock_ns, fwd);
+    pthread_mutex_unlock(&w->snf->mu);
+}
+
 static void process(worker *w, const rg_frame *f)
 {
     if (f->dlt == TICK_DLT)
@@ -175,10 +186,11 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, char *e
         return 1;
     }
     w->snf = snf;
-    w->shim = (rg_obs){w, shim_call, shim_open, shim_packet, shim_close, shim_gap};
+    w->shim = (rg_obs){w, shim_call, shim_open, shim_packet, shim_close, shim_gap, shim_clock_jump};
     w->obs = rg_make_observer(&w->counter, snf->nf ? &w->shim : NULL,
                               strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
-    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &w->obs, o->no_timeouts, o->layer_cap};
+    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &w->obs,
+                      o->no_timeouts, o->layer_cap, o->max_clock_jump_ns};
     w->ctx = stack->ctx_new(&cfg);
     w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
     if (!w->ctx || !w->live_per) {
