@@ -1024,7 +1024,8 @@ rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     }
     ms->bytes -= total - early;
     ms->early_len = 0;
-    memmove(&ms->m[0], &ms->m[k], (size_t)(ms->n - k) * sizeof *ms->m);
+    /* no message store yet (m == NULL) when nothing was ever buffered: no pointer arithmetic */
+    if (ms->n > k) memmove(&ms->m[0], &ms->m[k], (size_t)(ms->n - k) * sizeof *ms->m);
     ms->n -= k;
     res->adv_bytes += (uint32_t)total;
     if (!cfg->buffer_data) out = rg_bytes_empty();
