@@ -365,6 +365,10 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             if (w->fd.linktype_what[0]) s.linktype_what = w->fd.linktype_what;
             const rg_stats *st = stack->stats ? stack->stats(w->ctx) : NULL;
             s.errors += (st ? rg_stats_total_errors(st) : 0) + w->fd.skipped;
+            if (st) { /* each worker's flow clock guards its own packets */
+                s.clock_fwd += st->clock_jumps_fwd;
+                s.clock_back += st->clock_jumps_back;
+            }
         }
         if (snf.nf && o->nfd->finish(snf.nf)) status = 1;
         snf.nf = NULL;
