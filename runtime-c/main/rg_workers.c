@@ -28,6 +28,7 @@
 
 #include "rg/rg_ring.h"
 #include "rg/rg_rss.h"
+#include "rg/rg_timer.h"
 #include "rg_driver.h"
 
 #define TICK_DLT  (-1)        /* a ring record that is a clock tick, not a frame */
@@ -230,7 +231,8 @@ static uint64_t mono_ns(void)
 
 /* Read the source and distribute; the source's status (RG_SRC_END/ERROR). */
 static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, worker *ws,
-                      unsigned nw, volatile sig_atomic_t *stop, uint64_t *per, uint64_t *lost)
+                      unsigned nw, volatile sig_atomic_t *stop, uint64_t *per, uint64_t *lost,
+                      rg_clock *clk, shared_nf *snf)
 {
     static const uint8_t none = 0;
     rg_rss_dist dist;
@@ -240,12 +242,23 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
     uint64_t left = o->count ? o->count : UINT64_MAX;
     uint64_t t_end = o->duration_ns ? mono_ns() + o->duration_ns : 0;
     rg_frame burst[RG_BURST];
+    uint64_t frames = 0;
     for (;;) {
         if (!left || *stop || (t_end && mono_ns() >= t_end)) return RG_SRC_END;
         int n = io->next_burst(src, burst, left < RG_BURST ? (unsigned)left : RG_BURST);
         if (n < 0) return n;
         for (int i = 0; i < n; i++) {
-            const rg_frame *f = &burst[i];
+            /* the one flow clock of the input (a single context's rule, rg_clock): workers get
+             * frames dated in it, so a jump is decided once, here, and every worker's clock
+             * follows the same time whichever packets it gets */
+            rg_frame *f = &burst[i];
+            frames++;
+            if (RG_UNLIKELY(rg_clock_packet(clk, f->ts_ns)) && snf->nf && snf->nf->on_clock_jump) {
+                pthread_mutex_lock(&snf->mu);
+                snf->nf->on_clock_jump(snf->nf->self, frames, f->ts_ns, clk->now, clk->last_fwd);
+                pthread_mutex_unlock(&snf->mu);
+            }
+            f->ts_ns += clk->off;
             if (f->ts_ns >= next_expire) { /* the feeder's expiry rule (rg_feed) */
                 if (expire_on) {
                     rg_frame tick = {.data = &none, .ts_ns = f->ts_ns, .dlt = TICK_DLT};
@@ -336,7 +349,9 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         }
     }
     uint64_t lost = 0;
-    int n = status ? RG_SRC_END : distribute(o, io, src, ws, nw, stop, per, &lost);
+    rg_clock clk;
+    rg_clock_init(&clk, o->max_clock_jump_ns);
+    int n = status ? RG_SRC_END : distribute(o, io, src, ws, nw, stop, per, &lost, &clk, &snf);
     for (unsigned i = 0; ws && i < nw; i++) {
         atomic_store_explicit(&ws[i].done, 1, memory_order_release);
         if (ws[i].started) pthread_join(ws[i].thread, NULL);
@@ -365,10 +380,6 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             if (w->fd.linktype_what[0]) s.linktype_what = w->fd.linktype_what;
             const rg_stats *st = stack->stats ? stack->stats(w->ctx) : NULL;
             s.errors += (st ? rg_stats_total_errors(st) : 0) + w->fd.skipped;
-            if (st) { /* each worker's flow clock guards its own packets */
-                s.clock_fwd += st->clock_jumps_fwd;
-                s.clock_back += st->clock_jumps_back;
-            }
         }
         if (snf.nf && o->nfd->finish(snf.nf)) status = 1;
         snf.nf = NULL;
@@ -390,6 +401,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.li = &ws[0].lm.m[0].li;
         s.has_dropped = io != &rg_source_file;
         s.dropped = sst.dropped;
+        s.clock_fwd = clk.jumps_fwd; /* the reading thread's clock decided them */
+        s.clock_back = clk.jumps_back;
         s.nworkers = nw;
         s.worker_pkts = per;
         rg_print_summary(o, stack, &s);
