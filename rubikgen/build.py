@@ -40,7 +40,10 @@ RUNTIME_DIR = resources.runtime_dir()
 NF_DIR = resources.nf_dir()
 
 BASE_CFLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_DEFAULT_SOURCE")
+# -O1 after BASE_CFLAGS' -O2: the level ASan's authors recommend, and instrumenting the one big
+# per-packet function at -O2 takes twice as long to compile (13 s against 6 s for tcp_ip)
 SAN_CFLAGS = (
+    "-O1",
     "-fsanitize=address,undefined",
     "-fno-omit-frame-pointer",
     "-fno-sanitize-recover=all",
