@@ -310,12 +310,12 @@ class CGen:
             calls += [
                 f"        {{ /* {hc.src} handler {hn} */",
                 f"            {hc.struct} a_ = {{{', '.join(inits)}}};",
-                f"            rg_hctx hc_ = {{&in->fi, &in->fi.user[d], (uint8_t)d, {idx}, ctx->now, ctx, RG_END(reason)}};",
+                f"            rg_hctx hc_ = {{&in->fi, &in->fi.user[d], (uint8_t)d, {idx}, ctx->clock.now, ctx, RG_END(reason)}};",
                 f"            {hn}(&a_, &hc_);",
                 "            ctx->calls++;",
                 "            if (ctx->obs && ctx->obs->on_call) {",
                 f"                const rg_val v_[{len(vals)}] = {{{', '.join(vals)}}};",
-                f"                rg_call c_ = {{{hidx}, {idx}, (uint8_t)d, &in->fi, ctx->now, ctx->pkt_no, v_, RG_END(reason)}};",
+                f"                rg_call c_ = {{{hidx}, {idx}, (uint8_t)d, &in->fi, ctx->clock.now, ctx->pkt_no, v_, RG_END(reason)}};",
                 "                ctx->obs->on_call(ctx->obs->self, &c_);",
                 "            }",
                 "        }",
@@ -585,7 +585,7 @@ class CGen:
         n = lc.name
         return "\n".join(
             [
-                f"rg_flow_set_time(ctx->tbl_{n}, ctx->now);",
+                f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);",
                 # an empty table (no fragment pending, say) costs no hash and no probe
                 # a constant key length: hash and compare unroll; an empty table is not hashed
                 f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_n(ctx->tbl_{n}, kf_{n}, "
@@ -617,7 +617,7 @@ class CGen:
         rev = f"kr_{n}" if lc.bidir else "NULL"
         opened = [
             f"    ev_{n}[{lc.ev_index('created')}] = 1;" if ins.flag_created else "",
-            f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->now);",
+            f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->clock.now);",
         ]
         if ins.lazy:
             # fast-destroy: built in the scratch record; `finish` commits it to the table
@@ -683,7 +683,7 @@ class CGen:
         n = lc.name
         return (
             f"if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
-            f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->now);"
+            f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
         )
 
     def i_assign(self, ins: I.Assign, lc: LayerC) -> str:
@@ -823,13 +823,13 @@ class CGen:
         lines = [
             f"{h.struct} a_ = {{{', '.join(inits) or '0'}}};",
             f"rg_hctx hc_ = {{has_inst_{n} ? &inst_{n}->fi : NULL, has_inst_{n} ? &inst_{n}->fi.user[dir_{n}] : NULL, "
-            f"(uint8_t)dir_{n}, {lc.index}, ctx->now, ctx, {end}}};",
+            f"(uint8_t)dir_{n}, {lc.index}, ctx->clock.now, ctx, {end}}};",
             f"{h.name}(&a_, &hc_);",
             "ctx->calls++;",
             "if (ctx->obs && ctx->obs->on_call) {",
             f"    const rg_val v_[{max(1, len(vals))}] = {{{', '.join(vals) or '{0, 0, {rg_empty_byte, 0}}'}}};",
             f"    rg_call c_ = {{{hidx}, {lc.index}, (uint8_t)dir_{n}, has_inst_{n} ? &inst_{n}->fi : NULL, "
-            f"ctx->now, ctx->pkt_no, v_, {end}}};",
+            f"ctx->clock.now, ctx->pkt_no, v_, {end}}};",
             "    ctx->obs->on_call(ctx->obs->self, &c_);",
             "}",
         ]
