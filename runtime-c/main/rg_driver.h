@@ -51,6 +51,7 @@ typedef struct opts {
     int json;
     int stats;
     int bench;
+    int pin; /* --pin: pin file/live worker threads even with fewer cores than threads */
 } opts;
 
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */

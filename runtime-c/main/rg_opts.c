@@ -31,8 +31,13 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "  --duration S     stop after S seconds (SIGINT and SIGTERM stop too: the\n"
           "                   instances are flushed and the summary printed)\n"
           "  -- ARGS          dpdk: DPDK's EAL arguments (hugepages, cores, devices)\n"
-          "  --workers N      file, live: N stack contexts on N threads, frames split by\n"
-          "                   the symmetric RSS hash of their outer addresses (default 1)\n",
+          "  --workers N      N stack contexts on N threads, frames split by the symmetric\n"
+          "                   RSS hash of their outer addresses (default 1); dpdk: N RX\n"
+          "                   queues per port with symmetric RSS, or (ports without RSS)\n"
+          "                   a distributor on the main lcore, workers on N worker lcores\n"
+          "  --pin            file, live: pin the reader and each worker to a core of their\n"
+          "                   own, round-robin over the allowed cores (default: pinned when\n"
+          "                   there are workers + 1 allowed cores)\n",
           out);
     fprintf(out, "  --nf NAME        what observes the stack (default " RG_NF_COUNT "):\n"
                  "                     %-12s the summary's counters only\n"
@@ -111,6 +116,7 @@ enum {
     O_COUNT,
     O_DURATION,
     O_WORKERS,
+    O_PIN,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -137,6 +143,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"count", required_argument, NULL, O_COUNT},
         {"duration", required_argument, NULL, O_DURATION},
         {"workers", required_argument, NULL, O_WORKERS},
+        {"pin", no_argument, NULL, O_PIN},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -220,6 +227,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             o->workers = (unsigned)v;
             break;
         }
+        case O_PIN:
+            o->pin = 1;
+            break;
         case O_DURATION: {
             uint64_t v;
             if (parse_num(optarg, 1, UINT64_MAX / NS_PER_S, &v)) bad = "--duration";
@@ -295,9 +305,13 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         fprintf(stderr, "%s: --filter, --snaplen and --promisc apply to --io live\n", o->prog);
         return EXIT_USAGE;
     }
-    if (o->workers > 1 && (o->bench || !strcmp(o->io, "dpdk"))) {
-        fprintf(stderr, "%s: --workers applies to --io file and live (not --bench, not dpdk)\n",
-                o->prog);
+    if (o->workers > 1 && o->bench) {
+        fprintf(stderr, "%s: --workers does not apply to --bench\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if (o->pin && !strcmp(o->io, "dpdk")) {
+        fprintf(stderr, "%s: --pin: DPDK workers run on the EAL's lcores (-l, --lcores), "
+                        "pinned already\n", o->prog);
         return EXIT_USAGE;
     }
     if (strcmp(o->io, "dpdk") && o->eal_argc) {

@@ -18,7 +18,21 @@
  * One NF for all workers, so that its files are those of one context: every
  * observer call reaches it under a mutex, with the instance's uid made
  * unique across workers ((uid - 1) * N + W + 1: the worker is uid - 1
- * modulo N).  The stack work runs in parallel; the NF's is serialised. */
+ * modulo N).  The stack work runs in parallel; the NF's is serialised.
+ *
+ * Multi-queue sources (DPDK, rg_source_ops.queues): the source opens one
+ * queue per worker and runs the workers on its own cores (lcores).  With
+ * RSS in the NIC, each worker polls its queue and nobody distributes; else
+ * this thread (the main lcore) runs the source's pump, which hashes the same
+ * way and hands mbufs over in rte_rings.  Either way the frames carry the
+ * source's TSC time, one monotonic clock for all workers: each worker's
+ * feeder expires on its own frames' times (no ticks).
+ *
+ * Pinning (file, live): the reader on the first allowed core, worker i on
+ * the (i + 1)-th, round-robin; by default only when there are at least
+ * workers + 1 allowed cores (pinning more threads than cores together would
+ * make them wait for each other), always with --pin. */
+#define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET */
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -60,7 +74,21 @@ typedef struct worker {
     uint64_t *live_per;
     pthread_t thread;
     int started;
+    /* multi-queue sources: the queue this worker reads */
+    const rg_source_ops *io;
+    rg_source *src;
+    struct qshared *qs;
+    int failed; /* the source reported an error on this queue */
 } worker;
+
+/* What the queue workers share: the end, and --count under NIC RSS (frames
+ * claimed by all workers together). */
+typedef struct qshared {
+    _Atomic int done;
+    _Atomic uint64_t taken;
+    uint64_t limit; /* UINT64_MAX: none */
+    int hw;         /* RG_SRCQ_HW: workers poll the NIC and claim frames */
+} qshared;
 
 /* f with its uid unique across workers. */
 static rg_flow_info remap(const worker *w, const rg_flow_info *f)
@@ -171,12 +199,82 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, char *err,
+static uint64_t mono_ns(void);
+
+/* A worker reading its own queue of a multi-queue source (on the source's core). */
+static int qworker_main(void *arg)
+{
+    worker *w = arg;
+    qshared *qs = w->qs;
+    rg_frame burst[RG_BURST];
+    for (;;) {
+        /* done first: with software distribution, what was handed over before it is drained */
+        int fin = atomic_load_explicit(&qs->done, memory_order_acquire);
+        if (fin && qs->hw) break; /* the NIC's queues are not ours to drain */
+        int n = w->io->next_burst_q(w->src, w->id, burst, RG_BURST);
+        if (n < 0) {
+            w->failed = n == RG_SRC_ERROR;
+            break;
+        }
+        if (!n) {
+            if (fin) break;
+            sched_yield(); /* idle: cores may be shared (a busy poll would starve the others) */
+            continue;
+        }
+        unsigned use = (unsigned)n;
+        if (qs->hw && qs->limit != UINT64_MAX) {
+            uint64_t t = atomic_fetch_add(&qs->taken, (uint64_t)n);
+            use = t >= qs->limit ? 0 : qs->limit - t < use ? (unsigned)(qs->limit - t) : use;
+        }
+        for (unsigned i = 0; i < use; i++) rg_feed(&w->fd, &burst[i]);
+    }
+    return 0;
+}
+
+/* The reader's loop for a multi-queue source: pump (software distribution) or wait. */
+static int pump_queues(const opts *o, const rg_source_ops *io, rg_source *src, qshared *qs,
+                       volatile sig_atomic_t *stop)
+{
+    uint64_t left = o->count ? o->count : UINT64_MAX;
+    uint64_t t_end = o->duration_ns ? mono_ns() + o->duration_ns : 0;
+    for (;;) {
+        if (*stop || (t_end && mono_ns() >= t_end)) return RG_SRC_END;
+        if (qs->hw) { /* the workers read and count */
+            if (atomic_load(&qs->taken) >= qs->limit) return RG_SRC_END;
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+            continue;
+        }
+        if (!left) return RG_SRC_END;
+        int n = io->pump(src, left < RG_BURST ? (unsigned)left : RG_BURST);
+        if (n < 0) return n;
+        if (!n) sched_yield();
+        left -= (uint64_t)n;
+    }
+}
+
+/* Pin the calling thread or t to the k-th allowed core (round-robin). */
+static void pin(pthread_t t, const cpu_set_t *allowed, unsigned k)
+{
+    int n = CPU_COUNT(allowed);
+    if (n <= 0) return;
+    unsigned want = k % (unsigned)n;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, allowed) && want-- == 0) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            pthread_setaffinity_np(t, sizeof one, &one); /* best effort: a refusal only costs speed */
+            return;
+        }
+}
+
+static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, int mq, char *err,
                        size_t errlen)
 {
     const opts *o = w->o;
     const rg_stack_desc *stack = w->stack;
-    w->ring_ok = rg_ring_init(&w->ring, RING_SIZE) == RG_OK;
+    w->ring_ok = mq || rg_ring_init(&w->ring, RING_SIZE) == RG_OK; /* mq: the source's queues */
     w->counter_ok = w->ring_ok && rg_counter_init(&w->counter, stack) == RG_OK;
     if (!w->counter_ok) {
         snprintf(err, errlen, "out of memory");
@@ -198,8 +296,9 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, char *e
         snprintf(err, errlen, "cannot create the %s stack context (out of memory?)", stack->name);
         return 1;
     }
-    /* expiry comes as ticks from the reader: the feeder never expires by itself */
-    rg_feeder_init(&w->fd, stack, &w->lm, w->ctx, 1, &w->counter.n);
+    /* expiry comes as ticks from the reader: the feeder never expires by itself; but for
+     * multi-queue sources, whose frames carry one monotonic clock */
+    rg_feeder_init(&w->fd, stack, &w->lm, w->ctx, mq ? o->no_timeouts : 1, &w->counter.n);
     w->fd.prog = w->id == 0 ? o->prog : NULL; /* warnings once */
     w->fd.capture = o->capture;
     return 0;
@@ -210,7 +309,7 @@ static void worker_free(worker *w)
     if (w->ctx) w->stack->ctx_free(w->ctx);
     free(w->live_per);
     if (w->counter_ok) rg_counter_free(&w->counter);
-    if (w->ring_ok) rg_ring_free(&w->ring);
+    if (w->ring_ok && !w->io) rg_ring_free(&w->ring);
 }
 
 /* Hand one record to a worker, waiting while its ring is full; 0 or
@@ -303,13 +402,20 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
                           .promisc = o->promisc,
                           .argc = o->eal_argc,
                           .argv = o->eal_argv,
-                          .stop = stop};
+                          .stop = stop,
+                          .queues = io->next_burst_q ? o->workers : 0};
     rg_source *src = io->open(&scfg, err, sizeof err);
     if (!src) {
         fprintf(stderr, "%s: %s\n", o->prog, err);
         return 1;
     }
     unsigned nw = o->workers;
+    int qmode = io->queues ? io->queues(src) : RG_SRCQ_ONE;
+    int mq = qmode != RG_SRCQ_ONE;
+    qshared qs = {.limit = o->count && qmode == RG_SRCQ_HW ? o->count : UINT64_MAX,
+                  .hw = qmode == RG_SRCQ_HW};
+    atomic_init(&qs.done, 0);
+    atomic_init(&qs.taken, 0);
     worker *ws = calloc(nw, sizeof *ws);
     uint64_t *per = calloc(nw, sizeof *per);
     uint64_t *live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *live_per);
@@ -335,26 +441,52 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         ws[i].stack = stack;
         ws[i].id = i;
         atomic_init(&ws[i].done, 0);
-        if (worker_open(&ws[i], &snf, io->link(src), err, sizeof err)) {
+        if (mq) {
+            ws[i].io = io;
+            ws[i].src = src;
+            ws[i].qs = &qs;
+        }
+        if (worker_open(&ws[i], &snf, io->link(src), mq, err, sizeof err)) {
             fprintf(stderr, "%s: %s\n", o->prog, err);
             status = 1;
         }
     }
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    int pinned = !mq && sched_getaffinity(0, sizeof allowed, &allowed) == 0 &&
+                 (o->pin || (unsigned)CPU_COUNT(&allowed) >= nw + 1);
+    if (pinned) pin(pthread_self(), &allowed, 0);
     for (unsigned i = 0; !status && i < nw; i++) {
+        if (mq) {
+            if (io->launch(src, i, qworker_main, &ws[i], err, sizeof err)) {
+                fprintf(stderr, "%s: %s\n", o->prog, err);
+                status = 1;
+            } else {
+                ws[i].started = 1;
+            }
+            continue;
+        }
         if (pthread_create(&ws[i].thread, NULL, worker_main, &ws[i])) {
             fprintf(stderr, "%s: cannot start worker %u\n", o->prog, i);
             status = 1;
         } else {
             ws[i].started = 1;
+            if (pinned) pin(ws[i].thread, &allowed, i + 1);
         }
     }
     uint64_t lost = 0;
     rg_clock clk;
     rg_clock_init(&clk, o->max_clock_jump_ns);
-    int n = status ? RG_SRC_END : distribute(o, io, src, ws, nw, stop, per, &lost, &clk, &snf);
+    int n = status ? RG_SRC_END
+            : mq   ? pump_queues(o, io, src, &qs, stop)
+                   : distribute(o, io, src, ws, nw, stop, per, &lost, &clk, &snf);
+    atomic_store_explicit(&qs.done, 1, memory_order_release);
     for (unsigned i = 0; ws && i < nw; i++) {
         atomic_store_explicit(&ws[i].done, 1, memory_order_release);
-        if (ws[i].started) pthread_join(ws[i].thread, NULL);
+        if (ws[i].started && mq) io->join(src, i);
+        if (ws[i].started && !mq) pthread_join(ws[i].thread, NULL);
+        if (mq) per[i] = ws[i].fd.pkts;
+        if (ws[i].failed && n != RG_SRC_ERROR) n = RG_SRC_ERROR;
     }
     if (n == RG_SRC_ERROR) {
         /* keep what was read: flush and report it, but fail */

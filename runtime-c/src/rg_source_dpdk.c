@@ -10,7 +10,18 @@
  * freed at the next next_burst or close.  A frame in several segments (a
  * jumbo frame in small mbufs) is the one exception: it is copied into a
  * linear buffer.  Timestamps come from the TSC, calibrated against the wall
- * clock at open (the NIC gives none on most ports). */
+ * clock at open (the NIC gives none on most ports).
+ *
+ * Workers (cfg->queues = N > 1): where every port can do RSS over N queues
+ * (dev_info.flow_type_rss_offloads covers IP), each port gets N RX queues
+ * hashed on the IP addresses (RTE_ETH_RSS_IP: every packet between two
+ * hosts, fragments included, on one queue, as rg_rss's RG_RSS_L3) with the
+ * symmetric key, and worker q polls queue q of every port.  Elsewhere
+ * (virtual devices: net_pcap, net_ring, net_null have no RSS) one RX queue
+ * per port is read by pump() on the main lcore, which hashes each frame
+ * with rg_rss and hands the mbuf (no copy) to worker q through an SP/SC
+ * rte_ring; the frame's time is taken there, in the mbuf's RX timestamp
+ * field, so all workers see the one clock of the input. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,14 +33,34 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
 #include <rte_mempool.h>
+#include <rte_ring.h>
 
+#include "rg/rg_rss.h"
 #include "rg/rg_source.h"
 
 #define RG_DPDK_MAX_PORTS 64
 #define RG_DPDK_RX_DESC   1024
 #define RG_DPDK_POOL      8191 /* mbufs: 2^n - 1 is the mempool's best size */
 #define RG_DPDK_CACHE     256
+#define RG_DPDK_RING      4096 /* mbufs per worker ring (software distribution) */
+#define RG_DPDK_MAX_Q     64
+
+/* One queue: what one worker reads (queue 0 alone without workers). */
+typedef struct dpdk_q {
+    /* the current burst's mbufs, freed on the next call */
+    struct rte_mbuf *held[RG_BURST];
+    unsigned nheld, next_port;
+    /* linear copies of multi-segment frames, one per burst slot */
+    uint8_t *lin[RG_BURST];
+    uint32_t lin_cap[RG_BURST];
+    struct rte_ring *ring; /* RG_SRCQ_SW: the distributor's hand-off */
+    uint64_t frames, bytes, dropped;
+    uint64_t handed; /* RG_SRCQ_SW: frames the distributor gave it */
+    unsigned lcore;
+    int launched;
+} __rte_cache_aligned dpdk_q; /* workers write their own: no false sharing */
 
 typedef struct dpdk_src {
     rg_source base;
@@ -39,38 +70,45 @@ typedef struct dpdk_src {
     struct rte_mempool *pool;
     rg_linkinfo li;
     volatile sig_atomic_t *stop;
-    /* the current burst's mbufs, freed on the next call */
-    struct rte_mbuf *held[RG_BURST];
-    unsigned nheld;
-    /* linear copies of multi-segment frames, one per burst slot */
-    uint8_t *lin[RG_BURST];
-    uint32_t lin_cap[RG_BURST];
+    dpdk_q *q;
+    unsigned nq; /* queues (workers) */
+    int mode;    /* RG_SRCQ_ONE, _HW, _SW */
+    rg_rss_dist dist;
+    int ts_off; /* RG_SRCQ_SW: the mbuf RX timestamp field */
     /* TSC -> wall clock */
     uint64_t tsc0, hz, wall0_ns;
-    rg_source_stats st;
     char err[256];
 } dpdk_src;
 
 /* rte_eal_init runs once per process: a second open fails clearly. */
 static int eal_initialised;
 
-static void dpdk_free_held(dpdk_src *d)
+static void dpdk_free_held(dpdk_q *q)
 {
-    if (d->nheld) rte_pktmbuf_free_bulk(d->held, d->nheld);
-    d->nheld = 0;
+    if (q->nheld) rte_pktmbuf_free_bulk(q->held, q->nheld);
+    q->nheld = 0;
 }
 
 static void dpdk_close(rg_source *s)
 {
     dpdk_src *d = (dpdk_src *)s;
     if (!d) return;
-    dpdk_free_held(d);
+    for (unsigned k = 0; d->q && k < d->nq; k++) {
+        dpdk_q *q = &d->q[k];
+        dpdk_free_held(q);
+        if (q->ring) { /* what the workers did not take */
+            void *m;
+            while (rte_ring_sc_dequeue(q->ring, &m) == 0) rte_pktmbuf_free(m);
+            rte_ring_free(q->ring);
+        }
+        for (unsigned i = 0; i < RG_BURST; i++) free(q->lin[i]);
+    }
     for (unsigned i = 0; i < d->nports; i++) {
         rte_eth_dev_stop(d->ports[i]);
         rte_eth_dev_close(d->ports[i]);
     }
     if (d->pool) rte_mempool_free(d->pool);
-    for (unsigned i = 0; i < RG_BURST; i++) free(d->lin[i]);
+    free(d->q);
     if (d->eal_up) rte_eal_cleanup();
     free(d);
 }
@@ -122,11 +160,35 @@ static int parse_ports(dpdk_src *d, const char *spec)
     return 0;
 }
 
+/* Can the port spread frames over n RX queues by an IP-address hash? */
+static int port_has_rss(uint16_t port, unsigned n)
+{
+    struct rte_eth_dev_info di;
+    if (rte_eth_dev_info_get(port, &di) != 0) return 0;
+    return (di.flow_type_rss_offloads & RTE_ETH_RSS_IP) && di.max_rx_queues >= n;
+}
+
 static int port_start(dpdk_src *d, uint16_t port, int promisc)
 {
     struct rte_eth_conf conf;
     memset(&conf, 0, sizeof conf);
-    int rc = rte_eth_dev_configure(port, 1, 0, &conf);
+    unsigned nrxq = d->mode == RG_SRCQ_HW ? d->nq : 1;
+    uint8_t key[128];
+    if (d->mode == RG_SRCQ_HW) {
+        /* the symmetric key at the port's key length (40 bytes, 52 on some NICs): 0x6d5a
+         * repeats every 16 bits, so the hash of (a, b) is that of (b, a) */
+        struct rte_eth_dev_info di;
+        rte_eth_dev_info_get(port, &di);
+        unsigned klen = di.hash_key_size ? di.hash_key_size : RG_RSS_KEY_LEN;
+        if (klen > sizeof key) klen = sizeof key;
+        for (unsigned i = 0; i < klen; i++) key[i] = i % 2 ? 0x5a : 0x6d;
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_key = key;
+        conf.rx_adv_conf.rss_conf.rss_key_len = (uint8_t)klen;
+        /* addresses only: as rg_rss's RG_RSS_L3 (fragments with their connection) */
+        conf.rx_adv_conf.rss_conf.rss_hf = RTE_ETH_RSS_IP & di.flow_type_rss_offloads;
+    }
+    int rc = rte_eth_dev_configure(port, (uint16_t)nrxq, 0, &conf);
     if (rc < 0) {
         snprintf(d->err, sizeof d->err, "dpdk: port %u: configure: %s", port, rte_strerror(-rc));
         return -1;
@@ -134,10 +196,14 @@ static int port_start(dpdk_src *d, uint16_t port, int promisc)
     uint16_t nrx = RG_DPDK_RX_DESC, ntx = 0;
     rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
     int socket = rte_eth_dev_socket_id(port);
-    rc = rte_eth_rx_queue_setup(port, 0, nrx, socket < 0 ? 0 : (unsigned)socket, NULL, d->pool);
-    if (rc < 0) {
-        snprintf(d->err, sizeof d->err, "dpdk: port %u: RX queue: %s", port, rte_strerror(-rc));
-        return -1;
+    for (unsigned qi = 0; qi < nrxq; qi++) {
+        rc = rte_eth_rx_queue_setup(port, (uint16_t)qi, nrx, socket < 0 ? 0 : (unsigned)socket,
+                                    NULL, d->pool);
+        if (rc < 0) {
+            snprintf(d->err, sizeof d->err, "dpdk: port %u: RX queue %u: %s", port, qi,
+                     rte_strerror(-rc));
+            return -1;
+        }
     }
     rc = rte_eth_dev_start(port);
     if (rc < 0) {
@@ -145,6 +211,43 @@ static int port_start(dpdk_src *d, uint16_t port, int promisc)
         return -1;
     }
     if (promisc) rte_eth_promiscuous_enable(port); /* -ENOTSUP on some vdevs: harmless */
+    return 0;
+}
+
+/* The queues: one, or one per worker, fed by RSS or by pump(). */
+static int queues_init(dpdk_src *d, unsigned n)
+{
+    d->nq = n > 1 ? n : 1;
+    if (d->nq > RG_DPDK_MAX_Q) {
+        snprintf(d->err, sizeof d->err, "dpdk: at most %d queues (workers)", RG_DPDK_MAX_Q);
+        return -1;
+    }
+    d->q = aligned_alloc(RTE_CACHE_LINE_SIZE, d->nq * sizeof *d->q);
+    if (!d->q) {
+        snprintf(d->err, sizeof d->err, "dpdk: out of memory");
+        return -1;
+    }
+    memset(d->q, 0, d->nq * sizeof *d->q);
+    if (d->nq == 1) return 0;
+    d->mode = RG_SRCQ_HW;
+    for (unsigned i = 0; i < d->nports; i++)
+        if (!port_has_rss(d->ports[i], d->nq)) d->mode = RG_SRCQ_SW;
+    if (d->mode == RG_SRCQ_HW) return 0;
+    rg_rss_dist_init(&d->dist, d->nq, RG_RSS_L3);
+    if (rte_mbuf_dyn_rx_timestamp_register(&d->ts_off, NULL) < 0) {
+        snprintf(d->err, sizeof d->err, "dpdk: mbuf timestamp field: %s", rte_strerror(rte_errno));
+        return -1;
+    }
+    for (unsigned k = 0; k < d->nq; k++) {
+        char name[RTE_RING_NAMESIZE];
+        snprintf(name, sizeof name, "rg_w%u", k);
+        d->q[k].ring = rte_ring_create(name, RG_DPDK_RING, (int)rte_socket_id(),
+                                       RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (!d->q[k].ring) {
+            snprintf(d->err, sizeof d->err, "dpdk: worker ring: %s", rte_strerror(rte_errno));
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -189,7 +292,14 @@ static rg_source *dpdk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     }
     d->eal_up = 1;
     if (parse_ports(d, cfg->name) < 0) return dpdk_fail(d, err, errlen);
-    d->pool = rte_pktmbuf_pool_create("rg_rx", RG_DPDK_POOL, RG_DPDK_CACHE, 0,
+    if (queues_init(d, cfg->queues) < 0) return dpdk_fail(d, err, errlen);
+    /* enough mbufs for every RX descriptor, every ring and every core's cache */
+    unsigned need = d->nports * (d->mode == RG_SRCQ_HW ? d->nq : 1) * (RG_DPDK_RX_DESC + RG_BURST) +
+                    (d->mode == RG_SRCQ_SW ? d->nq * RG_DPDK_RING : 0) +
+                    (d->nq + 1) * (RG_DPDK_CACHE + RG_BURST);
+    unsigned pool = RG_DPDK_POOL;
+    while (pool < need) pool = pool * 2 + 1;
+    d->pool = rte_pktmbuf_pool_create("rg_rx", pool, RG_DPDK_CACHE, 0,
                                       RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
     if (!d->pool) {
         snprintf(d->err, sizeof d->err, "dpdk: mbuf pool: %s", rte_strerror(rte_errno));
@@ -209,53 +319,170 @@ static rg_source *dpdk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
 }
 
 /* A multi-segment frame as one linear buffer in slot i. */
-static const uint8_t *linearise(dpdk_src *d, unsigned i, struct rte_mbuf *m)
+static const uint8_t *linearise(dpdk_q *q, unsigned i, struct rte_mbuf *m)
 {
     uint32_t n = rte_pktmbuf_pkt_len(m);
-    if (d->lin_cap[i] < n) {
-        uint8_t *b = realloc(d->lin[i], n);
+    if (q->lin_cap[i] < n) {
+        uint8_t *b = realloc(q->lin[i], n);
         if (!b) return NULL;
-        d->lin[i] = b;
-        d->lin_cap[i] = n;
+        q->lin[i] = b;
+        q->lin_cap[i] = n;
     }
-    const void *p = rte_pktmbuf_read(m, 0, n, d->lin[i]);
+    const void *p = rte_pktmbuf_read(m, 0, n, q->lin[i]);
     return p;
 }
 
-static int dpdk_next_burst(rg_source *s, rg_frame *out, unsigned max)
+static uint64_t now_ns(const dpdk_src *d)
 {
-    dpdk_src *d = (dpdk_src *)s;
-    dpdk_free_held(d);
-    if (d->stop && *d->stop) return RG_SRC_END;
-    if (max > RG_BURST) max = RG_BURST;
-    /* every port in turn, starting after the last one served (fairness) */
-    uint16_t n = 0;
-    for (unsigned k = 0; k < d->nports && !n; k++) {
-        unsigned pi = (d->next_port + k) % d->nports;
-        n = rte_eth_rx_burst(d->ports[pi], 0, d->held, (uint16_t)max);
-        if (n) d->next_port = (pi + 1) % d->nports;
-    }
-    d->nheld = n;
-    if (!n) return 0;
     uint64_t now = rte_get_tsc_cycles();
-    uint64_t ts = d->wall0_ns + (uint64_t)((unsigned __int128)(now - d->tsc0) * 1000000000u / d->hz);
+    return d->wall0_ns + (uint64_t)((unsigned __int128)(now - d->tsc0) * 1000000000u / d->hz);
+}
+
+/* q->held[0..n) as frames; their time: ts, or (ts_off >= 0) the mbuf's own. */
+static int to_frames(const dpdk_src *d, dpdk_q *q, rg_frame *out, unsigned n, uint64_t ts,
+                     int ts_off)
+{
     unsigned k = 0;
     for (unsigned i = 0; i < n; i++) {
-        struct rte_mbuf *m = d->held[i];
+        struct rte_mbuf *m = q->held[i];
         const uint8_t *data = rte_pktmbuf_mtod(m, const uint8_t *);
-        if (m->nb_segs > 1) data = linearise(d, k, m);
+        if (m->nb_segs > 1) data = linearise(q, k, m);
         if (!data) continue; /* out of memory for a jumbo frame: it is dropped, counted */
         rg_frame *f = &out[k++];
         f->data = data;
         f->caplen = m->nb_segs > 1 ? rte_pktmbuf_pkt_len(m) : rte_pktmbuf_data_len(m);
         f->len = rte_pktmbuf_pkt_len(m);
-        f->ts_ns = ts;
+        f->ts_ns = ts_off >= 0 ? *RTE_MBUF_DYNFIELD(m, ts_off, uint64_t *) : ts;
         f->dlt = d->li.dlt;
-        d->st.frames++;
-        d->st.bytes += f->caplen;
+        q->frames++;
+        q->bytes += f->caplen;
     }
-    d->st.dropped += n - k;
+    q->dropped += n - k;
     return (int)k;
+}
+
+/* Up to max mbufs from RX queue `rxq` of every port in turn, starting after the last one
+ * served (fairness). */
+static uint16_t rx_ports(dpdk_src *d, unsigned *next_port, uint16_t rxq, struct rte_mbuf **m,
+                         unsigned max)
+{
+    uint16_t n = 0;
+    for (unsigned k = 0; k < d->nports && !n; k++) {
+        unsigned pi = (*next_port + k) % d->nports;
+        n = rte_eth_rx_burst(d->ports[pi], rxq, m, (uint16_t)max);
+        if (n) *next_port = (pi + 1) % d->nports;
+    }
+    return n;
+}
+
+static int dpdk_next_burst_q(rg_source *s, unsigned qi, rg_frame *out, unsigned max)
+{
+    dpdk_src *d = (dpdk_src *)s;
+    if (qi >= d->nq) return RG_SRC_ERROR;
+    dpdk_q *q = &d->q[qi];
+    dpdk_free_held(q);
+    if (max > RG_BURST) max = RG_BURST;
+    unsigned n;
+    if (d->mode == RG_SRCQ_SW) {
+        /* the ring is drained even after a stop: the distributor stopped first */
+        n = rte_ring_sc_dequeue_burst(q->ring, (void **)q->held, max, NULL);
+        q->nheld = n;
+        return n ? to_frames(d, q, out, n, 0, d->ts_off) : 0;
+    }
+    if (d->stop && *d->stop) return RG_SRC_END;
+    n = rx_ports(d, &q->next_port, (uint16_t)qi, q->held, max);
+    q->nheld = n;
+    return n ? to_frames(d, q, out, n, now_ns(d), -1) : 0;
+}
+
+static int dpdk_next_burst(rg_source *s, rg_frame *out, unsigned max)
+{
+    dpdk_src *d = (dpdk_src *)s;
+    if (d->nq > 1) {
+        snprintf(d->err, sizeof d->err, "dpdk: opened with %u queues: read them with next_burst_q",
+                 d->nq);
+        return RG_SRC_ERROR;
+    }
+    return dpdk_next_burst_q(s, 0, out, max);
+}
+
+static int dpdk_pump(rg_source *s, unsigned max)
+{
+    dpdk_src *d = (dpdk_src *)s;
+    if (d->mode != RG_SRCQ_SW) return 0; /* the NIC distributes */
+    if (d->stop && *d->stop) return RG_SRC_END;
+    if (max > RG_BURST) max = RG_BURST;
+    struct rte_mbuf *m[RG_BURST];
+    uint16_t n = rx_ports(d, &d->next_port, 0, m, max);
+    if (!n) return 0;
+    uint64_t ts = now_ns(d);
+    for (uint16_t i = 0; i < n; i++) {
+        *RTE_MBUF_DYNFIELD(m[i], d->ts_off, uint64_t *) = ts;
+        /* the headers are in the first segment (what rg_rss reads of it suffices) */
+        rg_frame f = {.data = rte_pktmbuf_mtod(m[i], const uint8_t *),
+                      .caplen = rte_pktmbuf_data_len(m[i]),
+                      .len = rte_pktmbuf_pkt_len(m[i]),
+                      .ts_ns = ts,
+                      .dlt = d->li.dlt};
+        dpdk_q *q = &d->q[rg_rss_dist_worker(&d->dist, &f)];
+        /* a full ring: wait for its worker (lossless; the NIC's queue absorbs or counts
+         * drops meanwhile), unless stopped */
+        while (rte_ring_sp_enqueue(q->ring, m[i]) != 0) {
+            if (d->stop && *d->stop) {
+                rte_pktmbuf_free_bulk(m + i, n - i);
+                q->dropped += n - i;
+                return RG_SRC_END;
+            }
+            rte_pause();
+        }
+        q->handed++;
+    }
+    return n;
+}
+
+static int dpdk_queues(const rg_source *s)
+{
+    return ((const dpdk_src *)s)->mode;
+}
+
+static int dpdk_launch(rg_source *s, unsigned i, int (*fn)(void *), void *arg, char *err,
+                       size_t errlen)
+{
+    dpdk_src *d = (dpdk_src *)s;
+    unsigned k = 0, lc, nworkers = rte_lcore_count() - 1;
+    RTE_LCORE_FOREACH_WORKER(lc)
+    {
+        if (k++ != i) continue;
+        int rc = rte_eal_remote_launch(fn, arg, lc);
+        if (rc == 0 && i < d->nq) {
+            d->q[i].lcore = lc;
+            d->q[i].launched = 1;
+        }
+        if (rc < 0) {
+            snprintf(err, errlen, "dpdk: cannot start worker %u on lcore %u: %s", i, lc,
+                     rte_strerror(-rc));
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(err, errlen,
+             "dpdk: worker %u has no lcore: the EAL has %u worker lcores besides the main one; "
+             "%u workers want %u lcores in all (e.g. -l 0-%u, or --lcores '(0-%u)@(0-1)' on two "
+             "cores)",
+             i, nworkers, d->nq, d->nq + 1, d->nq, d->nq);
+    return -1;
+}
+
+static void dpdk_join(rg_source *s, unsigned i)
+{
+    dpdk_src *d = (dpdk_src *)s;
+    if (i < d->nq && d->q[i].launched) rte_eal_wait_lcore(d->q[i].lcore);
+}
+
+static uint64_t dpdk_queue_frames(const rg_source *s, unsigned i)
+{
+    const dpdk_src *d = (const dpdk_src *)s;
+    return i < d->nq ? d->q[i].frames : 0;
 }
 
 static const rg_linkinfo *dpdk_link(const rg_source *s)
@@ -266,7 +493,12 @@ static const rg_linkinfo *dpdk_link(const rg_source *s)
 static void dpdk_stats(const rg_source *s, rg_source_stats *st)
 {
     const dpdk_src *d = (const dpdk_src *)s;
-    *st = d->st;
+    memset(st, 0, sizeof *st);
+    for (unsigned k = 0; k < d->nq; k++) {
+        st->frames += d->q[k].frames;
+        st->bytes += d->q[k].bytes;
+        st->dropped += d->q[k].dropped;
+    }
     for (unsigned i = 0; i < d->nports; i++) {
         struct rte_eth_stats es;
         if (rte_eth_stats_get(d->ports[i], &es) == 0) st->dropped += es.imissed + es.rx_nombuf;
@@ -288,4 +520,10 @@ const rg_source_ops rg_source_dpdk = {
     .stats = dpdk_stats,
     .error = dpdk_error,
     .close = dpdk_close,
+    .queues = dpdk_queues,
+    .next_burst_q = dpdk_next_burst_q,
+    .pump = dpdk_pump,
+    .launch = dpdk_launch,
+    .join = dpdk_join,
+    .queue_frames = dpdk_queue_frames,
 };

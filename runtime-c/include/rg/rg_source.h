@@ -36,6 +36,10 @@ typedef struct rg_source_cfg {
     /* set asynchronously (SIGINT, --duration) to make a blocking next_burst
      * return soon; a source polls it */
     volatile sig_atomic_t *stop;
+    /* RX queues wanted per port, one per worker (0 or 1: one).  A source that
+     * cannot spread a port's frames over queues in hardware distributes them
+     * in software (see the queue ops below); rg_source_ops.queues says how. */
+    unsigned queues;
 } rg_source_cfg;
 
 /* Counters a source keeps (what it saw; drops by the kernel or the NIC). */
@@ -65,7 +69,28 @@ typedef struct rg_source_ops {
     void (*stats)(const rg_source *s, rg_source_stats *st);
     const char *(*error)(const rg_source *s);
     void (*close)(rg_source *s);
+    /* ---- multi-queue sources (DPDK); NULL elsewhere ----
+     * Opened with cfg->queues = N > 1, the source delivers frames on N
+     * queues, one per worker, with next_burst_q (safe to call concurrently
+     * for different q; frames valid until the next call for the same q).
+     * queues() says how they are fed: RG_SRCQ_HW (the NIC spreads frames
+     * over N RX queues by symmetric RSS) or RG_SRCQ_SW (one RX queue per
+     * port; pump(), called by one thread, reads up to max frames, hashes
+     * them with rg_rss (RG_RSS_L3) and hands them to the queues; it returns
+     * the frames handed over, 0 when none came, or RG_SRC_END/ERROR).
+     * launch() starts fn(arg) on the source's own core for worker i (DPDK:
+     * a worker lcore), join() waits for it. */
+    int (*queues)(const rg_source *s);
+    int (*next_burst_q)(rg_source *s, unsigned q, rg_frame *out, unsigned max);
+    int (*pump)(rg_source *s, unsigned max);
+    int (*launch)(rg_source *s, unsigned i, int (*fn)(void *), void *arg, char *err,
+                  size_t errlen);
+    void (*join)(rg_source *s, unsigned i);
+    /* frames handed to queue q so far (the per-worker counts) */
+    uint64_t (*queue_frames)(const rg_source *s, unsigned q);
 } rg_source_ops;
+
+enum { RG_SRCQ_ONE = 0, RG_SRCQ_HW = 1, RG_SRCQ_SW = 2 };
 
 /* A source: its ops first, then the implementation's own state (sources
  * embed this as their first member). */

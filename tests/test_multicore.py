@@ -1,0 +1,308 @@
+"""--workers N on DPDK ports: N stack contexts on N worker lcores, fed by the source's queues.
+
+DPDK's virtual devices (net_pcap reading a real capture; no hugepages, no NIC) have no RSS, so
+the source distributes in software: the main lcore hashes every frame with the symmetric
+Toeplitz hash and hands the mbuf to its worker through an rte_ring (rg_source_dpdk.c).
+
+- For every Ethernet capture of the tshark comparison, `--workers 1` writes byte-identical
+  streams and the same summary as the single-threaded file run, and `--workers 2` the same flow
+  records (uid aside) and streams, the summary adding the frames per worker.
+- Every frame of a flow (both directions) and every fragment of a datagram (IPv4 and IPv6)
+  reach one queue: srcdump --queues N writes what each worker would get; the test parses the
+  frames itself, groups them by 5-tuple and by fragment identity, and checks each frame's queue
+  against a Toeplitz hash written here from Microsoft's RSS specification.
+- Too few lcores for the workers: a clear error.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.oracle.tshark import TRACES
+from tests.test_sources import (  # noqa: F401 (fixtures)
+    _eal,
+    _ethernet_eligible,
+    _file_run,
+    _records,
+    _summary_lines,
+    _tree,
+    _without_workers_line,
+    dpdk,
+    read_pcap,
+    srcdump,
+    stack_bin,
+)
+
+SYMMETRIC_KEY = bytes([0x6D, 0x5A] * 20)
+
+
+def _lcores(n: int) -> list[str]:
+    """EAL arguments for a main lcore and n worker lcores on the cores this process may use
+    (threads share cores when there are fewer: a test needs no speed)."""
+    cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    return ["--lcores", f"(0-{n})@({cpus})"]
+
+
+def _eal_workers(tmp: Path, n: int, *vdevs: str) -> list[str]:
+    args = _eal(tmp, *vdevs)
+    i = args.index("-l")
+    return [*args[:i], *args[i + 2 :], *_lcores(n)]
+
+
+def _dpdk_workers_run(binary: Path, capture: Path, out: Path, workers: int, tmp: Path) -> str:
+    n = len(read_pcap(capture))
+    cmd = [str(binary), "--io", "dpdk", "--count", str(n), "--duration", "60"]
+    cmd += ["--workers", str(workers), "--nf", "streams", "--out", str(out), "--no-timeouts"]
+    cmd += ["--", *_eal_workers(tmp, workers, f"net_pcap0,rx_pcap={capture}")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.parametrize("name", _ethernet_eligible())
+def test_dpdk_workers_write_what_the_file_run_writes(
+    dpdk: Path,  # noqa: F811
+    stack_bin: Path,  # noqa: F811
+    tmp_path: Path,
+    name: str,
+) -> None:
+    capture = TRACES / name
+    want = _file_run(stack_bin, capture, tmp_path / "file")
+    n = len(read_pcap(capture))
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        got = _dpdk_workers_run(stack_bin, capture, out, workers, tmp_path)
+        assert re.search(r"^dropped +0 ", got, re.M), got
+        assert _summary_lines("\n".join(_without_workers_line(got))) == _summary_lines(want)
+        if workers == 1:
+            # one worker: the same instances in the same order, uids and all
+            assert _tree(out) == _tree(tmp_path / "file")
+        else:
+            m = re.search(r"^workers +2 +\(frames per worker: (\d+) (\d+)\)", got, re.M)
+            assert m and int(m[1]) + int(m[2]) == n, got
+            assert _records(out, "flows.jsonl") == _records(tmp_path / "file", "flows.jsonl")
+
+
+def test_dpdk_workers_need_lcores(dpdk: Path, stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
+    capture = TRACES / "http-post-upload.pcap"
+    cmd = [str(stack_bin), "--io", "dpdk", "--count", "1", "--workers", "2", "--"]
+    cmd += _eal(tmp_path, f"net_pcap0,rx_pcap={capture}")  # -l 0: the main lcore alone
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 1
+    assert "worker 0 has no lcore" in r.stderr and "-l 0-2" in r.stderr, r.stderr
+
+
+# ---- one flow, one worker -------------------------------------------------------------------
+
+
+def toeplitz(key: bytes, data: bytes) -> int:
+    """The Toeplitz hash of Microsoft's RSS specification: for every set bit i of the input
+    (most significant first), XOR in the 32 key bits starting at bit i."""
+    k = int.from_bytes(key, "big")
+    klen = len(key) * 8
+    h = 0
+    for i in range(len(data) * 8):
+        if data[i // 8] >> (7 - i % 8) & 1:
+            h ^= (k >> (klen - 32 - i)) & 0xFFFFFFFF
+    return h
+
+
+def test_toeplitz_matches_the_specification_vectors() -> None:
+    # Microsoft's verification suite (IPv4, addresses only) with its default key
+    key = bytes.fromhex(
+        "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa"
+    )
+    src, dst = ipaddress.ip_address("66.9.149.187"), ipaddress.ip_address("161.142.100.80")
+    assert toeplitz(key, src.packed + dst.packed) == 0x323E8FC2
+
+
+class Parsed:
+    """What the test reads of a frame: its addresses, its 5-tuple (None for fragments and
+    non-port protocols) and, for a fragment, the datagram it belongs to."""
+
+    def __init__(self, src: bytes, dst: bytes, proto: int, ports: tuple[int, int] | None):
+        self.src, self.dst, self.proto, self.ports = src, dst, proto, ports
+        self.frag: tuple[bytes, bytes, int] | None = None
+
+
+def parse(frame: bytes) -> Parsed | None:
+    """Ethernet (802.1Q/ad tags) carrying IPv4 or IPv6 (its Fragment header found through the
+    hop-by-hop, routing and destination options headers); None for anything else."""
+    off, etype = 12, struct.unpack_from("!H", frame, 12)[0]
+    while etype in (0x8100, 0x88A8) and len(frame) >= off + 6:
+        off += 4
+        etype = struct.unpack_from("!H", frame, off)[0]
+    off += 2
+    if etype == 0x0800 and len(frame) >= off + 20:
+        ihl = (frame[off] & 15) * 4
+        ident, fl = struct.unpack_from("!HH", frame, off + 4)
+        proto, src, dst = frame[off + 9], frame[off + 12 : off + 16], frame[off + 16 : off + 20]
+        l4 = off + ihl
+        if fl & 0x3FFF:  # MF or an offset: a fragment
+            p = Parsed(src, dst, proto, None)
+            p.frag = (src, dst, ident)
+            return p
+    elif etype == 0x86DD and len(frame) >= off + 40:
+        src, dst, proto = frame[off + 8 : off + 24], frame[off + 24 : off + 40], frame[off + 6]
+        l4 = off + 40
+        while proto in (0, 43, 60) and len(frame) >= l4 + 8:
+            proto, l4 = frame[l4], l4 + (frame[l4 + 1] + 1) * 8
+        if proto == 44 and len(frame) >= l4 + 8:
+            fo, ident = struct.unpack_from("!HI", frame, l4 + 2)
+            if fo & 0xFFF9:  # an offset or M: a fragment (an atomic one is not)
+                p = Parsed(src, dst, frame[l4], None)
+                p.frag = (src, dst, ident)
+                return p
+            proto, l4 = frame[l4], l4 + 8
+    else:
+        return None
+    ports = None
+    if proto in (6, 17, 132) and len(frame) >= l4 + 4:
+        ports = struct.unpack_from("!HH", frame, l4)
+    return Parsed(src, dst, proto, ports)
+
+
+def _fragmented_ipv6(path: Path) -> None:
+    """A capture of IPv6 UDP datagrams fragmented in three, both directions, between several
+    host pairs, interleaved (scapy builds it; nothing of ours)."""
+    from scapy.layers.inet import UDP
+    from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, fragment6
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    frames = []
+    for i in range(12):
+        a, b = f"2001:db8::{i + 1:x}", f"2001:db8:1::{7 * i + 3:x}"
+        for src, dst in ((a, b), (b, a)):
+            pkt = (
+                IPv6(src=src, dst=dst)
+                / IPv6ExtHdrFragment(id=1000 + i)
+                / UDP(sport=4000 + i, dport=53)
+                / (b"x" * 2400)
+            )
+            frames.append(
+                [
+                    Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / f
+                    for f in fragment6(pkt, 1000)
+                ]
+            )
+    out = []
+    while any(frames):  # round-robin: datagrams interleaved
+        for fr in frames:
+            if fr:
+                out.append(fr.pop(0))
+    wrpcap(str(path), out)
+
+
+@pytest.mark.parametrize("queues", [2, 3])
+def test_a_flow_and_a_datagram_reach_one_worker(
+    dpdk: Path,  # noqa: F811
+    tmp_path: Path,
+    queues: int,
+) -> None:
+    v6frag = tmp_path / "ipv6-frags.pcap"
+    _fragmented_ipv6(v6frag)
+    captures = [
+        v6frag,
+        TRACES / "ipv4-frag-tcp-overlap-ooo-crafted.pcap",
+        TRACES / "gtp-u-http-outer-frag.pcap",
+        TRACES / "ipv4-frag-socks5-http.pcap",
+        TRACES / "mixed-android-mobile.pcap",
+        TRACES / "ipv6-http-gquic.pcap",
+    ]
+    seen = {"v4frag": 0, "v6frag": 0, "two-way flows": 0}
+    used: set[int] = set()
+    for cap in captures:
+        sent = [b for _, b in read_pcap(cap)]
+        out = tmp_path / f"{cap.stem}-queue.pcap"
+        cmd = [str(dpdk), "--io", "dpdk", "--queues", str(queues), "--count", str(len(sent))]
+        cmd += ["--duration", "30", "-w", str(out), "--"]
+        cmd += _eal(tmp_path, f"net_pcap0,rx_pcap={cap}")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert "mode=sw" in r.stderr  # net_pcap has no RSS: the software distributor
+        got = {q: [b for _, b in read_pcap(Path(f"{out}.{q}"))] for q in range(queues)}
+        # every frame once, each queue in input order
+        assert sorted(b for fs in got.values() for b in fs) == sorted(sent)
+        for fs in got.values():
+            it = iter(sent)
+            assert all(any(f == s for s in it) for f in fs), f"{cap.name}: order"
+        groups: dict[tuple[object, ...], set[int]] = {}
+        senders: dict[tuple[object, ...], set[bytes]] = {}
+        for q, fs in got.items():
+            used |= {q} if fs else set()
+            for f in fs:
+                p = parse(f)
+                if p is None:
+                    continue
+                # the worker a symmetric-RSS NIC hashing addresses picks (128-entry RETA)
+                want = (toeplitz(SYMMETRIC_KEY, p.src + p.dst) & 127) % queues
+                assert q == want, f"{cap.name}: a frame of {p.src.hex()}->{p.dst.hex()}"
+                if p.frag:
+                    key: tuple[object, ...] = ("frag", *p.frag)
+                    seen["v6frag" if len(p.src) == 16 else "v4frag"] += 1
+                elif p.ports:
+                    ends = sorted([(p.src, p.ports[0]), (p.dst, p.ports[1])])
+                    key = ("flow", p.proto, *ends)
+                else:
+                    continue
+                groups.setdefault(key, set()).add(q)
+                senders.setdefault(key, set()).add(p.src)
+        for key, qs in groups.items():
+            assert len(qs) == 1, f"{cap.name}: {key} on queues {sorted(qs)}"
+        seen["two-way flows"] += sum(1 for k, s in senders.items() if k[0] == "flow" and len(s) > 1)
+    # the captures did exercise what the test is about, over every queue
+    assert seen["v4frag"] > 10 and seen["v6frag"] >= 72 and seen["two-way flows"] > 20, seen
+    assert used == set(range(queues))
+
+
+def test_pinned_file_workers(stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
+    # --pin: threads pinned round-robin even with fewer cores than threads; same records
+    capture = TRACES / "mixed-android-mobile.pcap"
+    one = _file_run(stack_bin, capture, tmp_path / "one")
+    cmd = [str(stack_bin), str(capture), "--workers", "3", "--pin", "--nf", "streams"]
+    r = subprocess.run(
+        [*cmd, "--out", str(tmp_path / "pin"), "--no-timeouts"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    assert _without_workers_line(r.stdout) == one.splitlines()
+    assert _records(tmp_path / "pin", "flows.jsonl") == _records(tmp_path / "one", "flows.jsonl")
+    r = subprocess.run(
+        [str(stack_bin), "--io", "dpdk", "--pin", "--", "-l", "0"], capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert "--pin: DPDK workers run on the EAL's lcores" in r.stderr, r.stderr
+
+
+def test_pin_sets_each_threads_core(stack_bin: Path) -> None:  # noqa: F811
+    if os.geteuid() != 0:
+        pytest.skip("capturing on lo needs root")
+    allowed = sorted(os.sched_getaffinity(0))
+    cmd = [str(stack_bin), "--io", "live", "--iface", "lo", "--duration", "2"]
+    p = subprocess.Popen(
+        [*cmd, "--workers", "3", "--pin", "--nf", "none"], stdout=subprocess.DEVNULL
+    )
+    try:
+        cores: list[str] = []
+        for _ in range(100):  # until the reader and its 3 workers run
+            time.sleep(0.05)
+            tasks = sorted(Path(f"/proc/{p.pid}/task").iterdir(), key=lambda t: int(t.name))
+            if len(tasks) >= 4:
+                time.sleep(0.1)  # the workers are pinned right after they start
+                cores = [
+                    re.search(r"^Cpus_allowed_list:\s*(\S+)", (t / "status").read_text(), re.M)[1]  # type: ignore[index]
+                    for t in tasks
+                ]
+                break
+    finally:
+        assert p.wait(timeout=30) == 0
+    # the reader on the first allowed core, worker i on the (i + 1)-th, round-robin
+    assert cores == [str(allowed[i % len(allowed)]) for i in range(4)], cores
