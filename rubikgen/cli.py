@@ -97,11 +97,14 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser(
         "run",
-        help="build a stack when stale, then run it on a capture",
+        help="build a stack when stale, then run it on a capture, an interface or DPDK ports",
         epilog="Arguments after '--' go to the binary (see BINARY --help).",
     )
     r.add_argument("stack", help="stack spec file")
-    r.add_argument("capture", help="pcap or pcapng file ('-': standard input)")
+    r.add_argument(
+        "capture", nargs="?", help="pcap or pcapng file ('-': standard input); or --iface/--dpdk"
+    )
+    _wire_options(r)
     r.add_argument(
         "--nf",
         metavar="NAME",
@@ -219,6 +222,61 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         help="packet sources linked in: pcap (capture files, live interfaces; default), "
         "dpdk or all (also DPDK ports: needs libdpdk-dev)",
     )
+
+
+def _wire_options(p: argparse.ArgumentParser) -> None:
+    """`rubikgen run`'s sources besides a capture file, and the multi-core options."""
+    w = p.add_argument_group("live interfaces, DPDK ports, several cores")
+    w.add_argument("--iface", metavar="IF", help="capture live on this interface (libpcap)")
+    w.add_argument("--bpf", metavar="EXPR", help="--iface: capture what this BPF filter matches")
+    w.add_argument(
+        "--dpdk",
+        metavar="EAL_ARGS",
+        help='read DPDK ports; the EAL arguments as one string, e.g. "-l 0-2 -a 0000:03:00.0" '
+        "(builds with --io dpdk)",
+    )
+    w.add_argument("--duration", metavar="S", type=int, help="stop after S seconds")
+    w.add_argument("--count", metavar="N", type=int, help="stop after N frames")
+    w.add_argument(
+        "--workers",
+        metavar="N",
+        type=int,
+        help="N stack contexts on N threads (DPDK: worker lcores, the EAL needs N + 1)",
+    )
+
+
+def _source_args(args: argparse.Namespace) -> tuple[list[str], list[str], str] | str:
+    """The binary's source arguments, the EAL arguments (after its '--') and the name of the
+    default output; or a usage error."""
+    given = [x for x in (args.capture, args.iface, args.dpdk) if x is not None]
+    if len(given) != 1:
+        return "name one source: a CAPTURE file, --iface IF or --dpdk EAL_ARGS"
+    if args.bpf is not None and args.iface is None:
+        return "--bpf applies to --iface"
+    for opt in ("duration", "count", "workers"):
+        v = getattr(args, opt)
+        if v is not None and v < 1:
+            return f"--{opt} wants a positive number"
+    extra: list[str] = []
+    if args.duration is not None:
+        extra += ["--duration", str(args.duration)]
+    if args.count is not None:
+        extra += ["--count", str(args.count)]
+    if args.workers is not None:
+        extra += ["--workers", str(args.workers)]
+    if args.iface is not None:
+        src = ["--io", "live", "--iface", args.iface]
+        if args.bpf is not None:
+            src += ["--filter", args.bpf]
+        return [*src, *extra], [], args.iface
+    if args.dpdk is not None:
+        try:
+            eal = shlex.split(args.dpdk)
+        except ValueError as e:
+            return f"--dpdk: {e}"
+        return ["--io", "dpdk", *extra], eal, "dpdk"
+    capture = Path(args.capture)
+    return [str(capture), *extra], [], "stdin" if args.capture == "-" else capture.stem
 
 
 def _internal_error(e: BaseException, file: str) -> Diagnostic:
@@ -468,11 +526,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rubikgen.build import BuildError, HandlerError, build_compilation
     from rubikgen.pipeline import Compilation
 
-    capture = Path(args.capture)
-    if args.capture != "-" and not capture.is_file():  # '-': the binary reads standard input
+    source = _source_args(args)
+    if isinstance(source, str):
+        sys.stderr.write(f"rubikgen run: error: {source}\n")
+        return EXIT_USAGE
+    src_args, eal, stem = source
+    capture = Path(args.capture or "-")
+    if args.capture not in (None, "-") and not capture.is_file():  # '-': standard input
         what = "is a directory, not a capture file" if capture.is_dir() else "no such capture file"
         sys.stderr.write(f"rubikgen: error: {capture}: {what}\n")
         return EXIT_ERRORS
+    if args.dpdk is not None and args.io == "pcap":
+        args.io = "dpdk"  # the DPDK source must be linked in
     comp = Compilation(args.stack)
     try:
         res = build_compilation(
@@ -498,10 +563,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"rubikgen: rebuilt {res.binary}: {res.command}\n")
     if args.nf == "streams":
         _warn_unseen_sequences(res.generated.unseen_sequences)
-    stem = "stdin" if args.capture == "-" else capture.stem
     out = Path(args.out) if args.out else Path("out") / f"{comp.stack_name}-{stem}"
-    cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
+    cmd = [str(res.binary), *src_args, "--nf", args.nf, "--out", str(out)]
     cmd += ["--summary", args.summary, *args.extra]
+    if eal:
+        cmd += ["--", *eal]
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -611,7 +677,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     argv, extra = _split_extra(list(sys.argv[1:] if argv is None else argv))
     argv = _join_cflags(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if args.cmd == "run" and args.capture is None and len(unknown) == 1:
+        # `run STACK --opt X CAPTURE`: argparse gave the optional CAPTURE up at STACK
+        if not unknown[0].startswith("-"):
+            args.capture, unknown = unknown[0], []
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.extra = extra
     if args.cmd is None:
         parser.print_help()

@@ -17,25 +17,31 @@ Toeplitz hash and hands the mbuf to its worker through an rte_ring (rg_source_dp
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.oracle.tshark import TRACES
+from tests.oracle.tshark import REPO, TRACES
 from tests.test_sources import (  # noqa: F401 (fixtures)
+    Netns,
     _eal,
     _ethernet_eligible,
     _file_run,
     _records,
+    _replay,
     _summary_lines,
     _tree,
+    _wait_capturing,
     _without_workers_line,
     dpdk,
+    netns,
     read_pcap,
     srcdump,
     stack_bin,
@@ -306,3 +312,103 @@ def test_pin_sets_each_threads_core(stack_bin: Path) -> None:  # noqa: F811
         assert p.wait(timeout=30) == 0
     # the reader on the first allowed core, worker i on the (i + 1)-th, round-robin
     assert cores == [str(allowed[i % len(allowed)]) for i in range(4)], cores
+
+
+# ---- rubikgen run on the wire ---------------------------------------------------------------
+#
+# `rubikgen run` builds (here: finds up to date, the build directory of stack_bin) and runs the
+# binary on an interface or DPDK ports; what it writes is the file run's.
+
+
+def _rubikgen_run(build_dir: Path, *args: str, ns: str | None = None) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "rubikgen", "run", str(REPO / "specs/stacks/tcp_ip.yaml")]
+    cmd += ["--build-dir", str(build_dir), *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if ns:
+        cmd = ["ip", "netns", "exec", ns, *cmd]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
+    )
+
+
+def test_run_dpdk_workers(dpdk: Path, stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
+    capture = TRACES / "ipv4-frag-socks5-http.pcap"
+    one = _file_run(stack_bin, capture, tmp_path / "file")
+    eal = " ".join(_eal_workers(tmp_path, 2, f"net_pcap0,rx_pcap={capture}"))
+    n = str(len(read_pcap(capture)))
+    p = _rubikgen_run(
+        stack_bin.parent,
+        *("--dpdk", eal, "--workers", "2", "--count", n, "--duration", "60"),
+        *("--nf", "streams", "--out", str(tmp_path / "dpdk"), "--", "--no-timeouts"),
+    )
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "rebuilt" not in err  # the stack_bin build, up to date
+    assert re.search(r"^workers +2 ", out, re.M), out
+    assert _summary_lines("\n".join(_without_workers_line(out))) == _summary_lines(one)
+    assert _records(tmp_path / "dpdk", "flows.jsonl") == _records(tmp_path / "file", "flows.jsonl")
+
+
+def test_run_capture_workers(stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
+    capture = TRACES / "mixed-android-mobile.pcap"
+    one = _file_run(stack_bin, capture, tmp_path / "file")
+    p = _rubikgen_run(
+        stack_bin.parent,
+        *(str(capture), "--workers", "2", "--nf", "streams", "--out", str(tmp_path / "w")),
+        *_same_io(stack_bin),
+        *("--", "--no-timeouts"),
+    )
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "rebuilt" not in err
+    assert re.search(r"^workers +2 ", out, re.M), out
+    assert _without_workers_line(out) == one.splitlines()
+    assert _records(tmp_path / "w", "flows.jsonl") == _records(tmp_path / "file", "flows.jsonl")
+
+
+def _same_io(binary: Path) -> list[str]:
+    """--io as stack_bin was built, so that `rubikgen run` finds it up to date."""
+    has_dpdk = "librgdpdk" in binary.with_suffix(".stamp").read_text(errors="replace")
+    return ["--io", "dpdk"] if has_dpdk else []
+
+
+def test_run_iface(netns: Netns, stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
+    capture = TRACES / "mixed-android-mobile.pcap"
+    _file_run(stack_bin, capture, tmp_path / "file")
+    sent = read_pcap(capture)
+    ipv4 = [b for _, b in sent if b[12:14] == b"\x08\x00"]
+    assert 0 < len(ipv4) < len(sent)
+    p = _rubikgen_run(
+        stack_bin.parent,
+        *("--iface", "vb", "--bpf", "ip", "--count", str(len(ipv4)), "--duration", "60"),
+        *("--nf", "streams", "--out", str(tmp_path / "live"), *_same_io(stack_bin)),
+        *("--", "--no-timeouts"),
+        ns=netns.name,
+    )
+    _wait_capturing(netns)
+    _replay(netns, capture)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert re.search(r"^dropped +0 ", out, re.M), out
+    assert re.search(rf"^packets +{len(ipv4)}$", out, re.M), out
+    # the IPv4 flows of the file run, exactly: the filter passed them and nothing else
+    file_records = _records(tmp_path / "file", "flows.jsonl")
+    want = [r for r in file_records if ":" not in json.loads(r)["src"]]
+    assert 0 < len(want) < len(file_records)
+    got = _records(tmp_path / "live", "flows.jsonl")
+    assert got == want
+    assert got
+
+
+def test_run_source_errors(tmp_path: Path) -> None:
+    cases = [
+        ([], "name one source"),
+        (["x.pcap", "--iface", "lo"], "name one source"),
+        (["--dpdk", "-l 0", "--bpf", "tcp"], "--bpf applies to --iface"),
+        (["--iface", "lo", "--workers", "0"], "--workers wants a positive number"),
+    ]
+    for args, msg in cases:
+        p = _rubikgen_run(tmp_path, *args)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 2, (args, err)
+        assert msg in err, (args, err)
