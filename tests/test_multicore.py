@@ -412,3 +412,24 @@ def test_run_source_errors(tmp_path: Path) -> None:
         _, err = p.communicate(timeout=60)
         assert p.returncode == 2, (args, err)
         assert msg in err, (args, err)
+
+
+def test_bench_workers_split_as_a_symmetric_rss_nic(stack_bin: Path) -> None:  # noqa: F811
+    # --bench --workers N: the capture split by the hash before timing; each share processed
+    # by its own context: the same payload as one context, the split a NIC's
+    capture = TRACES / "mixed-android-mobile.pcap"
+    base = [str(stack_bin), str(capture), "--bench", "--passes", "1", "--nf", "count"]
+    one = json.loads(subprocess.run(base, capture_output=True, text=True, check=True).stdout)
+    frames = [b for _, b in read_pcap(capture)]
+    for n in (1, 2, 3):
+        r = subprocess.run([*base, "--workers", str(n)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        want = [0] * n
+        for f in frames:
+            p = parse(f)
+            want[(toeplitz(SYMMETRIC_KEY, p.src + p.dst) & 127) % n if p else 0] += 1
+        assert got["workers"] == n and got["pkts"] == len(frames)
+        assert got["worker_pkts"] == want
+        assert got["payload_bytes"] == one["payload_bytes"] > 0
+        assert got["flows_opened"] == one["flows_opened"]

@@ -149,5 +149,9 @@ void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64
 
 /* The run with o->workers threads; stop: set by SIGINT/SIGTERM. */
 int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomic_t *stop);
+/* --bench --workers N (rg_bench_workers.c): the loaded capture split by the
+ * symmetric hash, one context per worker thread; one JSON line. */
+int rg_bench_workers(const opts *o, const rg_stack_desc *stack, rg_entry_links *lm,
+                     const rg_capture *cap);
 
 #endif /* RG_DRIVER_H */

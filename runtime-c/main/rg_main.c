@@ -309,6 +309,12 @@ static int run_bench(const opts *o, const rg_stack_desc *stack)
         }
     }
     uint64_t best_cpu = UINT64_MAX, best_wall = UINT64_MAX;
+    if (!rc && o->workers) { /* --workers N: rg_bench_workers.c */
+        rc = rg_bench_workers(o, stack, &lm, &cap);
+        free(live_per);
+        rg_capture_free(&cap);
+        return rc;
+    }
     for (uint64_t pass = 0; !rc && pass < o->passes; pass++)
         rc = bench_pass(o, stack, &cap, &lm, pass, &best_cpu, &best_wall, live_per);
     free(live_per);

@@ -35,6 +35,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "                   RSS hash of their outer addresses (default 1); dpdk: N RX\n"
           "                   queues per port with symmetric RSS, or (ports without RSS)\n"
           "                   a distributor on the main lcore, workers on N worker lcores\n"
+          "                   --bench --workers N: the capture split by that hash before\n"
+          "                   timing, N contexts on N threads (one JSON line)\n"
           "  --pin            file, live: pin the reader and each worker to a core of their\n"
           "                   own, round-robin over the allowed cores (default: pinned when\n"
           "                   there are workers + 1 allowed cores)\n",
@@ -303,10 +305,6 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     }
     if (strcmp(o->io, "live") && (o->filter || o->snaplen || o->promisc)) {
         fprintf(stderr, "%s: --filter, --snaplen and --promisc apply to --io live\n", o->prog);
-        return EXIT_USAGE;
-    }
-    if (o->workers > 1 && o->bench) {
-        fprintf(stderr, "%s: --workers does not apply to --bench\n", o->prog);
         return EXIT_USAGE;
     }
     if (o->pin && !strcmp(o->io, "dpdk")) {
