@@ -38,6 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from multicore import MC_WORKLOADS  # noqa: E402
+from multicore import run as run_multicore  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 BUILD = BENCH / "build"
@@ -1046,7 +1050,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--workloads",
         nargs="+",
         metavar="W",
-        help="workloads to run (default: a b c d e, those present)",
+        help="workloads to run (default: a b c d e, those present); also the multi-core and "
+        "wire workloads of bench/multicore.py: scale dpdk live flows1m",
     )
     ap.add_argument(
         "--configs",
@@ -1093,6 +1098,16 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)
     check_ft_spec(args.update_ft_spec)
     command = shlex.join(["python", "bench/run.py", *(sys.argv[1:] if argv is None else argv)])
+    mc = [w for w in args.workloads or [] if w in MC_WORKLOADS]
+    if mc:  # the multi-core and wire workloads (bench/multicore.py)
+        doc = {"command": command, "machine": machine_info()}
+        doc["multicore"] = run_multicore(mc, args.captures, args.passes, args.rounds, args.no_build)
+        args.out.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        (args.out / f"{stamp}-multicore.json").write_text(json.dumps(doc, indent=1) + "\n")
+        args.workloads = [w for w in args.workloads if w not in MC_WORKLOADS]
+        if not args.workloads:
+            return 0
     explicit = args.workloads is not None
     captures = find_captures(args.captures.resolve(), args.workloads or WORKLOADS, explicit)
     if not captures:

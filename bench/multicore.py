@@ -1,0 +1,322 @@
+"""The multi-core and wire workloads of the harness (issue 10): `python bench/run.py --workloads
+scale dpdk live flows1m` (any subset), or this file directly with the same options.
+
+scale    the -O2 tcp_ip stack's `--bench --workers 1` and `--workers 2` on capture (a), each
+         worker processing the share a symmetric-RSS NIC would give it (the binary splits the
+         loaded capture by the Toeplitz hash before timing); interleaved rounds, the best run of
+         each counts; aggregate Mpps on the wall clock and on the slowest worker's own CPU time,
+         and the 2-vs-1 ratios.
+dpdk     the same stack reading DPDK's pcap virtual device with `infinite_rx=1` (the real
+         ethdev RX path: rte_eth_rx_burst, mbufs, no copy into the stack) against the in-memory
+         `--bench` path on the same packet sequence: the first K frames of (a) repeated R times.
+         DPDK ns/packet is the process's CPU time between a run of K*R frames and one of K*R/10
+         (the EAL start-up cancels out), divided by the frames between them.
+live     (a) replayed by tcpreplay at 50,000 packets/s into a veth pair in a network namespace,
+         captured by the stack (`--io live`, streams NF, no timeouts): libpcap's drops and
+         whether the summary and every stream file equal the file run's.
+flows1m  bench/gen_flows.py's 1,000,000 concurrent connections (6,000,000 packets): the stack's
+         `--bench` ns/packet against the parse_hash bound's at the same table size (--cap), and
+         both processes' peak RSS.
+
+The machine may be shared: every figure comes with the load average at its start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import resource
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+BUILD = BENCH / "build"
+MC_WORKLOADS = ["scale", "dpdk", "live", "flows1m"]
+STACK_DIR = BUILD / "tcp_ip-O2-dpdk"
+PARSE_HASH = BUILD / "peers" / "parse_hash"
+FLOWS_CAP = 1 << 21  # table size for 1M connections (rubikgen --cap, parse_hash --cap)
+
+Json = dict[str, Any]
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _json_line(text: str) -> Json:
+    for line in reversed(text.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise ValueError(f"no JSON line in: {text[-300:]}")
+
+
+def build(no_build: bool) -> Path:
+    """The -O2 tcp_ip stack with the DPDK source, and the parse_hash peer."""
+    binary = STACK_DIR / "tcp_ip"
+    if not no_build:
+        cmd = [sys.executable, "-m", "rubikgen", "build", str(ROOT / "specs/stacks/tcp_ip.yaml")]
+        cmd += ["-O2", "--io", "dpdk", "--out-dir", str(STACK_DIR)]
+        subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
+        subprocess.run(["make", "-s", "-C", str(BENCH), "peers"], check=True, capture_output=True)
+    return binary
+
+
+def _frames(path: Path) -> tuple[bytes, list[bytes]]:
+    data = path.read_bytes()
+    assert data[:4] == b"\xd4\xc3\xb2\xa1", f"{path}: little-endian microsecond pcap expected"
+    out, off = [], 24
+    while off + 16 <= len(data):
+        incl = struct.unpack_from("<I", data, off + 8)[0]
+        out.append(data[off : off + 16 + incl])
+        off += 16 + incl
+    return data[:24], out
+
+
+def repeated(src: Path, k: int, r: int, out: Path) -> int:
+    """The first k frames of src, r times over, with increasing times: what net_pcap's
+    infinite_rx delivers from a k-frame file. Returns the frame count."""
+    hdr, frames = _frames(src)
+    frames = frames[:k]
+    t0 = struct.unpack_from("<II", frames[0])
+    with open(out, "wb") as f:
+        f.write(hdr)
+        n = 0
+        for _ in range(r):
+            for fr in frames:
+                us = t0[0] * 1_000_000 + t0[1] + n
+                f.write(struct.pack("<II", us // 1_000_000, us % 1_000_000) + fr[8:])
+                n += 1
+    return n
+
+
+def scale(binary: Path, capture: Path, passes: int, rounds: int) -> Json:
+    best: dict[int, Json] = {}
+    load = _load()
+    for _ in range(rounds):
+        for w in (1, 2):
+            cmd = [str(binary), str(capture), "--bench", "--passes", str(passes), "--nf", "count"]
+            out = subprocess.run(
+                [*cmd, "--seed", "1", "--workers", str(w)], capture_output=True, text=True
+            )
+            if out.returncode:
+                return {"error": out.stderr[-500:]}
+            j = _json_line(out.stdout)
+            if w not in best or j["mpps"] > best[w]["mpps"]:
+                best[w] = j
+    return {
+        "capture": capture.name,
+        "loadavg_start": load,
+        "command": f"{binary} {capture} --bench --passes {passes} --nf count --seed 1 --workers N",
+        "workers1": best[1],
+        "workers2": best[2],
+        "ratio_wall": round(best[2]["mpps"] / best[1]["mpps"], 3),
+        "ratio_cpu_bound": round(best[2]["mpps_cpu_bound"] / best[1]["mpps_cpu_bound"], 3),
+    }
+
+
+def _cpu_of(cmd: list[str]) -> tuple[float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode:
+        raise RuntimeError(p.stderr[-500:])
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, p.stdout
+
+
+def dpdk(binary: Path, capture: Path, rounds: int, k: int = 4000, r: int = 250) -> Json:
+    load = _load()
+    with tempfile.TemporaryDirectory() as td:
+        small = Path(td) / "k.pcap"
+        repeated(capture, k, 1, small)
+        seq = Path(td) / "seq.pcap"
+        n = repeated(capture, k, r, seq)
+        mem = []
+        for _ in range(rounds):
+            cmd = [str(binary), str(seq), "--bench", "--passes", "3", "--nf", "count"]
+            out = subprocess.run(
+                [*cmd, "--seed", "1", "--no-timeouts"], capture_output=True, text=True
+            )
+            mem.append(_json_line(out.stdout)["cpu_ns_per_pkt"])
+        per = []
+        for i in range(rounds):
+            cpu = {}
+            for count in (n // 10, n):
+                eal = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0"]
+                eal += ["--file-prefix", f"rgbench{os.getpid()}_{i}_{count}", "--log-level=error"]
+                eal += ["--vdev", f"net_pcap0,rx_pcap={small},infinite_rx=1"]
+                cmd = [str(binary), "--io", "dpdk", "--count", str(count), "--nf", "count"]
+                cmd += ["--seed", "1", "--no-timeouts", "--", *eal]
+                cpu[count], out = _cpu_of(cmd)
+                if count == n:
+                    assert re.search(rf"^packets +{n}$", out, re.M), out
+            per.append((cpu[n] - cpu[n // 10]) * 1e9 / (n - n // 10))
+    return {
+        "capture": f"the first {k} frames of {capture.name}, {r} times ({n} frames)",
+        "loadavg_start": load,
+        "vdev": f"net_pcap0,rx_pcap=FIRST{k}.pcap,infinite_rx=1",
+        "inmemory_cpu_ns_per_pkt": min(mem),
+        "dpdk_cpu_ns_per_pkt": round(min(per), 2),
+        "dpdk_mpps": round(1e3 / min(per), 3),
+        "ratio": round(min(per) / min(mem), 3),
+        "runs": {"inmemory": mem, "dpdk": [round(x, 2) for x in per]},
+    }
+
+
+def _ns(name: str, *cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "netns", "exec", name, *cmd], capture_output=True, text=True)
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _summary(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if not ln.startswith(("capture ", "dropped "))]
+
+
+def _records(out: Path) -> list[str]:
+    """flows.jsonl with uid and file name (which depend on the worker) replaced by the stream's
+    content hash, sorted."""
+    recs = []
+    for line in (out / "flows.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        rec.pop("uid", None)
+        file = rec.pop("file", None)
+        if file:
+            rec["content"] = hashlib.sha256((out / file).read_bytes()).hexdigest()
+        recs.append(json.dumps(rec, sort_keys=True))
+    return sorted(recs)
+
+
+def _veth(name: str) -> None:
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    subprocess.run(
+        ["ip", "-n", name, "link", "add", "va", "type", "veth", "peer", "name", "vb"], check=True
+    )
+    for dev in ("va", "vb"):
+        _ns(name, "sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1")
+        subprocess.run(["ip", "-n", name, "link", "set", dev, "up"], check=True)
+
+
+def live(binary: Path, capture: Path, pps: int = 50_000) -> Json:
+    if os.geteuid() != 0 or not shutil.which("tcpreplay"):
+        return {"error": "needs root and tcpreplay"}
+    n = len(_frames(capture)[1])
+    name = f"rgbench{os.getpid()}"
+    res: Json = {"capture": f"{capture.name} ({n} frames)", "loadavg_start": _load()}
+    _veth(name)
+    # tmpfs when there is one: the streams NF creates a file per flow and direction, which a
+    # disk-backed /tmp on a loaded machine does slower than 50,000 packets/s
+    shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    try:
+        with tempfile.TemporaryDirectory(dir=shm) as td:
+            file_out = Path(td) / "file"
+            want = subprocess.run(
+                [str(binary), str(capture), "--nf", "streams", "--out", str(file_out)]
+                + ["--no-timeouts"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            for workers in (1, 2):
+                live_out = Path(td) / f"live{workers}"
+                cmd = [str(binary), "--io", "live", "--iface", "vb", "--count", str(n)]
+                cmd += ["--duration", str(n // pps + 30), "--workers", str(workers)]
+                cmd += ["--nf", "streams", "--out", str(live_out), "--no-timeouts"]
+                p = subprocess.Popen(
+                    ["ip", "netns", "exec", name, *cmd], stdout=subprocess.PIPE, text=True
+                )
+                for _ in range(200):  # until the capture is open
+                    if _ns(name, "cat", "/proc/net/packet").stdout.count("\n") > 1:
+                        break
+                    time.sleep(0.05)
+                rep = _ns(name, "tcpreplay", "-i", "va", "--pps", str(pps), str(capture))
+                got, _ = p.communicate(timeout=180)
+                m = re.search(r"^dropped +(\d+)", got, re.M)
+                rated = re.search(r"Rated: .*?, ([\d.]+) pps", rep.stdout)
+                summary = [ln for ln in got.splitlines() if not ln.startswith("workers ")]
+                res[f"workers{workers}"] = {
+                    "command": f"tcpreplay -i va --pps {pps} CAPTURE; {' '.join(cmd)}",
+                    "tcpreplay_pps": float(rated[1]) if rated else None,
+                    "exit": p.returncode,
+                    "dropped": int(m[1]) if m else None,
+                    "summary_equal": _summary("\n".join(summary)) == _summary(want),
+                    # one worker: the same files, byte for byte; two: the same records and
+                    # stream contents, uids numbered per worker
+                    "streams_equal": _tree(live_out) == _tree(file_out)
+                    if workers == 1
+                    else _records(live_out) == _records(file_out),
+                    "stream_files": len(_tree(live_out)),
+                }
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+    return res
+
+
+def _rss_run(cmd: list[str]) -> tuple[Json, int]:
+    """The JSON line and the peak RSS (KiB) of one run (GNU time)."""
+    p = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError(p.stderr[-800:])
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+    return _json_line(p.stdout), int(rss[1]) if rss else -1
+
+
+def flows1m(binary: Path, capture: Path, rounds: int) -> Json:
+    if not capture.is_file():
+        return {"error": f"{capture}: run python bench/gen_flows.py first"}
+    load = _load()
+    best: dict[str, tuple[Json, int]] = {}
+    for _ in range(rounds):
+        runs = {
+            "rubikgen-O2": [str(binary), str(capture), "--bench", "--passes", "1"]
+            + ["--nf", "count", "--seed", "1", "--cap", str(FLOWS_CAP)],
+            "parse_hash": [str(PARSE_HASH), str(capture), "--passes", "1", "--cap", str(FLOWS_CAP)],
+        }
+        for name, cmd in runs.items():
+            j, rss = _rss_run(cmd)
+            if name not in best or j["cpu_ns_per_pkt"] < best[name][0]["cpu_ns_per_pkt"]:
+                best[name] = (j, rss)
+    rg, ph = best["rubikgen-O2"], best["parse_hash"]
+    return {
+        "capture": f"{capture.name} ({rg[0]['pkts']} packets)",
+        "loadavg_start": load,
+        "cap": FLOWS_CAP,
+        "rubikgen_cpu_ns_per_pkt": rg[0]["cpu_ns_per_pkt"],
+        "parse_hash_cpu_ns_per_pkt": ph[0]["cpu_ns_per_pkt"],
+        "ratio": round(rg[0]["cpu_ns_per_pkt"] / ph[0]["cpu_ns_per_pkt"], 3),
+        "rubikgen_peak_rss_mib": round(rg[1] / 1024, 1),
+        "parse_hash_peak_rss_mib": round(ph[1] / 1024, 1),
+        "rubikgen_flows": rg[0]["flows"],
+        "rubikgen_flows_closed": rg[0]["flows_closed"],
+        "parse_hash_flows_opened": ph[0].get("flows_opened"),
+    }
+
+
+def run(workloads: list[str], captures: Path, passes: int, rounds: int, no_build: bool) -> Json:
+    binary = build(no_build)
+    a = captures / "a.pcap"
+    res: Json = {}
+    for w in workloads:
+        t0 = time.monotonic()
+        if w == "scale":
+            res[w] = scale(binary, a, passes, rounds)
+        elif w == "dpdk":
+            res[w] = dpdk(binary, a, rounds)
+        elif w == "live":
+            res[w] = live(binary, a)
+        elif w == "flows1m":
+            res[w] = flows1m(binary, captures / "flows1m.pcap", rounds)
+        res[w]["seconds"] = round(time.monotonic() - t0, 1)
+        print(f"{w}: {json.dumps(res[w])}", flush=True)
+    return res
