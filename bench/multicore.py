@@ -232,6 +232,7 @@ def live(binary: Path, capture: Path, pps: int = 50_000) -> Json:
                 live_out = Path(td) / f"live{workers}"
                 cmd = [str(binary), "--io", "live", "--iface", "vb", "--count", str(n)]
                 cmd += ["--duration", str(n // pps + 30), "--workers", str(workers)]
+                cmd += ["--buffer", "64"]  # 4 MB is 50 ms of this rate: see BENCHMARKS.md
                 cmd += ["--nf", "streams", "--out", str(live_out), "--no-timeouts"]
                 p = subprocess.Popen(
                     ["ip", "netns", "exec", name, *cmd], stdout=subprocess.PIPE, text=True

@@ -522,7 +522,10 @@ def test_stack_duration_and_count(netns: Netns, stack_bin: Path) -> None:
 def test_stack_source_option_errors(stack_bin: Path) -> None:
     cap = str(TRACES / "http-post-upload.pcap")
     cases = [
-        ([cap, "--filter", "tcp"], "--filter, --snaplen and --promisc apply to --io live"),
+        (
+            [cap, "--filter", "tcp"],
+            "--filter, --snaplen, --promisc and --buffer apply to --io live",
+        ),
         (["--io", "live"], "name the interface (--iface IF)"),
         ([cap, "--", "--no-huge"], "arguments after -- are DPDK's EAL arguments"),
         (["--io", "live", "--iface", "nosuch0"], "cannot capture on nosuch0"),

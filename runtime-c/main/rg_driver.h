@@ -52,6 +52,7 @@ typedef struct opts {
     int stats;
     int bench;
     const char *write; /* --write OUT.pcap: the packets that pass, NULL = none */
+    uint32_t buffer_mb; /* --buffer MB (live): the kernel capture buffer, 0 = default */
     int pin; /* --pin: pin file/live worker threads even with fewer cores than threads */
 } opts;
 

@@ -93,6 +93,7 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
                           .filter = o->filter,
                           .snaplen = o->snaplen,
                           .promisc = o->promisc,
+                          .buffer_mb = o->buffer_mb,
                           .argc = o->eal_argc,
                           .argv = o->eal_argv,
                           .stop = &stop_flag};

@@ -27,6 +27,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "  --filter BPF     live: capture only what this BPF expression matches\n"
           "  --snaplen N      live: bytes captured per frame (default: whole frames)\n"
           "  --promisc        live: promiscuous mode\n"
+          "  --buffer MB      live: the kernel's capture buffer (default 4; more rides out\n"
+          "                   a reader descheduled on a busy machine)\n"
           "  --count N        stop after N frames\n"
           "  --duration S     stop after S seconds (SIGINT and SIGTERM stop too: the\n"
           "                   instances are flushed and the summary printed)\n"
@@ -122,6 +124,7 @@ enum {
     O_WORKERS,
     O_WRITE,
     O_PIN,
+    O_BUFFER,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -150,6 +153,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"workers", required_argument, NULL, O_WORKERS},
         {"write", required_argument, NULL, O_WRITE},
         {"pin", no_argument, NULL, O_PIN},
+        {"buffer", required_argument, NULL, O_BUFFER},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -236,6 +240,12 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_PIN:
             o->pin = 1;
             break;
+        case O_BUFFER: {
+            uint64_t v;
+            if (parse_num(optarg, 1, 4095, &v)) bad = "--buffer";
+            o->buffer_mb = (uint32_t)v;
+            break;
+        }
         case O_DURATION: {
             uint64_t v;
             if (parse_num(optarg, 1, UINT64_MAX / NS_PER_S, &v)) bad = "--duration";
@@ -310,8 +320,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         fprintf(stderr, "%s: --bench reads a capture file (--io file)\n", o->prog);
         return EXIT_USAGE;
     }
-    if (strcmp(o->io, "live") && (o->filter || o->snaplen || o->promisc)) {
-        fprintf(stderr, "%s: --filter, --snaplen and --promisc apply to --io live\n", o->prog);
+    if (strcmp(o->io, "live") && (o->filter || o->snaplen || o->promisc || o->buffer_mb)) {
+        fprintf(stderr, "%s: --filter, --snaplen, --promisc and --buffer apply to --io live\n",
+                o->prog);
         return EXIT_USAGE;
     }
     if (o->pin && !strcmp(o->io, "dpdk")) {

@@ -400,6 +400,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
                           .filter = o->filter,
                           .snaplen = o->snaplen,
                           .promisc = o->promisc,
+                          .buffer_mb = o->buffer_mb,
                           .argc = o->eal_argc,
                           .argv = o->eal_argv,
                           .stop = stop,

@@ -214,6 +214,8 @@ static int port_start(dpdk_src *d, uint16_t port, int promisc)
     return 0;
 }
 
+static int sw_init(dpdk_src *d);
+
 /* The queues: one, or one per worker, fed by RSS or by pump(). */
 static int queues_init(dpdk_src *d, unsigned n)
 {
@@ -232,7 +234,13 @@ static int queues_init(dpdk_src *d, unsigned n)
     d->mode = RG_SRCQ_HW;
     for (unsigned i = 0; i < d->nports; i++)
         if (!port_has_rss(d->ports[i], d->nq)) d->mode = RG_SRCQ_SW;
-    if (d->mode == RG_SRCQ_HW) return 0;
+    return d->mode == RG_SRCQ_HW ? 0 : sw_init(d);
+}
+
+/* Software distribution: the hash, the mbufs' timestamp field, one ring per worker. */
+static int sw_init(dpdk_src *d)
+{
+    d->mode = RG_SRCQ_SW;
     rg_rss_dist_init(&d->dist, d->nq, RG_RSS_L3);
     if (rte_mbuf_dyn_rx_timestamp_register(&d->ts_off, NULL) < 0) {
         snprintf(d->err, sizeof d->err, "dpdk: mbuf timestamp field: %s", rte_strerror(rte_errno));
@@ -293,9 +301,10 @@ static rg_source *dpdk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     d->eal_up = 1;
     if (parse_ports(d, cfg->name) < 0) return dpdk_fail(d, err, errlen);
     if (queues_init(d, cfg->queues) < 0) return dpdk_fail(d, err, errlen);
-    /* enough mbufs for every RX descriptor, every ring and every core's cache */
-    unsigned need = d->nports * (d->mode == RG_SRCQ_HW ? d->nq : 1) * (RG_DPDK_RX_DESC + RG_BURST) +
-                    (d->mode == RG_SRCQ_SW ? d->nq * RG_DPDK_RING : 0) +
+    /* enough mbufs for every RX descriptor, every ring and every core's cache, under RSS or
+     * (its fallback) software distribution */
+    unsigned need = d->nports * d->nq * (RG_DPDK_RX_DESC + RG_BURST) +
+                    (d->nq > 1 ? d->nq * RG_DPDK_RING : 0) +
                     (d->nq + 1) * (RG_DPDK_CACHE + RG_BURST);
     unsigned pool = RG_DPDK_POOL;
     while (pool < need) pool = pool * 2 + 1;
@@ -307,6 +316,15 @@ static rg_source *dpdk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     }
     for (unsigned i = 0; i < d->nports; i++)
         if (port_start(d, d->ports[i], cfg->promisc) < 0) {
+            if (d->mode == RG_SRCQ_HW) {
+                /* a port that reports RSS but refuses N RX queues alone (net_tap wants as
+                 * many TX queues): every port back to one queue, distributed in software */
+                for (unsigned k = 0; k < i; k++) rte_eth_dev_stop(d->ports[k]);
+                if (sw_init(d) < 0) return dpdk_fail(d, err, errlen);
+                d->err[0] = 0;
+                i = (unsigned)-1; /* start again from the first port */
+                continue;
+            }
             d->nports = i; /* close stops only the ports started */
             return dpdk_fail(d, err, errlen);
         }

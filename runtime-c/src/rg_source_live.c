@@ -82,10 +82,11 @@ static rg_source *live_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     pcap_set_promisc(l->p, cfg->promisc ? 1 : 0);
     pcap_set_immediate_mode(l->p, 1);
     pcap_set_timeout(l->p, RG_LIVE_POLL_MS);
-    /* 64 MB of kernel buffer: bursts wait there, not on the floor; each ring slot holds a
-     * whole frame, so at a 1,500-byte MTU about 0.8 s of 50,000 frames/s for a reader
-     * descheduled on a busy machine (4 MB dropped most of such a replay here) */
-    pcap_set_buffer_size(l->p, 64 << 20);
+    /* the kernel buffer (4 MB, or --buffer): bursts wait there, not on the floor.  Each ring
+     * slot holds a whole frame: at a 1,500-byte MTU 4 MB is about 2,600 frames, 50 ms of
+     * 50,000 frames/s; a reader descheduled on a busy machine wants more (64 MB: 0.8 s), at
+     * the price of a slower start (the ring is allocated while the socket is unhooked) */
+    pcap_set_buffer_size(l->p, (int)((cfg->buffer_mb ? cfg->buffer_mb : 4) << 20));
     pcap_set_tstamp_precision(l->p, PCAP_TSTAMP_PRECISION_NANO); /* else micro: fine */
     int rc = pcap_activate(l->p);
     if (rc < 0) {

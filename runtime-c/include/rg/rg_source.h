@@ -40,6 +40,7 @@ typedef struct rg_source_cfg {
      * cannot spread a port's frames over queues in hardware distributes them
      * in software (see the queue ops below); rg_source_ops.queues says how. */
     unsigned queues;
+    uint32_t buffer_mb; /* live: the kernel's capture buffer in MB (0 = the source's default) */
 } rg_source_cfg;
 
 /* Counters a source keeps (what it saw; drops by the kernel or the NIC). */
