@@ -4,7 +4,8 @@
  *
  * The capture is loaded and split by the symmetric Toeplitz hash of the
  * outer addresses (rg_rss, RG_RSS_L3, as the DPDK and file/live workers
- * split) before any timing, as a NIC splits in hardware; then every pass
+ * split) before any timing, as a NIC splits in hardware, each worker's
+ * frames copied into a buffer of its own (a queue's buffers); then every pass
  * starts N threads, each with its own context, pinned to core i of the
  * allowed cores (round-robin), waits until all are ready and releases them
  * together.  Reported: the pass's wall time from the release to the last
@@ -123,6 +124,28 @@ int rg_bench_workers(const opts *o, const rg_stack_desc *stack, rg_entry_links *
     }
     for (size_t i = 0; !rc && i < cap->count; i++)
         split[at[of[i]]++] = cap->frames[i]; /* at[k]: now worker k's fill cursor */
+    /* each worker's frames copied into a buffer of its own, in order, as a NIC writes each
+     * queue's packets into that queue's buffers: a worker then reads memory sequentially, not
+     * every other frame of the capture's buffer */
+    uint8_t **own = calloc(nw, sizeof *own);
+    if (!own) rc = 1;
+    for (unsigned k = 0; !rc && k < nw; k++) {
+        size_t len = 0;
+        for (size_t i = 0; i < ws[k].n; i++) len += (ws[k].frames[i].caplen + 7u) & ~(size_t)7;
+        own[k] = malloc(len ? len : 1);
+        if (!own[k]) {
+            fprintf(stderr, "%s: out of memory\n", o->prog);
+            rc = 1;
+            break;
+        }
+        size_t off = 0;
+        for (size_t i = 0; i < ws[k].n; i++) {
+            rg_frame *f = &ws[k].frames[i];
+            memcpy(own[k] + off, f->data, f->caplen);
+            f->data = own[k] + off;
+            off += (f->caplen + 7u) & ~(size_t)7;
+        }
+    }
     uint64_t best_wall = UINT64_MAX, payload = 0, opened = 0;
     for (uint64_t pass = 0; !rc && pass < o->passes; pass++) {
         _Atomic int ready = 0, go = 0;
@@ -175,6 +198,8 @@ int rg_bench_workers(const opts *o, const rg_stack_desc *stack, rg_entry_links *
         fputs("]}\n", stdout);
         fflush(stdout);
     }
+    for (unsigned k = 0; own && k < nw; k++) free(own[k]);
+    free(own);
     free(ws);
     free(split);
     free(at);
