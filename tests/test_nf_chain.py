@@ -1,0 +1,304 @@
+"""NF chains (runtime-c/main/rg_nfchain.c, rg_nf_api.h): real NFs built as shared objects with
+the real compiler, run by the tcp_ip stack on real captures.
+
+- order: three recorders (tests/nf/recorder_nf.c) in a chain file each log every event they
+  get; the log must be, packet after packet, the first NF's events, then the second's, then the
+  third's, the same events each time. Each recorder's reassembled TCP bytes are compared with
+  tshark's `follow` (a reference nobody here wrote);
+- a drop verdict of the second NF stops the third for that packet and nothing else;
+- a .so without the descriptor, one of another ABI version, and one subscribing to an event the
+  stack lacks are refused with a message naming the file and the problem;
+- the sample out-of-tree NF (examples/nf/flowbytes_nf.c) counts what flowstats counts;
+- chain files are validated with positions (rubikgen validate) and by the binary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from oracle import TRACES, reference_streams, tshark_available
+
+from captures import REPO, STACK
+
+CAPTURE = TRACES / "mixed-android-mobile.pcap"
+INCLUDE = REPO / "runtime-c" / "include"
+
+
+def _cc(src: Path | str, out: Path, *defs: str) -> Path:
+    argv = ["cc", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}"]
+    subprocess.run([*argv, *defs, str(src), "-o", str(out)], check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    from rubikgen.build import build
+
+    return build(STACK, REPO / "build" / "tcp_ip", quiet=True).binary
+
+
+@pytest.fixture(scope="module")
+def sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("nf-so")
+    nosym = d / "nosym.c"
+    nosym.write_text("int not_an_nf(void) { return 0; }\n")
+    # a descriptor of ABI version 99: the driver must refuse it before calling anything
+    future = d / "future.c"
+    future.write_text(
+        '#include "rg/rg_nf_api.h"\n'
+        'RG_NF_EXPORT = {99, sizeof(rg_nf_abi), "future", "", 0, 0, 0, 0, 0, 0};\n'
+    )
+    # subscribes to tcp.http_request, which tcp_ip does not raise
+    missing = d / "missing.c"
+    missing.write_text(
+        '#include "rg/rg_nf_api.h"\n'
+        "static int f(void *n, const rg_nf_ev *e, void *s) { (void)n; (void)e; (void)s; "
+        "return RG_PASS; }\n"
+        'static const rg_nf_sub subs[] = {{"tcp", "http_request", f, 0}};\n'
+        "static void *i(const rg_stack_desc *s, const rg_nf_kv *c, unsigned n, "
+        "const rg_nf_host *h, char *e, size_t l) { (void)s; (void)c; (void)n; (void)h; "
+        "(void)e; (void)l; return (void *)subs; }\n"
+        "static int fi(void *n, char *e, size_t l) { (void)n; (void)e; (void)l; return 0; }\n"
+        'RG_NF_EXPORT = {RG_NF_ABI_VERSION, sizeof(rg_nf_abi), "missing", "", subs, 1, 0, i, '
+        "fi, 0};\n"
+    )
+    return {
+        "recorder": _cc(REPO / "tests" / "nf" / "recorder_nf.c", d / "recorder.so"),
+        "flowbytes": _cc(REPO / "examples" / "nf" / "flowbytes_nf.c", d / "flowbytes.so"),
+        "nosym": _cc(nosym, d / "nosym.so"),
+        "future": _cc(future, d / "future.so"),
+        "missing": _cc(missing, d / "missing.so"),
+    }
+
+
+def _run(binary: Path, *args: str | Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    argv = [str(binary), *map(str, args)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    if ok:
+        assert p.returncode == 0, f"{' '.join(argv)}: exit {p.returncode}\n{p.stderr[-2000:]}"
+    return p
+
+
+def _chain(path: Path, items: list[dict[str, Any]]) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump({"chain": items}, sort_keys=False))
+    return path
+
+
+def _recorders(tmp: Path, so: Path, log: Path, drop: dict[str, str] | None = None) -> Path:
+    items = []
+    for tag in "abc":
+        params = {"tag": tag, "log": str(log)}
+        if drop and tag in drop:
+            params["drop"] = drop[tag]
+        items.append({"nf": str(so), "name": tag, "params": params})
+    return _chain(tmp / "chain.yaml", items)
+
+
+def _runs(log: Path) -> list[tuple[str, list[str]]]:
+    """The log as runs of consecutive lines of one recorder: (tag, lines without the tag)."""
+    runs: list[tuple[str, list[str]]] = []
+    for line in log.read_text().splitlines():
+        tag, _, rest = line.partition(" ")
+        if rest == "fini":
+            continue
+        if runs and runs[-1][0] == tag:
+            runs[-1][1].append(rest)
+        else:
+            runs.append((tag, [rest]))
+    return runs
+
+
+def _tcp_bytes(lines: list[str]) -> dict[tuple[int, int], bytes]:
+    """Each (uid, dir)'s tcp_data bytes, concatenated in call order."""
+    out: dict[tuple[int, int], bytearray] = defaultdict(bytearray)
+    for rest in lines:
+        kind, _pkt, handler, uid, d, _seq, hexdata = rest.split(" ")
+        if kind == "call" and handler == "tcp_data" and hexdata != "-":
+            out[(int(uid), int(d))] += bytes.fromhex(hexdata)
+    return {k: bytes(v) for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def chain_log(binary: Path, sos: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    tmp = tmp_path_factory.mktemp("chain")
+    log = tmp / "log.txt"
+    _run(binary, CAPTURE, "--chain", _recorders(tmp, sos["recorder"], log), "--out", tmp)
+    return log
+
+
+def test_chain_calls_nfs_in_chain_order(chain_log: Path) -> None:
+    runs = _runs(chain_log)
+    assert len(runs) > 100 and len(runs) % 3 == 0, len(runs)
+    for i in range(0, len(runs), 3):
+        (ta, a), (tb, b), (tc, c) = runs[i : i + 3]
+        assert (ta, tb, tc) == ("a", "b", "c"), (i, ta, tb, tc)
+        assert a == b == c, (i, a[:3], b[:3], c[:3])
+    lines = chain_log.read_text().splitlines()
+    assert lines[-3:] == ["a fini", "b fini", "c fini"]  # detached in chain order at the end
+
+
+def test_chain_nfs_get_the_bytes_tshark_follows(chain_log: Path) -> None:
+    if not tshark_available():
+        pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
+    ours = {
+        tag: {hashlib.sha256(v).hexdigest() for v in _tcp_bytes(lines).values()}
+        for tag, lines in (
+            (t, [x for r in _runs(chain_log) if r[0] == t for x in r[1]]) for t in "abc"
+        )
+    }
+    ref = {
+        hashlib.sha256(d.data).hexdigest()
+        for s in reference_streams(CAPTURE)
+        if s.proto == "tcp" and {"syn", "synack"} <= s.flags
+        for d in s.directions
+        if d.data and not d.gaps
+    }
+    assert len(ref) >= 5, ref
+    for tag in "abc":
+        assert ref <= ours[tag], (tag, sorted(ref - ours[tag])[:3])
+
+
+def test_drop_verdict_stops_later_nfs(binary: Path, sos: dict[str, Path], tmp_path: Path) -> None:
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    # the packets of the first data calls: b drops them
+    first = tmp_path / "first.txt"
+    chain = _chain(
+        tmp_path / "one.yaml", [{"nf": str(sos["recorder"]), "params": {"log": str(first)}}]
+    )
+    _run(binary, CAPTURE, "--chain", chain, "--out", tmp_path)
+    pkts = sorted({int(x.split(" ")[2]) for x in first.read_text().splitlines()[:-1]} - {0})
+    drop = pkts[3:9:2]
+    log = tmp_path / "log.txt"
+    _run(
+        binary,
+        CAPTURE,
+        "--chain",
+        _recorders(tmp_path, sos["recorder"], log, {"b": ",".join(map(str, drop))}),
+        "--out",
+        tmp_path,
+    )
+    by: dict[str, list[str]] = defaultdict(list)
+    for tag, lines in _runs(log):
+        by[tag] += lines
+    calls = {t: [x for x in by[t] if x.startswith("call ")] for t in "abc"}
+
+    def at(t: str, p: int) -> list[str]:
+        return [x for x in calls[t] if int(x.split(" ")[1]) == p]
+
+    for p in drop:
+        assert at("a", p) and at("a", p) == at("b", p), p  # b dropped but saw its events
+        assert not at("c", p), p  # c never saw the dropped packets
+    kept = [x for x in calls["a"] if int(x.split(" ")[1]) not in drop]
+    # c saw every other call; its per-flow sequence numbers skip the dropped ones
+    strip = [" ".join(x.split(" ")[:5] + x.split(" ")[6:]) for x in kept]
+    assert [" ".join(x.split(" ")[:5] + x.split(" ")[6:]) for x in calls["c"]] == strip
+
+
+@pytest.mark.parametrize(
+    ("which", "message"),
+    [
+        ("nosym", "no symbol 'rg_nf_v1'"),
+        ("future", "NF ABI version 99, this driver speaks version 1"),
+        ("missing", "no event 'http_request' on layer 'tcp' (handlers there: tcp_data, tcp6_data)"),
+    ],
+)
+def test_bad_shared_objects_are_refused(
+    which: str, message: str, binary: Path, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    so = sos[which]
+    p = _run(binary, CAPTURE, "--nf", so, "--out", tmp_path, ok=False)
+    assert p.returncode == 1, p
+    assert message in p.stderr and str(so) in p.stderr, p.stderr
+    assert not p.stdout  # nothing ran
+    # in a chain file: the position of the item
+    chain = _chain(tmp_path / "c.yaml", [{"nf": "flowstats"}, {"nf": str(so)}])
+    p = _run(binary, CAPTURE, "--chain", chain, "--out", tmp_path, ok=False)
+    assert p.returncode == 1 and p.stderr.startswith(f"{chain}:3:7: error: "), p.stderr
+    assert message in p.stderr, p.stderr
+
+
+def test_sample_nf_counts_what_flowstats_counts(
+    binary: Path, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    _run(binary, CAPTURE, "--nf", sos["flowbytes"], "--out", tmp_path)
+    _run(binary, CAPTURE, "--nf", "flowstats", "--flowstats-all", "--out", tmp_path)
+    ours = [json.loads(x) for x in (tmp_path / "flowbytes.jsonl").read_text().splitlines()]
+    ref = [json.loads(x) for x in (tmp_path / "flowstats.jsonl").read_text().splitlines()]
+    assert len(ours) > 50
+    got = {r["uid"]: (r["layer"], r["packets"], r["bytes"]) for r in ours}
+    want = {r["uid"]: (r["layer"], r["packets"], r["bytes"]) for r in ref}
+    assert got == want
+
+
+def test_stock_nf_through_the_chain_keeps_its_flag(binary: Path, tmp_path: Path) -> None:
+    """--nf flowstats runs as a one-NF chain: its flag reaches it as the parameter all."""
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    chain = _chain(tmp_path / "c.yaml", [{"nf": "flowstats", "params": {"all": True}}])
+    _run(binary, CAPTURE, "--chain", chain, "--out", tmp_path / "a")
+    _run(binary, CAPTURE, "--nf", "flowstats", "--flowstats-all", "--out", tmp_path / "b")
+    _run(binary, CAPTURE, "--nf", "flowstats", "--out", tmp_path / "c")
+    a, b, c = ((tmp_path / d / "flowstats.jsonl").read_text() for d in "abc")
+    assert a == b and len(c) < len(b)
+
+
+def test_validate_reports_chain_file_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "chain.yaml"
+    bad.write_text(
+        "chain:\n"
+        "  - nf: flowstats\n"
+        "  - nf: ./absent.so\n"
+        "  - nf: flowstat\n"
+        "  - nf: events\n"
+        "    name: flowstats\n"
+    )
+    good = tmp_path / "good.yaml"
+    good.write_text("chain:\n  - nf: events\n    params: {out: x}\n")
+    cmd = [sys.executable, "-m", "rubikgen", "validate"]
+    p = subprocess.run([*cmd, str(bad)], capture_output=True, text=True, check=False)
+    assert p.returncode == 1
+    out = p.stdout + p.stderr
+    assert f"{bad}:3:9: error[RG007]: no such NF shared object" in out, out
+    assert f"{bad}:4:9: error[RG011]: unknown NF 'flowstat'" in out, out
+    assert f"{bad}:6:11: error[RG022]: two NFs of the chain are called 'flowstats'" in out, out
+    p = subprocess.run([*cmd, str(good)], capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+    (tmp_path / "shape.yaml").write_text("chain:\n  - nf: events\n    param: {}\n")
+    p = subprocess.run(
+        [*cmd, str(tmp_path / "shape.yaml")], capture_output=True, text=True, check=False
+    )
+    assert p.returncode == 1 and "shape.yaml:3:5: error[RG005]: unknown key 'param'" in p.stdout
+
+
+def test_binary_reports_chain_file_errors(binary: Path, tmp_path: Path) -> None:
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    cases = {
+        "chain:\n  - nf: events\n    param: {}\n": ":3:5: error: unknown key in a chain item",
+        "chain:\n  - nf: nope\n": ":2:9: error: unknown NF 'nope'",
+        "chain: [{nf: events}, {nf: events}]\n": (
+            ":1:28: error: events: the chain has an NF called 'events' already"
+        ),
+        "nfs: []\n": ":1:1: error: unknown top-level key",
+    }
+    for i, (text, want) in enumerate(cases.items()):
+        f = tmp_path / f"c{i}.yaml"
+        f.write_text(text)
+        p = _run(binary, CAPTURE, "--chain", f, "--out", tmp_path, ok=False)
+        assert p.returncode == 1 and f"{f}{want}" in p.stderr, (text, p.stderr)
