@@ -21,8 +21,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     what = c.add_subparsers(dest="action", required=True)
     a = what.add_parser("attach", help="attach an NF at the end of the chain")
     a.add_argument("nf", help="a stock NF's name or the path of an NF's .so")
-    a.add_argument("params", nargs="*", metavar="KEY=VALUE", help="the NF's configuration")
     a.add_argument("--name", help="the instance name (default: the NF's own)")
+    a.add_argument(
+        "nf_params",
+        nargs=argparse.REMAINDER,
+        metavar="KEY=VALUE ...",
+        help="the NF's configuration (--name may come among them too)",
+    )
     d = what.add_parser("detach", help="detach an NF (its outputs are written)")
     d.add_argument("name", help="the NF's instance name (see list)")
     what.add_parser("list", help="the NFs in chain order: NAME and what was loaded")
@@ -57,11 +62,20 @@ def command(args: argparse.Namespace) -> int:
         nf = args.nf
         if ("/" in nf or nf.endswith(".so")) and not os.path.isabs(nf):
             nf = os.path.abspath(nf)  # the binary's working directory may differ
-        bad = [p for p in args.params if "=" not in p or p.startswith("=")]
+        params, name = [], args.name
+        it = iter(args.nf_params)
+        for p in it:  # --name after the NF (REMAINDER keeps it among the parameters)
+            if p == "--name":
+                name = next(it, "")
+            elif p.startswith("--name="):
+                name = p.removeprefix("--name=")
+            else:
+                params.append(p)
+        bad = [p for p in params if "=" not in p or p.startswith("=")]
         if bad:
             sys.stderr.write(f"rubikgen: error: '{bad[0]}' is not KEY=VALUE\n")
             return 2
-        fields = ["attach", nf, args.name or "", *args.params]
+        fields = ["attach", nf, name or "", *params]
     elif args.action == "detach":
         fields = ["detach", args.name]
     else:
