@@ -302,3 +302,115 @@ def test_binary_reports_chain_file_errors(binary: Path, tmp_path: Path) -> None:
         f.write_text(text)
         p = _run(binary, CAPTURE, "--chain", f, "--out", tmp_path, ok=False)
         assert p.returncode == 1 and f"{f}{want}" in p.stderr, (text, p.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# dynamic subscription (rg_nf_host.subscribe, no_more_bytes)
+# ---------------------------------------------------------------------------------------------
+
+
+def _seq_stats(stderr: str, layer: str) -> dict[str, int]:
+    """The `--stats` lines of one layer: {"seq.bytes_new": N, ...}."""
+    out = {}
+    for line in stderr.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[0] == layer and f[2].isdigit():
+            out[f[1]] = int(f[2])
+    return out
+
+
+def _untagged(log: Path) -> list[str]:
+    return [x.split(" ", 1)[1] for x in log.read_text().splitlines() if not x.endswith(" fini")]
+
+
+def _run_chain(
+    binary: Path, so: Path, tmp: Path, name: str, items: list[dict[str, int]]
+) -> tuple[dict[str, int], dict[str, Any], list[list[str]]]:
+    """Recorders r0, r1... with these parameters: (tcp seq stats, summary, their logs)."""
+    logs = [tmp / f"{name}{i}.txt" for i in range(len(items))]
+    chain = _chain(
+        tmp / f"{name}.yaml",
+        [
+            {"nf": str(so), "name": f"r{i}", "params": {"tag": f"r{i}", "log": str(logs[i]), **p}}
+            for i, p in enumerate(items)
+        ],
+    )
+    p = _run(binary, CAPTURE, "--chain", chain, "--out", tmp, "--stats", "--summary", "json")
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    return _seq_stats(p.stderr, "tcp"), summary, [_untagged(x) for x in logs]
+
+
+def _flow_calls(lines: list[str]) -> dict[int, list[tuple[int, str]]]:
+    """Each flow's tcp_data calls in order: (dir, hex)."""
+    out: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for x in lines:
+        kind, _pkt, handler, uid, d, _seq, hexdata = x.split(" ")
+        if kind == "call" and handler == "tcp_data":
+            out[int(uid)].append((int(d), hexdata))
+    return out
+
+
+@pytest.fixture(scope="module")
+def full_run(
+    binary: Path, sos: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, int], dict[str, Any], list[list[str]]]:
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    return _run_chain(binary, sos["recorder"], tmp_path_factory.mktemp("full"), "full", [{}])
+
+
+def test_no_more_bytes_stops_reassembly(
+    binary: Path, sos: dict[str, Path], tmp_path: Path, full_run: Any
+) -> None:
+    st_full, sum_full, (log_full,) = full_run
+    st, summ, (log,) = _run_chain(
+        binary, sos["recorder"], tmp_path, "nb", [{"nobytes_after": 1024}]
+    )
+    full, got = _tcp_bytes(log_full), _tcp_bytes(log)
+    assert full.keys() == got.keys()
+    cut = 0
+    for k, data in full.items():
+        # the first KB (at least) of each direction, then nothing: a prefix of its bytes
+        assert data.startswith(got[k]) and len(got[k]) >= min(1024, len(data)), k
+        cut += len(got[k]) < len(data)
+    assert cut >= 5, cut
+    # the stack stopped buffering what nobody wants: fewer bytes inserted and delivered, fewer
+    # data calls (the driver's counters see every handler call)
+    assert st["seq.bytes_new"] < st_full["seq.bytes_new"] // 2, (st, st_full)
+    undelivered = sum(len(v) for v in full.values()) - sum(len(v) for v in got.values())
+    assert st["seq.bytes_delivered"] == st_full["seq.bytes_delivered"] - undelivered
+    assert summ["calls"] < sum_full["calls"] and summ["payload_bytes"] < sum_full["payload_bytes"]
+    # instances live and end as before
+    assert summ["layers"] == sum_full["layers"] and summ["flows"] == sum_full["flows"]
+
+    # a second NF that wants every byte: the stack reassembles everything, the first NF gets
+    # what it got alone
+    st2, summ2, (log0, log1) = _run_chain(
+        binary, sos["recorder"], tmp_path, "shared", [{"nobytes_after": 1024}, {}]
+    )
+    assert st2["seq.bytes_new"] == st_full["seq.bytes_new"]
+    assert summ2["payload_bytes"] == sum_full["payload_bytes"]
+    assert _tcp_bytes(log0) == got and _tcp_bytes(log1) == full
+
+
+def test_unsubscribe_stops_one_nfs_events_for_one_flow(
+    binary: Path, sos: dict[str, Path], tmp_path: Path, full_run: Any
+) -> None:
+    st_full, sum_full, (log_full,) = full_run
+    st, summ, (log0, log1) = _run_chain(
+        binary, sos["recorder"], tmp_path, "unsub", [{"unsub_after": 1024}, {}]
+    )
+    full, got = _flow_calls(log_full), _flow_calls(log0)
+    cut = 0
+    for uid, calls in full.items():
+        mine = got.get(uid, [])
+        assert calls[: len(mine)] == mine, uid  # a prefix of the flow's calls
+        total = sum(len(h) // 2 for _, h in mine)
+        assert total >= min(1024, sum(len(h) // 2 for _, h in calls)), uid
+        if len(mine) < len(calls):
+            # it stopped right after the call that took it past 1 KB
+            assert total - len(mine[-1][1]) // 2 < 1024 <= total, uid
+            cut += 1
+    assert cut >= 5, cut
+    assert _flow_calls(log1) == full  # the other NF's subscription is untouched
+    assert st == st_full and summ["payload_bytes"] == sum_full["payload_bytes"]

@@ -319,13 +319,28 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
         fprintf(stderr, "%s: out of memory\n", o->prog);
         return 1;
     }
-    rg_obs obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
+    /* --nf PATH.so / --chain: the NFs run in the timed loop too (created before it) */
+    run nr = {0};
+    obs_chain och;
+    rg_obs cobs, obs;
+    if ((o->nf_is_path || o->chain_file) && open_chain(o, stack, &nr)) {
+        rg_chain_free(nr.chain, o->prog);
+        rg_counter_free(&counter);
+        return 1;
+    }
+    if (nr.chain) {
+        cobs = rg_chain_obs(nr.chain);
+        obs = rg_make_observer(&counter, &cobs, strcmp(o->nf, RG_NF_NONE) != 0, &och);
+    } else {
+        obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
+    }
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap,
                       o->max_clock_jump_ns};
     void *ctx = stack->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
                 stack->name);
+        rg_chain_free(nr.chain, o->prog);
         rg_counter_free(&counter);
         return 1;
     }
@@ -333,6 +348,10 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     rg_feeder_init(&fd, stack, lm, ctx, o->no_timeouts, &counter.n);
     fd.prog = pass ? NULL : o->prog; /* warn in the first pass only */
     fd.capture = o->capture;
+    if (nr.chain) {
+        fd.batch_end = rg_chain_batch_end;
+        fd.batch_self = nr.chain;
+    }
     rg_seq_heap_reset_peak();
     uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
     for (size_t i = 0; i < cap->count; i++)
@@ -342,6 +361,11 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     if (w1 - w0 < *best_wall) *best_wall = w1 - w0;
     rg_live_before_flush(stack, &counter.n, live_per);
     stack->flush(ctx);
+    int rc = RG_OK;
+    if (nr.chain) {
+        rg_chain_batch_end(nr.chain);
+        if (rg_chain_free(nr.chain, o->prog)) rc = 1;
+    }
     size_t seq_peak = rg_seq_heap_stats().peak; /* this pass's (the context is alive) */
     if (pass + 1 == o->passes) {
         print_bench(o, stack, ctx, cap, *best_cpu, *best_wall, &counter.n, live_per, seq_peak);
@@ -349,7 +373,7 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     }
     stack->ctx_free(ctx);
     rg_counter_free(&counter);
-    return RG_OK;
+    return rc;
 }
 
 static int run_bench(const opts *o, const rg_stack_desc *stack)

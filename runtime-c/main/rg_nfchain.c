@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rg/rg_nf_registry.h"
+#include "rg/rg_obs.h"
 
 /* ---- an arena for the copies of one batch (chunks never move) ---- */
 
@@ -73,10 +74,12 @@ static void arena_free(arena *a)
 typedef struct fent {
     void *st;       /* the NF's state for this flow (NULL: none yet) */
     uint64_t unsub; /* subscriptions this NF dropped for this flow (bit = sub index) */
+    uint8_t nobytes; /* bit d: this NF wants no more bytes of direction d */
 } fent;
 
 typedef struct frec {
     fent e[RG_CHAIN_MAX]; /* by slot index */
+    uint8_t nobytes_req;  /* bit d: no NF wants direction d: set in the instance's no_bytes */
 } frec;
 
 typedef struct fmap {
@@ -177,7 +180,8 @@ typedef struct qev {
     rg_nf_ev ev;
     rg_call call;
     rg_flow_info flow;
-    uint64_t uid; /* 0: no flow */
+    uint64_t uid;       /* 0: no flow */
+    rg_flow_info *live; /* the instance itself (valid unless it closed in this batch) */
 } qev;
 
 struct rg_chain {
@@ -189,6 +193,7 @@ struct rg_chain {
     unsigned idx_of[RG_CHAIN_MAX];
     /* the union of the slots' subscriptions: what to collect */
     uint8_t *want_call; /* per handler */
+    int16_t *data_arg;  /* per handler: its "data" argument, -1 none (rg_obs.h) */
     uint8_t *want_b;    /* per (kind, layer) */
     uint8_t want_clock;
     qev *q;
@@ -196,6 +201,7 @@ struct rg_chain {
     arena ar;
     int oom; /* events lost to memory exhaustion (reported once) */
     fmap flows;
+    size_t nobytes_flows; /* frecs with nobytes_req set */
     int verdict;
     rg_nf_host host;
 };
@@ -205,6 +211,7 @@ typedef struct dispatch_ref {
     unsigned idx; /* the slot's frec index */
     unsigned pos; /* the slot's chain position */
     uint64_t uid;
+    const qev *e; /* the event being dispatched */
 } dispatch_ref;
 
 static int host_subscribe(const rg_nf_ev *ev, unsigned sub, int on);
@@ -218,9 +225,11 @@ rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
     ch->outdir = strdup(outdir ? outdir : "rg-out");
     ch->want_call = calloc(stack->nhandlers + 1u, 1);
     ch->want_b = calloc((size_t)RG_NF_EV_KINDS * (stack->nlayers + 1u), 1);
+    ch->data_arg = rg_obs_data_args(stack);
     ch->host = (rg_nf_host){RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe,
                             host_no_more_bytes};
-    if (!ch->outdir || !ch->want_call || !ch->want_b) {
+    if (!ch->outdir || !ch->want_call || !ch->want_b || !ch->data_arg) {
+        free(ch->data_arg);
         free(ch->outdir);
         free(ch->want_call);
         free(ch->want_b);
@@ -522,7 +531,7 @@ static void drop_flow_states(rg_chain *ch, unsigned k)
         if (!r) continue;
         if (r->e[idx].st && sl->abi->flow_free) sl->abi->flow_free(sl->self, r->e[idx].st);
         free(r->e[idx].st);
-        r->e[idx] = (fent){NULL, 0};
+        r->e[idx] = (fent){NULL, 0, 0};
     }
 }
 
@@ -583,6 +592,7 @@ int rg_chain_free(rg_chain *ch, const char *prog)
     free(ch->q);
     free(ch->want_call);
     free(ch->want_b);
+    free(ch->data_arg);
     free(ch->outdir);
     free(ch);
     return rc;
@@ -622,6 +632,7 @@ static qev *push(rg_chain *ch, int kind, const rg_flow_info *f, uint64_t ts_ns)
         size_t klen = l ? l->key_len : 0;
         e->flow = *f;
         e->uid = f->uid;
+        e->live = (rg_flow_info *)f; /* the instance's own record: only no_bytes is written */
         e->ev.layer = f->layer;
         if (f->key_a && klen) {
             e->flow.key_a = copy_bytes(ch, f->key_a, klen);
@@ -638,9 +649,18 @@ static qev *push(rg_chain *ch, int kind, const rg_flow_info *f, uint64_t ts_ns)
     return e;
 }
 
+/* A flow whose bytes no NF wants: the stack's flag, set again on the instance's current record
+ * (a lazily created instance moves from the scratch record into the table after its packet). */
+static void apply_nobytes(rg_chain *ch, const rg_flow_info *f)
+{
+    const frec *r = fmap_get(&ch->flows, f->uid);
+    if (r && (r->nobytes_req & ~f->no_bytes)) ((rg_flow_info *)f)->no_bytes |= r->nobytes_req;
+}
+
 static void c_call(void *self, const rg_call *c)
 {
     rg_chain *ch = self;
+    if (RG_UNLIKELY(ch->nobytes_flows) && c->flow) apply_nobytes(ch, c->flow);
     if (c->handler >= ch->stack->nhandlers || !ch->want_call[c->handler]) return;
     qev *e = push(ch, RG_NF_EV_CALL, c->flow, c->ts_ns);
     if (!e) return;
@@ -674,12 +694,14 @@ static int want_b(const rg_chain *ch, int kind, unsigned layer)
 static void c_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
 {
     rg_chain *ch = self;
+    if (RG_UNLIKELY(ch->nobytes_flows)) apply_nobytes(ch, f);
     if (want_b(ch, RG_NF_EV_OPEN, f->layer)) push(ch, RG_NF_EV_OPEN, f, ts_ns);
 }
 
 static void c_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
 {
     rg_chain *ch = self;
+    if (RG_UNLIKELY(ch->nobytes_flows)) apply_nobytes(ch, f);
     if (!want_b(ch, RG_NF_EV_PACKET, f->layer)) return;
     qev *e = push(ch, RG_NF_EV_PACKET, f, ts_ns);
     if (!e) return;
@@ -761,6 +783,7 @@ static void free_flow(rg_chain *ch, uint64_t uid)
 {
     frec *r = fmap_del(&ch->flows, uid);
     if (!r) return;
+    if (r->nobytes_req) ch->nobytes_flows--;
     for (unsigned k = 0; k < ch->n; k++) {
         fent *fe = &r->e[ch->idx_of[k]];
         if (fe->st && ch->slots[k]->abi->flow_free)
@@ -781,7 +804,7 @@ void rg_chain_batch_end(void *self)
     for (unsigned k = 0; k < ch->n && verdict < RG_DROP; k++) {
         slot *sl = ch->slots[k];
         unsigned idx = ch->idx_of[k];
-        dispatch_ref ref = {ch, idx, k, 0};
+        dispatch_ref ref = {ch, idx, k, 0, NULL};
         for (size_t i = 0; i < ch->nq; i++) {
             qev *e = &ch->q[i];
             int16_t sub = sub_of(ch, sl, e);
@@ -790,6 +813,10 @@ void rg_chain_batch_end(void *self)
             if (e->uid && sl->uses_flow_rec) {
                 frec *r = fmap_get(&ch->flows, e->uid);
                 if (r && (r->e[idx].unsub >> (sub & 63) & 1) && sub < 64) continue;
+                /* the data of a direction this NF wants no more bytes of */
+                if (r && (r->e[idx].nobytes >> (e->ev.dir & 1) & 1) &&
+                    e->ev.kind == RG_NF_EV_CALL && ch->data_arg[e->call.handler] >= 0)
+                    continue;
                 if (sl->abi->flow_state_size) {
                     if (!r) r = fmap_add(&ch->flows, e->uid);
                     if (r && !r->e[idx].st) r->e[idx].st = calloc(1, sl->abi->flow_state_size);
@@ -806,6 +833,7 @@ void rg_chain_batch_end(void *self)
             e->ev.sub = (uint16_t)sub;
             e->ev.host = &ch->host;
             ref.uid = e->uid;
+            ref.e = e;
             e->ev.host_ref = &ref;
             int v = sl->abi->subs[sub].fn(sl->self, &e->ev, st);
             if (v > verdict && v <= RG_DROP_FLOW) verdict = v;
@@ -840,9 +868,43 @@ static int host_subscribe(const rg_nf_ev *ev, unsigned sub, int on)
     return RG_OK;
 }
 
+/* Slot position k still wants the bytes of direction dir of layer l's flow r: it subscribed
+ * to a handler of that layer, did not drop all such subscriptions for the flow, and did not
+ * say no_more_bytes. */
+static int wants_bytes(const rg_chain *ch, unsigned k, const frec *r, unsigned l, int dir)
+{
+    const slot *sl = ch->slots[k];
+    const fent *fe = r ? &r->e[ch->idx_of[k]] : NULL;
+    if (fe && (fe->nobytes >> dir & 1)) return 0;
+    for (unsigned h = 0; h < ch->stack->nhandlers; h++) {
+        if (ch->stack->handlers[h].layer != l || sl->call_sub[h] < 0) continue;
+        unsigned sub = (unsigned)sl->call_sub[h];
+        if (!fe || sub >= 64 || !(fe->unsub >> sub & 1)) return 1;
+    }
+    return 0;
+}
+
 static int host_no_more_bytes(const rg_nf_ev *ev, int dir)
 {
-    (void)ev;
-    (void)dir;
-    return RG_EINVAL; /* the generated code has no per-instance reassembly switch yet */
+    const dispatch_ref *ref = ev ? ev->host_ref : NULL;
+    if (!ref || !ref->uid || (dir != 0 && dir != 1)) return RG_EINVAL;
+    rg_chain *ch = ref->ch;
+    const qev *e = ref->e;
+    unsigned l = e->flow.layer;
+    if (l >= ch->stack->nlayers || !ch->stack->layers[l].has_seq) return RG_EINVAL;
+    frec *r = fmap_get(&ch->flows, ref->uid);
+    if (!r) r = fmap_add(&ch->flows, ref->uid);
+    if (!r) return RG_ENOMEM;
+    ch->slots[ref->pos]->uses_flow_rec = 1;
+    r->e[ref->idx].nobytes |= (uint8_t)(1u << dir);
+    if (r->nobytes_req >> dir & 1) return RG_OK;
+    for (unsigned k = 0; k < ch->n; k++)
+        if (wants_bytes(ch, k, r, l, dir)) return RG_OK; /* recorded: the last one decides */
+    if (!r->nobytes_req) ch->nobytes_flows++;
+    r->nobytes_req |= (uint8_t)(1u << dir);
+    /* the instance itself, unless it ended in this batch (its record may be reused) */
+    for (size_t i = 0; i < ch->nq; i++)
+        if (ch->q[i].ev.kind == RG_NF_EV_CLOSE && ch->q[i].uid == ref->uid) return RG_OK;
+    if (e->live->uid == ref->uid) apply_nobytes(ch, e->live);
+    return RG_OK;
 }

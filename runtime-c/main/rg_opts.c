@@ -328,9 +328,12 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         fprintf(stderr, "%s: --passes needs --bench\n", o->prog);
         return EXIT_USAGE;
     }
-    if ((o->nf_is_path || o->chain_file || o->control) && (o->bench || o->workers > 1)) {
-        fprintf(stderr, "%s: --nf PATH.so, --chain and --control run on one worker, without "
-                        "--bench\n", o->prog);
+    if ((o->nf_is_path || o->chain_file || o->control) && o->workers > 1) {
+        fprintf(stderr, "%s: --nf PATH.so, --chain and --control run on one worker\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if (o->control && o->bench) {
+        fprintf(stderr, "%s: --control needs a capture run, not --bench\n", o->prog);
         return EXIT_USAGE;
     }
     if (o->bench && o->nfd) {

@@ -10,9 +10,10 @@
  * events of this flow this NF saw so far (per-flow state); HEX: the call's
  * "data" argument ("-": none).  Parameters: tag, log, drop (packet numbers,
  * comma-separated: the verdict RG_DROP on every call of those packets),
- * unsub_after (bytes: after that many data bytes of a flow direction, the
- * NF unsubscribes from the data handler for this flow and asks for no more
- * bytes of that direction). */
+ * unsub_after (bytes: once the flow delivered that many data bytes, both
+ * directions together, the NF unsubscribes from the handler events of this
+ * flow), nobytes_after (bytes: once a direction delivered that many, the NF
+ * asks for no more bytes of that direction; it stays subscribed). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ typedef struct nf {
     char tag[32];
     uint64_t drop[64];
     unsigned ndrop;
-    uint64_t unsub_after;
+    uint64_t unsub_after, nobytes_after;
 } nf;
 
 typedef struct flow {
@@ -65,12 +66,12 @@ static int on_event(void *self, const rg_nf_ev *ev, void *st)
     }
     fputc('\n', n->log);
     fflush(n->log);
-    if (data && f && n->unsub_after) {
+    if (data && f) {
         f->bytes[ev->dir & 1] += data->bytes.len;
-        if (f->bytes[ev->dir & 1] >= n->unsub_after) {
+        if (n->unsub_after && f->bytes[0] + f->bytes[1] >= n->unsub_after)
             ev->host->subscribe(ev, ev->sub, 0);
+        if (n->nobytes_after && f->bytes[ev->dir & 1] >= n->nobytes_after)
             ev->host->no_more_bytes(ev, ev->dir);
-        }
     }
     return ev->call && dropped(n, ev->pkt_no) ? RG_DROP : RG_PASS;
 }
@@ -95,6 +96,7 @@ static void *init(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg
     n->stack = stack;
     snprintf(n->tag, sizeof n->tag, "%s", rg_nf_cfg_get(cfg, ncfg, "tag", "rec"));
     n->unsub_after = strtoull(rg_nf_cfg_get(cfg, ncfg, "unsub_after", "0"), NULL, 10);
+    n->nobytes_after = strtoull(rg_nf_cfg_get(cfg, ncfg, "nobytes_after", "0"), NULL, 10);
     const char *d = rg_nf_cfg_get(cfg, ncfg, "drop", "");
     while (*d && n->ndrop < 64) {
         char *end;

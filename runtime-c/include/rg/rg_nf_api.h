@@ -144,10 +144,13 @@ struct rg_nf_host {
      * resumes (on = 1) receiving subscription `sub` (an index into its
      * subs) for this instance.  RG_OK or RG_EINVAL. */
     int (*subscribe)(const rg_nf_ev *ev, unsigned sub, int on);
-    /* This NF wants no more bytes of direction dir of ev's flow: when no NF
-     * of the chain wants them, the stack stops reassembling that direction
-     * (no buffering, no copy; its data events stop).  RG_OK, or
-     * RG_EINVAL (no flow, or a layer without reassembly). */
+    /* This NF wants no more bytes of direction dir of ev's flow: it gets no
+     * more calls with a "data" argument for that direction of the flow, and
+     * when no NF of the chain wants them (each said so, or has no handler
+     * subscription left for the flow), the stack stops reassembling that
+     * direction (no buffering, no copy; what it held is dropped).  Final for
+     * the flow.  RG_OK, or RG_EINVAL (no flow, or a layer without
+     * reassembly). */
     int (*no_more_bytes)(const rg_nf_ev *ev, int dir);
 };
 
