@@ -5,7 +5,8 @@ the real compiler, run by the tcp_ip stack on real captures.
   get; the log must be, packet after packet, the first NF's events, then the second's, then the
   third's, the same events each time. Each recorder's reassembled TCP bytes are compared with
   tshark's `follow` (a reference nobody here wrote);
-- a drop verdict of the second NF stops the third for that packet and nothing else;
+- a drop verdict of the second NF stops the third for that packet and nothing else, and
+  `--write` writes every frame but the dropped ones (compared byte for byte with the capture);
 - a .so without the descriptor, one of another ABI version, and one subscribing to an event the
   stack lacks are refused with a message naming the file and the problem;
 - the sample out-of-tree NF (examples/nf/flowbytes_nf.c) counts what flowstats counts;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 import subprocess
 import sys
 from collections import defaultdict
@@ -84,6 +86,19 @@ def _run(binary: Path, *args: str | Path, ok: bool = True) -> subprocess.Complet
     if ok:
         assert p.returncode == 0, f"{' '.join(argv)}: exit {p.returncode}\n{p.stderr[-2000:]}"
     return p
+
+
+def _frames(pcap: Path) -> list[bytes]:
+    """The frames of a pcap file (micro- or nanosecond), without their record headers."""
+    data = pcap.read_bytes()
+    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    out, off = [], 24
+    while off + 16 <= len(data):
+        caplen = struct.unpack(endian + "I", data[off + 8 : off + 12])[0]
+        out.append(data[off + 16 : off + 16 + caplen])
+        off += 16 + caplen
+    assert off == len(data), pcap
+    return out
 
 
 def _chain(path: Path, items: list[dict[str, Any]]) -> Path:
@@ -180,15 +195,23 @@ def test_drop_verdict_stops_later_nfs(binary: Path, sos: dict[str, Path], tmp_pa
     _run(binary, CAPTURE, "--chain", chain, "--out", tmp_path)
     pkts = sorted({int(x.split(" ")[2]) for x in first.read_text().splitlines()[:-1]} - {0})
     drop = pkts[3:9:2]
-    log = tmp_path / "log.txt"
-    _run(
+    log, written = tmp_path / "log.txt", tmp_path / "written.pcap"
+    p = _run(
         binary,
         CAPTURE,
         "--chain",
         _recorders(tmp_path, sos["recorder"], log, {"b": ",".join(map(str, drop))}),
         "--out",
         tmp_path,
+        "--write",
+        written,
+        "--summary",
+        "json",
     )
+    assert json.loads(p.stdout.strip().splitlines()[-1])["skipped"] == 0  # pkt_no = frame number
+    # --write: every frame but the dropped ones, byte for byte, in order
+    frames = _frames(CAPTURE)
+    assert _frames(written) == [f for i, f in enumerate(frames, 1) if i not in drop]
     by: dict[str, list[str]] = defaultdict(list)
     for tag, lines in _runs(log):
         by[tag] += lines

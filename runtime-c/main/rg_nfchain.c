@@ -203,6 +203,7 @@ struct rg_chain {
     fmap flows;
     size_t nobytes_flows; /* frecs with nobytes_req set */
     int verdict;
+    rg_verdict_slot *slot; /* the context's verdict slot (rg_call.verdict): one per context */
     rg_nf_host host;
 };
 
@@ -660,6 +661,7 @@ static void apply_nobytes(rg_chain *ch, const rg_flow_info *f)
 static void c_call(void *self, const rg_call *c)
 {
     rg_chain *ch = self;
+    if (c->verdict) ch->slot = c->verdict;
     if (RG_UNLIKELY(ch->nobytes_flows) && c->flow) apply_nobytes(ch, c->flow);
     if (c->handler >= ch->stack->nhandlers || !ch->want_call[c->handler]) return;
     qev *e = push(ch, RG_NF_EV_CALL, c->flow, c->ts_ns);
@@ -793,10 +795,20 @@ static void free_flow(rg_chain *ch, uint64_t uid)
     free(r);
 }
 
+/* The instance of queued event e, unless it ended in this batch (its record may be reused). */
+static rg_flow_info *live_of(const rg_chain *ch, const qev *e)
+{
+    if (!e->uid) return NULL;
+    for (size_t i = 0; i < ch->nq; i++)
+        if (ch->q[i].ev.kind == RG_NF_EV_CLOSE && ch->q[i].uid == e->uid) return NULL;
+    return e->live->uid == e->uid ? e->live : NULL;
+}
+
 void rg_chain_batch_end(void *self)
 {
     rg_chain *ch = self;
     int verdict = RG_PASS;
+    const rg_flow_info *vflow = NULL; /* the instance of the strongest verdict */
     if (ch->oom) {
         fprintf(stderr, "rg: NF chain: out of memory: events lost\n");
         ch->oom = 0;
@@ -836,7 +848,10 @@ void rg_chain_batch_end(void *self)
             ref.e = e;
             e->ev.host_ref = &ref;
             int v = sl->abi->subs[sub].fn(sl->self, &e->ev, st);
-            if (v > verdict && v <= RG_DROP_FLOW) verdict = v;
+            if (v > verdict && v <= RG_DROP_FLOW) {
+                verdict = v;
+                vflow = live_of(ch, e);
+            }
         }
     }
     /* closed flows: their states go, whether or not every NF saw the close */
@@ -845,6 +860,8 @@ void rg_chain_batch_end(void *self)
     ch->nq = 0;
     arena_reset(&ch->ar);
     ch->verdict = verdict;
+    /* the packet's verdict, with the handlers' (the driver reads it after the packet) */
+    rg_verdict_give(ch->slot, vflow, verdict);
 }
 
 /* ---- host functions ---- */
@@ -902,9 +919,7 @@ static int host_no_more_bytes(const rg_nf_ev *ev, int dir)
         if (wants_bytes(ch, k, r, l, dir)) return RG_OK; /* recorded: the last one decides */
     if (!r->nobytes_req) ch->nobytes_flows++;
     r->nobytes_req |= (uint8_t)(1u << dir);
-    /* the instance itself, unless it ended in this batch (its record may be reused) */
-    for (size_t i = 0; i < ch->nq; i++)
-        if (ch->q[i].ev.kind == RG_NF_EV_CLOSE && ch->q[i].uid == ref->uid) return RG_OK;
-    if (e->live->uid == ref->uid) apply_nobytes(ch, e->live);
+    rg_flow_info *live = live_of(ch, e);
+    if (live) apply_nobytes(ch, live);
     return RG_OK;
 }

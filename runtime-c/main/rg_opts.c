@@ -44,7 +44,9 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "  --chain FILE     a chain of NFs (YAML: docs/nf.md), run after --nf's in order\n"
           "  --control PATH   a UNIX socket: rubikgen ctl PATH attach|detach|list\n",
           out);
-    fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n",
+    fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
+          "  --write FILE     write the packets that pass (the verdict of handlers and NFs:\n"
+          "                   not drop), after the stack ran, to a pcap (nanosecond) file\n",
           out);
     for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
         if ((*d)->flag) fprintf(out, "  --%-14s %s: %s\n", (*d)->flag, (*d)->name, (*d)->flag_help);
@@ -117,6 +119,7 @@ enum {
     O_WORKERS,
     O_CHAIN,
     O_CONTROL,
+    O_WRITE,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -145,6 +148,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"workers", required_argument, NULL, O_WORKERS},
         {"chain", required_argument, NULL, O_CHAIN},
         {"control", required_argument, NULL, O_CONTROL},
+        {"write", required_argument, NULL, O_WRITE},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -158,7 +162,7 @@ static void build_longopts(struct option *lo, size_t n)
 
 int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
 {
-    struct option longopts[26 + MAX_NF_FLAGS];
+    struct option longopts[27 + MAX_NF_FLAGS];
     build_longopts(longopts, sizeof longopts / sizeof longopts[0]);
     int flags[MAX_NF_FLAGS] = {0};
     memset(o, 0, sizeof *o);
@@ -249,6 +253,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_OUT:
             o->out = optarg;
             break;
+        case O_WRITE:
+            o->write = optarg;
+            break;
         case O_CAP:
             if (parse_cap(optarg, stack, o)) bad = "--cap";
             break;
@@ -317,6 +324,11 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     }
     if (o->workers > 1 && (o->bench || !strcmp(o->io, "dpdk"))) {
         fprintf(stderr, "%s: --workers applies to --io file and live (not --bench, not dpdk)\n",
+                o->prog);
+        return EXIT_USAGE;
+    }
+    if (o->write && (o->bench || o->workers > 1)) {
+        fprintf(stderr, "%s: --write runs with one worker, not with --bench or --workers\n",
                 o->prog);
         return EXIT_USAGE;
     }

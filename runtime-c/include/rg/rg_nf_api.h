@@ -46,12 +46,8 @@ extern "C" {
 /* the descriptor's symbol in an NF's shared object */
 #define RG_NF_SYMBOL "rg_nf_v1"
 
-/* Verdicts (stronger = larger).  rg_api.h defines them once the driver's
- * verdict seam is in; until then, here. */
-#ifndef RG_VERDICT_DEFINED
-#define RG_VERDICT_DEFINED 1
-enum rg_verdict { RG_PASS = 0, RG_BYPASS_FLOW = 1, RG_DROP = 2, RG_DROP_FLOW = 3 };
-#endif
+/* Verdicts: enum rg_verdict in rg_api.h (RG_PASS, RG_BYPASS_FLOW, RG_DROP,
+ * RG_DROP_FLOW; stronger = larger). */
 
 /* ---- events ----
  * A handler event is a call of one of the stack's handlers (rg_handler_desc:
