@@ -494,7 +494,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sources = SourceCache()
         chain_diags = check_chain_file(args.chain, sources).diags
         if chain_diags:
-            render(chain_diags, sources, "text")
+            render(chain_diags, sources, "text", stream=sys.stderr)
             if any(d.severity == "error" for d in chain_diags):
                 return EXIT_ERRORS
     comp = Compilation(args.stack)
