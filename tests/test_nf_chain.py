@@ -468,3 +468,15 @@ def test_example_chain_writes_what_each_nf_writes_alone(binary: Path, tmp_path: 
     p = subprocess.run([*cmd, "--chain", str(bad)], cwd=REPO, env=env, capture_output=True,
                        text=True, check=False)  # fmt: skip
     assert p.returncode == 1 and f"{bad}:2:9: error[RG011]: unknown NF 'flowstat'" in p.stderr
+
+
+def test_chain_schema_accepts_the_example_and_rejects_bad_shapes() -> None:
+    import jsonschema  # type: ignore[import-untyped]
+    import yaml
+
+    schema = json.loads((REPO / "schema" / "chain.schema.json").read_text())
+    jsonschema.validate(yaml.safe_load((REPO / "examples" / "chain.yaml").read_text()), schema)
+    for bad in ({"chain": []}, {"chain": [{"name": "x"}]}, {"chain": [{"nf": "a", "x": 1}]},
+                {"chain": [{"nf": "a", "params": {"k": [1]}}]}, {"nfs": []}):  # fmt: skip
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)

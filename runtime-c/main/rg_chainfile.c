@@ -49,7 +49,9 @@ static char *nf_path(const char *chain, const char *nf)
     const char *slash = strrchr(chain, '/');
     int is_path = strchr(nf, '/') || (strlen(nf) > 3 && !strcmp(nf + strlen(nf) - 3, ".so"));
     if (!is_path || nf[0] == '/') return strdup(nf);
-    if (!slash) { /* dlopen searches the library path for a name without a '/' */
+    if (!slash) {
+        if (strchr(nf, '/')) return strdup(nf); /* "./x.so": relative to here already */
+        /* dlopen searches the library path for a name without a '/' */
         size_t n = strlen(nf) + 3;
         char *p = malloc(n);
         if (p) snprintf(p, n, "./%s", nf);

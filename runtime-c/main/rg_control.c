@@ -110,7 +110,9 @@ rg_control *rg_control_open(const char *path, char *err, size_t errlen)
     c->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&c->addr, sizeof c->addr) ||
         listen(c->lfd, 8)) {
-        snprintf(err, errlen, "%s", strerror(errno));
+        snprintf(err, errlen, "%s%s", strerror(errno),
+                 errno == EADDRINUSE ? " (a socket left by a run that did not end? remove it)"
+                                     : "");
         if (c->lfd >= 0) close(c->lfd);
         free(c);
         return NULL;
