@@ -480,3 +480,14 @@ def test_chain_schema_accepts_the_example_and_rejects_bad_shapes() -> None:
                 {"chain": [{"nf": "a", "params": {"k": [1]}}]}, {"nfs": []}):  # fmt: skip
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
+
+
+def test_stock_names_match_the_binarys_registry(binary: Path) -> None:
+    """rubikgen/chain.py's STOCK_NFS (what `rubikgen validate` accepts in `nf:`) is the NF
+    registry of the binaries (handlers/nf, rg_nf_table), as `--help` lists it."""
+    from rubikgen.chain import STOCK_NFS
+
+    text = _run(binary, "--help").stdout
+    block = text.split("--nf NAME", 1)[1].split("\n  --", 1)[0]
+    names = [ln.split()[0] for ln in block.splitlines()[1:] if ln.strip()]
+    assert tuple(n for n in names if n not in ("count", "none")) == STOCK_NFS
