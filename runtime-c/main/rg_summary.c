@@ -44,9 +44,13 @@ void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64
         for (int r = 0; r < 4; r++)
             printf("%s\"%s\":%" PRIu64, r ? "," : "", rg_close_name(r), l->closed[r]);
         printf("},\"live_at_end\":%" PRIu64 ",\"evicted\":%" PRIu64 ",\"one_packet\":%" PRIu64
-               ",\"flows\":%" PRIu64 ",\"state_bytes\":%" PRIu64 "}",
+               ",\"flows\":%" PRIu64 ",\"state_bytes\":%" PRIu64,
                live[i], l->closed[RG_CLOSE_EVICTED], l->one_packet, rg_layer_flows(l),
                state_bytes(st, i));
+        if (st && i < st->nlayers) /* packets stopped at the lookup by a flow verdict */
+            printf(",\"dropped_by_verdict\":%" PRIu64 ",\"bypassed\":%" PRIu64,
+                   st->layer[i].dropped_by_verdict, st->layer[i].bypassed);
+        fputc('}', stdout);
     }
     fputc('}', stdout);
 }
