@@ -31,6 +31,10 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "  --duration S     stop after S seconds (SIGINT and SIGTERM stop too: the\n"
           "                   instances are flushed and the summary printed)\n"
           "  -- ARGS          dpdk: DPDK's EAL arguments (hugepages, cores, devices)\n"
+          "  --inline         forward every frame to the peer unless a verdict drops it:\n"
+          "                   live: between --iface and --peer, both ways; dpdk: between\n"
+          "                   the ports paired in list order (0<->1, 2<->3...), same mbufs\n"
+          "  --peer IF        live, --inline: the second interface\n"
           "  --workers N      file, live: N stack contexts on N threads, frames split by\n"
           "                   the symmetric RSS hash of their outer addresses (default 1)\n",
           out);
@@ -114,6 +118,8 @@ enum {
     O_DURATION,
     O_WORKERS,
     O_WRITE,
+    O_INLINE,
+    O_PEER,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -141,6 +147,8 @@ static void build_longopts(struct option *lo, size_t n)
         {"duration", required_argument, NULL, O_DURATION},
         {"workers", required_argument, NULL, O_WORKERS},
         {"write", required_argument, NULL, O_WRITE},
+        {"inline", no_argument, NULL, O_INLINE},
+        {"peer", required_argument, NULL, O_PEER},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -154,7 +162,7 @@ static void build_longopts(struct option *lo, size_t n)
 
 int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
 {
-    struct option longopts[25 + MAX_NF_FLAGS];
+    struct option longopts[27 + MAX_NF_FLAGS];
     build_longopts(longopts, sizeof longopts / sizeof longopts[0]);
     int flags[MAX_NF_FLAGS] = {0};
     memset(o, 0, sizeof *o);
@@ -202,6 +210,12 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_IFACE:
         case O_PORT:
             name = optarg;
+            break;
+        case O_INLINE:
+            o->inline_mode = 1;
+            break;
+        case O_PEER:
+            o->peer = optarg;
             break;
         case O_FILTER:
             o->filter = optarg;
@@ -311,6 +325,27 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         fprintf(stderr, "%s: --write runs with one worker, not with --bench or --workers\n",
                 o->prog);
         return EXIT_USAGE;
+    }
+    if (o->inline_mode || o->peer) {
+        const char *why = NULL;
+        if (!o->inline_mode)
+            why = "--peer names the second interface of --inline";
+        else if (file)
+            why = "--inline forwards frames between interfaces or ports: --io live or dpdk "
+                  "(a capture file's passed frames: --write)";
+        else if (!strcmp(o->io, "live") && !o->peer)
+            why = "--inline --io live needs --peer IF (frames go from --iface to --peer and "
+                  "back)";
+        else if (strcmp(o->io, "live") && o->peer)
+            why = "--peer applies to --io live (DPDK pairs its ports: 0<->1, 2<->3...)";
+        else if (o->workers > 1)
+            why = "--inline runs with one worker";
+        else if (o->snaplen)
+            why = "--inline forwards whole frames: no --snaplen";
+        if (why) {
+            fprintf(stderr, "%s: %s\n", o->prog, why);
+            return EXIT_USAGE;
+        }
     }
     if (strcmp(o->io, "dpdk") && o->eal_argc) {
         fprintf(stderr, "%s: arguments after -- are DPDK's EAL arguments (--io dpdk)\n", o->prog);

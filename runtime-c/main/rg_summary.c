@@ -96,6 +96,9 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     if (s->writer)
         printf("\"written\":%" PRIu64 ",\"not_written\":%" PRIu64 ",", s->writer->written,
                s->pkts - s->writer->written);
+    if (s->tx)
+        printf("\"forwarded\":%" PRIu64 ",\"withheld\":%" PRIu64 ",\"tx_failed\":%" PRIu64 ",",
+               s->tx->tx_frames, s->tx->tx_withheld, s->tx->tx_failed);
     if (s->nworkers) {
         fputs("\"workers\":[", stdout);
         for (unsigned w = 0; w < s->nworkers; w++)
@@ -156,6 +159,10 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
         printf("written        %" PRIu64 "  (packets that passed, to %s; %" PRIu64
                " not written: dropped by a verdict or of another link type)\n",
                s->writer->written, s->writer->path, s->pkts - s->writer->written);
+    if (s->tx)
+        printf("forwarded      %" PRIu64 "  (withheld %" PRIu64 " by verdicts, %" PRIu64
+               " failed: frames sent on to the peer, --inline)\n",
+               s->tx->tx_frames, s->tx->tx_withheld, s->tx->tx_failed);
     if (s->nworkers) {
         printf("workers        %u  (frames per worker:", s->nworkers);
         for (unsigned w = 0; w < s->nworkers; w++) printf(" %" PRIu64, s->worker_pkts[w]);

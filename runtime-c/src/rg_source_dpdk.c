@@ -10,7 +10,14 @@
  * freed at the next next_burst or close.  A frame in several segments (a
  * jumbo frame in small mbufs) is the one exception: it is copied into a
  * linear buffer.  Timestamps come from the TSC, calibrated against the wall
- * clock at open (the NIC gives none on most ports). */
+ * clock at open (the NIC gives none on most ports).
+ *
+ * Inline mode (cfg->inline_mode): the ports pair up in list order (the 1st
+ * with the 2nd, the 3rd with the 4th...), each with one TX queue, and
+ * forward sends a burst's mbufs out of the peer of the port they came from
+ * with rte_eth_tx_burst: the same mbufs, no copy (edits made in place go
+ * out; a multi-segment frame goes out as its original segments).  Frames the
+ * verdict drops are freed. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +37,8 @@
 #define RG_DPDK_RX_DESC   1024
 #define RG_DPDK_POOL      8191 /* mbufs: 2^n - 1 is the mempool's best size */
 #define RG_DPDK_CACHE     256
+#define RG_DPDK_TX_DESC   1024
+#define RG_DPDK_TX_TRIES  64 /* rte_eth_tx_burst calls for one burst before giving up */
 
 typedef struct dpdk_src {
     rg_source base;
@@ -42,6 +51,11 @@ typedef struct dpdk_src {
     /* the current burst's mbufs, freed on the next call */
     struct rte_mbuf *held[RG_BURST];
     unsigned nheld;
+    /* inline: the port index (in ports[]) of the held burst, and each frame's mbuf */
+    int inline_mode;
+    unsigned held_port;
+    uint8_t frame_mbuf[RG_BURST];
+    unsigned nframes;
     /* linear copies of multi-segment frames, one per burst slot */
     uint8_t *lin[RG_BURST];
     uint32_t lin_cap[RG_BURST];
@@ -126,18 +140,27 @@ static int port_start(dpdk_src *d, uint16_t port, int promisc)
 {
     struct rte_eth_conf conf;
     memset(&conf, 0, sizeof conf);
-    int rc = rte_eth_dev_configure(port, 1, 0, &conf);
+    const uint16_t ntxq = d->inline_mode ? 1 : 0;
+    int rc = rte_eth_dev_configure(port, 1, ntxq, &conf);
     if (rc < 0) {
         snprintf(d->err, sizeof d->err, "dpdk: port %u: configure: %s", port, rte_strerror(-rc));
         return -1;
     }
-    uint16_t nrx = RG_DPDK_RX_DESC, ntx = 0;
+    uint16_t nrx = RG_DPDK_RX_DESC, ntx = ntxq ? RG_DPDK_TX_DESC : 0;
     rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
     int socket = rte_eth_dev_socket_id(port);
     rc = rte_eth_rx_queue_setup(port, 0, nrx, socket < 0 ? 0 : (unsigned)socket, NULL, d->pool);
     if (rc < 0) {
         snprintf(d->err, sizeof d->err, "dpdk: port %u: RX queue: %s", port, rte_strerror(-rc));
         return -1;
+    }
+    if (ntxq) {
+        rc = rte_eth_tx_queue_setup(port, 0, ntx, socket < 0 ? 0 : (unsigned)socket, NULL);
+        if (rc < 0) {
+            snprintf(d->err, sizeof d->err, "dpdk: port %u: TX queue: %s", port,
+                     rte_strerror(-rc));
+            return -1;
+        }
     }
     rc = rte_eth_dev_start(port);
     if (rc < 0) {
@@ -189,6 +212,13 @@ static rg_source *dpdk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     }
     d->eal_up = 1;
     if (parse_ports(d, cfg->name) < 0) return dpdk_fail(d, err, errlen);
+    d->inline_mode = cfg->inline_mode;
+    if (d->inline_mode && d->nports % 2) {
+        snprintf(d->err, sizeof d->err,
+                 "dpdk: --inline pairs the ports (0<->1, 2<->3...): %u ports is an odd number",
+                 d->nports);
+        return dpdk_fail(d, err, errlen);
+    }
     d->pool = rte_pktmbuf_pool_create("rg_rx", RG_DPDK_POOL, RG_DPDK_CACHE, 0,
                                       RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
     if (!d->pool) {
@@ -233,9 +263,13 @@ static int dpdk_next_burst(rg_source *s, rg_frame *out, unsigned max)
     for (unsigned k = 0; k < d->nports && !n; k++) {
         unsigned pi = (d->next_port + k) % d->nports;
         n = rte_eth_rx_burst(d->ports[pi], 0, d->held, (uint16_t)max);
-        if (n) d->next_port = (pi + 1) % d->nports;
+        if (n) {
+            d->next_port = (pi + 1) % d->nports;
+            d->held_port = pi;
+        }
     }
     d->nheld = n;
+    d->nframes = 0;
     if (!n) return 0;
     uint64_t now = rte_get_tsc_cycles();
     uint64_t ts = d->wall0_ns + (uint64_t)((unsigned __int128)(now - d->tsc0) * 1000000000u / d->hz);
@@ -245,6 +279,7 @@ static int dpdk_next_burst(rg_source *s, rg_frame *out, unsigned max)
         const uint8_t *data = rte_pktmbuf_mtod(m, const uint8_t *);
         if (m->nb_segs > 1) data = linearise(d, k, m);
         if (!data) continue; /* out of memory for a jumbo frame: it is dropped, counted */
+        d->frame_mbuf[k] = (uint8_t)i;
         rg_frame *f = &out[k++];
         f->data = data;
         f->caplen = m->nb_segs > 1 ? rte_pktmbuf_pkt_len(m) : rte_pktmbuf_data_len(m);
@@ -255,7 +290,40 @@ static int dpdk_next_burst(rg_source *s, rg_frame *out, unsigned max)
         d->st.bytes += f->caplen;
     }
     d->st.dropped += n - k;
+    d->nframes = k;
     return (int)k;
+}
+
+static void dpdk_forward(rg_source *s, const uint8_t *drop, unsigned n)
+{
+    dpdk_src *d = (dpdk_src *)s;
+    if (!d->inline_mode || !d->nheld) return;
+    if (n > d->nframes) n = d->nframes;
+    /* the burst's mbufs in frame order: passed ones to tx[], the others freed (an mbuf no
+     * frame refers to, a jumbo frame not linearised, was counted as dropped on RX) */
+    struct rte_mbuf *tx[RG_BURST];
+    uint16_t ntx = 0;
+    uint8_t sent[RG_BURST] = {0};
+    for (unsigned k = 0; k < n; k++) {
+        const unsigned i = d->frame_mbuf[k];
+        sent[i] = 1;
+        if (drop[k]) {
+            d->st.tx_withheld++;
+            rte_pktmbuf_free(d->held[i]);
+        } else {
+            tx[ntx++] = d->held[i];
+        }
+    }
+    for (unsigned i = 0; i < d->nheld; i++)
+        if (!sent[i]) rte_pktmbuf_free(d->held[i]);
+    d->nheld = 0; /* handed over: dpdk_free_held must not free them again */
+    const uint16_t peer = d->ports[d->held_port ^ 1u];
+    uint16_t done = 0;
+    for (int tries = 0; done < ntx && tries < RG_DPDK_TX_TRIES; tries++)
+        done += rte_eth_tx_burst(peer, 0, tx + done, (uint16_t)(ntx - done));
+    d->st.tx_frames += done;
+    d->st.tx_failed += (uint64_t)(ntx - done);
+    if (done < ntx) rte_pktmbuf_free_bulk(tx + done, (unsigned)(ntx - done));
 }
 
 static const rg_linkinfo *dpdk_link(const rg_source *s)
@@ -281,11 +349,12 @@ static const char *dpdk_error(const rg_source *s)
 
 const rg_source_ops rg_source_dpdk = {
     .name = "dpdk",
-    .help = "DPDK ports (--port LIST, EAL arguments after --)",
+    .help = "DPDK ports (--port LIST, EAL arguments after --; --inline: pairs 0<->1...)",
     .open = dpdk_open,
     .next_burst = dpdk_next_burst,
     .link = dpdk_link,
     .stats = dpdk_stats,
     .error = dpdk_error,
     .close = dpdk_close,
+    .forward = dpdk_forward,
 };

@@ -36,6 +36,11 @@ typedef struct rg_source_cfg {
     /* set asynchronously (SIGINT, --duration) to make a blocking next_burst
      * return soon; a source polls it */
     volatile sig_atomic_t *stop;
+    /* inline mode (rg_source_ops.forward): the frames go on to a peer.  live:
+     * peer names the second interface (frames of each go out of the other);
+     * dpdk: the ports pair up in list order (0<->1, 2<->3...), peer unused */
+    int inline_mode;
+    const char *peer;
 } rg_source_cfg;
 
 /* Counters a source keeps (what it saw; drops by the kernel or the NIC). */
@@ -43,6 +48,10 @@ typedef struct rg_source_stats {
     uint64_t frames;  /* frames returned */
     uint64_t bytes;   /* their caplen */
     uint64_t dropped; /* frames the source knows were lost before us (kernel, NIC queues) */
+    /* inline mode */
+    uint64_t tx_frames;    /* frames forwarded to the peer */
+    uint64_t tx_failed;    /* frames the peer would not take (queue full, send error) */
+    uint64_t tx_withheld;  /* frames not forwarded: the verdict dropped them */
 } rg_source_stats;
 
 typedef struct rg_source rg_source;
@@ -65,6 +74,13 @@ typedef struct rg_source_ops {
     void (*stats)(const rg_source *s, rg_source_stats *st);
     const char *(*error)(const rg_source *s);
     void (*close)(rg_source *s);
+    /* Inline mode (opened with cfg->inline_mode): the last burst's frames
+     * out[0..n) go to their peer, in order, except those with drop[i] != 0
+     * (released).  Called once per burst, after the stack ran on it and
+     * before the next next_burst: a frame's edits in place are sent.  The
+     * sources that forward without copying (DPDK: the same mbufs) hand the
+     * frames over here.  NULL: the source cannot forward. */
+    void (*forward)(rg_source *s, const uint8_t *drop, unsigned n);
 } rg_source_ops;
 
 /* A source: its ops first, then the implementation's own state (sources
