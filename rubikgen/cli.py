@@ -117,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     _build_options(r)
     _spec_path(r)
     r.add_argument("--summary", choices=("text", "json"), default="text")
+    _inline_options(r)
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
     i.add_argument("stack", help="stack spec file")
@@ -203,6 +204,22 @@ def _print_timings(t: dict[str, float]) -> None:
     for k, v in t.items():
         sys.stderr.write(f"rubikgen: {k:28} {v * 1000:8.1f} ms\n")
     sys.stderr.write(f"rubikgen: {'total':28} {sum(t.values()) * 1000:8.1f} ms\n")
+
+
+def _inline_options(p: argparse.ArgumentParser) -> None:
+    """`rubikgen run`'s inline mode: passed on to the binary, which checks them."""
+    g = p.add_argument_group("inline mode (a live interface pair or DPDK port pairs)")
+    g.add_argument(
+        "--inline",
+        action="store_true",
+        help="forward every frame to the peer unless a verdict drops it (DPDK: ports 0<->1, "
+        "2<->3...; live: --peer)",
+    )
+    g.add_argument("--peer", metavar="IF", help="live --inline: the second interface")
+
+
+def _inline_args(args: argparse.Namespace) -> list[str]:
+    return (["--inline"] if args.inline else []) + (["--peer", args.peer] if args.peer else [])
 
 
 def _build_options(p: argparse.ArgumentParser) -> None:
@@ -501,7 +518,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stem = "stdin" if args.capture == "-" else capture.stem
     out = Path(args.out) if args.out else Path("out") / f"{comp.stack_name}-{stem}"
     cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
-    cmd += ["--summary", args.summary, *args.extra]
+    cmd += ["--summary", args.summary, *_inline_args(args), *args.extra]
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -217,3 +217,17 @@ def test_live_inline_forwards_what_passes(
     assert re.search(r"^dropped +0 ", out, re.M), out
     assert _tx_line(out) == {"sent": len(passed), "withheld": n - len(passed), "failed": 0}
     assert [b for _, b in read_pcap(got)] == passed
+
+
+def test_rubikgen_run_passes_the_inline_options_on(binary: Path, capture: Path) -> None:
+    # the same build (handlers, sources): run reuses it; the binary judges the options
+    argv = [sys.executable, "-m", "rubikgen", "run", str(STACK), str(capture), "--nf", "none"]
+    argv += ["--build-dir", str(binary.parent), "--handlers", str(HANDLERS)]
+    argv += ["--io", "dpdk" if _has_dpdk() else "pcap"]
+    for extra, msg in (
+        (["--inline"], "--io live or dpdk"),
+        (["--peer", "eth9"], "--peer names the second interface of --inline"),
+    ):
+        r = subprocess.run([*argv, *extra], cwd=REPO, capture_output=True, text=True)
+        assert r.returncode == 2, r.stderr
+        assert msg in r.stderr and "rebuilt" not in r.stderr, r.stderr
