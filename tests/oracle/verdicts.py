@@ -52,6 +52,8 @@ class Expect:
     # stream's (protocol, client port, server port)
     one_call: set[tuple[str, int, int]] = field(default_factory=set)
     bypassed_streams: int = 0
+    # frames with TCP payload after the trigger of a marked stream: data no handler may see
+    later_payload_frames: int = 0
     dropped_tcp_streams: int = 0
 
 
@@ -98,6 +100,7 @@ def expect(cap: Path) -> Expect:
         sp, dp = int(r["tcp.srcport"]), int(r["tcp.dstport"])
         e.one_call.add(("tcp", sp, dp) if dp in (80, 443) else ("tcp", dp, sp))
         later = len(frames) - trig - 1
+        e.later_payload_frames += sum(int(r["tcp.len"] or 0) > 0 for _, r in frames[trig + 1 :])
         if rule == "drop":
             e.dropped.update(i for i, _ in frames[trig:])
             e.tcp_dropped_at_lookup += later
