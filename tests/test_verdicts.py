@@ -125,3 +125,38 @@ def test_without_verdicts_everything_passes(binary: Path, tmp_path: Path) -> Non
     assert r.returncode == 0, r.stderr
     assert read_pcap(out) == read_pcap(cap)
     assert "dropped_by_verdict" not in r.stderr and "bypassed" not in r.stderr
+
+
+def test_observer_verdicts(tmp_path: Path) -> None:
+    """The same rules given by an observer (rg_call.verdict) instead of handlers: a Python
+    callback of the bindings (Stack.on_event) returns the verdicts; the frames whose verdict
+    passes are exactly those tshark's dissection says pass."""
+    from rubikgen.bindings import Event, Stack, Verdict
+
+    cap = trace("mixed-android-mobile.pcap")
+    want = expect(cap)
+    stack = Stack.build(STACK, REPO / "build" / "tcp_ip", no_timeouts=True)
+    seen: Counter[tuple[str, int, int]] = Counter()
+
+    def rules(ev: Event) -> Verdict | None:
+        if ev.kind != "call" or ev.end:
+            return None
+        sp, dp = ev.args["sport"], ev.args["dport"]
+        proto = ev.name[:3]
+        server = dp if dp in (53, 80, 123, 443) or sp not in (53, 80, 123, 443) else sp
+        seen[(proto, sp if server == dp else dp, server)] += 1
+        if proto == "udp":
+            return Verdict.DROP_FLOW if dp == 123 else Verdict.DROP if sp == 53 else None
+        if 80 in (sp, dp):
+            return Verdict.DROP_FLOW
+        return Verdict.BYPASS_FLOW if 443 in (sp, dp) else None
+
+    stack.on_event(rules)
+    passed = []
+    for _, frame in read_pcap(cap):
+        assert stack.feed(frame) == []
+        if stack.verdict < Verdict.DROP:
+            passed.append(frame)
+    assert passed == [b for i, (_, b) in enumerate(read_pcap(cap)) if i not in want.dropped]
+    for key in want.one_call:
+        assert seen[key] == 1, (key, seen[key])
