@@ -114,10 +114,10 @@ def _parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="output directory of the NF (default: out/STACK-CAPTURE)"
     )
     r.add_argument("--build-dir", metavar="DIR", help="build directory (default: build/STACK)")
+    _inline_options(r)
     _build_options(r)
     _spec_path(r)
     r.add_argument("--summary", choices=("text", "json"), default="text")
-    _inline_options(r)
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
     i.add_argument("stack", help="stack spec file")
@@ -485,6 +485,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rubikgen.build import BuildError, HandlerError, build_compilation
     from rubikgen.pipeline import Compilation
 
+    args.extra = [*_inline_args(args), *args.extra]  # before a '--' the extra may hold
+
     capture = Path(args.capture)
     if args.capture != "-" and not capture.is_file():  # '-': the binary reads standard input
         what = "is a directory, not a capture file" if capture.is_dir() else "no such capture file"
@@ -518,7 +520,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stem = "stdin" if args.capture == "-" else capture.stem
     out = Path(args.out) if args.out else Path("out") / f"{comp.stack_name}-{stem}"
     cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
-    cmd += ["--summary", args.summary, *_inline_args(args), *args.extra]
+    cmd += ["--summary", args.summary, *args.extra]
     sys.stdout.flush()
     sys.stderr.flush()
     try:
