@@ -79,7 +79,8 @@ typedef struct rg_flow_info {
     uint64_t uid;   /* unique within a context, in creation order (from 1) */
     uint16_t layer; /* index into rg_stack_desc.layers */
     uint16_t state; /* current PSM state (0 without a PSM) */
-    uint32_t flags; /* RG_FI_* */
+    uint8_t flags;  /* RG_FI_* */
+    uint8_t pad_[3];
     const uint8_t *key_a; /* forward key: the creator's side ("side a") first */
     const uint8_t *key_p; /* swapped key (== key_a for unidirectional layers) */
     void *user[2];        /* handler-owned pointers, per direction (0 = to_passive) */
