@@ -121,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="output directory of the NF (default: out/STACK-CAPTURE)"
     )
     r.add_argument("--build-dir", metavar="DIR", help="build directory (default: build/STACK)")
+    _inline_options(r)
     _build_options(r)
     _spec_path(r)
     r.add_argument("--summary", choices=("text", "json"), default="text")
@@ -214,6 +215,22 @@ def _print_timings(t: dict[str, float]) -> None:
     for k, v in t.items():
         sys.stderr.write(f"rubikgen: {k:28} {v * 1000:8.1f} ms\n")
     sys.stderr.write(f"rubikgen: {'total':28} {sum(t.values()) * 1000:8.1f} ms\n")
+
+
+def _inline_options(p: argparse.ArgumentParser) -> None:
+    """`rubikgen run`'s inline mode: passed on to the binary, which checks them."""
+    g = p.add_argument_group("inline mode (a live interface pair or DPDK port pairs)")
+    g.add_argument(
+        "--inline",
+        action="store_true",
+        help="forward every frame to the peer unless a verdict drops it (DPDK: ports 0<->1, "
+        "2<->3...; live: --peer)",
+    )
+    g.add_argument("--peer", metavar="IF", help="live --inline: the second interface")
+
+
+def _inline_args(args: argparse.Namespace) -> list[str]:
+    return (["--inline"] if args.inline else []) + (["--peer", args.peer] if args.peer else [])
 
 
 def _build_options(p: argparse.ArgumentParser) -> None:
@@ -546,6 +563,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"rubikgen run: error: {source}\n")
         return EXIT_USAGE
     src_args, eal, stem = source
+    args.extra = [*_inline_args(args), *args.extra]  # before a '--' the extra may hold
     capture = Path(args.capture or "-")
     if args.capture not in (None, "-") and not capture.is_file():  # '-': standard input
         what = "is a directory, not a capture file" if capture.is_dir() else "no such capture file"

@@ -105,6 +105,8 @@ class CGen:
             name: {call: i + 1 for i, (call, _) in enumerate(lir.callers)}
             for name, lir in prog.layers.items()
         }
+        # layers whose lookup was rendered: each gets a verdict exit (V_<layer>)
+        self.verdict_exits: list[str] = []
 
     # -- handlers ---------------------------------------------------------------------------
     def _arg_types(self, lc: LayerC, args: list[Arg]) -> list[tuple[str, str, str]]:
@@ -454,6 +456,7 @@ class CGen:
                     out.append(f"        {line}" if line else "")
             out.append("    }")
             out += ["    " + x for x in self.term(b)]
+        out += self._verdict_exits()
         out.append("")
         out.append("R_done:")
         out.append("    return rc;")
@@ -484,16 +487,36 @@ class CGen:
                 f"goto {_label(self.prog.layers[child.name].entry)};",
             ]
         if isinstance(t, Return):
-            lir = self.prog.layers[t.layer]
-            out = [f"switch (ret_{t.layer}) {{"]
-            for i, (_call, ret) in enumerate(lir.callers):
-                out.append(f"case {i + 1}: goto {_label(ret)};")
-            out.append("default: goto R_done;")
-            out.append("}")
-            return out
+            return self._return(t.layer)
         if isinstance(t, Done):
             return ["goto R_done;"]
         raise ValueError(f"block {b.name} is not terminated")
+
+    def _return(self, layer: str) -> list[str]:
+        """The layer returns to the layer that called it (its emulated return address)."""
+        lir = self.prog.layers[layer]
+        out = [f"switch (ret_{layer}) {{"]
+        for i, (_call, ret) in enumerate(lir.callers):
+            out.append(f"case {i + 1}: goto {_label(ret)};")
+        out.append("default: goto R_done;")
+        out.append("}")
+        return out
+
+    def _verdict_exits(self) -> list[str]:
+        """Per layer with a lookup: where a packet of an instance that a verdict dropped or
+        bypassed (RG_FI_DROP / RG_FI_BYPASS) goes from its lookup. The layer returns at once:
+        none of its handlers, reassembly or PSM and no layer above it run; the layers below
+        finish as for any packet (a fragment instance below is still released)."""
+        out: list[str] = []
+        for n in self.verdict_exits:
+            lc = self.layers[n]
+            out += [
+                "",
+                f"V_{n}: /* layer {n}: an instance marked by a flow verdict */",
+                f"    {self.S}__flow_verdict(ctx, {lc.index}, &inst_{n}->fi);",
+            ]
+            out += ["    " + x for x in self._return(n)]
+        return out
 
     def cond(self, c: Cond, lc: LayerC) -> str:
         n = lc.name
@@ -583,6 +606,8 @@ class CGen:
 
     def i_lookup(self, ins: I.Lookup, lc: LayerC) -> str:
         n = lc.name
+        if n not in self.verdict_exits:
+            self.verdict_exits.append(n)
         return "\n".join(
             [
                 f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);",
@@ -591,6 +616,9 @@ class CGen:
                 f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_n(ctx->tbl_{n}, kf_{n}, "
                 f"{lc.key_len}, &dir_{n});",
                 f"has_inst_{n} = inst_{n} != NULL;",
+                # one flag test: a flow verdict (drop / bypass) given to this instance before
+                f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
+                f"goto V_{n};",
             ]
         )
 

@@ -13,12 +13,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 from rubikgen.bindings.events import Event, FlowKey
 
-__all__ = ["Event", "FlowKey", "Stack"]
+__all__ = ["Event", "FlowKey", "Stack", "Verdict"]
+
+
+class Verdict(IntEnum):
+    """What happens to the packet being processed (rg_api.h enum rg_verdict); a callback
+    given to Stack.on_event may return one for a handler call. The strongest wins."""
+
+    PASS = 0
+    BYPASS_FLOW = 1  # this packet passes; the instance's later ones pass uninspected
+    DROP = 2
+    DROP_FLOW = 3  # this packet and the instance's later ones are dropped
 
 
 class Stack:
@@ -77,14 +88,22 @@ class Stack:
         """End every live instance ("flushed"), as at the end of a capture."""
         return list(self._engine.flush())
 
-    def on_event(self, fn: Callable[[Event], None]) -> None:
+    def on_event(self, fn: Callable[[Event], int | None]) -> None:
         """Call fn with every event as it happens (inside the stack's processing: the byte
         arguments are memoryviews of the stack's buffers, valid during the call only; copy
-        with bytes(v) to keep them). An exception fn raises is raised by feed/feed_pcap."""
+        with bytes(v) to keep them). An exception fn raises is raised by feed/feed_pcap.
+        For a handler call made in a packet, fn may return a Verdict: it is given as an
+        observer's verdict (rg_verdict_give), so DROP_FLOW and BYPASS_FLOW mark the call's
+        instance; `verdict` then tells the frame's."""
         self._engine.add_callback(fn)
 
-    def remove_callback(self, fn: Callable[[Event], None]) -> None:
+    def remove_callback(self, fn: Callable[[Event], int | None]) -> None:
         self._engine.remove_callback(fn)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict of the last frame fed (PASS for a frame no entry layer took)."""
+        return Verdict(self._engine.verdict)
 
     @property
     def frames(self) -> int:

@@ -52,6 +52,8 @@ cdef extern from "rg/rg_api.h":
         uint16_t state
         const uint8_t *key_a
         const uint8_t *key_p
+    ctypedef struct rg_verdict_slot:
+        uint8_t v
     ctypedef struct rg_call:
         uint16_t handler
         uint16_t layer
@@ -61,6 +63,8 @@ cdef extern from "rg/rg_api.h":
         uint64_t pkt_no
         const rg_val *args
         uint8_t end
+        rg_verdict_slot *verdict
+    void rg_verdict_give(rg_verdict_slot *slot, const rg_flow_info *flow, int v)
     ctypedef struct rg_obs:
         void *self
         void (*on_call)(void *self, const rg_call *c) noexcept
@@ -87,6 +91,7 @@ cdef extern from "rg/rg_api.h":
         int (*process)(void *ctx, unsigned entry_layer, const uint8_t *data, uint32_t caplen, uint64_t ts_ns)
         size_t (*expire)(void *ctx, uint64_t now_ns)
         void (*flush)(void *ctx)
+        int (*verdict)(const void *ctx)
     enum:
         RG_VAL_NUM
         RG_VAL_BYTES
@@ -158,6 +163,7 @@ cdef class Engine:
     cdef bint expire_on, no_timeouts
     cdef dict link_entry    # dlt -> (fixed entry layer or -1, v4, v6, linkinfo tuple)
     cdef public uint64_t frames, skipped
+    cdef public int verdict  # the last frame's verdict (rg_verdict; 0 = pass)
 
     def __cinit__(self, uint64_t seed=1, uint32_t inst_cap=0, bint no_timeouts=False):
         cdef rg_ctx_cfg cfg
@@ -251,16 +257,25 @@ cdef class Engine:
                 dst = _addr(kp[off:off + size])
         return FlowKey(src, dst, sport, dport)
 
-    cdef emit(self, ev):
+    cdef int emit(self, ev):
+        """The strongest verdict the callbacks returned (an int 0..3; None: 0)."""
+        cdef int best = 0
         if not self.callbacks:
             self.pending.append(ev)
-            return
+            return 0
         try:
             for fn in self.callbacks:
-                fn(ev)
+                v = fn(ev)
+                if v is None:
+                    continue
+                if not isinstance(v, int) or not 0 <= v <= 3:
+                    raise ValueError(f"a callback returned {v!r}: a verdict is 0..3 or None")
+                if v > best:
+                    best = v
         except BaseException as e:  # raised to the caller of feed, after the frame
             if self.stop_error is None:
                 self.stop_error = e
+        return best
 
     cdef object drain(self):
         out = self.pending
@@ -300,11 +315,14 @@ cdef class Engine:
                 self.desc.expire(self.ctx, ts_ns)
             self.expire_on = True
             self.next_expire = ts_ns + NS_PER_S
+        self.verdict = 0  # a frame no entry layer takes passes
         layer = self.entry_of(dlt, data, caplen, &off)
         if layer < 0:
             self.skipped += 1
             return
         self.desc.process(self.ctx, <unsigned>layer, data + off, caplen - off, ts_ns)
+        if self.desc.verdict != NULL:
+            self.verdict = self.desc.verdict(self.ctx)
 
     def feed(self, const uint8_t[::1] frame not None, uint64_t ts_ns=0, link="ether"):
         """Process one frame; returns its events (empty when callbacks take them)."""
@@ -410,7 +428,9 @@ cdef void _on_call(void *self, const rg_call *c) noexcept:
             "s2c" if c.dir else "c2s", c.ts_ns, c.pkt_no, args,
             CLOSE_REASONS[c.end - 1] if c.end else None,
         )
-        e.emit(ev)
+        verdict = e.emit(ev)
+        if verdict:  # an observer's verdict (rg_api.h): the same path as a handler's
+            rg_verdict_give(c.verdict, c.flow, verdict)
         for v in views:
             try:
                 v.release()

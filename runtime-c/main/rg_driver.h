@@ -58,6 +58,8 @@ typedef struct opts {
     const char *write; /* --write OUT.pcap: the packets that pass, NULL = none */
     uint32_t buffer_mb; /* --buffer MB (live): the kernel capture buffer, 0 = default */
     int pin; /* --pin: pin file/live worker threads even with fewer cores than threads */
+    int inline_mode;  /* --inline: frames go on to the peer unless a verdict drops it */
+    const char *peer; /* --peer IF: live, the inline peer interface */
 } opts;
 
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
@@ -167,6 +169,7 @@ typedef struct summary {
     unsigned nworkers;            /* --workers N > 1: the frames each worker got */
     const uint64_t *worker_pkts;
     const rg_writer *writer; /* --write: what was written; NULL = no --write */
+    const rg_source_stats *tx; /* --inline: what went on to the peer; NULL = not inline */
 } summary;
 
 uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);

@@ -146,10 +146,16 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
                           .buffer_mb = o->buffer_mb,
                           .argc = o->eal_argc,
                           .argv = o->eal_argv,
-                          .stop = &stop_flag};
+                          .stop = &stop_flag,
+                          .inline_mode = o->inline_mode,
+                          .peer = o->peer};
     r->src = r->io->open(&scfg, err, sizeof err);
     if (!r->src) {
         fprintf(stderr, "%s: %s\n", o->prog, err);
+        return 1;
+    }
+    if (o->inline_mode && !r->io->forward) {
+        fprintf(stderr, "%s: --inline: the %s source cannot forward frames\n", o->prog, o->io);
         return 1;
     }
     if (links_init(lm, o, stack, r->io->link(r->src))) return 1;
@@ -231,7 +237,8 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         if (r.ctl) rg_control_poll(r.ctl, r.chain);
         n = r.io->next_burst(r.src, burst, left < RG_BURST ? (unsigned)left : RG_BURST);
         if (n < 0) break;
-        if (o->write) {
+        if (o->write || o->inline_mode) {
+            uint8_t drop[RG_BURST];
             for (int i = 0; i < n; i++) {
                 /* a frame no entry layer takes passes (a middlebox forwards what it does
                  * not inspect) */
@@ -239,8 +246,10 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                 int v = fed && stack->verdict ? stack->verdict(r.ctx) : RG_PASS;
                 /* the chain's (given to the stack's verdict too, once it saw a call) */
                 if (fed && r.chain && rg_chain_verdict(r.chain) > v) v = rg_chain_verdict(r.chain);
-                if (v < RG_DROP) rg_writer_put(&w, &burst[i]);
+                drop[i] = v >= RG_DROP;
+                if (!drop[i] && o->write) rg_writer_put(&w, &burst[i]);
             }
+            if (o->inline_mode) r.io->forward(r.src, drop, (unsigned)n);
         } else {
             for (int i = 0; i < n; i++)
                 (void)rg_feed(&fd, &burst[i]);
@@ -292,7 +301,8 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .clock_back = clock_jumps(stack, r.ctx, 0),
                  .li = &lm.m[0].li,
                  .has_dropped = r.io != &rg_source_file,
-                 .dropped = sst.dropped};
+                 .dropped = sst.dropped,
+                 .tx = o->inline_mode ? &sst : NULL};
     rg_print_summary(o, stack, &s);
     fflush(stdout);
     if (o->stats && stack->stats) rg_stats_print(stack->stats(r.ctx), stderr);

@@ -41,7 +41,11 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "                   timing, N contexts on N threads (one JSON line)\n"
           "  --pin            file, live: pin the reader and each worker to a core of their\n"
           "                   own, round-robin over the allowed cores (default: pinned when\n"
-          "                   there are workers + 1 allowed cores)\n",
+          "                   there are workers + 1 allowed cores)\n"
+          "  --inline         forward every frame to the peer unless a verdict drops it:\n"
+          "                   live: between --iface and --peer, both ways; dpdk: between\n"
+          "                   the ports paired in list order (0<->1, 2<->3...), same mbufs\n"
+          "  --peer IF        live, --inline: the second interface\n",
           out);
     fprintf(out, "  --nf NAME        what observes the stack (default " RG_NF_COUNT "):\n"
                  "                     %-12s the summary's counters only\n"
@@ -131,6 +135,8 @@ enum {
     O_WRITE,
     O_PIN,
     O_BUFFER,
+    O_INLINE,
+    O_PEER,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -162,6 +168,8 @@ static void build_longopts(struct option *lo, size_t n)
         {"write", required_argument, NULL, O_WRITE},
         {"pin", no_argument, NULL, O_PIN},
         {"buffer", required_argument, NULL, O_BUFFER},
+        {"inline", no_argument, NULL, O_INLINE},
+        {"peer", required_argument, NULL, O_PEER},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -235,6 +243,12 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_IFACE:
         case O_PORT:
             name = optarg;
+            break;
+        case O_INLINE:
+            o->inline_mode = 1;
+            break;
+        case O_PEER:
+            o->peer = optarg;
             break;
         case O_FILTER:
             o->filter = optarg;
@@ -354,6 +368,27 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         fprintf(stderr, "%s: --write runs with one worker, not with --bench or --workers\n",
                 o->prog);
         return EXIT_USAGE;
+    }
+    if (o->inline_mode || o->peer) {
+        const char *why = NULL;
+        if (!o->inline_mode)
+            why = "--peer names the second interface of --inline";
+        else if (file)
+            why = "--inline forwards frames between interfaces or ports: --io live or dpdk "
+                  "(a capture file's passed frames: --write)";
+        else if (!strcmp(o->io, "live") && !o->peer)
+            why = "--inline --io live needs --peer IF (frames go from --iface to --peer and "
+                  "back)";
+        else if (strcmp(o->io, "live") && o->peer)
+            why = "--peer applies to --io live (DPDK pairs its ports: 0<->1, 2<->3...)";
+        else if (o->workers > 1)
+            why = "--inline runs with one worker";
+        else if (o->snaplen)
+            why = "--inline forwards whole frames: no --snaplen";
+        if (why) {
+            fprintf(stderr, "%s: %s\n", o->prog, why);
+            return EXIT_USAGE;
+        }
     }
     if (strcmp(o->io, "dpdk") && o->eal_argc) {
         fprintf(stderr, "%s: arguments after -- are DPDK's EAL arguments (--io dpdk)\n", o->prog);

@@ -44,9 +44,13 @@ void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64
         for (int r = 0; r < 4; r++)
             printf("%s\"%s\":%" PRIu64, r ? "," : "", rg_close_name(r), l->closed[r]);
         printf("},\"live_at_end\":%" PRIu64 ",\"evicted\":%" PRIu64 ",\"one_packet\":%" PRIu64
-               ",\"flows\":%" PRIu64 ",\"state_bytes\":%" PRIu64 "}",
+               ",\"flows\":%" PRIu64 ",\"state_bytes\":%" PRIu64,
                live[i], l->closed[RG_CLOSE_EVICTED], l->one_packet, rg_layer_flows(l),
                state_bytes(st, i));
+        if (st && i < st->nlayers) /* packets stopped at the lookup by a flow verdict */
+            printf(",\"dropped_by_verdict\":%" PRIu64 ",\"bypassed\":%" PRIu64,
+                   st->layer[i].dropped_by_verdict, st->layer[i].bypassed);
+        fputc('}', stdout);
     }
     fputc('}', stdout);
 }
@@ -92,6 +96,9 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     if (s->writer)
         printf("\"written\":%" PRIu64 ",\"not_written\":%" PRIu64 ",", s->writer->written,
                s->pkts - s->writer->written);
+    if (s->tx)
+        printf("\"forwarded\":%" PRIu64 ",\"withheld\":%" PRIu64 ",\"tx_failed\":%" PRIu64 ",",
+               s->tx->tx_frames, s->tx->tx_withheld, s->tx->tx_failed);
     if (s->nworkers) {
         fputs("\"workers\":[", stdout);
         for (unsigned w = 0; w < s->nworkers; w++)
@@ -152,6 +159,10 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
         printf("written        %" PRIu64 "  (packets that passed, to %s; %" PRIu64
                " not written: dropped by a verdict or of another link type)\n",
                s->writer->written, s->writer->path, s->pkts - s->writer->written);
+    if (s->tx)
+        printf("forwarded      %" PRIu64 "  (withheld %" PRIu64 " by verdicts, %" PRIu64
+               " failed: frames sent on to the peer, --inline)\n",
+               s->tx->tx_frames, s->tx->tx_withheld, s->tx->tx_failed);
     if (s->nworkers) {
         printf("workers        %u  (frames per worker:", s->nworkers);
         for (unsigned w = 0; w < s->nworkers; w++) printf(" %" PRIu64, s->worker_pkts[w]);

@@ -21,7 +21,14 @@
  * per port is read by pump() on the main lcore, which hashes each frame
  * with rg_rss and hands the mbuf (no copy) to worker q through an SP/SC
  * rte_ring; the frame's time is taken there, in the mbuf's RX timestamp
- * field, so all workers see the one clock of the input. */
+ * field, so all workers see the one clock of the input.
+ *
+ * Inline mode (cfg->inline_mode, one queue): the ports pair up in list order
+ * (the 1st with the 2nd, the 3rd with the 4th...), each with one TX queue,
+ * and forward sends a burst's mbufs out of the peer of the port they came
+ * from with rte_eth_tx_burst: the same mbufs, no copy (edits made in place go
+ * out; a multi-segment frame goes out as its original segments).  Frames the
+ * verdict drops are freed. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +53,8 @@
 #define RG_DPDK_CACHE     256
 #define RG_DPDK_RING      4096 /* mbufs per worker ring (software distribution) */
 #define RG_DPDK_MAX_Q     64
+#define RG_DPDK_TX_DESC   1024
+#define RG_DPDK_TX_TRIES  64 /* rte_eth_tx_burst calls for one burst before giving up */
 
 /* One queue: what one worker reads (queue 0 alone without workers). */
 typedef struct dpdk_q {
@@ -58,6 +67,11 @@ typedef struct dpdk_q {
     struct rte_ring *ring; /* RG_SRCQ_SW: the distributor's hand-off */
     uint64_t frames, bytes, dropped;
     uint64_t handed; /* RG_SRCQ_SW: frames the distributor gave it */
+    /* inline: the port index (in ports[]) of the held burst, and each frame's mbuf */
+    unsigned held_port;
+    uint8_t frame_mbuf[RG_BURST];
+    unsigned nframes;
+    uint64_t tx_frames, tx_failed, tx_withheld;
     unsigned lcore;
     int launched;
 } __rte_cache_aligned dpdk_q; /* workers write their own: no false sharing */
@@ -75,6 +89,7 @@ typedef struct dpdk_src {
     int mode;    /* RG_SRCQ_ONE, _HW, _SW */
     rg_rss_dist dist;
     int ts_off; /* RG_SRCQ_SW: the mbuf RX timestamp field */
+    int inline_mode;
     /* TSC -> wall clock */
     uint64_t tsc0, hz, wall0_ns;
     char err[256];
@@ -188,12 +203,13 @@ static int port_start(dpdk_src *d, uint16_t port, int promisc)
         /* addresses only: as rg_rss's RG_RSS_L3 (fragments with their connection) */
         conf.rx_adv_conf.rss_conf.rss_hf = RTE_ETH_RSS_IP & di.flow_type_rss_offloads;
     }
-    int rc = rte_eth_dev_configure(port, (uint16_t)nrxq, 0, &conf);
+    const uint16_t ntxq = d->inline_mode ? 1 : 0;
+    int rc = rte_eth_dev_configure(port, (uint16_t)nrxq, ntxq, &conf);
     if (rc < 0) {
         snprintf(d->err, sizeof d->err, "dpdk: port %u: configure: %s", port, rte_strerror(-rc));
         return -1;
     }
-    uint16_t nrx = RG_DPDK_RX_DESC, ntx = 0;
+    uint16_t nrx = RG_DPDK_RX_DESC, ntx = ntxq ? RG_DPDK_TX_DESC : 0;
     rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
     int socket = rte_eth_dev_socket_id(port);
     for (unsigned qi = 0; qi < nrxq; qi++) {
@@ -201,6 +217,14 @@ static int port_start(dpdk_src *d, uint16_t port, int promisc)
                                     NULL, d->pool);
         if (rc < 0) {
             snprintf(d->err, sizeof d->err, "dpdk: port %u: RX queue %u: %s", port, qi,
+                     rte_strerror(-rc));
+            return -1;
+        }
+    }
+    if (ntxq) {
+        rc = rte_eth_tx_queue_setup(port, 0, ntx, socket < 0 ? 0 : (unsigned)socket, NULL);
+        if (rc < 0) {
+            snprintf(d->err, sizeof d->err, "dpdk: port %u: TX queue: %s", port,
                      rte_strerror(-rc));
             return -1;
         }
@@ -300,12 +324,20 @@ static rg_source *dpdk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     }
     d->eal_up = 1;
     if (parse_ports(d, cfg->name) < 0) return dpdk_fail(d, err, errlen);
+    d->inline_mode = cfg->inline_mode;
+    if (d->inline_mode && d->nports % 2) {
+        snprintf(d->err, sizeof d->err,
+                 "dpdk: --inline pairs the ports (0<->1, 2<->3...): %u ports is an odd number",
+                 d->nports);
+        return dpdk_fail(d, err, errlen);
+    }
     if (queues_init(d, cfg->queues) < 0) return dpdk_fail(d, err, errlen);
     /* enough mbufs for every RX descriptor, every ring and every core's cache, under RSS or
      * (its fallback) software distribution */
     unsigned need = d->nports * d->nq * (RG_DPDK_RX_DESC + RG_BURST) +
                     (d->nq > 1 ? d->nq * RG_DPDK_RING : 0) +
-                    (d->nq + 1) * (RG_DPDK_CACHE + RG_BURST);
+                    (d->nq + 1) * (RG_DPDK_CACHE + RG_BURST) +
+                    (d->inline_mode ? d->nports * RG_DPDK_TX_DESC : 0);
     unsigned pool = RG_DPDK_POOL;
     while (pool < need) pool = pool * 2 + 1;
     d->pool = rte_pktmbuf_pool_create("rg_rx", pool, RG_DPDK_CACHE, 0,
@@ -366,6 +398,7 @@ static int to_frames(const dpdk_src *d, dpdk_q *q, rg_frame *out, unsigned n, ui
         const uint8_t *data = rte_pktmbuf_mtod(m, const uint8_t *);
         if (m->nb_segs > 1) data = linearise(q, k, m);
         if (!data) continue; /* out of memory for a jumbo frame: it is dropped, counted */
+        q->frame_mbuf[k] = (uint8_t)i;
         rg_frame *f = &out[k++];
         f->data = data;
         f->caplen = m->nb_segs > 1 ? rte_pktmbuf_pkt_len(m) : rte_pktmbuf_data_len(m);
@@ -376,19 +409,23 @@ static int to_frames(const dpdk_src *d, dpdk_q *q, rg_frame *out, unsigned n, ui
         q->bytes += f->caplen;
     }
     q->dropped += n - k;
+    q->nframes = k;
     return (int)k;
 }
 
 /* Up to max mbufs from RX queue `rxq` of every port in turn, starting after the last one
  * served (fairness). */
 static uint16_t rx_ports(dpdk_src *d, unsigned *next_port, uint16_t rxq, struct rte_mbuf **m,
-                         unsigned max)
+                         unsigned max, unsigned *from)
 {
     uint16_t n = 0;
     for (unsigned k = 0; k < d->nports && !n; k++) {
         unsigned pi = (*next_port + k) % d->nports;
         n = rte_eth_rx_burst(d->ports[pi], rxq, m, (uint16_t)max);
-        if (n) *next_port = (pi + 1) % d->nports;
+        if (n) {
+            *next_port = (pi + 1) % d->nports;
+            if (from) *from = pi;
+        }
     }
     return n;
 }
@@ -408,7 +445,8 @@ static int dpdk_next_burst_q(rg_source *s, unsigned qi, rg_frame *out, unsigned 
         return n ? to_frames(d, q, out, n, 0, d->ts_off) : 0;
     }
     if (d->stop && *d->stop) return RG_SRC_END;
-    n = rx_ports(d, &q->next_port, (uint16_t)qi, q->held, max);
+    q->nframes = 0;
+    n = rx_ports(d, &q->next_port, (uint16_t)qi, q->held, max, &q->held_port);
     q->nheld = n;
     return n ? to_frames(d, q, out, n, now_ns(d), -1) : 0;
 }
@@ -431,7 +469,7 @@ static int dpdk_pump(rg_source *s, unsigned max)
     if (d->stop && *d->stop) return RG_SRC_END;
     if (max > RG_BURST) max = RG_BURST;
     struct rte_mbuf *m[RG_BURST];
-    uint16_t n = rx_ports(d, &d->next_port, 0, m, max);
+    uint16_t n = rx_ports(d, &d->next_port, 0, m, max, NULL);
     if (!n) return 0;
     uint64_t ts = now_ns(d);
     for (uint16_t i = 0; i < n; i++) {
@@ -456,6 +494,40 @@ static int dpdk_pump(rg_source *s, unsigned max)
         q->handed++;
     }
     return n;
+}
+
+/* Inline mode, one queue: the last burst's frames out of the peer port, except dropped ones. */
+static void dpdk_forward(rg_source *s, const uint8_t *drop, unsigned n)
+{
+    dpdk_src *d = (dpdk_src *)s;
+    dpdk_q *q = &d->q[0];
+    if (!d->inline_mode || !q->nheld) return;
+    if (n > q->nframes) n = q->nframes;
+    /* the burst's mbufs in frame order: passed ones to tx[], the others freed (an mbuf no
+     * frame refers to, a jumbo frame not linearised, was counted as dropped on RX) */
+    struct rte_mbuf *tx[RG_BURST];
+    uint16_t ntx = 0;
+    uint8_t sent[RG_BURST] = {0};
+    for (unsigned k = 0; k < n; k++) {
+        const unsigned i = q->frame_mbuf[k];
+        sent[i] = 1;
+        if (drop[k]) {
+            q->tx_withheld++;
+            rte_pktmbuf_free(q->held[i]);
+        } else {
+            tx[ntx++] = q->held[i];
+        }
+    }
+    for (unsigned i = 0; i < q->nheld; i++)
+        if (!sent[i]) rte_pktmbuf_free(q->held[i]);
+    q->nheld = 0; /* handed over: dpdk_free_held must not free them again */
+    const uint16_t peer = d->ports[q->held_port ^ 1u];
+    uint16_t done = 0;
+    for (int tries = 0; done < ntx && tries < RG_DPDK_TX_TRIES; tries++)
+        done += rte_eth_tx_burst(peer, 0, tx + done, (uint16_t)(ntx - done));
+    q->tx_frames += done;
+    q->tx_failed += (uint64_t)(ntx - done);
+    if (done < ntx) rte_pktmbuf_free_bulk(tx + done, (unsigned)(ntx - done));
 }
 
 static int dpdk_queues(const rg_source *s)
@@ -516,6 +588,9 @@ static void dpdk_stats(const rg_source *s, rg_source_stats *st)
         st->frames += d->q[k].frames;
         st->bytes += d->q[k].bytes;
         st->dropped += d->q[k].dropped;
+        st->tx_frames += d->q[k].tx_frames;
+        st->tx_failed += d->q[k].tx_failed;
+        st->tx_withheld += d->q[k].tx_withheld;
     }
     for (unsigned i = 0; i < d->nports; i++) {
         struct rte_eth_stats es;
@@ -531,7 +606,7 @@ static const char *dpdk_error(const rg_source *s)
 
 const rg_source_ops rg_source_dpdk = {
     .name = "dpdk",
-    .help = "DPDK ports (--port LIST, EAL arguments after --)",
+    .help = "DPDK ports (--port LIST, EAL arguments after --; --inline: pairs 0<->1...)",
     .open = dpdk_open,
     .next_burst = dpdk_next_burst,
     .link = dpdk_link,
@@ -544,4 +619,5 @@ const rg_source_ops rg_source_dpdk = {
     .launch = dpdk_launch,
     .join = dpdk_join,
     .queue_frames = dpdk_queue_frames,
+    .forward = dpdk_forward,
 };

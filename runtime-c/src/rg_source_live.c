@@ -6,7 +6,12 @@
  * timers) and cfg->stop is honoured within that time even on an idle link.
  * Immediate mode: frames are delivered as they arrive, not when a kernel
  * buffer block fills.  libpcap's frame buffers are only valid until its next
- * read, so a burst's frames are copied into the source's own arena. */
+ * read, so a burst's frames are copied into the source's own arena.
+ *
+ * Inline mode (cfg->inline_mode, cfg->peer): a bump in the wire between two
+ * interfaces.  Both are captured (incoming frames only: what we inject must
+ * not come back to us), and forward sends each frame out of the other one
+ * with pcap_inject, so both directions of a connection cross the stack. */
 #include <errno.h>
 #include <limits.h>
 #include <pcap/pcap.h>
@@ -22,17 +27,27 @@
 /* Whole frames: what tcpdump uses by default. */
 #define RG_LIVE_SNAPLEN 262144
 
+/* One captured interface. */
+typedef struct live_if {
+    pcap_t *p;
+    int fd;   /* pcap_get_selectable_fd; -1 = none (poll by sleeping in pcap) */
+    int nano; /* timestamps in nanoseconds (else microseconds) */
+} live_if;
+
 typedef struct live_src {
     rg_source base;
-    pcap_t *p;
-    int fd; /* pcap_get_selectable_fd; -1 = none (poll by sleeping in pcap) */
-    int nano; /* timestamps in nanoseconds (else microseconds) */
+    live_if ifs[2]; /* [1]: the inline peer */
+    unsigned nifs;
+    unsigned cur;  /* the interface live_take is reading */
+    unsigned next; /* the interface read first by the next burst */
     rg_linkinfo li;
     volatile sig_atomic_t *stop;
     rg_source_stats st;
     /* the current burst, copied */
     rg_frame *out;
     unsigned n, max;
+    uint8_t from[RG_BURST]; /* inline: the interface each frame of the burst came from */
+    unsigned last_n;        /* frames of the last burst not yet forwarded */
     uint8_t *arena;
     size_t used, cap;
     int failed;
@@ -43,7 +58,8 @@ static void live_close(rg_source *s)
 {
     live_src *l = (live_src *)s;
     if (!l) return;
-    if (l->p) pcap_close(l->p);
+    for (unsigned i = 0; i < 2; i++)
+        if (l->ifs[i].p) pcap_close(l->ifs[i].p);
     free(l->arena);
     free(l);
 }
@@ -55,6 +71,83 @@ static rg_source *live_fail(live_src *l, char *err, size_t errlen)
     return NULL;
 }
 
+/* Open and activate interface ifname into *h; 0 or -1 (message in l->err). */
+static int live_open_if(live_src *l, live_if *h, const char *ifname, const rg_source_cfg *cfg)
+{
+    char ebuf[PCAP_ERRBUF_SIZE] = "";
+    h->fd = -1;
+    h->p = pcap_create(ifname, ebuf);
+    if (!h->p) {
+        snprintf(l->err, sizeof l->err, "live: %s: %s", ifname, ebuf);
+        return -1;
+    }
+    pcap_t *p = h->p;
+    uint32_t snap = cfg->snaplen ? cfg->snaplen : RG_LIVE_SNAPLEN;
+    if (snap > INT_MAX) snap = RG_LIVE_SNAPLEN;
+    pcap_set_snaplen(p, (int)snap);
+    pcap_set_promisc(p, cfg->promisc ? 1 : 0);
+    pcap_set_immediate_mode(p, 1);
+    pcap_set_timeout(p, RG_LIVE_POLL_MS);
+    /* the kernel buffer (4 MB, or --buffer): bursts wait there, not on the floor.  Each ring
+     * slot holds a whole frame: at a 1,500-byte MTU 4 MB is about 2,600 frames, 50 ms of
+     * 50,000 frames/s; a reader descheduled on a busy machine wants more (64 MB: 0.8 s), at
+     * the price of a slower start (the ring is allocated while the socket is unhooked) */
+    pcap_set_buffer_size(p, (int)((cfg->buffer_mb ? cfg->buffer_mb : 4) << 20));
+    pcap_set_tstamp_precision(p, PCAP_TSTAMP_PRECISION_NANO); /* else micro: fine */
+    int rc = pcap_activate(p);
+    if (rc < 0) {
+        const char *why = rc == PCAP_ERROR ? pcap_geterr(p) : pcap_statustostr(rc);
+        /* "no such device", "permission denied": say which interface and why */
+        snprintf(l->err, sizeof l->err, "live: cannot capture on %s: %s%s", ifname, why,
+                 rc == PCAP_ERROR_PERM_DENIED ? " (capturing needs root or CAP_NET_RAW)" : "");
+        return -1;
+    }
+    h->nano = pcap_get_tstamp_precision(p) == PCAP_TSTAMP_PRECISION_NANO;
+    int dlt = pcap_datalink(p);
+    rg_linkinfo li;
+    if (rg_link_info(dlt, &li) != RG_OK) {
+        const char *dn = pcap_datalink_val_to_name(dlt);
+        snprintf(l->err, sizeof l->err, "live: %s: link type %s (%d) is not supported", ifname,
+                 dn ? dn : "?", dlt);
+        return -1;
+    }
+    if (h == &l->ifs[0]) {
+        l->li = li;
+    } else if (li.dlt != l->li.dlt) {
+        /* a frame is forwarded as it is: both ends must speak the same link */
+        snprintf(l->err, sizeof l->err, "live: --peer %s: link type %s, not %s as on %s", ifname,
+                 li.name, l->li.name, cfg->name);
+        return -1;
+    }
+    /* inline: only what arrives, not what we inject out of this interface */
+    if (cfg->inline_mode && pcap_setdirection(p, PCAP_D_IN) < 0) {
+        snprintf(l->err, sizeof l->err, "live: %s: capturing incoming frames only: %s", ifname,
+                 pcap_geterr(p));
+        return -1;
+    }
+    if (cfg->filter && *cfg->filter) {
+        struct bpf_program prog;
+        if (pcap_compile(p, &prog, cfg->filter, 1, PCAP_NETMASK_UNKNOWN) < 0) {
+            snprintf(l->err, sizeof l->err, "live: BPF filter \"%s\": %s", cfg->filter,
+                     pcap_geterr(p));
+            return -1;
+        }
+        rc = pcap_setfilter(p, &prog);
+        pcap_freecode(&prog);
+        if (rc < 0) {
+            snprintf(l->err, sizeof l->err, "live: %s: setting the filter: %s", ifname,
+                     pcap_geterr(p));
+            return -1;
+        }
+    }
+    if (pcap_setnonblock(p, 1, ebuf) < 0) {
+        snprintf(l->err, sizeof l->err, "live: %s: %s", ifname, ebuf);
+        return -1;
+    }
+    h->fd = pcap_get_selectable_fd(p);
+    return 0;
+}
+
 static rg_source *live_open(const rg_source_cfg *cfg, char *err, size_t errlen)
 {
     live_src *l = calloc(1, sizeof *l);
@@ -64,66 +157,20 @@ static rg_source *live_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     }
     l->base.ops = &rg_source_live;
     l->stop = cfg->stop;
-    l->fd = -1;
     const char *ifname = cfg->name;
     if (!ifname || !*ifname) {
         snprintf(l->err, sizeof l->err, "live: no interface named (--iface)");
         return live_fail(l, err, errlen);
     }
-    char ebuf[PCAP_ERRBUF_SIZE] = "";
-    l->p = pcap_create(ifname, ebuf);
-    if (!l->p) {
-        snprintf(l->err, sizeof l->err, "live: %s: %s", ifname, ebuf);
+    if (cfg->inline_mode && (!cfg->peer || !*cfg->peer || !strcmp(cfg->peer, ifname))) {
+        snprintf(l->err, sizeof l->err,
+                 "live: --inline needs --peer IF, an interface other than %s", ifname);
         return live_fail(l, err, errlen);
     }
-    uint32_t snap = cfg->snaplen ? cfg->snaplen : RG_LIVE_SNAPLEN;
-    if (snap > INT_MAX) snap = RG_LIVE_SNAPLEN;
-    pcap_set_snaplen(l->p, (int)snap);
-    pcap_set_promisc(l->p, cfg->promisc ? 1 : 0);
-    pcap_set_immediate_mode(l->p, 1);
-    pcap_set_timeout(l->p, RG_LIVE_POLL_MS);
-    /* the kernel buffer (4 MB, or --buffer): bursts wait there, not on the floor.  Each ring
-     * slot holds a whole frame: at a 1,500-byte MTU 4 MB is about 2,600 frames, 50 ms of
-     * 50,000 frames/s; a reader descheduled on a busy machine wants more (64 MB: 0.8 s), at
-     * the price of a slower start (the ring is allocated while the socket is unhooked) */
-    pcap_set_buffer_size(l->p, (int)((cfg->buffer_mb ? cfg->buffer_mb : 4) << 20));
-    pcap_set_tstamp_precision(l->p, PCAP_TSTAMP_PRECISION_NANO); /* else micro: fine */
-    int rc = pcap_activate(l->p);
-    if (rc < 0) {
-        const char *why = rc == PCAP_ERROR ? pcap_geterr(l->p) : pcap_statustostr(rc);
-        /* "no such device", "permission denied": say which interface and why */
-        snprintf(l->err, sizeof l->err, "live: cannot capture on %s: %s%s", ifname, why,
-                 rc == PCAP_ERROR_PERM_DENIED ? " (capturing needs root or CAP_NET_RAW)" : "");
+    l->nifs = cfg->inline_mode ? 2 : 1;
+    if (live_open_if(l, &l->ifs[0], ifname, cfg) < 0) return live_fail(l, err, errlen);
+    if (l->nifs == 2 && live_open_if(l, &l->ifs[1], cfg->peer, cfg) < 0)
         return live_fail(l, err, errlen);
-    }
-    l->nano = pcap_get_tstamp_precision(l->p) == PCAP_TSTAMP_PRECISION_NANO;
-    int dlt = pcap_datalink(l->p);
-    if (rg_link_info(dlt, &l->li) != RG_OK) {
-        const char *dn = pcap_datalink_val_to_name(dlt);
-        snprintf(l->err, sizeof l->err, "live: %s: link type %s (%d) is not supported", ifname,
-                 dn ? dn : "?", dlt);
-        return live_fail(l, err, errlen);
-    }
-    if (cfg->filter && *cfg->filter) {
-        struct bpf_program prog;
-        if (pcap_compile(l->p, &prog, cfg->filter, 1, PCAP_NETMASK_UNKNOWN) < 0) {
-            snprintf(l->err, sizeof l->err, "live: BPF filter \"%s\": %s", cfg->filter,
-                     pcap_geterr(l->p));
-            return live_fail(l, err, errlen);
-        }
-        rc = pcap_setfilter(l->p, &prog);
-        pcap_freecode(&prog);
-        if (rc < 0) {
-            snprintf(l->err, sizeof l->err, "live: %s: setting the filter: %s", ifname,
-                     pcap_geterr(l->p));
-            return live_fail(l, err, errlen);
-        }
-    }
-    if (pcap_setnonblock(l->p, 1, ebuf) < 0) {
-        snprintf(l->err, sizeof l->err, "live: %s: %s", ifname, ebuf);
-        return live_fail(l, err, errlen);
-    }
-    l->fd = pcap_get_selectable_fd(l->p);
     return &l->base;
 }
 
@@ -146,14 +193,39 @@ static void live_take(u_char *user, const struct pcap_pkthdr *h, const u_char *b
         l->cap = cap;
     }
     memcpy(l->arena + l->used, bytes, h->caplen);
+    l->from[l->n < RG_BURST ? l->n : 0] = (uint8_t)l->cur;
     rg_frame *f = &l->out[l->n++];
     f->data = (const uint8_t *)(uintptr_t)l->used; /* an offset until the burst ends */
     f->caplen = h->caplen;
     f->len = h->len;
     f->ts_ns = (uint64_t)h->ts.tv_sec * 1000000000u +
-               (uint64_t)h->ts.tv_usec * (l->nano ? 1u : 1000u);
+               (uint64_t)h->ts.tv_usec * (l->ifs[l->cur].nano ? 1u : 1000u);
     f->dlt = l->li.dlt;
     l->used = need;
+}
+
+/* What interface i has buffered, up to the burst's room: pcap_dispatch's result. */
+static int live_read(live_src *l, unsigned i)
+{
+    l->cur = i;
+    return pcap_dispatch(l->ifs[i].p, (int)(l->max - l->n), live_take, (u_char *)l);
+}
+
+/* Every interface once, from l->next on (two interfaces take turns at being first);
+ * the first error or break, else 0.  *bad: the interface that failed. */
+static int live_read_all(live_src *l, unsigned *bad)
+{
+    int rc = 0;
+    for (unsigned k = 0; k < l->nifs && l->n < l->max && !l->failed; k++) {
+        unsigned i = (l->next + k) % l->nifs;
+        int r = live_read(l, i);
+        if (r < 0 && !rc) {
+            rc = r;
+            *bad = i;
+        }
+    }
+    l->next = (l->next + 1) % l->nifs;
+    return rc;
 }
 
 static int live_next_burst(rg_source *s, rg_frame *out, unsigned max)
@@ -162,28 +234,33 @@ static int live_next_burst(rg_source *s, rg_frame *out, unsigned max)
     if (l->stop && *l->stop) return RG_SRC_END;
     if (l->failed) return RG_SRC_ERROR;
     if (!max) return 0;
+    if (l->nifs > 1 && max > RG_BURST) max = RG_BURST; /* from[] */
     l->out = out;
     l->n = 0;
     l->max = max;
     l->used = 0;
-    int rc = pcap_dispatch(l->p, (int)max, live_take, (u_char *)l);
+    unsigned bad = 0;
+    int rc = live_read_all(l, &bad);
     if (rc == 0 && !l->n) {
-        /* nothing buffered: wait for the descriptor, briefly */
-        if (l->fd >= 0) {
-            struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
-            int pr = poll(&pfd, 1, RG_LIVE_POLL_MS);
+        /* nothing buffered: wait for the descriptors, briefly */
+        struct pollfd pfd[2];
+        nfds_t np = 0;
+        for (unsigned i = 0; i < l->nifs; i++)
+            if (l->ifs[i].fd >= 0) pfd[np++] = (struct pollfd){.fd = l->ifs[i].fd, .events = POLLIN};
+        if (np) {
+            int pr = poll(pfd, np, RG_LIVE_POLL_MS);
             if (pr < 0 && errno != EINTR) {
                 snprintf(l->err, sizeof l->err, "live: poll: %s", strerror(errno));
                 l->failed = 1;
                 return RG_SRC_ERROR;
             }
             if (l->stop && *l->stop) return RG_SRC_END;
-            if (pr > 0) rc = pcap_dispatch(l->p, (int)max, live_take, (u_char *)l);
+            if (pr > 0) rc = live_read_all(l, &bad);
         }
     }
     if (rc == PCAP_ERROR_BREAK) return l->n ? (int)l->n : RG_SRC_END;
     if (rc < 0 && !l->failed) {
-        snprintf(l->err, sizeof l->err, "live: reading: %s", pcap_geterr(l->p));
+        snprintf(l->err, sizeof l->err, "live: reading: %s", pcap_geterr(l->ifs[bad].p));
         l->failed = 1;
     }
     for (unsigned i = 0; i < l->n; i++) {
@@ -191,8 +268,40 @@ static int live_next_burst(rg_source *s, rg_frame *out, unsigned max)
         l->st.frames++;
         l->st.bytes += out[i].caplen;
     }
+    l->last_n = l->n;
     if (l->n) return (int)l->n; /* an error is reported on the next call */
     return l->failed ? RG_SRC_ERROR : 0;
+}
+
+/* One frame out of interface h: pcap_inject, retried briefly while the socket's send
+ * buffer is full (a non-blocking handle says so instead of waiting).  0 or -1. */
+static int live_inject(live_if *h, const rg_frame *f)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        if (pcap_inject(h->p, f->data, f->caplen) == (int)f->caplen) return 0;
+        if (h->fd < 0) break;
+        struct pollfd pfd = {.fd = h->fd, .events = POLLOUT};
+        if (poll(&pfd, 1, 10) < 0 && errno != EINTR) break;
+    }
+    return -1;
+}
+
+static void live_forward(rg_source *s, const uint8_t *drop, unsigned n)
+{
+    live_src *l = (live_src *)s;
+    if (l->nifs < 2) return;
+    if (n > l->last_n) n = l->last_n;
+    for (unsigned i = 0; i < n; i++) {
+        const rg_frame *f = &l->out[i];
+        if (drop[i]) {
+            l->st.tx_withheld++;
+        } else if (f->caplen == f->len && live_inject(&l->ifs[1 - l->from[i]], f) == 0) {
+            l->st.tx_frames++;
+        } else {
+            l->st.tx_failed++; /* a frame cut by the snap length cannot go on whole */
+        }
+    }
+    l->last_n = 0;
 }
 
 static const rg_linkinfo *live_link(const rg_source *s)
@@ -204,8 +313,10 @@ static void live_stats(const rg_source *s, rg_source_stats *st)
 {
     const live_src *l = (const live_src *)s;
     *st = l->st;
-    struct pcap_stat ps;
-    if (pcap_stats(l->p, &ps) == 0) st->dropped = (uint64_t)ps.ps_drop + ps.ps_ifdrop;
+    for (unsigned i = 0; i < l->nifs; i++) {
+        struct pcap_stat ps;
+        if (pcap_stats(l->ifs[i].p, &ps) == 0) st->dropped += (uint64_t)ps.ps_drop + ps.ps_ifdrop;
+    }
 }
 
 static const char *live_error(const rg_source *s)
@@ -216,11 +327,12 @@ static const char *live_error(const rg_source *s)
 
 const rg_source_ops rg_source_live = {
     .name = "live",
-    .help = "a network interface through libpcap (--iface IF)",
+    .help = "a network interface through libpcap (--iface IF [--inline --peer IF2])",
     .open = live_open,
     .next_burst = live_next_burst,
     .link = live_link,
     .stats = live_stats,
     .error = live_error,
     .close = live_close,
+    .forward = live_forward,
 };

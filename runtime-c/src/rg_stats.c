@@ -130,6 +130,8 @@ void rg_stats_print(const rg_stats *s, FILE *out)
         PR("seq.bytes_dropped", l->seq.bytes_dropped);
         PR("seq.bytes_skipped", l->seq.bytes_skipped);
         PR("seq.bytes_delivered", l->seq.bytes_delivered);
+        PR("dropped_by_verdict", l->dropped_by_verdict);
+        PR("bypassed", l->bypassed);
     }
 }
 #undef PR
@@ -192,7 +194,11 @@ void rg_stats_json(const rg_stats *s, FILE *out)
         JU("bytes_dropped", l->seq.bytes_dropped);
         JU("bytes_skipped", l->seq.bytes_skipped);
         JU("bytes_delivered", l->seq.bytes_delivered);
-        fputs("}}", out);
+        fputc('}', out);
+        first = 1;
+        JU("dropped_by_verdict", l->dropped_by_verdict);
+        JU("bypassed", l->bypassed);
+        fputc('}', out);
     }
     fputs("]}", out);
 }

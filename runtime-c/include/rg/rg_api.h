@@ -82,11 +82,24 @@ typedef struct rg_flow_info {
     /* bit d: no NF wants direction d's bytes any more (rg_nf_api.h
      * no_more_bytes): the stack stops inserting them into its sequence */
     uint8_t no_bytes;
-    uint8_t pad_[3]; /* free: per-instance flags go here (verdicts, memcap policies) */
+    uint8_t flags; /* RG_FI_*: flow verdicts */
+    uint8_t pad_[2];
     const uint8_t *key_a; /* forward key: the creator's side ("side a") first */
     const uint8_t *key_p; /* swapped key (== key_a for unidirectional layers) */
     void *user[2];        /* handler-owned pointers, per direction (0 = to_passive) */
 } rg_flow_info;
+
+/* rg_flow_info.flags.  A flow verdict (rg_verdict_give) marks its instance:
+ * every later packet of it, in both directions, stops at the instance lookup
+ * (one flag test) and is dropped or passes uninspected, counted per layer
+ * (rg_layer_stats.dropped_by_verdict, .bypassed).  A mark lasts as long as
+ * the instance: once it ends (idle timeout, eviction), a new one starts
+ * fresh. */
+enum {
+    RG_FI_DROP = 1u << 0,   /* RG_DROP_FLOW */
+    RG_FI_BYPASS = 1u << 1, /* RG_BYPASS_FLOW */
+    RG_FI_VERDICTS = RG_FI_DROP | RG_FI_BYPASS
+};
 
 /* Why an instance ended: the one table of close reasons (enumerator, value,
  * name in NF output).  rubikgen/sema/builtins.py CLOSE_REASONS mirrors it (a
@@ -140,6 +153,11 @@ typedef struct rg_verdict_slot {
  * slot may be NULL (a call made outside a packet: no verdict to give). */
 static inline void rg_verdict_give(rg_verdict_slot *slot, const rg_flow_info *flow, int v)
 {
+    /* a flow verdict marks its instance at once, while it is certainly alive (an instance
+     * built lazily in a scratch record takes the mark into the table); the record is the
+     * stack's, writable: only handlers and observers see it const */
+    if (slot && flow && (v == RG_DROP_FLOW || v == RG_BYPASS_FLOW))
+        ((rg_flow_info *)(uintptr_t)flow)->flags |= v == RG_DROP_FLOW ? RG_FI_DROP : RG_FI_BYPASS;
     if (slot && v > (int)slot->v) {
         slot->v = (uint8_t)v;
         slot->flow = flow;

@@ -41,6 +41,11 @@ typedef struct rg_source_cfg {
      * in software (see the queue ops below); rg_source_ops.queues says how. */
     unsigned queues;
     uint32_t buffer_mb; /* live: the kernel's capture buffer in MB (0 = the source's default) */
+    /* inline mode (rg_source_ops.forward): the frames go on to a peer.  live:
+     * peer names the second interface (frames of each go out of the other);
+     * dpdk: the ports pair up in list order (0<->1, 2<->3...), peer unused */
+    int inline_mode;
+    const char *peer;
 } rg_source_cfg;
 
 /* Counters a source keeps (what it saw; drops by the kernel or the NIC). */
@@ -48,6 +53,10 @@ typedef struct rg_source_stats {
     uint64_t frames;  /* frames returned */
     uint64_t bytes;   /* their caplen */
     uint64_t dropped; /* frames the source knows were lost before us (kernel, NIC queues) */
+    /* inline mode */
+    uint64_t tx_frames;    /* frames forwarded to the peer */
+    uint64_t tx_failed;    /* frames the peer would not take (queue full, send error) */
+    uint64_t tx_withheld;  /* frames not forwarded: the verdict dropped them */
 } rg_source_stats;
 
 typedef struct rg_source rg_source;
@@ -89,6 +98,13 @@ typedef struct rg_source_ops {
     void (*join)(rg_source *s, unsigned i);
     /* frames handed to queue q so far (the per-worker counts) */
     uint64_t (*queue_frames)(const rg_source *s, unsigned q);
+    /* Inline mode (opened with cfg->inline_mode): the last burst's frames
+     * out[0..n) go to their peer, in order, except those with drop[i] != 0
+     * (released).  Called once per burst, after the stack ran on it and
+     * before the next next_burst: a frame's edits in place are sent.  The
+     * sources that forward without copying (DPDK: the same mbufs) hand the
+     * frames over here.  NULL: the source cannot forward. */
+    void (*forward)(rg_source *s, const uint8_t *drop, unsigned n);
 } rg_source_ops;
 
 enum { RG_SRCQ_ONE = 0, RG_SRCQ_HW = 1, RG_SRCQ_SW = 2 };

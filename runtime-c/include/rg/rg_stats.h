@@ -67,6 +67,9 @@ typedef struct rg_layer_stats {
     uint64_t events; /* events raised */
     rg_inst_stats inst;
     rg_seq_stats seq;
+    /* packets of instances a flow verdict marked, stopped at the lookup */
+    uint64_t dropped_by_verdict; /* RG_DROP_FLOW: dropped */
+    uint64_t bypassed;           /* RG_BYPASS_FLOW: passed without inspection */
 } rg_layer_stats;
 
 typedef struct rg_stats {
