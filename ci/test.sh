@@ -23,4 +23,10 @@ if [ -f runtime-c/Makefile ]; then
   bash ci/fuzz-smoke.sh
 fi
 echo "== pytest =="
-$PY -m pytest
+# the runtime archives first, so that tests running side by side only read them
+make -s -C runtime-c lib asan-lib
+# two workers (the machines have two cores); a test file runs on one worker, so its
+# module-scoped builds are made once.  Then the timing-sensitive tests (live capture fed by
+# tcpreplay, paced input), alone, so that the other worker's load cannot make a kernel drop.
+$PY -m pytest -n "${RG_TEST_JOBS:-2}" --dist loadfile -m "not serial"
+$PY -m pytest -m serial

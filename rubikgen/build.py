@@ -159,8 +159,9 @@ def runtime_libs(sanitize: bool) -> list[Path]:
 def ensure_runtime(sanitize: bool, quiet: bool) -> list[Path]:
     """Runs `make -s -C runtime-c lib` (or `asan-lib`); returns the libraries.
 
-    An installed package builds into its per-user cache directory (`BUILD=`), holding a lock
-    so that concurrent builds (pre-commit, parallel runs) do not race on the same objects."""
+    An installed package builds into its per-user cache directory (`BUILD=`); either way a lock
+    is held so that concurrent builds (pre-commit, parallel test workers) do not race on the
+    same objects."""
     if not (RUNTIME_DIR / "Makefile").is_file():
         raise BuildError(
             f"the C runtime is not where rubikgen expects it ({RUNTIME_DIR}): the installation "
@@ -171,15 +172,15 @@ def ensure_runtime(sanitize: bool, quiet: bool) -> list[Path]:
     build_dir = resources.runtime_build_dir()
     if resources.installed():
         cmd.insert(-1, f"BUILD={build_dir}")
-        try:
-            build_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BuildError(
-                f"cannot create the runtime cache directory {build_dir}: {e.strerror or e} "
-                "(set XDG_CACHE_HOME to a writable directory)"
-            ) from e
     try:
-        with _lock(build_dir / ".lock" if resources.installed() else None):
+        build_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        hint = " (set XDG_CACHE_HOME to a writable directory)" if resources.installed() else ""
+        raise BuildError(
+            f"cannot create the runtime build directory {build_dir}: {e.strerror or e}{hint}"
+        ) from e
+    try:
+        with _lock(build_dir / ".lock"):
             proc = subprocess.run(cmd, capture_output=quiet, text=True)
     except FileNotFoundError as e:
         raise BuildError("'make' not found: install a C toolchain (bash ci/setup.sh)") from e

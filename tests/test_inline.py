@@ -33,6 +33,9 @@ from tests.oracle.tshark import REPO, TRACES
 from tests.oracle.verdicts import expect
 from tests.test_sources import SRCDUMP, Netns, _eal, read_pcap
 
+# replays and paced input: run alone, after the parallel part of the suite (ci/test.sh)
+pytestmark = pytest.mark.serial
+
 STACK = REPO / "specs" / "stacks" / "tcp_ip.yaml"
 HANDLERS = REPO / "tests" / "specs" / "verdict" / "flow_verdicts_handlers.c"
 CAPTURE = "mixed-android-mobile.pcap"

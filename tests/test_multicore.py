@@ -372,6 +372,7 @@ def _same_io(binary: Path) -> list[str]:
     return ["--io", "dpdk"] if has_dpdk else []
 
 
+@pytest.mark.serial  # a tcpreplay replay: alone, after the parallel part (ci/test.sh)
 def test_run_iface(netns: Netns, stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
     capture = TRACES / "mixed-android-mobile.pcap"
     _file_run(stack_bin, capture, tmp_path / "file")

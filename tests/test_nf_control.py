@@ -30,6 +30,9 @@ from test_nf_chain import _cc, _chain, _run, binary  # noqa: F401  (the binary f
 
 from captures import REPO
 
+# replays and paced input: run alone, after the parallel part of the suite (ci/test.sh)
+pytestmark = pytest.mark.serial
+
 CAPTURE = TRACES / "mixed-android-mobile.pcap"
 PAUSE = 0.002  # seconds between records
 TRICKLE = 0.02  # seconds between records while a rubikgen ctl call is in flight

@@ -37,6 +37,9 @@ import pytest
 
 from tests.oracle.tshark import REPO, TRACES
 
+# replays and paced input: run alone, after the parallel part of the suite (ci/test.sh)
+pytestmark = pytest.mark.serial
+
 RUNTIME = REPO / "runtime-c"
 SRCDUMP = RUNTIME / "build" / "tools" / "srcdump"
 
