@@ -219,6 +219,9 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         help="packet sources linked in: pcap (capture files, live interfaces; default), "
         "dpdk or all (also DPDK ports: needs libdpdk-dev)",
     )
+    p.add_argument(
+        "--rules", metavar="R.yaml", help="compile this rules file into the stack (docs/rules.md)"
+    )
 
 
 def _internal_error(e: BaseException, file: str) -> Diagnostic:
@@ -268,10 +271,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{f}: note: skipped: not a rubikgen document (no top-level "
                   "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip
 
-    res = check_files(files, on_skip=skipped_note)
+    from rubikgen.rules.front import looks_like_rules, validate_files
+
+    rules_files = [f for f in files if looks_like_rules(f)]  # docs/rules.md
+    res = check_files([f for f in files if f not in rules_files], on_skip=skipped_note)
     checked, skipped, internal = res.checked, res.skipped, bool(res.failures)
     diags += [_internal_error(e, f) for f, e in res.failures]
     diags = diags + res.diagnostics
+    checked += validate_files(rules_files, diags, res.workspace.sources)
     render(diags, res.workspace.sources, fmt)
     if internal:
         return EXIT_INTERNAL
@@ -390,6 +397,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         dump_after=args.dump_ir_after,
         check_ir=args.check_ir or None,  # else RUBIKGEN_CHECK_IR decides
         timings=timings,
+        rules=args.rules,
     )
     out_dir = _build_dir(comp, args.out_dir)
     try:
@@ -473,7 +481,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         what = "is a directory, not a capture file" if capture.is_dir() else "no such capture file"
         sys.stderr.write(f"rubikgen: error: {capture}: {what}\n")
         return EXIT_ERRORS
-    comp = Compilation(args.stack)
+    comp = Compilation(args.stack, rules=args.rules)
     try:
         res = build_compilation(
             comp,

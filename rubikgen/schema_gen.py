@@ -9,12 +9,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from rubikgen.models import Protocol, Stack
+from rubikgen.rules.model import RulesFile
 from rubikgen.spectest.model import TestFile
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "protocol.schema.json": Protocol,
     "stack.schema.json": Stack,
     "spectest.schema.json": TestFile,
+    "rules.schema.json": RulesFile,
 }
 
 

@@ -28,9 +28,11 @@ from rubikgen.ir.nodes import (
     Program,
     Return,
 )
+from rubikgen.rules.ir import RuleSet
 
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
+from .rules_c import RulesC, depths
 
 TEMPLATES = resources.templates_dir()  # the checkout's templates/ or the installed copy
 _TYPED = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
@@ -79,7 +81,9 @@ def _label(block: str) -> str:
 
 
 class CGen:
-    def __init__(self, prog: Program, hash_: str, opt_level: int) -> None:
+    def __init__(
+        self, prog: Program, hash_: str, opt_level: int, rules: RuleSet | None = None
+    ) -> None:
         self.prog = prog
         assert prog.desc is not None
         self.sd = prog.desc
@@ -100,6 +104,10 @@ class CGen:
             lc.atoms = len(prog.layers[name].atoms)
             lc.prepare([h for h, hd in self.sd.handlers.items() if hd.layer == name], xfs.get(name))
         self.handlers = self._handlers()
+        # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
+        self.rules = RulesC(rules, self.S, self.layers, depths(prog)) if rules else None
+        for name, lc in self.layers.items():
+            lc.rule_slot = self.rules is not None and self.rules.has_slot(name)
         # one return id per call site of each layer (callers are (call block, ret block))
         self.ret_ids = {
             name: {call: i + 1 for i, (call, _) in enumerate(lir.callers)}
@@ -218,6 +226,9 @@ class CGen:
                 new.append(
                     f"    rg_stats_set_reason_name(ctx->stats, RG_REASON_USER + {k}, {c_string(r)});"
                 )
+        if self.rules:
+            fields.append(self.rules.ctx_fields())
+            new.append(self.rules.ctx_new())
         return {
             "includes": "".join(f'#include "{h}"\n' for h in includes),
             "fields": "\n".join(fields),
@@ -276,6 +287,8 @@ class CGen:
                     f"static inline uint64_t {lc.t('vtest')}(const struct {lc.t('inst')} *in, unsigned k)\n"
                     f"{{\n    return (uint64_t)({' || '.join(terms)});\n}}"
                 )
+        if self.rules:
+            out.append(self.rules.support())
         return "\n\n".join(out)
 
     # -- gap recovery: what a layer's sequences deliver when an instance ends ---------------
@@ -349,7 +362,8 @@ class CGen:
             # a self-looping layer's loop condition reads its header in the block the layers
             # above return to; gcc cannot follow the returns (a switch) and would warn that it
             # may be unset, so those few headers start initialised (one small struct copy)
-            init = f" = {lc.t('hdr_init')}" if self._max_repeat(lc) else ""
+            rule_read = self.rules is not None and self.rules.header_init(n)
+            init = f" = {lc.t('hdr_init')}" if self._max_repeat(lc) or rule_read else ""
             out.append(f"    struct {lc.t('hdr')} h_{n} RG_MAYBE_UNUSED{init};")
             out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED;")
             out.append(f"    struct {lc.t('inst')} *inst_{n} RG_MAYBE_UNUSED = &ctx->scratch_{n};")
@@ -369,6 +383,8 @@ class CGen:
                 out.append(f"    uint8_t kf_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
                 if lc.bidir:
                     out.append(f"    uint8_t kr_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
+        if self.rules:
+            out.append(self.rules.locals())
         return "\n".join(out)
 
     # -- descriptors ------------------------------------------------------------------------
@@ -456,6 +472,8 @@ class CGen:
             out += ["    " + x for x in self.term(b)]
         out.append("")
         out.append("R_done:")
+        if self.rules:
+            out.append(self.rules.hook())
         out.append("    return rc;")
         return "\n".join(out)
 
@@ -541,7 +559,7 @@ class CGen:
             f"sdu_{n} = rg_bytes_empty();",
             f"rg_stats_layer_packet(&ctx->stats->layer[{lc.index}], in_{n}.len);",
         ]
-        return "\n".join(lines)
+        return "\n".join(lines) + (self.rules.on_enter(n) if self.rules else "")
 
     def i_parse_header(self, ins: I.ParseHeader, lc: LayerC) -> str:
         n = lc.name
@@ -552,7 +570,7 @@ class CGen:
         lines.append(
             f"if (err_{n} == 0) sdu_{n} = rg_bytes_make(in_{n}.ptr + cur_{n}, in_{n}.len - cur_{n});"
         )
-        return "\n".join(lines)
+        return "\n".join(lines) + (self.rules.on_parsed(n) if self.rules else "")
 
     def i_error(self, ins: I.Error, lc: LayerC) -> str:
         return (
@@ -941,6 +959,8 @@ class CGen:
                 f"if (loop_{n}) lin_{n} = rg__keep(&ctx->keep_{n}, lin_{n}, "
                 f"&ctx->stats->layer[{lc.index}].seq);"
             )
+        if self.rules and self.rules.has_slot(n):
+            lines.append(self.rules.on_destroy(n).rstrip("\n"))
         lines.append(f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);")
         if ins.lazy:
             st = f"ctx->stats->layer[{lc.index}].inst"

@@ -16,6 +16,7 @@
 #include "rg/rg_json.h"
 #include "rg/rg_seq.h"
 #include "rg_driver.h"
+#include "rg_rules_out.h"
 
 /* Set by SIGINT/SIGTERM: the run stops reading, flushes and prints its
  * summary; a source blocked in next_burst polls it (rg_source_cfg.stop). */
@@ -242,6 +243,7 @@ static void print_bench(const opts *o, const rg_stack_desc *stack, const void *c
     printf("},\"seq_heap_peak_bytes\":%zu,", seq_peak);
     printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},",
            st ? st->clock_jumps_fwd : 0, st ? st->clock_jumps_back : 0);
+    rg_rules_json(st);
     rg_layers_json(stack, last, live_per, st);
     fputs("}\n", stdout);
     fflush(stdout);

@@ -77,6 +77,11 @@ typedef struct rg_stats {
     uint32_t nlayers;
     const char *reason_name[RG_REASON_MAX];
     rg_layer_stats *layer; /* nlayers entries */
+    /* rules compiled into the stack (docs/rules.md): hits per rule, owned by the context */
+    uint32_t nrules;
+    const char *const *rule_name;
+    const char *const *rule_action;
+    const uint64_t *rule_hits;
 } rg_stats;
 
 /* Allocate counters for nlayers layers; names may be NULL (layers then print

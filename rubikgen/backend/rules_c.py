@@ -1,0 +1,498 @@
+"""The C of a rule set compiled into a stack (docs/rules.md).
+
+The rules run once per packet, after the last layer (at the per-packet function's single exit,
+R_done), on what the packet's layers parsed: each layer a rule names has a flag `rs_L`, set
+when its header parsed in this packet, and a comparison that reads a field of a layer the
+packet did not reach is false.
+
+First match wins. Exact constraints (`FIELD == CONST`, `FIELD == a.b.c.d/n`, `FIELD & M ==
+V`, in the top-level conjunction of a match) key the rule: rules with the same key fields
+form a group, compiled to nested `switch`es on the key values (the C compiler turns them into
+jump tables or binary searches), so the cost grows with the logarithm of the number of exact
+rules; their other conditions are checked only for the rules the switch reaches. Rules
+without an exact key (ranges, inequalities...) are checked one by one after, in order, each
+only while no earlier rule matched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rubikgen.expr.ast import Binary, Bool, Expr, Name, Num, Unary, walk
+from rubikgen.rules.ir import COMPARISONS, FieldRef, LayerRef, Lit, RuleIR, RuleSet
+
+from .layer_c import c_comment, c_string
+
+if TYPE_CHECKING:
+    from .layer_c import LayerC
+
+VERDICT = {"drop": "RG_DROP", "drop-flow": "RG_DROP_FLOW"}
+
+
+@dataclass
+class Keyed:
+    """A rule in an exact-match group: its key values and the rest of its conjunction."""
+
+    rule: RuleIR
+    values: tuple[int, ...]
+    rest: list[Expr]
+
+
+@dataclass
+class Group:
+    keys: tuple[tuple[FieldRef, int | None], ...]  # (field, mask or None)
+    members: list[Keyed] = field(default_factory=list)
+
+
+@dataclass
+class Ranged:
+    """A rule in a range group: the interval its bounds on the group's field allow."""
+
+    rule: RuleIR
+    lo: int
+    hi: int
+    rest: list[Expr]
+
+
+@dataclass
+class RangeGroup:
+    field: FieldRef
+    members: list[Ranged] = field(default_factory=list)
+
+
+MAX_RANGE_FANOUT = 16  # (interval, rule) pairs per rule before a range group stays linear
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Binary) and e.op == "&&":
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+class RulesC:
+    def __init__(self, rs: RuleSet, S: str, layers: dict[str, LayerC], depth: dict[str, int]):
+        self.rs = rs
+        self.S = S
+        self.lcs = layers
+        self.n = len(rs.rules)
+        used: set[str] = set()
+        for r in rs.rules:
+            for v in r.refs.values():
+                if isinstance(v, FieldRef | LayerRef):
+                    used.add(v.layer)
+        self.used = [n for n in layers if n in used]
+        # stateful rules and drop-flow act on the instance of the deepest layer with one
+        need_inst = any(r.stateful or r.action == "drop-flow" for r in rs.rules)
+        inst = [n for n, lc in layers.items() if lc.has_instance]
+        self.inst = sorted(inst, key=lambda n: -depth.get(n, 0)) if need_inst else []
+        self.groups, self.linear = self._split()
+        self.ranges = self._ranges()
+
+    # -- hooks into the per-packet code (cgen.py) -------------------------------------------
+    def header_init(self, layer: str) -> bool:
+        """Whether the layer's header local starts initialised (the rules read it at the end
+        of every packet: the compiler cannot see that rs_L guards every read)."""
+        return layer in self.used
+
+    def has_slot(self, layer: str) -> bool:
+        return layer in self.inst
+
+    def locals(self) -> str:
+        out = ["    /* rules: layers parsed in this packet, rule of an instance ended in it */"]
+        out += [f"    uint8_t rs_{n} = 0;" for n in self.used]
+        out += [f"    uint32_t rdead_{n} = 0;" for n in self.inst]
+        return "\n".join(out)
+
+    def on_enter(self, layer: str) -> str:
+        return f"\nrs_{layer} = 0;" if layer in self.used else ""
+
+    def on_parsed(self, layer: str) -> str:
+        return (
+            f"\nif (err_{layer} == 0) rs_{layer} = 1; /* rules may read it */"
+            if (layer in self.used)
+            else ""
+        )
+
+    def on_destroy(self, layer: str) -> str:
+        if layer not in self.inst:
+            return ""
+        return f"rdead_{layer} = inst_{layer}->rule__ | 0x80000000u; /* stateful rules */\n"
+
+    # -- exact-match groups -----------------------------------------------------------------
+    def _key_of(self, r: RuleIR, e: Expr) -> tuple[FieldRef, int | None, int] | None:
+        """(field, mask, value) when e is an exact constraint on one field."""
+        if not isinstance(e, Binary) or e.op != "==":
+            return None
+        for a, b in ((e.left, e.right), (e.right, e.left)):
+            mask: int | None = None
+            if isinstance(a, Binary) and a.op == "&" and isinstance(a.right, Num):
+                mask, a = a.right.value, a.left
+            if not isinstance(a, Name):
+                continue
+            fa = r.ref(a)
+            if not isinstance(fa, FieldRef):
+                continue
+            if isinstance(b, Num):
+                return fa, mask, b.value & (mask if mask is not None else ~0)
+            if isinstance(b, Name) and mask is None:
+                lb = r.ref(b)
+                if isinstance(lb, Lit):
+                    m = None if lb.prefix is None else lb.mask
+                    return fa, m, lb.value & (m if m is not None else ~0)
+        return None
+
+    def _split(self) -> tuple[list[Group], list[RuleIR]]:
+        groups: dict[tuple[tuple[FieldRef, int | None], ...], Group] = {}
+        linear: list[RuleIR] = []
+        for r in self.rs.rules:
+            keys: dict[tuple[FieldRef, int | None], int] = {}
+            rest: list[Expr] = []
+            for c in _conjuncts(r.expr):
+                k = self._key_of(r, c)
+                if k is not None and (k[0], k[1]) not in keys:
+                    keys[(k[0], k[1])] = k[2]
+                else:
+                    rest.append(c)
+            if not keys:
+                linear.append(r)
+                continue
+            sig = tuple(sorted(keys, key=lambda x: (x[0].layer, x[0].field, x[1] or 0)))
+            g = groups.setdefault(sig, Group(sig))
+            g.members.append(Keyed(r, tuple(keys[s] for s in sig), rest))
+        return list(groups.values()), linear
+
+    def _bound(self, r: RuleIR, e: Expr) -> tuple[FieldRef, int, int] | None:
+        """(field, lo, hi) when e bounds one numeric field by a constant."""
+        if not isinstance(e, Binary) or e.op not in ("<", "<=", ">", ">="):
+            return None
+        swap = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+        a, b, op = e.left, e.right, e.op
+        if isinstance(a, Num) and isinstance(b, Name):
+            a, b, op = b, a, swap[op]
+        if not (isinstance(a, Name) and isinstance(b, Num)):
+            return None
+        f = r.ref(a)
+        if not isinstance(f, FieldRef) or f.width > 64:
+            return None
+        top, c = (1 << f.width) - 1, b.value
+        lo, hi = {"<": (0, c - 1), "<=": (0, c), ">": (c + 1, top), ">=": (c, top)}[op]
+        return f, max(0, lo), min(hi, top)
+
+    def _ranges(self) -> list[RangeGroup]:
+        """Linear rules that bound a field (`F >= a && F <= b`) grouped by that field: one
+        binary search over the groups' interval boundaries instead of a test per rule."""
+        groups: dict[FieldRef, RangeGroup] = {}
+        for r in list(self.linear):
+            cs = _conjuncts(r.expr)
+            bounds = [(c, self._bound(r, c)) for c in cs]
+            first = next((b[0] for _c, b in bounds if b is not None), None)
+            if first is None:
+                continue
+            lo, hi, rest = 0, (1 << first.width) - 1, []
+            for c, b in bounds:
+                if b is not None and b[0] == first:
+                    lo, hi = max(lo, b[1]), min(hi, b[2])
+                else:
+                    rest.append(c)
+            groups.setdefault(first, RangeGroup(first)).members.append(Ranged(r, lo, hi, rest))
+        out = []
+        for g in groups.values():
+            if len(g.members) < 4:  # a few tests in a row cost less than a search
+                continue
+            if sum(len(m) for m in self._intervals(g)[1]) > MAX_RANGE_FANOUT * len(g.members):
+                continue  # heavily nested ranges: the table would grow quadratically
+            out.append(g)
+            taken = {id(m.rule) for m in g.members}
+            self.linear = [r for r in self.linear if id(r) not in taken]
+        return out
+
+    @staticmethod
+    def _intervals(g: RangeGroup) -> tuple[list[int], list[list[Ranged]]]:
+        """Boundaries p_0 < p_1 < ... (interval k: [p_k, p_k+1 - 1], the last open) and the
+        members covering each interval, in rule order."""
+        pts = sorted({0} | {m.lo for m in g.members} | {m.hi + 1 for m in g.members})
+        cover: list[list[Ranged]] = []
+        for k, p in enumerate(pts):
+            if k + 1 == len(pts):  # past every member's hi: nobody's
+                cover.append([])
+                break
+            end = pts[k + 1] - 1
+            cover.append([m for m in g.members if m.lo <= p and end <= m.hi])
+        return pts, cover
+
+    def _range_group(self, gi: int, g: RangeGroup, ind: str) -> list[str]:
+        pts, cover = self._intervals(g)
+        f = g.field
+        r0 = g.members[0].rule
+        v = self._val(r0, _name_of(r0, f))
+        out = [f"{ind}/* range group {gi}: {f.dotted} ({len(g.members)} rules, "
+               f"{len(pts)} intervals) */"]  # fmt: skip
+        out.append(f"{ind}if (rs_{f.layer}) {{")
+        out.append(f"{ind}    static const uint64_t pts_[] = {{"
+                   + ", ".join(f"UINT64_C({p})" for p in pts) + "};")  # fmt: skip
+        out.append(f"{ind}    const uint64_t v_ = {v};")
+        out.append(f"{ind}    unsigned lo_ = 0, hi_ = {len(pts)}u; /* the last p_k <= v_ */")
+        out.append(f"{ind}    while (hi_ - lo_ > 1u) {{")
+        out.append(f"{ind}        const unsigned mid_ = (lo_ + hi_) / 2u;")
+        out.append(f"{ind}        if (pts_[mid_] <= v_) lo_ = mid_; else hi_ = mid_;")
+        out.append(f"{ind}    }}")
+        out.append(f"{ind}    switch (lo_) {{")
+        for k, ms in enumerate(cover):
+            if not ms:
+                continue
+            out.append(f"{ind}    case {k}u:")
+            for m in ms:
+                r = m.rule
+                cond = " && ".join(self.pred(r, c) for c in m.rest) or "1"
+                out.append(f"{ind}        /* {c_comment(self._where(r))} */")
+                out.append(f"{ind}        if (best_ > {r.index}u && {cond}) best_ = {r.index}u;")
+            out.append(f"{ind}        break;")
+        out.append(f"{ind}    default: break;")
+        out.append(f"{ind}    }}")
+        out.append(f"{ind}}}")
+        return out
+
+    # -- expressions ------------------------------------------------------------------------
+    def _val(self, r: RuleIR, e: Expr) -> str:
+        if isinstance(e, Num):
+            return f"UINT64_C({e.value})"
+        if isinstance(e, Bool):
+            return "UINT64_C(1)" if e.value else "UINT64_C(0)"
+        if isinstance(e, Name):
+            x = r.ref(e)
+            if isinstance(x, Lit):
+                return f"UINT64_C({x.value})"
+            if isinstance(x, LayerRef):
+                return f"(uint64_t)rs_{x.layer}"
+            if x.kind == "num":
+                return f"(uint64_t)h_{x.layer}.{x.field}"
+            return f"rg_load_ben(h_{x.layer}.{x.field}.ptr, {x.width // 8})"
+        if isinstance(e, Unary):
+            a = self._val(r, e.operand)
+            return {"!": f"(uint64_t)!({a})", "~": f"(~{a})", "-": f"(UINT64_C(0) - {a})"}[e.op]
+        assert isinstance(e, Binary)
+        a, b = self._val(r, e.left), self._val(r, e.right)
+        op = e.op
+        if op in ("/", "%"):  # no trap on zero: x / 0 == 0, like the specs' C
+            return f"(({b}) ? ({a}) {op} ({b}) : UINT64_C(0))"
+        if op in ("<<", ">>"):
+            return f"(({b}) < 64 ? ({a}) {op} ({b}) : UINT64_C(0))"
+        if op in COMPARISONS:
+            return f"(uint64_t)({a} {op} {b})"
+        if op in ("&&", "||"):
+            return f"(uint64_t)(({a}) != 0 {op} ({b}) != 0)"
+        return f"({a} {op} {b})"
+
+    def _layers(self, r: RuleIR, e: Expr) -> list[str]:
+        out: list[str] = []
+        for n in walk(e):
+            if isinstance(n, Name):
+                x = r.ref(n)
+                if isinstance(x, FieldRef | LayerRef) and x.layer not in out:
+                    out.append(x.layer)
+        return out
+
+    def pred(self, r: RuleIR, e: Expr) -> str:
+        """C truth of e; a leaf reading a layer the packet did not parse is false."""
+        if isinstance(e, Binary) and e.op in ("&&", "||"):
+            return f"({self.pred(r, e.left)} {e.op} {self.pred(r, e.right)})"
+        if isinstance(e, Unary) and e.op == "!":
+            return f"!{self.pred(r, e.operand)}"
+        if isinstance(e, Bool):
+            return "1" if e.value else "0"
+        if isinstance(e, Name) and isinstance(r.ref(e), LayerRef):
+            return f"rs_{r.ref(e).layer}"  # type: ignore[union-attr]
+        guards = [f"rs_{n}" for n in self._layers(r, e)]
+        if isinstance(e, Binary) and e.op in ("==", "!="):
+            for a, b in ((e.left, e.right), (e.right, e.left)):
+                lit = r.ref(b) if isinstance(b, Name) else None
+                if isinstance(lit, Lit) and lit.prefix is not None:  # FIELD == a.b.c.d/n
+                    core = f"(({self._val(r, a)} & {lit.mask:#x}u) {e.op} {lit.value:#x}u)"
+                    return "(" + " && ".join([*guards, core]) + ")"
+        if isinstance(e, Binary) and e.op in COMPARISONS:
+            k = self._fold(r, e)
+            if k is not None:  # decided by the field's width (the C compiler would warn)
+                return "(" + " && ".join([*guards, k]) + ")"
+            core = f"({self._val(r, e.left)} {e.op} {self._val(r, e.right)})"
+        else:
+            core = f"({self._val(r, e)} != 0)"
+        return "(" + " && ".join([*guards, core]) + ")"
+
+    def _fold(self, r: RuleIR, e: Binary) -> str | None:
+        """ "1"/"0" when `FIELD op CONST` has the same value for every value of the field."""
+        swap = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+        a, b, op = e.left, e.right, e.op
+        if isinstance(a, Num) and isinstance(b, Name):
+            a, b, op = b, a, swap[op]
+        if not (isinstance(a, Name) and isinstance(b, Num)):
+            return None
+        f = r.ref(a)
+        if not isinstance(f, FieldRef):
+            return None
+        hi, c = (1 << f.width) - 1, b.value
+        ops = {"==": lambda x: x == c, "!=": lambda x: x != c, "<": lambda x: x < c,
+               "<=": lambda x: x <= c, ">": lambda x: x > c, ">=": lambda x: x >= c}  # fmt: skip
+        lo_v, hi_v = ops[op](0), ops[op](hi)
+        if op in ("==", "!=") and c <= hi:
+            return None
+        # monotonic in x: the same truth at 0 and at the largest value is the same everywhere
+        return ("1" if lo_v else "0") if lo_v == hi_v else None
+
+    def _where(self, r: RuleIR) -> str:
+        return f"{self.rs.file}:{r.line} rule {r.name}: {r.match_text}"
+
+    # -- the hook ---------------------------------------------------------------------------
+    def hook(self) -> str:
+        n = self.n
+        out = [f"    /* rules ({c_comment(self.rs.file)}): first match wins; {n} = none */"]
+        out.append("    {")
+        out.append(f"        unsigned best_ = {n}u;")
+        slot_lines: list[str] = []
+        if self.inst:
+            # the deepest instance of the packet (or one that ended in it): its recorded rule
+            out.append("        uint32_t *slot_ = NULL, dead_ = 0;")
+            out.append("        rg_flow_info *fi_ RG_MAYBE_UNUSED = NULL;")
+            first = True
+            for ly in self.inst:
+                kw = "if" if first else "else if"
+                first = False
+                out.append(f"        {kw} (has_inst_{ly}) {{ slot_ = &inst_{ly}->rule__; "
+                           f"fi_ = &inst_{ly}->fi; }}")  # fmt: skip
+                out.append(f"        else if (rdead_{ly}) dead_ = rdead_{ly};")
+            out.append("        const uint32_t rec_ = slot_ ? *slot_ : (dead_ & 0x7fffffffu);")
+            out.append(f"        if (rec_ != 0 && rec_ <= {n}u) {{")
+            out.append("            best_ = rec_ - 1u; /* a stateful rule took this instance */")
+            out.append("        } else {")
+            ind = "            "
+            slot_lines = [
+                f"{ind}if (slot_ && best_ < {n}u && rules_stateful_[best_]) *slot_ = best_ + 1u;"
+            ]
+        else:
+            ind = "        "
+        for gi, g in enumerate(self.groups):
+            out += self._group(gi, g, ind)
+        for gi, rg in enumerate(self.ranges):
+            out += self._range_group(gi, rg, ind)
+        for r in self.rs.rules:
+            if r in self.linear:
+                out.append(f"{ind}/* {c_comment(self._where(r))} */")
+                out.append(f"{ind}if (best_ > {r.index}u && {self.pred(r, r.expr)}) "
+                           f"best_ = {r.index}u;")  # fmt: skip
+        out += slot_lines
+        if self.inst:
+            out.append("        }")
+        out.append(f"        if (best_ < {n}u) {{")
+        out.append("            ctx->rule_hits[best_]++;")
+        acts = [r for r in self.rs.rules if r.action in VERDICT or r.action == "rewrite"]
+        if acts:
+            out.append("            switch (best_) {")
+            for r in acts:
+                out.append(f"            case {r.index}u: /* {c_comment(self._where(r))} */")
+                out += ["                " + x for x in self._action(r)]
+                out.append("                break;")
+            out.append("            default: break; /* pass, count */")
+            out.append("            }")
+        out.append("        }")
+        out.append("    }")
+        return "\n".join(out)
+
+    def _action(self, r: RuleIR) -> list[str]:
+        if r.action in VERDICT:
+            fi = "fi_" if self.inst else "NULL"
+            return [f"rg_verdict_give(&ctx->verdict, {fi}, {VERDICT[r.action]});"]
+        out = []
+        for f, v in r.rewrite:
+            out.append(f"{self.S}_set_{f.layer}_{f.field}(ctx, UINT64_C({v}));")
+        return out
+
+    def _group(self, gi: int, g: Group, ind: str) -> list[str]:
+        layers: list[str] = []
+        for f, _m in g.keys:
+            if f.layer not in layers:
+                layers.append(f.layer)
+        names = ", ".join(f.dotted + (f" & {m:#x}" if m is not None else "") for f, m in g.keys)
+        out = [f"{ind}/* exact group {gi}: {names} ({len(g.members)} rules) */"]
+        out.append(f"{ind}if ({' && '.join(f'rs_{x}' for x in layers)}) {{")
+        r0 = g.members[0].rule
+        for k, (f, m) in enumerate(g.keys):
+            v = self._val(r0, _name_of(r0, f))
+            if m is not None:
+                v = f"({v} & UINT64_C({m:#x}))"
+            out.append(f"{ind}    const uint64_t k{k}_ = {v};")
+        out += self._switch(g, 0, g.members, ind + "    ")
+        out.append(f"{ind}}}")
+        return out
+
+    def _switch(self, g: Group, k: int, members: list[Keyed], ind: str) -> list[str]:
+        if k == len(g.keys):
+            out = []
+            for m in members:  # in rule order: the first whose other conditions hold
+                r = m.rule
+                cond = " && ".join(self.pred(r, c) for c in m.rest) or "1"
+                out.append(f"{ind}/* {c_comment(self._where(r))} */")
+                out.append(f"{ind}if (best_ > {r.index}u && {cond}) best_ = {r.index}u;")
+            return out
+        by: dict[int, list[Keyed]] = {}
+        for m in members:
+            by.setdefault(m.values[k], []).append(m)
+        out = [f"{ind}switch (k{k}_) {{"]
+        for v, ms in by.items():
+            out.append(f"{ind}case UINT64_C({v:#x}):")
+            out += self._switch(g, k + 1, ms, ind + "    ")
+            out.append(f"{ind}    break;")
+        out.append(f"{ind}default: break;")
+        out.append(f"{ind}}}")
+        return out
+
+    # -- context, descriptors ---------------------------------------------------------------
+    def ctx_fields(self) -> str:
+        return f"    uint64_t rule_hits[{max(1, self.n)}]; /* rules: hits per rule */"
+
+    def ctx_new(self) -> str:
+        return "\n".join([
+            f"    ctx->stats->nrules = {self.n}u;",
+            f"    ctx->stats->rule_name = {self.S}_rule_names;",
+            f"    ctx->stats->rule_action = {self.S}_rule_actions;",
+            "    ctx->stats->rule_hits = ctx->rule_hits;",
+        ])  # fmt: skip
+
+    def support(self) -> str:
+        rules = self.rs.rules
+        names = ", ".join(c_string(r.name) for r in rules) or "NULL"  # no empty initialisers
+        acts = ", ".join(c_string(r.action) for r in rules) or "NULL"
+        st = ", ".join("1" if r.stateful else "0" for r in rules) or "0"
+        return "\n".join([
+            f"/* rules compiled from {c_comment(self.rs.file)} (sha256 {self.rs.digest[:16]}) */",
+            f"static const char *const {self.S}_rule_names[] = {{{names}}};",
+            f"static const char *const {self.S}_rule_actions[] = {{{acts}}};",
+            f"static const uint8_t rules_stateful_[] RG_MAYBE_UNUSED = {{{st}}};",
+        ])  # fmt: skip
+
+
+def _name_of(r: RuleIR, f: FieldRef) -> Name:
+    for n in walk(r.expr):
+        if isinstance(n, Name) and r.ref(n) == f:
+            return n
+    raise ValueError(f"rule {r.name}: no reference to {f.dotted}")  # pragma: no cover
+
+
+def depths(prog: object) -> dict[str, int]:
+    """Depth of every layer in the parse tree (entries 0; self-loops ignored)."""
+    from rubikgen.ir.nodes import Call
+
+    edges: list[tuple[str, str]] = []
+    for b in prog.blocks.values():  # type: ignore[attr-defined]
+        t = b.term
+        if isinstance(t, Call) and t.child != t.layer:
+            edges.append((t.layer, t.child))
+    d = {n: 0 for n in prog.layers}  # type: ignore[attr-defined]
+    for _ in range(len(d)):  # longest path; a cycle other than a self-loop stops growing
+        changed = False
+        for a, b in edges:
+            if d[b] < d[a] + 1 <= len(d):
+                d[b] = d[a] + 1
+                changed = True
+        if not changed:
+            break
+    return d

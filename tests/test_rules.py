@@ -1,0 +1,250 @@
+"""Rules files (docs/rules.md): diagnostics at file:line:col, `rubikgen validate`, the JSON
+Schema, and rule sets compiled into the TCP/IP stack, run on real captures and compared with
+tshark: the rule each frame falls under is computed here, independently, from the fields
+tshark decodes, and the stack's per-rule hits must agree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from oracle import TRACES, tshark_available
+from oracle.tshark import _tshark
+
+from captures import REPO
+
+STACK = REPO / "specs" / "stacks" / "tcp_ip.yaml"
+ENV = dict(os.environ, PYTHONPATH=str(REPO))
+
+
+def rubikgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rubikgen", *args], capture_output=True, text=True, env=ENV,
+        cwd=cwd, timeout=600,
+    )  # fmt: skip
+
+
+# -- diagnostics --------------------------------------------------------------------------------
+
+BAD = """\
+spec: {stack}
+rules:
+  - {{name: a, match: "tcp.dprt == 80", action: drop}}
+  - name: b
+    match: "tcpp.header.dport == 80 && ip.saddr == 10.0.0.1/8"
+    action: {{rewrite: {{tcp.dport: 70000, ip.ttl: "x"}}}}
+  - {{name: a, match: "udp.dport == ", action: drop}}
+  - {{name: c, match: "ipv6.saddr == 1", action: pass}}
+  - {{name: d, match: "tcp.sport + 1 == 10.0.0.0/8", action: count}}
+  - {{name: e, match: "len(tcp.dport) == 1", action: count}}
+"""
+
+EXPECTED = [
+    ("3:23", "RG011", "layer 'tcp' (tcp) has no header field 'dprt'", "did you mean 'dport'"),
+    ("5:13", "RG011", "unknown layer 'tcpp' in stack tcp_ip", "did you mean 'tcp'"),
+    ("5:52", "RG015", "'10.0.0.1/8' has bits set after the /8 prefix", "network address"),
+    ("6:35", "RG015", "70000 does not fit 'tcp.dport' (16 bits)", "at most 65535"),
+    ("6:50", "RG012", "'x' is not a value for 'ip.ttl' (8 bits)", "dotted IPv4"),
+    ("7:12", "RG022", "two rules named 'a'", "the first is rule 1"),
+    ("7:36", "RG010", "expected an expression after '=='", None),
+    ("8:23", "RG012", "'ipv6.saddr' is a 16-byte field", "IPv6 addresses"),
+    ("9:40", "RG012", "a prefix (a.b.c.d/n) is only compared", "ip.saddr == 10.0.0.0/8"),
+    ("10:23", "RG017", "rules take numbers, fields, operators", None),
+]
+
+
+def test_rules_errors_are_positioned_with_hints(tmp_path: Path) -> None:
+    f = tmp_path / "bad.rules.yaml"
+    f.write_text(BAD.format(stack=STACK), encoding="utf-8")
+    proc = rubikgen("validate", "--format", "json", str(f))
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    got = json.loads(proc.stdout)
+    diags = got["diagnostics"] if isinstance(got, dict) else got
+    where = {(f"{d['line']}:{d['col']}", d["code"]): d for d in diags}
+    for pos, code, msg, hint in EXPECTED:
+        d = where.get((pos, code))
+        assert d is not None, (pos, code, sorted(where))
+        assert msg in d["message"], d
+        if hint:
+            assert hint in (d.get("hint") or ""), d
+    assert len(diags) == len(EXPECTED), diags
+    # text rendering: file:line:col: error[...]
+    text = rubikgen("validate", str(f)).stdout
+    assert f"{f}:3:23: error[RG011]" in text
+
+
+def test_rules_schema_errors_and_bad_build(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(
+        'rules:\n  - {name: x, match: "tcp.dport == 1", action: dropp, colour: red}\n',
+        encoding="utf-8",
+    )
+    proc = rubikgen("validate", str(f))
+    assert proc.returncode == 1
+    assert f"{f}:2:48: error[RG006]" in proc.stdout and "did you mean 'drop'" in proc.stdout
+    assert f"{f}:2:55: error[RG005]" in proc.stdout  # unknown key
+    # build --rules reports the rules' errors like spec errors, and builds nothing
+    g = tmp_path / "g.yaml"
+    g.write_text('rules:\n  - {name: x, match: "tcp.dportt == 1", action: drop}\n')
+    proc = rubikgen("build", str(STACK), "--rules", str(g), "-o", str(tmp_path / "b"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"{g}:2:23: error[RG011]" in proc.stderr and "did you mean 'dport'" in proc.stderr
+    assert not (tmp_path / "b" / "tcp_ip").exists()
+
+
+def test_rules_schema_is_fresh_and_accepts_the_docs_example() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from rubikgen.source import load_yaml
+
+    schema = json.loads((REPO / "schema" / "rules.schema.json").read_text())
+    ex = REPO / "docs" / "examples" / "middlebox.rules.yaml"
+    jsonschema.validate(load_yaml(str(ex), ex.read_text()).data, schema)
+    bad = {"rules": [{"name": "x", "match": "1", "action": "explode"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    proc = rubikgen("validate", "--strict", str(ex))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# -- compiled rules against tshark --------------------------------------------------------------
+
+# First match wins; each rule's predicate over tshark's fields, written independently of the
+# compiler (Frame: first value of each field; `l4` only for TCP/UDP over IPv4, as the stack's
+# tcp and udp layers are).
+Frame = dict[str, str]
+
+
+def _ip4(f: Frame) -> bool:
+    return "ip" in f["protos"] and "ipv6" not in f["protos"]
+
+
+def _num(f: Frame, k: str) -> int | None:
+    v = f.get(k, "")
+    return int(v, 0) if v else None
+
+
+def _tcp(f: Frame) -> bool:
+    return _ip4(f) and "tcp" in f["protos"]
+
+
+def _udp(f: Frame) -> bool:
+    return _ip4(f) and "udp" in f["protos"]
+
+
+def _in_net(addr: str, net: str, bits: int) -> bool:
+    def v(a: str) -> int:
+        return int.from_bytes(bytes(int(x) for x in a.split(".")), "big")
+
+    mask = ((1 << bits) - 1) << (32 - bits)
+    return bool(addr) and (v(addr) & mask) == v(net)
+
+
+RULES = """\
+spec: {stack}
+rules:
+  - name: google-syn
+    match: "ip.header.daddr == 216.239.38.120 && tcp.dport == 443 && tcp.syn"
+    action: count
+  - {{name: dns, match: "udp.dport == 53 || udp.sport == 53", action: count}}
+  - {{name: lan-http, match: "ip.saddr == 192.168.0.0/16 && tcp.dport == 80", action: count}}
+  - {{name: google-any, match: "ip.daddr == 216.239.38.120 && tcp.dport == 443", action: pass}}
+  - {{name: sp-a, match: "tcp.sport >= 33000 && tcp.sport < 34000", action: count}}
+  - {{name: sp-b, match: "tcp.sport >= 40000 && tcp.sport <= 50000 && ip.ttl > 60", action: count}}
+  - {{name: sp-c, match: "tcp.sport > 50000", action: count}}
+  - {{name: sp-d, match: "1000 <= tcp.sport && tcp.sport <= 2000", action: count}}
+  - {{name: sp-e, match: "tcp.sport >= 30000 && tcp.sport <= 60000", action: count}}
+  - {{name: hiports, match: "tcp.sport >= 32768 && tcp.dport >= 1024 && tcp.dport <= 65535",
+      action: count}}
+  - {{name: socks-c2s, match: "tcp.sport == 1637 && tcp.dport == 21477", action: count}}
+  - {{name: socks-late, match: "tcp.dport == 21477 && ip.ttl == 126 && tcp.sport == 1637",
+      action: count}}
+  - {{name: net10-frag, match: "ip.saddr == 10.0.0.0/8 && !tcp", action: count}}
+  - {{name: lowttl, match: "ip.ttl < 64", action: count}}
+  - {{name: v6, match: "ipv6", action: count}}
+"""
+
+PREDICATES: list[tuple[str, Callable[[Frame], bool]]] = [
+    ("google-syn", lambda f: _tcp(f) and f["ip.dst"] == "216.239.38.120"
+        and _num(f, "tcp.dstport") == 443 and f["tcp.flags.syn"] in ("1", "True")),
+    ("dns", lambda f: _udp(f) and 53 in (_num(f, "udp.dstport"), _num(f, "udp.srcport"))),
+    ("lan-http", lambda f: _tcp(f) and _in_net(f["ip.src"], "192.168.0.0", 16)
+        and _num(f, "tcp.dstport") == 80),
+    ("google-any", lambda f: _tcp(f) and f["ip.dst"] == "216.239.38.120"
+        and _num(f, "tcp.dstport") == 443),
+    # a range group (rules_c.py): a binary search over the sport boundaries
+    ("sp-a", lambda f: _tcp(f) and 33000 <= (_num(f, "tcp.srcport") or 0) < 34000),
+    ("sp-b", lambda f: _tcp(f) and 40000 <= (_num(f, "tcp.srcport") or 0) <= 50000
+        and (_num(f, "ip.ttl") or 0) > 60),
+    ("sp-c", lambda f: _tcp(f) and (_num(f, "tcp.srcport") or 0) > 50000),
+    ("sp-d", lambda f: _tcp(f) and 1000 <= (_num(f, "tcp.srcport") or 0) <= 2000),
+    ("sp-e", lambda f: _tcp(f) and 30000 <= (_num(f, "tcp.srcport") or 0) <= 60000),
+    ("hiports", lambda f: _tcp(f) and (_num(f, "tcp.srcport") or 0) >= 32768
+        and (_num(f, "tcp.dstport") or 0) >= 1024),
+    ("socks-c2s", lambda f: _tcp(f) and _num(f, "tcp.srcport") == 1637
+        and _num(f, "tcp.dstport") == 21477),
+    ("socks-late", lambda f: False),  # socks-c2s takes all its packets first
+    ("net10-frag", lambda f: _ip4(f) and _in_net(f["ip.src"], "10.0.0.0", 8) and not _tcp(f)),
+    ("lowttl", lambda f: _ip4(f) and (_num(f, "ip.ttl") or 255) < 64),
+    ("v6", lambda f: "ipv6" in f["protos"]),
+]  # fmt: skip
+
+FIELDS = ["frame.number", "frame.protocols", "ip.src", "ip.dst", "ip.ttl", "tcp.srcport",
+          "tcp.dstport", "tcp.flags.syn", "udp.srcport", "udp.dstport"]  # fmt: skip
+CAPTURES = ["mixed-android-mobile.pcap", "ipv4-frag-socks5-http.pcap", "http-post-upload.pcap"]
+
+
+def tshark_frames(pcap: Path) -> list[Frame]:
+    args = ["-r", str(pcap), "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
+    for k in FIELDS:
+        args += ["-e", k]
+    out = []
+    for line in _tshark(args).splitlines():
+        vals = line.split("\t")
+        f = dict(zip(FIELDS, vals + [""] * (len(FIELDS) - len(vals)), strict=True))
+        f["protos"] = f["frame.protocols"].split(":")  # type: ignore[assignment]
+        out.append(f)
+    return out
+
+
+def expected_rule(f: Frame) -> str | None:
+    return next((name for name, p in PREDICATES if p(f)), None)
+
+
+@pytest.fixture(scope="module")
+def counting_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("rules-count")
+    r = d / "count.rules.yaml"
+    r.write_text(RULES.format(stack=STACK), encoding="utf-8")
+    proc = rubikgen("build", str(STACK), "--rules", str(r), "-o", str(d / "b"))
+    assert proc.returncode == 0, proc.stderr
+    return d / "b" / "tcp_ip"
+
+
+def run_json(binary: Path, pcap: Path, *extra: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [str(binary), str(pcap), "--nf", "count", "--summary", "json", *extra],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+@pytest.mark.parametrize("name", CAPTURES)
+def test_rule_hits_match_tshark(name: str, counting_binary: Path) -> None:
+    pcap = TRACES / name
+    if not pcap.is_file():
+        pytest.skip(f"{name} is not in {TRACES}")
+    want = Counter(expected_rule(f) for f in tshark_frames(pcap))
+    got = run_json(counting_binary, pcap)
+    hits = {r["name"]: r["hits"] for r in got["rules"]}  # type: ignore[attr-defined]
+    assert list(hits) == [n for n, _ in PREDICATES]
+    assert hits == {n: want.get(n, 0) for n, _ in PREDICATES}, (hits, want)
+    assert sum(hits.values()) > 0
