@@ -248,3 +248,126 @@ def test_rule_hits_match_tshark(name: str, counting_binary: Path) -> None:
     assert list(hits) == [n for n, _ in PREDICATES]
     assert hits == {n: want.get(n, 0) for n, _ in PREDICATES}, (hits, want)
     assert sum(hits.values()) > 0
+
+
+# -- verdicts: drop, drop-flow, stateful, through --write ---------------------------------------
+
+DROPS = """\
+rules:
+  - {{name: google-https, match: "ip.daddr == 216.239.38.120 && tcp.dport == 443", action: drop}}
+  - {{name: dns-query, match: "udp.dport == 53", action: drop}}
+  - {{name: upload-replies, match: "tcp.sport == 8080", action: drop}}
+  - {{name: v6, match: "ipv6", action: drop-flow}}
+  - {{name: keep, match: "true", action: pass}}
+  - {{name: syn-flows, stateful: true, action: drop,
+      match: "tcp.syn && !tcp.ack && ip.daddr == 172.217.21.202"}}
+"""
+# The same drops in tshark's own filter language (tcp/udp: over IPv4, as the stack's layers)
+DROP_FILTER = (
+    "(ip.dst == 216.239.38.120 && tcp.dstport == 443) || (udp.dstport == 53 && !ipv6)"
+    " || (tcp.srcport == 8080 && !ipv6) || ipv6"
+)
+DROP_CAPTURES = ["mixed-android-mobile.pcap", "http-post-upload.pcap"]
+
+
+def tshark_numbers(pcap: Path, flt: str) -> set[int]:
+    out = _tshark(["-r", str(pcap), "-Y", flt, "-T", "fields", "-e", "frame.number"])
+    return {int(x) for x in out.split()}
+
+
+def pcap_frames(path: Path) -> list[tuple[int, bytes]]:
+    from test_write import frames
+
+    return frames(path)
+
+
+@pytest.fixture(scope="module")
+def dropping_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("rules-drop")
+    r = d / "drop.rules.yaml"
+    r.write_text(DROPS.format(), encoding="utf-8")
+    proc = rubikgen("build", str(STACK), "--rules", str(r), "-o", str(d / "b"))
+    assert proc.returncode == 0, proc.stderr
+    return d / "b" / "tcp_ip"
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+@pytest.mark.parametrize("name", DROP_CAPTURES)
+def test_drop_rules_remove_exactly_tsharks_frames(
+    name: str, dropping_binary: Path, tmp_path: Path
+) -> None:
+    pcap = TRACES / name
+    if not pcap.is_file():
+        pytest.skip(f"{name} is not in {TRACES}")
+    out = tmp_path / "out.pcap"
+    got = run_json(dropping_binary, pcap, "--write", str(out))
+    drop = tshark_numbers(pcap, DROP_FILTER)
+    assert drop, "the capture has nothing to drop: the test would prove nothing"
+    frames_in = pcap_frames(pcap)
+    want = [f for i, f in enumerate(frames_in, 1) if i not in drop]
+    assert pcap_frames(out) == want  # every other frame, byte for byte, in order
+    hits = {r["name"]: r["hits"] for r in got["rules"]}  # type: ignore[attr-defined]
+    assert sum(hits[n] for n in ("google-https", "dns-query", "upload-replies", "v6")) == len(drop)
+    assert hits["keep"] == len(want) and hits["syn-flows"] == 0  # `true` takes the rest
+
+
+STATEFUL = """\
+rules:
+  - {name: to-google, stateful: true, action: drop,
+     match: "tcp.syn && !tcp.ack && ip.daddr == 172.217.21.202"}
+  - {name: uploads, stateful: true, action: drop, match: "tcp.syn && !tcp.ack && tcp.dport == 8080"}
+"""
+STATEFUL_SYNS = (
+    "tcp.flags.syn == 1 && tcp.flags.ack == 0 && !ipv6"
+    " && (ip.dst == 172.217.21.202 || tcp.dstport == 8080)"
+)
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+@pytest.mark.parametrize("name", DROP_CAPTURES)
+def test_stateful_rules_drop_whole_connections_both_ways(name: str, tmp_path: Path) -> None:
+    """The SYN decides; every later packet of the connection, replies included, gets the
+    same verdict (tshark's tcp.stream gives the connection's frames)."""
+    pcap = TRACES / name
+    if not pcap.is_file():
+        pytest.skip(f"{name} is not in {TRACES}")
+    r = tmp_path / "stateful.rules.yaml"
+    r.write_text(STATEFUL, encoding="utf-8")
+    proc = rubikgen("build", str(STACK), "--rules", str(r), "-o", str(tmp_path / "b"))
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out.pcap"
+    got = run_json(tmp_path / "b" / "tcp_ip", pcap, "--write", str(out))
+    syns = _tshark(["-r", str(pcap), "-Y", STATEFUL_SYNS, "-T", "fields", "-e", "tcp.stream"])
+    streams = sorted({int(x) for x in syns.split()})
+    assert streams, "no connection to drop: the test would prove nothing"
+    drop = tshark_numbers(pcap, " || ".join(f"tcp.stream == {s}" for s in streams))
+    want = [f for i, f in enumerate(pcap_frames(pcap), 1) if i not in drop]
+    assert pcap_frames(out) == want
+    hits = {x["name"]: x["hits"] for x in got["rules"]}  # type: ignore[attr-defined]
+    assert sum(hits.values()) == len(drop)
+
+
+def test_sanitized_rules_survive_hostile_captures(tmp_path: Path) -> None:
+    """ASan + UBSan: every kind of rule (exact groups, ranges, prefixes, stateful lingering
+    instances, drops) on truncated, malformed and crafted captures."""
+    r = tmp_path / "all.rules.yaml"
+    stateful = "\n".join(STATEFUL.splitlines()[1:])  # without its `rules:` line
+    r.write_text(RULES.format(stack=STACK) + stateful + "\n", encoding="utf-8")
+    proc = rubikgen("build", str(STACK), "--rules", str(r), "-o", str(tmp_path / "b"), "--sanitize")
+    assert proc.returncode == 0, proc.stderr
+    binary = tmp_path / "b" / "tcp_ip-asan"
+    names = ["udp-bad-length-truncated.pcap", "ipv4-frag-tcp-overlap-ooo-crafted.pcap",
+             "tcp-rst-with-data-crafted.pcap", "http-post-upload.pcap"]  # fmt: skip
+    ran = 0
+    for name in names:
+        pcap = TRACES / name
+        if not pcap.is_file():
+            continue
+        p = subprocess.run(
+            [str(binary), str(pcap), "--nf", "count", "--write", str(tmp_path / "o.pcap")],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert p.returncode == 0 and "runtime error" not in p.stderr, (name, p.stderr[-2000:])
+        ran += 1
+    if not ran:
+        pytest.skip(f"no capture of {names} in {TRACES}")

@@ -176,7 +176,10 @@ class CGen:
             "layer_support": self.layer_support(),
             "drains": {lc.name: self.drain_support(lc) for lc in self.layers.values()},
             "entry_table": self.entry_table(),
-            "lifecycle": {lc.name: self.lifecycle(lc) for lc in self.layers.values()},
+            "lifecycle": {
+                lc.name: self.lifecycle(lc) + (self.rules.on_close(lc.name) if self.rules else "")
+                for lc in self.layers.values()
+            },
             "close_reasons": self.sd.close_reasons,
             "xf": self.transform_support(),
         }
@@ -229,6 +232,7 @@ class CGen:
         if self.rules:
             fields.append(self.rules.ctx_fields())
             new.append(self.rules.ctx_new())
+            free.append(self.rules.ctx_free())
         return {
             "includes": "".join(f'#include "{h}"\n' for h in includes),
             "fields": "\n".join(fields),
@@ -597,7 +601,7 @@ class CGen:
         out = self._store_key(f"kf_{lc.name}", lc.key_fwd, lc)
         if lc.bidir:
             out += self._store_key(f"kr_{lc.name}", lc.key_rev, lc)
-        return "\n".join(out)
+        return "\n".join(out) + (self.rules.on_key(lc.name) if self.rules else "")
 
     def i_lookup(self, ins: I.Lookup, lc: LayerC) -> str:
         n = lc.name
@@ -959,8 +963,6 @@ class CGen:
                 f"if (loop_{n}) lin_{n} = rg__keep(&ctx->keep_{n}, lin_{n}, "
                 f"&ctx->stats->layer[{lc.index}].seq);"
             )
-        if self.rules and self.rules.has_slot(n):
-            lines.append(self.rules.on_destroy(n).rstrip("\n"))
         lines.append(f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);")
         if ins.lazy:
             st = f"ctx->stats->layer[{lc.index}].inst"

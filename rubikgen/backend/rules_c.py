@@ -57,7 +57,7 @@ class Ranged:
 
 @dataclass
 class RangeGroup:
-    field: FieldRef
+    fref: FieldRef
     members: list[Ranged] = field(default_factory=list)
 
 
@@ -99,9 +99,9 @@ class RulesC:
         return layer in self.inst
 
     def locals(self) -> str:
-        out = ["    /* rules: layers parsed in this packet, rule of an instance ended in it */"]
+        out = ["    /* rules: layers parsed in this packet, selector keys built in it */"]
         out += [f"    uint8_t rs_{n} = 0;" for n in self.used]
-        out += [f"    uint32_t rdead_{n} = 0;" for n in self.inst]
+        out += [f"    uint8_t kb_{n} RG_MAYBE_UNUSED = 0;" for n in self.inst]
         return "\n".join(out)
 
     def on_enter(self, layer: str) -> str:
@@ -114,10 +114,27 @@ class RulesC:
             else ""
         )
 
-    def on_destroy(self, layer: str) -> str:
+    def on_key(self, layer: str) -> str:
+        return (
+            f"\nkb_{layer} = 1; /* rules: the key of this packet */" if (layer in self.inst) else ""
+        )
+
+    def on_close(self, layer: str) -> str:
+        """In L_close: an instance a stateful rule took lingers in the rules' table of the
+        layer (its keys, the rule), so that packets after its end (a duplicate last ACK, a
+        late retransmission) still get the rule's action until the layer's timeout."""
         if layer not in self.inst:
             return ""
-        return f"rdead_{layer} = inst_{layer}->rule__ | 0x80000000u; /* stateful rules */\n"
+        lc = self.lcs[layer]
+        rev = "in->fi.key_p" if lc.bidir else "NULL"
+        return "\n".join([
+            "    if (in->rule__) { /* rules: the decision outlives the instance */",
+            f"        rg_flow_set_time(ctx->rl_{layer}, ctx->clock.now);",
+            f"        uint32_t *p_ = (uint32_t *)rg_flow_create_n(ctx->rl_{layer}, in->fi.key_a, "
+            f"{rev}, {lc.key_len});",
+            "        if (p_) *p_ = in->rule__;",
+            "    }",
+        ])  # fmt: skip
 
     # -- exact-match groups -----------------------------------------------------------------
     def _key_of(self, r: RuleIR, e: Expr) -> tuple[FieldRef, int | None, int] | None:
@@ -223,7 +240,7 @@ class RulesC:
 
     def _range_group(self, gi: int, g: RangeGroup, ind: str) -> list[str]:
         pts, cover = self._intervals(g)
-        f = g.field
+        f = g.fref
         r0 = g.members[0].rule
         v = self._val(r0, _name_of(r0, f))
         out = [f"{ind}/* range group {gi}: {f.dotted} ({len(g.members)} rules, "
@@ -351,16 +368,26 @@ class RulesC:
         slot_lines: list[str] = []
         if self.inst:
             # the deepest instance of the packet (or one that ended in it): its recorded rule
-            out.append("        uint32_t *slot_ = NULL, dead_ = 0;")
+            out.append("        uint32_t *slot_ = NULL, rec_ = 0;")
             out.append("        rg_flow_info *fi_ RG_MAYBE_UNUSED = NULL;")
-            first = True
-            for ly in self.inst:
-                kw = "if" if first else "else if"
-                first = False
-                out.append(f"        {kw} (has_inst_{ly}) {{ slot_ = &inst_{ly}->rule__; "
-                           f"fi_ = &inst_{ly}->fi; }}")  # fmt: skip
-                out.append(f"        else if (rdead_{ly}) dead_ = rdead_{ly};")
-            out.append("        const uint32_t rec_ = slot_ ? *slot_ : (dead_ & 0x7fffffffu);")
+            for ly in self.inst:  # deepest first: the first instance (or ended one) decides
+                lc = self.lcs[ly]
+                tmo = lc.timeout_ns or 60_000_000_000
+                out += [
+                    f"        if (ctx->rl_{ly}->nlive) rg_flow_expire(ctx->rl_{ly}, ctx->clock.now, "
+                    f"UINT64_C({tmo}));",
+                    f"        if (!slot_ && !rec_ && has_inst_{ly}) {{",
+                    f"            slot_ = &inst_{ly}->rule__;",
+                    f"            fi_ = &inst_{ly}->fi;",
+                    "            rec_ = *slot_;",
+                    f"        }} else if (!slot_ && !rec_ && kb_{ly} && ctx->rl_{ly}->nlive) {{",
+                    "            int d_ = 0;",
+                    f"            rg_flow_set_time(ctx->rl_{ly}, ctx->clock.now);",
+                    f"            const uint32_t *p_ = (const uint32_t *)rg_flow_lookup_n(ctx->rl_{ly}, "
+                    f"kf_{ly}, {lc.key_len}, &d_);",
+                    "            if (p_) rec_ = *p_; /* an instance a stateful rule took, ended */",
+                    "        }",
+                ]
             out.append(f"        if (rec_ != 0 && rec_ <= {n}u) {{")
             out.append("            best_ = rec_ - 1u; /* a stateful rule took this instance */")
             out.append("        } else {")
@@ -447,15 +474,37 @@ class RulesC:
 
     # -- context, descriptors ---------------------------------------------------------------
     def ctx_fields(self) -> str:
-        return f"    uint64_t rule_hits[{max(1, self.n)}]; /* rules: hits per rule */"
+        out = [f"    uint64_t rule_hits[{max(1, self.n)}]; /* rules: hits per rule */"]
+        out += [f"    rg_flow *rl_{n}; /* rules: ended instances stateful rules took */"
+                for n in self.inst]  # fmt: skip
+        return "\n".join(out)
 
     def ctx_new(self) -> str:
-        return "\n".join([
+        out = [
             f"    ctx->stats->nrules = {self.n}u;",
             f"    ctx->stats->rule_name = {self.S}_rule_names;",
             f"    ctx->stats->rule_action = {self.S}_rule_actions;",
             "    ctx->stats->rule_hits = ctx->rule_hits;",
-        ])  # fmt: skip
+        ]
+        for n in self.inst:
+            lc = self.lcs[n]
+            out += [
+                "    {",
+                "        rg_flow_cfg rc_;",
+                "        memset(&rc_, 0, sizeof rc_);",
+                f"        rc_.key_len = {lc.key_len};",
+                "        rc_.payload_size = sizeof(uint32_t);",
+                "        rc_.cap = 1u << 16; /* the oldest are evicted beyond */",
+                f"        rc_.bidir = {1 if lc.bidir else 0};",
+                f"        rc_.seed = seed + 101u + {lc.index};",
+                f"        ctx->rl_{n} = rg_flow_new(&rc_);",
+                f"        if (ctx->rl_{n} == NULL) goto fail;",
+                "    }",
+            ]
+        return "\n".join(out)
+
+    def ctx_free(self) -> str:
+        return "\n".join(f"    if (ctx->rl_{n}) rg_flow_free(ctx->rl_{n});" for n in self.inst)
 
     def support(self) -> str:
         rules = self.rs.rules
