@@ -117,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     _build_options(r)
     _spec_path(r)
     r.add_argument("--summary", choices=("text", "json"), default="text")
+    r.add_argument("--checksums", action="store_true", help="verify and count bad checksums")
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
     i.add_argument("stack", help="stack spec file")
@@ -501,7 +502,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stem = "stdin" if args.capture == "-" else capture.stem
     out = Path(args.out) if args.out else Path("out") / f"{comp.stack_name}-{stem}"
     cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
-    cmd += ["--summary", args.summary, *args.extra]
+    cmd += ["--summary", args.summary, *(["--checksums"] if args.checksums else []), *args.extra]
     sys.stdout.flush()
     sys.stderr.flush()
     try:

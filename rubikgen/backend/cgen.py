@@ -31,6 +31,7 @@ from rubikgen.ir.nodes import (
 
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
+from .setters import Setters
 
 TEMPLATES = resources.templates_dir()  # the checkout's templates/ or the installed copy
 _TYPED = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
@@ -100,6 +101,7 @@ class CGen:
             lc.atoms = len(prog.layers[name].atoms)
             lc.prepare([h for h, hd in self.sd.handlers.items() if hd.layer == name], xfs.get(name))
         self.handlers = self._handlers()
+        self.setters = Setters(self.S, list(self.layers.values()))  # checksums, field setters
         # one return id per call site of each layer (callers are (call block, ret block))
         self.ret_ids = {
             name: {call: i + 1 for i, (call, _) in enumerate(lir.callers)}
@@ -171,6 +173,7 @@ class CGen:
             "lifecycle": {lc.name: self.lifecycle(lc) for lc in self.layers.values()},
             "close_reasons": self.sd.close_reasons,
             "xf": self.transform_support(),
+            "setters": self.setters,
         }
         files = {
             f"{self.S}_gen.h": env.get_template("stack_gen.h.j2").render(ctx),
@@ -552,6 +555,7 @@ class CGen:
         lines.append(
             f"if (err_{n} == 0) sdu_{n} = rg_bytes_make(in_{n}.ptr + cur_{n}, in_{n}.len - cur_{n});"
         )
+        lines += self.setters.parsed(lc)
         return "\n".join(lines)
 
     def i_error(self, ins: I.Error, lc: LayerC) -> str:

@@ -293,6 +293,15 @@ class PseudoHeader(Model):
 
     src: StrictStr = Field(description="The source address field.")
     dst: StrictStr = Field(description="The destination address field.")
+    length: StrictStr | None = Field(
+        None,
+        description="A 16-bit field giving the length of what follows the header, counted from "
+        "header byte `length_from` (IPv4 total_len from 0, IPv6 plen from 40): an upper layer "
+        "whose captured input is shorter was cut by the capture and is not verified.",
+    )
+    length_from: Annotated[StrictInt, Field(ge=0, le=65535)] = Field(
+        0, description="The header offset the `length` field counts from."
+    )
     doc: StrictStr | None = None
 
 

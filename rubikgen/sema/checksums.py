@@ -137,6 +137,18 @@ def check_checksums(info: ProtocolInfo, params: dict[str, ProtocolInfo]) -> list
                 )
             else:
                 sizes.append(f.size or 4)
+        if ph.length is not None:
+            f = info.fields.get(ph.length)
+            if f is None or f.kind != "num" or f.width != 16 or ph.length not in fixed:
+                diags.append(
+                    smap.diag(
+                        "RG071",
+                        f"pseudo-header length '{ph.length}' must be a 16-bit field at a fixed "
+                        "place in the header",
+                        ("pseudo_header", "length"),
+                        hint=_dym(ph.length, fields) if f is None else None,
+                    )
+                )
         if len(sizes) == 2 and sizes[0] != sizes[1]:
             diags.append(
                 smap.diag("RG071", "src and dst differ in size", ("pseudo_header",), key=True)

@@ -104,6 +104,7 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
         if (stack->entry[k] >= 0) printf("%s\"%s\"", n++ ? "," : "", rg_link_kind_names[k]);
     fputs("],", stdout);
     rg_layers_json(stack, s->n, s->live_per, s->st);
+    if (o->checksums) rg_checksums_json(stack, s->st);
     fputs("}\n", stdout);
 }
 
@@ -151,4 +152,5 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
         fputs(")\n", stdout);
     }
     layers_text(stack, s->n, s->live_per, s->st);
+    if (o->checksums) rg_checksums_text(stack, s->st);
 }
