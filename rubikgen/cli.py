@@ -120,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--write", metavar="OUT.pcap", help="write the packets that pass (rules, verdicts) here"
     )
+    r.add_argument("--checksums", action="store_true", help="verify and count bad checksums")
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
     i.add_argument("stack", help="stack spec file")
@@ -512,12 +513,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     stem = "stdin" if args.capture == "-" else capture.stem
     out = Path(args.out) if args.out else Path("out") / f"{comp.stack_name}-{stem}"
     cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
-    cmd += [
-        "--summary",
-        args.summary,
-        *(["--write", args.write] if args.write else []),
-        *args.extra,
-    ]
+    cmd += ["--summary", args.summary, *(["--checksums"] if args.checksums else [])]
+    cmd += [*(["--write", args.write] if args.write else []), *args.extra]
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -33,6 +33,7 @@ from rubikgen.rules.ir import RuleSet
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
 from .rules_c import RulesC, depths
+from .setters import Setters
 
 TEMPLATES = resources.templates_dir()  # the checkout's templates/ or the installed copy
 _TYPED = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
@@ -104,6 +105,7 @@ class CGen:
             lc.atoms = len(prog.layers[name].atoms)
             lc.prepare([h for h, hd in self.sd.handlers.items() if hd.layer == name], xfs.get(name))
         self.handlers = self._handlers()
+        self.setters = Setters(self.S, list(self.layers.values()))  # checksums, field setters
         # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
         self.rules = RulesC(rules, self.S, self.layers, depths(prog)) if rules else None
         for name, lc in self.layers.items():
@@ -182,6 +184,7 @@ class CGen:
             },
             "close_reasons": self.sd.close_reasons,
             "xf": self.transform_support(),
+            "setters": self.setters,
         }
         files = {
             f"{self.S}_gen.h": env.get_template("stack_gen.h.j2").render(ctx),
@@ -574,6 +577,7 @@ class CGen:
         lines.append(
             f"if (err_{n} == 0) sdu_{n} = rg_bytes_make(in_{n}.ptr + cur_{n}, in_{n}.len - cur_{n});"
         )
+        lines += self.setters.parsed(lc)
         return "\n".join(lines) + (self.rules.on_parsed(n) if self.rules else "")
 
     def i_error(self, ins: I.Error, lc: LayerC) -> str:

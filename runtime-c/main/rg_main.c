@@ -118,7 +118,7 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
     }
     *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, obs, o->no_timeouts, o->layer_cap,
-                      o->max_clock_jump_ns};
+                      o->max_clock_jump_ns, o->checksums};
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
     if (!r->ctx || !r->live_per) {
@@ -266,6 +266,7 @@ static void print_bench(const opts *o, const rg_stack_desc *stack, const void *c
            st ? st->clock_jumps_fwd : 0, st ? st->clock_jumps_back : 0);
     rg_rules_json(st);
     rg_layers_json(stack, last, live_per, st);
+    if (o->checksums) rg_checksums_json(stack, st);
     fputs("}\n", stdout);
     fflush(stdout);
 }
@@ -282,7 +283,7 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     }
     rg_obs obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap,
-                      o->max_clock_jump_ns};
+                      o->max_clock_jump_ns, o->checksums};
     void *ctx = stack->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,

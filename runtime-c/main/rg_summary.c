@@ -109,6 +109,7 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     fputs("],", stdout);
     rg_rules_json(s->st);
     rg_layers_json(stack, s->n, s->live_per, s->st);
+    if (o->checksums) rg_checksums_json(stack, s->st);
     fputs("}\n", stdout);
 }
 
@@ -161,4 +162,5 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
     }
     layers_text(stack, s->n, s->live_per, s->st);
     rg_rules_text(s->st);
+    if (o->checksums) rg_checksums_text(stack, s->st);
 }

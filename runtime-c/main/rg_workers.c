@@ -191,7 +191,7 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, char *e
     w->obs = rg_make_observer(&w->counter, snf->nf ? &w->shim : NULL,
                               strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &w->obs,
-                      o->no_timeouts, o->layer_cap, o->max_clock_jump_ns};
+                      o->no_timeouts, o->layer_cap, o->max_clock_jump_ns, o->checksums};
     w->ctx = stack->ctx_new(&cfg);
     w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
     if (!w->ctx || !w->live_per) {

@@ -130,6 +130,7 @@ void rg_stats_print(const rg_stats *s, FILE *out)
         PR("seq.bytes_dropped", l->seq.bytes_dropped);
         PR("seq.bytes_skipped", l->seq.bytes_skipped);
         PR("seq.bytes_delivered", l->seq.bytes_delivered);
+        PR("checksum_bad", l->checksum_bad);
     }
 }
 #undef PR

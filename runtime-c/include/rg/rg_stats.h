@@ -67,6 +67,7 @@ typedef struct rg_layer_stats {
     uint64_t events; /* events raised */
     rg_inst_stats inst;
     rg_seq_stats seq;
+    uint64_t checksum_bad; /* checksums that did not verify (--checksums; rg_csum.h) */
 } rg_layer_stats;
 
 typedef struct rg_stats {
