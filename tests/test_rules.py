@@ -43,6 +43,7 @@ rules:
   - {{name: c, match: "ipv6.saddr == 1", action: pass}}
   - {{name: d, match: "tcp.sport + 1 == 10.0.0.0/8", action: count}}
   - {{name: e, match: "len(tcp.dport) == 1", action: count}}
+  - {{name: f, match: "tcp", action: {{rewrite: {{tcp.mss: 1400}}}}}}
 """
 
 EXPECTED = [
@@ -56,6 +57,7 @@ EXPECTED = [
     ("8:23", "RG012", "'ipv6.saddr' is a 16-byte field", "IPv6 addresses"),
     ("9:40", "RG012", "a prefix (a.b.c.d/n) is only compared", "ip.saddr == 10.0.0.0/8"),
     ("10:23", "RG017", "rules take numbers, fields, operators", None),
+    ("11:57", "RG012", "'tcp.mss' cannot be rewritten", "fixed offset"),
 ]
 
 
@@ -371,3 +373,134 @@ def test_sanitized_rules_survive_hostile_captures(tmp_path: Path) -> None:
         ran += 1
     if not ran:
         pytest.skip(f"no capture of {names} in {TRACES}")
+
+
+# -- rewrite: new values, checksums verifying, every other byte unchanged -------------------------
+
+REWRITES = """\
+rules:
+  - {name: to-80, match: "tcp.dport == 8080", action: {rewrite: {tcp.dport: 80, ip.ttl: 33, ip.dscp: 46}}}
+  - {name: from-80, match: "tcp.sport == 8080", action: {rewrite: {tcp.sport: 80}}}
+  - {name: dns-src, match: "udp.dport == 53", action: {rewrite: {ip.saddr: 10.1.2.3, udp.sport: 5353}}}
+  - {name: push-off, match: "tcp.dport == 443 && tcp.psh", action: {rewrite: {tcp.psh: 0, tcp.window: 1000}}}
+"""
+# field -> (layer, byte offset in its header, width in bits, bit shift) of an independent parse
+_FIELDS = {
+    "ip.ttl": ("ip", 8, 8, 0), "ip.dscp": ("ip", 1, 6, 2), "ip.saddr": ("ip", 12, 32, 0),
+    "tcp.sport": ("tcp", 0, 16, 0), "tcp.dport": ("tcp", 2, 16, 0),
+    "tcp.window": ("tcp", 14, 16, 0), "tcp.psh": ("tcp", 13, 1, 3),
+    "udp.sport": ("udp", 0, 16, 0),
+}  # fmt: skip
+_CSUM = {"ip": 10, "tcp": 16, "udp": 6}
+
+
+def _layers(frame: bytes) -> dict[str, int] | None:
+    """Ethernet/IPv4/TCP or UDP: the offset of each header (an independent parse)."""
+    if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[14] >> 4 != 4:
+        return None
+    ihl = (frame[14] & 15) * 4
+    proto = {6: "tcp", 17: "udp"}.get(frame[23])
+    frag = int.from_bytes(frame[20:22], "big") & 0x3FFF
+    if proto is None or frag:
+        return {"ip": 14}
+    return {"ip": 14, proto: 14 + ihl}
+
+
+def _rewrite_of(f: Frame) -> dict[str, int]:
+    """What the rules do to a frame, from tshark's fields of the input (first match wins)."""
+    if _tcp(f) and _num(f, "tcp.dstport") == 8080:
+        return {"tcp.dport": 80, "ip.ttl": 33, "ip.dscp": 46}
+    if _tcp(f) and _num(f, "tcp.srcport") == 8080:
+        return {"tcp.sport": 80}
+    if _udp(f) and _num(f, "udp.dstport") == 53:
+        return {"ip.saddr": 0x0A010203, "udp.sport": 5353}
+    if _tcp(f) and _num(f, "tcp.dstport") == 443 and f["tcp.flags.push"] in ("1", "True"):
+        return {"tcp.psh": 0, "tcp.window": 1000}
+    return {}
+
+
+def _get(frame: bytes, off: int, width: int, shift: int) -> int:
+    n = (width + shift + 7) // 8
+    return (int.from_bytes(frame[off : off + n], "big") >> shift) & ((1 << width) - 1)
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+@pytest.mark.parametrize("name", DROP_CAPTURES)
+def test_rewrites_verify_with_tshark(name: str, tmp_path: Path) -> None:
+    check_rewrites(name, REWRITES, _rewrite_of, tmp_path)
+
+
+STATEFUL_REWRITE = """\
+rules:
+  - {name: web, stateful: true, match: "tcp.dport == 8080", action: {rewrite: {tcp.dport: 9090}}}
+"""
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+def test_stateful_rewrite_moves_the_port_both_ways(tmp_path: Path) -> None:
+    """Requests get dport 9090, and the replies of the same connection sport 9090."""
+
+    def rewrite_of(f: Frame) -> dict[str, int]:
+        if _tcp(f) and _num(f, "tcp.dstport") == 8080:
+            return {"tcp.dport": 9090}
+        if _tcp(f) and _num(f, "tcp.srcport") == 8080:
+            return {"tcp.sport": 9090}
+        return {}
+
+    check_rewrites("http-post-upload.pcap", STATEFUL_REWRITE, rewrite_of, tmp_path)
+
+
+def check_rewrites(
+    name: str, rules: str, rewrite_of: Callable[[Frame], dict[str, int]], tmp_path: Path
+) -> None:
+    """The rules' rewrites on a capture: the new values where rewrite_of says, every checksum
+    tshark verified on the input verifies on the output, every other byte unchanged."""
+    pcap = TRACES / name
+    if not pcap.is_file():
+        pytest.skip(f"{name} is not in {TRACES}")
+    r = tmp_path / "rewrite.rules.yaml"
+    r.write_text(rules, encoding="utf-8")
+    proc = rubikgen("build", str(STACK), "--rules", str(r), "-o", str(tmp_path / "b"))
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out.pcap"
+    got = run_json(tmp_path / "b" / "tcp_ip", pcap, "--write", str(out))
+    fields = FIELDS + ["tcp.flags.push"]
+    args = ["-r", str(pcap), "-T", "fields", "-E", "occurrence=f"] + [
+        a for k in fields for a in ("-e", k)
+    ]
+    rows = [dict(zip(fields, ln.split("\t"), strict=False)) for ln in _tshark(args).splitlines()]
+    for row in rows:
+        row["protos"] = row["frame.protocols"].split(":")  # type: ignore[assignment]
+    frames_in, frames_out = pcap_frames(pcap), pcap_frames(out)
+    assert len(frames_out) == len(frames_in)  # rewrites drop nothing
+    checks = ["-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE",
+              "-o", "udp.check_checksum:TRUE"]  # fmt: skip
+    status_args = ["-T", "fields", "-e", "ip.checksum.status", "-e", "tcp.checksum.status",
+                   "-e", "udp.checksum.status", "-E", "occurrence=f"]  # fmt: skip
+    st_in = _tshark(["-r", str(pcap), *checks, *status_args]).splitlines()
+    st_out = _tshark(["-r", str(out), *checks, *status_args]).splitlines()
+    rewritten = 0
+    for i, (row, (ts_a, a), (ts_b, b)) in enumerate(zip(rows, frames_in, frames_out, strict=True)):
+        assert ts_a == ts_b and len(a) == len(b)
+        want = rewrite_of(row)
+        offs = _layers(a)
+        allowed: set[int] = set()
+        for fname, value in want.items():
+            assert offs is not None
+            lay, off, width, shift = _FIELDS[fname]
+            at = offs[lay] + off
+            assert _get(b, at, width, shift) == value, (i + 1, fname)
+            allowed |= set(range(at, at + (width + shift + 7) // 8))
+        if want:
+            rewritten += 1
+            assert offs is not None
+            for lay, at in offs.items():  # the checksums covering the fields may change
+                allowed |= {at + _CSUM[lay], at + _CSUM[lay] + 1}
+            # every checksum tshark verified on the input verifies on the output
+            for x, y in zip(st_in[i].split("\t"), st_out[i].split("\t"), strict=False):
+                assert x != "1" or y == "1", (i + 1, st_in[i], st_out[i])
+        changed = {k for k in range(len(a)) if a[k] != b[k]}
+        assert changed <= allowed, (i + 1, sorted(changed - allowed))
+    assert rewritten > 0
+    hits = {x["name"]: x["hits"] for x in got["rules"]}  # type: ignore[attr-defined]
+    assert sum(hits.values()) == rewritten

@@ -88,6 +88,24 @@ class RulesC:
         self.inst = sorted(inst, key=lambda n: -depth.get(n, 0)) if need_inst else []
         self.groups, self.linear = self._split()
         self.ranges = self._ranges()
+        self.mirror = self._mirrors()  # stateful rewrites: what replies get
+
+    def _mirrors(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """(layer, field) pairs the selectors' sides swap: ip.saddr <-> ip.daddr, tcp.sport <->
+        tcp.dport. A stateful rewrite of F gives the replies' mirror of F the same value: the
+        whole connection is rewritten consistently (a port moved both ways, like
+        tcprewrite --portmap)."""
+        out: dict[tuple[str, str], tuple[str, str]] = {}
+        for ly in self.inst:
+            d = self.lcs[ly].d
+            for a, p in zip(d.key_a, d.key_p or [], strict=False):
+                if not (isinstance(a.expr, Name) and isinstance(p.expr, Name)):
+                    continue
+                ra, rp = a.expr.ref, p.expr.ref
+                fa = ((ra.owner if ra and ra.owner else ly), a.expr.parts[-1])
+                fp = ((rp.owner if rp and rp.owner else ly), p.expr.parts[-1])
+                out[fa], out[fp] = fp, fa
+        return out
 
     # -- hooks into the per-packet code (cgen.py) -------------------------------------------
     def header_init(self, layer: str) -> bool:
@@ -130,9 +148,9 @@ class RulesC:
         return "\n".join([
             "    if (in->rule__) { /* rules: the decision outlives the instance */",
             f"        rg_flow_set_time(ctx->rl_{layer}, ctx->clock.now);",
-            f"        uint32_t *p_ = (uint32_t *)rg_flow_create_n(ctx->rl_{layer}, in->fi.key_a, "
-            f"{rev}, {lc.key_len});",
-            "        if (p_) *p_ = in->rule__;",
+            f"        struct {self.S}__rl_rec *p_ = (struct {self.S}__rl_rec *)rg_flow_create_n("
+            f"ctx->rl_{layer}, in->fi.key_a, {rev}, {lc.key_len});",
+            "        if (p_) p_->rule = in->rule__;",
             "    }",
         ])  # fmt: skip
 
@@ -368,7 +386,7 @@ class RulesC:
         slot_lines: list[str] = []
         if self.inst:
             # the deepest instance of the packet (or one that ended in it): its recorded rule
-            out.append("        uint32_t *slot_ = NULL, rec_ = 0;")
+            out.append("        uint32_t *slot_ = NULL, rec_ = 0, pdir_ = 0;")
             out.append("        rg_flow_info *fi_ RG_MAYBE_UNUSED = NULL;")
             for ly in self.inst:  # deepest first: the first instance (or ended one) decides
                 lc = self.lcs[ly]
@@ -379,21 +397,31 @@ class RulesC:
                     f"        if (!slot_ && !rec_ && has_inst_{ly}) {{",
                     f"            slot_ = &inst_{ly}->rule__;",
                     f"            fi_ = &inst_{ly}->fi;",
+                    f"            pdir_ = (uint32_t)({lc.dir_expr()});",
                     "            rec_ = *slot_;",
                     f"        }} else if (!slot_ && !rec_ && kb_{ly} && ctx->rl_{ly}->nlive) {{",
                     "            int d_ = 0;",
                     f"            rg_flow_set_time(ctx->rl_{ly}, ctx->clock.now);",
-                    f"            const uint32_t *p_ = (const uint32_t *)rg_flow_lookup_n(ctx->rl_{ly}, "
-                    f"kf_{ly}, {lc.key_len}, &d_);",
-                    "            if (p_) rec_ = *p_; /* an instance a stateful rule took, ended */",
+                    f"            struct {self.S}__rl_rec *p_ = (struct {self.S}__rl_rec *)"
+                    f"rg_flow_lookup_n(ctx->rl_{ly}, kf_{ly}, {lc.key_len}, &d_);",
+                    "            if (p_) { /* an instance a stateful rule took, ended */",
+                    "                rec_ = p_->rule;",
+                    "                pdir_ = d_ != 0;",
+                    "            }",
                     "        }",
                 ]
-            out.append(f"        if (rec_ != 0 && rec_ <= {n}u) {{")
-            out.append("            best_ = rec_ - 1u; /* a stateful rule took this instance */")
+            # bit 31 of a record: the direction of the packet that matched (replies: mirrors)
+            out.append("        const int rev_ RG_MAYBE_UNUSED = rec_ && (rec_ >> 31) != pdir_;")
+            out.append(f"        if (rec_ != 0 && (rec_ & 0x7fffffffu) <= {n}u) {{")
+            out.append(
+                "            best_ = (rec_ & 0x7fffffffu) - 1u; /* a stateful rule took it */"
+            )
             out.append("        } else {")
             ind = "            "
             slot_lines = [
-                f"{ind}if (slot_ && best_ < {n}u && rules_stateful_[best_]) *slot_ = best_ + 1u;"
+                f"{ind}if (slot_ && best_ < {n}u && rules_stateful_[best_]) {{",
+                f"{ind}    *slot_ = (best_ + 1u) | (pdir_ << 31);",
+                f"{ind}}}",
             ]
         else:
             ind = "        "
@@ -424,14 +452,32 @@ class RulesC:
         out.append("    }")
         return "\n".join(out)
 
+    def _set(self, f: FieldRef, value: int) -> str:
+        """A setter call (setters.py: numbers by value, byte fields by their bytes)."""
+        fn = f"{self.S}_set_{f.layer}_{f.field}"
+        if f.kind == "num":
+            return f"{fn}(ctx, UINT64_C({value}));"
+        n = f.width // 8
+        b = ", ".join(f"{x:#04x}" for x in value.to_bytes(n, "big"))
+        return f"{{ static const uint8_t v_[{n}] = {{{b}}}; {fn}(ctx, v_); }}"
+
     def _action(self, r: RuleIR) -> list[str]:
         if r.action in VERDICT:
             fi = "fi_" if self.inst else "NULL"
             return [f"rg_verdict_give(&ctx->verdict, {fi}, {VERDICT[r.action]});"]
-        out = []
+        fwd = [self._set(f, v) for f, v in r.rewrite]
+        if not (r.stateful and self.inst):
+            return fwd
+        back = []  # a reply: the mirror of each field (its other side) gets the value
         for f, v in r.rewrite:
-            out.append(f"{self.S}_set_{f.layer}_{f.field}(ctx, UINT64_C({v}));")
-        return out
+            m = self.mirror.get((f.layer, f.field))
+            if m is None:
+                back.append(self._set(f, v))
+            else:
+                mf = FieldRef(m[0], m[1], f.kind, f.width)
+                back.append(self._set(mf, v) + f" /* mirror of {f.dotted} */")
+        return ["if (!rev_) {", *["    " + x for x in fwd], "} else {",
+                *["    " + x for x in back], "}"]  # fmt: skip
 
     def _group(self, gi: int, g: Group, ind: str) -> list[str]:
         layers: list[str] = []
@@ -493,7 +539,7 @@ class RulesC:
                 "        rg_flow_cfg rc_;",
                 "        memset(&rc_, 0, sizeof rc_);",
                 f"        rc_.key_len = {lc.key_len};",
-                "        rc_.payload_size = sizeof(uint32_t);",
+                f"        rc_.payload_size = sizeof(struct {self.S}__rl_rec);",
                 "        rc_.cap = 1u << 16; /* the oldest are evicted beyond */",
                 f"        rc_.bidir = {1 if lc.bidir else 0};",
                 f"        rc_.seed = seed + 101u + {lc.index};",
@@ -507,6 +553,11 @@ class RulesC:
         return "\n".join(f"    if (ctx->rl_{n}) rg_flow_free(ctx->rl_{n});" for n in self.inst)
 
     def support(self) -> str:
+        rec = (f"/* an ended instance a stateful rule took (rules' linger table) */\n"
+               f"struct {self.S}__rl_rec {{\n    uint32_t rule; /* 1 + rule | dir << 31 */\n}};\n")  # fmt: skip
+        return rec + self._support()
+
+    def _support(self) -> str:
         rules = self.rs.rules
         names = ", ".join(c_string(r.name) for r in rules) or "NULL"  # no empty initialisers
         acts = ", ".join(c_string(r.action) for r in rules) or "NULL"

@@ -40,12 +40,21 @@ class StackFields:
     stack: str
     layers: dict[str, dict[str, HField]]
     protocols: dict[str, str]
+    # fields the generated setters can write (backend/setters.py): at a fixed place in the
+    # header, not a constant tag, of a fixed size
+    settable: dict[str, set[str]]
 
     @classmethod
     def of_program(cls, prog: Any) -> StackFields:
         layers = {n: dict(lir.desc.fields) for n, lir in prog.layers.items()}
         protos = {n: lir.desc.protocol for n, lir in prog.layers.items()}
-        return cls(prog.stack, layers, protos)
+        settable = {
+            n: {f for f in lir.desc.fixed_bits
+                if not (lir.desc.fields[f].kind == "num" and lir.desc.fields[f].const is not None)
+                and not (lir.desc.fields[f].kind != "num" and lir.desc.fields[f].size is None)}
+            for n, lir in prog.layers.items()
+        }  # fmt: skip
+        return cls(prog.stack, layers, protos, settable)
 
 
 def is_rules_document(data: Any) -> bool:
@@ -251,6 +260,10 @@ def check(loaded: Loaded, sf: StackFields) -> tuple[RuleSet | None, list[Diagnos
                 ref = c.field(fname, where, None, None)
                 if isinstance(ref, LayerRef):
                     c.err("RG012", f"'{fname}' is a layer, not a field", where)
+                elif ref is not None and ref.field not in sf.settable.get(ref.layer, set()):
+                    c.err("RG012", f"'{fname}' cannot be rewritten: it has no fixed place in "
+                          f"the {ref.layer} header", where, hint="only fields at a fixed offset "
+                          "(not options, not constant tags) have setters")  # fmt: skip
                 elif ref is not None:
                     val = c.value(v, ref, where)
                     if val is not None:
