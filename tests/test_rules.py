@@ -451,11 +451,15 @@ def test_stateful_rewrite_moves_the_port_both_ways(tmp_path: Path) -> None:
 
 
 def check_rewrites(
-    name: str, rules: str, rewrite_of: Callable[[Frame], dict[str, int]], tmp_path: Path
+    name: str | Path,
+    rules: str,
+    rewrite_of: Callable[[Frame], dict[str, int] | None],
+    tmp_path: Path,
 ) -> None:
-    """The rules' rewrites on a capture: the new values where rewrite_of says, every checksum
-    tshark verified on the input verifies on the output, every other byte unchanged."""
-    pcap = TRACES / name
+    """The rules' rewrites on a capture: the new values where rewrite_of says (None: the frame
+    is dropped), every checksum tshark verified on the input verifies on the output, every
+    other byte unchanged."""
+    pcap = name if isinstance(name, Path) else TRACES / name
     if not pcap.is_file():
         pytest.skip(f"{name} is not in {TRACES}")
     r = tmp_path / "rewrite.rules.yaml"
@@ -464,7 +468,7 @@ def check_rewrites(
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out.pcap"
     got = run_json(tmp_path / "b" / "tcp_ip", pcap, "--write", str(out))
-    fields = FIELDS + ["tcp.flags.push"]
+    fields = FIELDS + ["tcp.flags.push", "tcp.stream"]
     args = ["-r", str(pcap), "-T", "fields", "-E", "occurrence=f"] + [
         a for k in fields for a in ("-e", k)
     ]
@@ -472,17 +476,19 @@ def check_rewrites(
     for row in rows:
         row["protos"] = row["frame.protocols"].split(":")  # type: ignore[assignment]
     frames_in, frames_out = pcap_frames(pcap), pcap_frames(out)
-    assert len(frames_out) == len(frames_in)  # rewrites drop nothing
     checks = ["-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE",
               "-o", "udp.check_checksum:TRUE"]  # fmt: skip
     status_args = ["-T", "fields", "-e", "ip.checksum.status", "-e", "tcp.checksum.status",
                    "-e", "udp.checksum.status", "-E", "occurrence=f"]  # fmt: skip
     st_in = _tshark(["-r", str(pcap), *checks, *status_args]).splitlines()
     st_out = _tshark(["-r", str(out), *checks, *status_args]).splitlines()
+    wants = [rewrite_of(row) for row in rows]
+    kept = [i for i, w in enumerate(wants) if w is not None]
+    assert len(frames_out) == len(kept)  # exactly the dropped frames are missing
     rewritten = 0
-    for i, (row, (ts_a, a), (ts_b, b)) in enumerate(zip(rows, frames_in, frames_out, strict=True)):
-        assert ts_a == ts_b and len(a) == len(b)
-        want = rewrite_of(row)
+    for k, i in enumerate(kept):
+        (ts_a, a), (ts_b, b), want = frames_in[i], frames_out[k], wants[i]
+        assert ts_a == ts_b and len(a) == len(b) and want is not None
         offs = _layers(a)
         allowed: set[int] = set()
         for fname, value in want.items():
@@ -490,17 +496,84 @@ def check_rewrites(
             lay, off, width, shift = _FIELDS[fname]
             at = offs[lay] + off
             assert _get(b, at, width, shift) == value, (i + 1, fname)
-            allowed |= set(range(at, at + (width + shift + 7) // 8))
+            nb = (width + shift + 7) // 8
+            mask = ((1 << width) - 1) << shift  # bits beside the field (ECN by DSCP) unchanged
+            old, new = (int.from_bytes(x[at : at + nb], "big") for x in (a, b))
+            assert (old ^ new) & ~mask == 0, (i + 1, fname)
+            allowed |= set(range(at, at + nb))
         if want:
             rewritten += 1
             assert offs is not None
             for lay, at in offs.items():  # the checksums covering the fields may change
                 allowed |= {at + _CSUM[lay], at + _CSUM[lay] + 1}
             # every checksum tshark verified on the input verifies on the output
-            for x, y in zip(st_in[i].split("\t"), st_out[i].split("\t"), strict=False):
+            for x, y in zip(st_in[i].split("\t"), st_out[k].split("\t"), strict=False):
                 assert x != "1" or y == "1", (i + 1, st_in[i], st_out[i])
         changed = {k for k in range(len(a)) if a[k] != b[k]}
         assert changed <= allowed, (i + 1, sorted(changed - allowed))
     assert rewritten > 0
     hits = {x["name"]: x["hits"] for x in got["rules"]}  # type: ignore[attr-defined]
-    assert sum(hits.values()) == rewritten
+    assert sum(hits.values()) == rewritten + len(wants) - len(kept)
+
+
+# -- the README's middlebox ----------------------------------------------------------------------
+
+
+def _voip_capture(path: Path) -> None:
+    """Telnet, a web connection on port 80, SIP and RTP, DNS and HTTPS, built with scapy."""
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    def tcp(src: str, dst: str, sp: int, dp: int, flags: str, load: bytes = b"") -> object:
+        return Ether() / IP(src=src, dst=dst, ttl=64) / TCP(sport=sp, dport=dp, flags=flags,
+                                                            seq=1000, ack=1) / load  # fmt: skip
+
+    c, t, w, v = "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"
+    pkts = [
+        tcp(c, t, 40000, 23, "S"), tcp(t, c, 23, 40000, "SA"), tcp(c, t, 40000, 23, "PA", b"ls\r\n"),
+        tcp(c, w, 40001, 80, "S"), tcp(w, c, 80, 40001, "SA"), tcp(c, w, 40001, 80, "A"),
+        tcp(c, w, 40001, 80, "PA", b"GET / HTTP/1.1\r\n\r\n"),
+        tcp(w, c, 80, 40001, "PA", b"HTTP/1.1 200 OK\r\n\r\n"),
+        Ether() / IP(src=c, dst=v) / UDP(sport=5060, dport=5060) / b"INVITE sip:a@b SIP/2.0\r\n",
+        Ether() / IP(src=v, dst=c) / UDP(sport=5060, dport=5060) / b"SIP/2.0 200 OK\r\n",
+        Ether() / IP(src=c, dst=v, tos=0x02) / UDP(sport=20000, dport=20002) / (b"\x80" + bytes(171)),
+        Ether() / IP(src=v, dst=c) / UDP(sport=20002, dport=20000) / (b"\x80" + bytes(171)),
+        Ether() / IP(src=c, dst="10.0.0.53") / UDP(sport=33333, dport=53) / bytes(20),
+        tcp(c, w, 40002, 443, "S"),
+    ]  # fmt: skip
+    wrpcap(str(path), pkts)
+
+
+def _middlebox(rows_seen: set[str]) -> Callable[[Frame], dict[str, int] | None]:
+    """What the README's rules do to a frame, from tshark's fields (in frame order)."""
+
+    def of(f: Frame) -> dict[str, int] | None:
+        sp, dp = _num(f, "tcp.srcport"), _num(f, "tcp.dstport")
+        if _tcp(f) and 23 in (sp, dp):
+            return None
+        if _tcp(f) and dp == 80:
+            rows_seen.add(f["tcp.stream"])
+        if _tcp(f) and f["tcp.stream"] in rows_seen:  # the connection the rule took
+            return {"tcp.dport": 8080} if dp == 80 else {"tcp.sport": 8080} if sp == 80 else {}
+        usp, udp_ = _num(f, "udp.srcport"), _num(f, "udp.dstport")
+        if _udp(f) and (5060 in (usp, udp_) or 16384 <= (udp_ or 0) <= 32767):
+            return {"ip.dscp": 46}
+        return {}
+
+    return of
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+@pytest.mark.parametrize("name", ["crafted", "mixed-android-mobile.pcap"])
+def test_readme_middlebox(name: str, tmp_path: Path) -> None:
+    from readme_snippets import rules_example
+
+    text = rules_example().replace("../../specs/stacks/tcp_ip.yaml", str(STACK))
+    example = (REPO / "docs" / "examples" / "middlebox.rules.yaml").read_text(encoding="utf-8")
+    assert rules_example() in example  # the example file is the README's block
+    pcap: str | Path = name
+    if name == "crafted":
+        pcap = tmp_path / "voip.pcap"
+        _voip_capture(pcap)
+    check_rewrites(pcap, text, _middlebox(set()), tmp_path)
