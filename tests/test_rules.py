@@ -351,10 +351,11 @@ def test_stateful_rules_drop_whole_connections_both_ways(name: str, tmp_path: Pa
 
 def test_sanitized_rules_survive_hostile_captures(tmp_path: Path) -> None:
     """ASan + UBSan: every kind of rule (exact groups, ranges, prefixes, stateful lingering
-    instances, drops) on truncated, malformed and crafted captures."""
+    instances, drops, rewrites through the setters) on truncated, malformed and crafted
+    captures."""
     r = tmp_path / "all.rules.yaml"
-    stateful = "\n".join(STATEFUL.splitlines()[1:])  # without its `rules:` line
-    r.write_text(RULES.format(stack=STACK) + stateful + "\n", encoding="utf-8")
+    more = [x.splitlines()[1:] for x in (STATEFUL, REWRITES, STATEFUL_REWRITE)]  # no `rules:`
+    r.write_text(RULES.format(stack=STACK) + "\n".join(sum(more, [])) + "\n", encoding="utf-8")
     proc = rubikgen("build", str(STACK), "--rules", str(r), "-o", str(tmp_path / "b"), "--sanitize")
     assert proc.returncode == 0, proc.stderr
     binary = tmp_path / "b" / "tcp_ip-asan"

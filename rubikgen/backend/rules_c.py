@@ -77,10 +77,13 @@ class RulesC:
         self.lcs = layers
         self.n = len(rs.rules)
         used: set[str] = set()
+        self.fields: dict[str, list[FieldRef]] = {}  # per layer: the fields rules read
         for r in rs.rules:
             for v in r.refs.values():
                 if isinstance(v, FieldRef | LayerRef):
                     used.add(v.layer)
+                if isinstance(v, FieldRef) and v not in self.fields.setdefault(v.layer, []):
+                    self.fields[v.layer].append(v)
         self.used = [n for n in layers if n in used]
         # stateful rules and drop-flow act on the instance of the deepest layer with one
         need_inst = any(r.stateful or r.action == "drop-flow" for r in rs.rules)
@@ -109,9 +112,9 @@ class RulesC:
 
     # -- hooks into the per-packet code (cgen.py) -------------------------------------------
     def header_init(self, layer: str) -> bool:
-        """Whether the layer's header local starts initialised (the rules read it at the end
-        of every packet: the compiler cannot see that rs_L guards every read)."""
-        return layer in self.used
+        """Whether the layer's header local must start initialised: no, the rules read copies
+        of the fields they use (rf_L_F, taken when the header parsed)."""
+        return False
 
     def has_slot(self, layer: str) -> bool:
         return layer in self.inst
@@ -119,6 +122,8 @@ class RulesC:
     def locals(self) -> str:
         out = ["    /* rules: layers parsed in this packet, selector keys built in it */"]
         out += [f"    uint8_t rs_{n} = 0;" for n in self.used]
+        out += [f"    uint64_t rf_{f.layer}_{f.field} = 0;"
+                for fs in self.fields.values() for f in fs]  # fmt: skip
         out += [f"    uint8_t kb_{n} RG_MAYBE_UNUSED = 0;" for n in self.inst]
         return "\n".join(out)
 
@@ -126,11 +131,17 @@ class RulesC:
         return f"\nrs_{layer} = 0;" if layer in self.used else ""
 
     def on_parsed(self, layer: str) -> str:
-        return (
-            f"\nif (err_{layer} == 0) rs_{layer} = 1; /* rules may read it */"
-            if (layer in self.used)
-            else ""
-        )
+        """The header parsed: the rules may read it; the fields they read, copied (big-endian
+        values of byte fields)."""
+        if layer not in self.used:
+            return ""
+        out = [f"if (err_{layer} == 0) {{ /* rules */", f"    rs_{layer} = 1;"]
+        for f in self.fields.get(layer, []):
+            v = (f"(uint64_t)h_{layer}.{f.field}" if f.kind == "num"
+                 else f"rg_load_ben(h_{layer}.{f.field}.ptr, {f.width // 8})")  # fmt: skip
+            out.append(f"    rf_{layer}_{f.field} = {v};")
+        out.append("}")
+        return "\n" + "\n".join(out)
 
     def on_key(self, layer: str) -> str:
         return (
@@ -300,9 +311,7 @@ class RulesC:
                 return f"UINT64_C({x.value})"
             if isinstance(x, LayerRef):
                 return f"(uint64_t)rs_{x.layer}"
-            if x.kind == "num":
-                return f"(uint64_t)h_{x.layer}.{x.field}"
-            return f"rg_load_ben(h_{x.layer}.{x.field}.ptr, {x.width // 8})"
+            return f"rf_{x.layer}_{x.field}"
         if isinstance(e, Unary):
             a = self._val(r, e.operand)
             return {"!": f"(uint64_t)!({a})", "~": f"(~{a})", "-": f"(UINT64_C(0) - {a})"}[e.op]
@@ -380,6 +389,8 @@ class RulesC:
     # -- the hook ---------------------------------------------------------------------------
     def hook(self) -> str:
         n = self.n
+        if n == 0:
+            return f"    /* rules ({c_comment(self.rs.file)}): none */"
         out = [f"    /* rules ({c_comment(self.rs.file)}): first match wins; {n} = none */"]
         out.append("    {")
         out.append(f"        unsigned best_ = {n}u;")
