@@ -578,3 +578,27 @@ def test_readme_middlebox(name: str, tmp_path: Path) -> None:
         pcap = tmp_path / "voip.pcap"
         _voip_capture(pcap)
     check_rewrites(pcap, text, _middlebox(set()), tmp_path)
+
+
+def test_rules_in_toml(tmp_path: Path) -> None:
+    f = tmp_path / "r.toml"
+    text = f"""spec = "{STACK}"
+
+[[rules]]
+name = "telnet"
+match = "tcp.dport == 23 || tcp.sport == 23"
+action = "drop"
+
+[[rules]]
+name = "web"
+stateful = true
+match = "tcp.dprt == 80"
+action = {{rewrite = {{"tcp.dport" = 8080}}}}
+"""
+    f.write_text(text, encoding="utf-8")
+    proc = rubikgen("validate", str(f))
+    assert proc.returncode == 1
+    assert f"{f}:11:10: error[RG011]" in proc.stdout and "did you mean 'dport'" in proc.stdout
+    f.write_text(text.replace("dprt", "dport"), encoding="utf-8")
+    proc = rubikgen("validate", "--strict", str(f))
+    assert proc.returncode == 0, proc.stdout

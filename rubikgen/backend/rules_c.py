@@ -120,26 +120,28 @@ class RulesC:
         return layer in self.inst
 
     def locals(self) -> str:
-        out = ["    /* rules: layers parsed in this packet, selector keys built in it */"]
-        out += [f"    uint8_t rs_{n} = 0;" for n in self.used]
-        out += [f"    uint64_t rf_{f.layer}_{f.field} = 0;"
-                for fs in self.fields.values() for f in fs]  # fmt: skip
+        out = ["    /* rules: selector keys built in this packet */"]
         out += [f"    uint8_t kb_{n} RG_MAYBE_UNUSED = 0;" for n in self.inst]
         return "\n".join(out)
 
     def on_enter(self, layer: str) -> str:
-        return f"\nrs_{layer} = 0;" if layer in self.used else ""
+        return ""
 
     def on_parsed(self, layer: str) -> str:
         """The header parsed: the rules may read it; the fields they read, copied (big-endian
         values of byte fields)."""
         if layer not in self.used:
             return ""
-        out = [f"if (err_{layer} == 0) {{ /* rules */", f"    rs_{layer} = 1;"]
+        # in the context, not locals: nothing held in registers across the whole function;
+        # the packet number stamps the layer as parsed in this packet (no per-packet reset)
+        out = [f"if (err_{layer} == 0) {{ /* rules */", f"    ctx->rs_{layer} = ctx->pkt_no;"]
         for f in self.fields.get(layer, []):
+            n = f.width // 8
+            load = {1: "rg_load_u8({p})", 2: "rg_load_be16({p})", 4: "rg_load_be32({p})",
+                    8: "rg_load_be64({p})"}.get(n, "rg_load_ben({p}, " + str(n) + ")")  # fmt: skip
             v = (f"(uint64_t)h_{layer}.{f.field}" if f.kind == "num"
-                 else f"rg_load_ben(h_{layer}.{f.field}.ptr, {f.width // 8})")  # fmt: skip
-            out.append(f"    rf_{layer}_{f.field} = {v};")
+                 else "(uint64_t)" + load.format(p=f"h_{layer}.{f.field}.ptr"))  # fmt: skip
+            out.append(f"    ctx->rf_{layer}_{f.field} = {v};")
         out.append("}")
         return "\n" + "\n".join(out)
 
@@ -311,7 +313,7 @@ class RulesC:
                 return f"UINT64_C({x.value})"
             if isinstance(x, LayerRef):
                 return f"(uint64_t)rs_{x.layer}"
-            return f"rf_{x.layer}_{x.field}"
+            return f"ctx->rf_{x.layer}_{x.field}"
         if isinstance(e, Unary):
             a = self._val(r, e.operand)
             return {"!": f"(uint64_t)!({a})", "~": f"(~{a})", "-": f"(UINT64_C(0) - {a})"}[e.op]
@@ -393,6 +395,7 @@ class RulesC:
             return f"    /* rules ({c_comment(self.rs.file)}): none */"
         out = [f"    /* rules ({c_comment(self.rs.file)}): first match wins; {n} = none */"]
         out.append("    {")
+        out += [f"        const int rs_{ly} = ctx->rs_{ly} == ctx->pkt_no;" for ly in self.used]
         out.append(f"        unsigned best_ = {n}u;")
         slot_lines: list[str] = []
         if self.inst:
@@ -532,6 +535,10 @@ class RulesC:
     # -- context, descriptors ---------------------------------------------------------------
     def ctx_fields(self) -> str:
         out = [f"    uint64_t rule_hits[{max(1, self.n)}]; /* rules: hits per rule */"]
+        out += [f"    uint64_t rs_{n}; /* rules: the packet in which layer {n} last parsed */"
+                for n in self.used]  # fmt: skip
+        out += [f"    uint64_t rf_{f.layer}_{f.field}; /* rules: its value then */"
+                for fs in self.fields.values() for f in fs]  # fmt: skip
         out += [f"    rg_flow *rl_{n}; /* rules: ended instances stateful rules took */"
                 for n in self.inst]  # fmt: skip
         return "\n".join(out)
