@@ -103,7 +103,7 @@ def main() -> int:
     capture = cap_dir / "a.pcap"
     rows: list[tuple[str, float]] = []
     configs: list[tuple[str, int | None, bool]] = [("plain stack", None, False)]
-    configs += [(f"{n} rules", n, False) for n in args.sizes]
+    configs += [(f"{n} rule{'' if n == 1 else 's'}", n, False) for n in args.sizes]
     if args.rewrite:
         configs += [(f"{n} rules + rewrite every packet", n, True) for n in (0, 10)]
     for label, n, rw in configs:
