@@ -602,3 +602,15 @@ action = {{rewrite = {{"tcp.dport" = 8080}}}}
     f.write_text(text.replace("dprt", "dport"), encoding="utf-8")
     proc = rubikgen("validate", "--strict", str(f))
     assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+def test_rule_hits_add_up_over_workers(counting_binary: Path) -> None:
+    """--workers 2: every worker's context counts its packets; the summary adds them up."""
+    pcap = TRACES / "mixed-android-mobile.pcap"
+    if not pcap.is_file():
+        pytest.skip(f"{pcap} not found")
+    one = run_json(counting_binary, pcap)
+    two = run_json(counting_binary, pcap, "--workers", "2")
+    assert all(n > 0 for n in two["workers"])  # type: ignore[attr-defined]  # both had packets
+    assert two["rules"] == one["rules"] and sum(r["hits"] for r in one["rules"]) > 0  # type: ignore[attr-defined]

@@ -30,3 +30,10 @@ void rg_rules_text(const rg_stats *st)
         printf("  %-24s %-10s %12" PRIu64 "\n", st->rule_name[i], st->rule_action[i],
                st->rule_hits[i]);
 }
+
+void rg_rules_add(const rg_stats *into, const rg_stats *from)
+{
+    if (into == NULL || from == NULL || into->rule_hits == NULL || from->rule_hits == NULL) return;
+    for (uint32_t i = 0; i < into->nrules && i < from->nrules; i++)
+        into->rule_hits[i] += from->rule_hits[i];
+}

@@ -10,5 +10,7 @@
 void rg_rules_json(const rg_stats *st);
 /* A table of the rules and their hits; nothing without rules. */
 void rg_rules_text(const rg_stats *st);
+/* --workers: add the hits of another worker's context into these (the same stack). */
+void rg_rules_add(const rg_stats *into, const rg_stats *from);
 
 #endif /* RG_RULES_OUT_H */

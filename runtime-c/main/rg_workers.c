@@ -30,6 +30,7 @@
 #include "rg/rg_rss.h"
 #include "rg/rg_timer.h"
 #include "rg_driver.h"
+#include "rg_rules_out.h"
 
 #define TICK_DLT  (-1)        /* a ring record that is a clock tick, not a frame */
 #define RING_SIZE (16u << 20) /* bytes per worker */
@@ -395,6 +396,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.n = &total.n;
         s.live_per = live_per;
         s.st = stack->stats ? stack->stats(ws[0].ctx) : NULL; /* record sizes */
+        for (unsigned i = 1; s.st && i < nw; i++) rg_rules_add(s.st, stack->stats(ws[i].ctx));
         if (!s.linktype_what) s.linktype_what = "";
         s.gaps = total.n.gaps;
         s.gap_bytes = total.n.gap_bytes;

@@ -82,7 +82,7 @@ typedef struct rg_stats {
     uint32_t nrules;
     const char *const *rule_name;
     const char *const *rule_action;
-    const uint64_t *rule_hits;
+    uint64_t *rule_hits;
 } rg_stats;
 
 /* Allocate counters for nlayers layers; names may be NULL (layers then print
