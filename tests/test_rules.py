@@ -250,6 +250,12 @@ def test_rule_hits_match_tshark(name: str, counting_binary: Path) -> None:
     assert list(hits) == [n for n, _ in PREDICATES]
     assert hits == {n: want.get(n, 0) for n, _ in PREDICATES}, (hits, want)
     assert sum(hits.values()) > 0
+    bench = subprocess.run(
+        [str(counting_binary), str(pcap), "--bench", "--passes", "1", "--nf", "count"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    line = json.loads(bench.stdout.strip().splitlines()[-1])
+    assert line["rules"] == got["rules"]  # the --bench JSON carries the same counters
 
 
 # -- verdicts: drop, drop-flow, stateful, through --write ---------------------------------------
