@@ -161,9 +161,13 @@ class RulesC:
         return "\n".join([
             "    if (in->rule__) { /* rules: the decision outlives the instance */",
             f"        rg_flow_set_time(ctx->rl_{layer}, ctx->clock.now);",
-            f"        struct {self.S}__rl_rec *p_ = (struct {self.S}__rl_rec *)rg_flow_create_n("
+            "        int d_ = 0; /* a key seen before (a reused 4-tuple): its record is updated */",
+            f"        struct {self.S}__rl_rec *p_ = (struct {self.S}__rl_rec *)rg_flow_lookup_n("
+            f"ctx->rl_{layer}, in->fi.key_a, {lc.key_len}, &d_);",
+            f"        if (p_ == NULL) p_ = (struct {self.S}__rl_rec *)rg_flow_create_n("
             f"ctx->rl_{layer}, in->fi.key_a, {rev}, {lc.key_len});",
-            "        if (p_) p_->rule = in->rule__;",
+            "        /* bit 31 (the direction that matched) is relative to the stored key */",
+            "        if (p_) p_->rule = in->rule__ ^ (d_ ? 0x80000000u : 0u);",
             "    }",
         ])  # fmt: skip
 
