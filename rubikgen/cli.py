@@ -275,14 +275,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{f}: note: skipped: not a rubikgen document (no top-level "
                   "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip
 
-    from rubikgen.rules.front import looks_like_rules, validate_files
+    from rubikgen.rules.detect import looks_like_rules
 
     rules_files = [f for f in files if looks_like_rules(f)]  # docs/rules.md
     res = check_files([f for f in files if f not in rules_files], on_skip=skipped_note)
     checked, skipped, internal = res.checked, res.skipped, bool(res.failures)
     diags += [_internal_error(e, f) for f, e in res.failures]
     diags = diags + res.diagnostics
-    checked += validate_files(rules_files, diags, res.workspace.sources)
+    if rules_files:
+        from rubikgen.rules.front import validate_files
+
+        checked += validate_files(rules_files, diags, res.workspace.sources)
     render(diags, res.workspace.sources, fmt)
     if internal:
         return EXIT_INTERNAL

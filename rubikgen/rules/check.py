@@ -57,10 +57,6 @@ class StackFields:
         return cls(prog.stack, layers, protos, settable)
 
 
-def is_rules_document(data: Any) -> bool:
-    return isinstance(data, dict) and "rules" in data and not ({"protocol", "stack"} & set(data))
-
-
 def load(path: str, text: str | None = None) -> tuple[Loaded | None, list[Diagnostic]]:
     """The rules file parsed and validated against the model (no stack needed)."""
     if text is None:

@@ -67,18 +67,3 @@ def validate_files(files: list[str], diags: list[Diagnostic], sources: SourceCac
             except OSError:
                 pass
     return len(files)
-
-
-def looks_like_rules(path: str) -> bool:
-    """A YAML/TOML file with a top-level `rules:` key and no `protocol:`/`stack:` key."""
-    from .check import is_rules_document
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    if "rules" not in text:
-        return False
-    from rubikgen.source import load_text
-
-    return is_rules_document(load_text(path, text).data)
