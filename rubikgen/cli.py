@@ -129,6 +129,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--control", metavar="SOCKET", help="a UNIX socket for `rubikgen ctl` (docs/nf.md)"
     )
+    r.add_argument(
+        "--write", metavar="OUT.pcap", help="write the packets that pass (rules, verdicts) here"
+    )
+    r.add_argument("--checksums", action="store_true", help="verify and count bad checksums")
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
     i.add_argument("stack", help="stack spec file")
@@ -247,6 +251,9 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         help="packet sources linked in: pcap (capture files, live interfaces; default), "
         "dpdk or all (also DPDK ports: needs libdpdk-dev)",
     )
+    p.add_argument(
+        "--rules", metavar="R.yaml", help="compile this rules file into the stack (docs/rules.md)"
+    )
 
 
 def _wire_options(p: argparse.ArgumentParser) -> None:
@@ -355,13 +362,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{f}: note: skipped: not a rubikgen document (no top-level "
                   "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip
 
-    res = check_files(files, on_skip=skipped_note)
+    from rubikgen.rules.detect import looks_like_rules
+
+    rules_files = [f for f in files if looks_like_rules(f)]  # docs/rules.md
+    res = check_files([f for f in files if f not in rules_files], on_skip=skipped_note)
     checked, skipped, internal = res.checked, res.skipped, bool(res.failures)
     for f in chains:  # NF chain files (rubikgen/chain.py)
         diags += check_chain_file(f, res.workspace.sources).diags
     checked += len(chains)
     diags += [_internal_error(e, f) for f, e in res.failures]
     diags = diags + res.diagnostics
+    if rules_files:
+        from rubikgen.rules.front import validate_files
+
+        checked += validate_files(rules_files, diags, res.workspace.sources)
     render(diags, res.workspace.sources, fmt)
     if internal:
         return EXIT_INTERNAL
@@ -480,6 +494,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         dump_after=args.dump_ir_after,
         check_ir=args.check_ir or None,  # else RUBIKGEN_CHECK_IR decides
         timings=timings,
+        rules=args.rules,
     )
     out_dir = _build_dir(comp, args.out_dir)
     try:
@@ -580,7 +595,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             render(chain_diags, sources, "text", stream=sys.stderr)
             if any(d.severity == "error" for d in chain_diags):
                 return EXIT_ERRORS
-    comp = Compilation(args.stack)
+    comp = Compilation(args.stack, rules=args.rules)
     try:
         res = build_compilation(
             comp,
@@ -611,7 +626,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cmd = [str(res.binary), *src_args, "--nf", args.nf, "--out", str(out)]
     cmd += ["--chain", args.chain] if args.chain else []
     cmd += ["--control", args.control] if args.control else []
-    cmd += ["--summary", args.summary, *args.extra]
+    cmd += ["--summary", args.summary, *(["--checksums"] if args.checksums else [])]
+    cmd += [*(["--write", args.write] if args.write else []), *args.extra]
     if eal:
         cmd += ["--", *eal]
     sys.stdout.flush()

@@ -60,6 +60,8 @@ CODES: dict[str, str] = {
     "RG054": "parameter layer is not parsed before this layer",
     "RG055": "two edges from one layer with the same condition (warning)",
     "RG060": "invalid handler",
+    "RG070": "invalid checksum declaration",
+    "RG071": "invalid pseudo-header declaration",
     "RG900": "internal error",
     "RG901": "broken installation (a module of rubikgen or of a dependency cannot be imported)",
 }

@@ -60,8 +60,10 @@ class Compilation:
         check_ir: bool | None = None,
         timings: dict[str, float] | None = None,
         workspace: Workspace | None = None,
+        rules: str | os.PathLike[str] | None = None,
     ) -> None:
         self.stack_path = str(stack_path)
+        self.rules_path = str(rules) if rules is not None else None  # compiled in (docs/rules.md)
         if check_ir is None:  # a debugging switch for every build of a session (tests, CI)
             check_ir = os.environ.get("RUBIKGEN_CHECK_IR", "") not in ("", "0")
         self.options = Options(opt_level, tuple(disable), tuple(dump_after), check_ir)
@@ -80,6 +82,7 @@ class Compilation:
             dump_after=self.options.dump_after,
             check_ir=self.options.check_ir,
             workspace=self.workspace,
+            rules=self.rules_path,
         )
         if "document" in self.__dict__:
             other.__dict__["document"] = self.document
@@ -116,6 +119,8 @@ class Compilation:
                 for r in (specpath.resolve(x.protocol, base) for x in model.layers.values())
                 if r.path
             ]
+        if self.rules_path is not None:
+            files.append(Path(self.rules_path))
         return [f for f in files if f.is_file()]
 
     # -- check ---------------------------------------------------------------------------------
@@ -199,7 +204,18 @@ class Compilation:
         t0 = time.perf_counter()
         files = list(doc.sources) + [li.protocol.file for li in doc.stack_info.layers.values()]
         level = self.options.opt_level
-        gen = CGen(prog, spec_hash(files, level), level).render()
+        rules = None
+        if self.rules_path is not None:
+            from rubikgen.backend.emit import GenerateError
+            from rubikgen.rules.check import StackFields, check, load
+
+            loaded, diags = load(self.rules_path)
+            if loaded is not None and not any(d.severity == "error" for d in diags):
+                rules, diags = check(loaded, StackFields.of_program(prog))
+            if rules is None:
+                raise GenerateError(diags)
+            files.append(self.rules_path)
+        gen = CGen(prog, spec_hash(files, level), level, rules).render()
         gen.dumps = self.optimised.dumps
         self.timings["C back-end"] = time.perf_counter() - t0
         return gen

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from rubikgen.chain import ChainFile
 from rubikgen.models import Protocol, Stack
+from rubikgen.rules.model import RulesFile
 from rubikgen.spectest.model import TestFile
 
 SCHEMAS: dict[str, type[BaseModel]] = {
@@ -17,6 +18,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "stack.schema.json": Stack,
     "spectest.schema.json": TestFile,
     "chain.schema.json": ChainFile,
+    "rules.schema.json": RulesFile,
 }
 
 

@@ -51,3 +51,9 @@ def precommit_config(repo: str, rev: str) -> str:
     body, n2 = re.subn(r"(?m)^(\s*rev:\s*)\S+.*$", lambda m: m.group(1) + rev, body)
     assert n1 == n2 == 1, body
     return body
+
+
+def rules_example() -> str:
+    """The rules file of README.md's "Rules" section (its `spec:` relative to docs/examples)."""
+    (body,) = blocks("Rules: drop, count and rewrite without C", "yaml")
+    return body

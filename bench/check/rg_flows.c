@@ -101,7 +101,7 @@ int main(int argc, char **argv)
         return 1;
     }
     rg_obs obs = {&k, on_call, on_open, NULL, on_close, NULL, NULL};
-    rg_ctx_cfg cfg = {0, 1, &obs, 0, NULL, 0};
+    rg_ctx_cfg cfg = {.seed = 1, .obs = &obs};
     void *ctx = s->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the stack context\n", argv[0]);

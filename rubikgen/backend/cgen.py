@@ -28,9 +28,12 @@ from rubikgen.ir.nodes import (
     Program,
     Return,
 )
+from rubikgen.rules.ir import RuleSet
 
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
+from .rules_c import RulesC, depths
+from .setters import Setters
 
 TEMPLATES = resources.templates_dir()  # the checkout's templates/ or the installed copy
 _TYPED = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
@@ -79,7 +82,9 @@ def _label(block: str) -> str:
 
 
 class CGen:
-    def __init__(self, prog: Program, hash_: str, opt_level: int) -> None:
+    def __init__(
+        self, prog: Program, hash_: str, opt_level: int, rules: RuleSet | None = None
+    ) -> None:
         self.prog = prog
         assert prog.desc is not None
         self.sd = prog.desc
@@ -100,6 +105,11 @@ class CGen:
             lc.atoms = len(prog.layers[name].atoms)
             lc.prepare([h for h, hd in self.sd.handlers.items() if hd.layer == name], xfs.get(name))
         self.handlers = self._handlers()
+        self.setters = Setters(self.S, list(self.layers.values()))  # checksums, field setters
+        # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
+        self.rules = RulesC(rules, self.S, self.layers, depths(prog)) if rules else None
+        for name, lc in self.layers.items():
+            lc.rule_slot = self.rules is not None and self.rules.has_slot(name)
         # one return id per call site of each layer (callers are (call block, ret block))
         self.ret_ids = {
             name: {call: i + 1 for i, (call, _) in enumerate(lir.callers)}
@@ -170,9 +180,13 @@ class CGen:
             "layer_support": self.layer_support(),
             "drains": {lc.name: self.drain_support(lc) for lc in self.layers.values()},
             "entry_table": self.entry_table(),
-            "lifecycle": {lc.name: self.lifecycle(lc) for lc in self.layers.values()},
+            "lifecycle": {
+                lc.name: self.lifecycle(lc) + (self.rules.on_close(lc.name) if self.rules else "")
+                for lc in self.layers.values()
+            },
             "close_reasons": self.sd.close_reasons,
             "xf": self.transform_support(),
+            "setters": self.setters,
         }
         files = {
             f"{self.S}_gen.h": env.get_template("stack_gen.h.j2").render(ctx),
@@ -220,6 +234,10 @@ class CGen:
                 new.append(
                     f"    rg_stats_set_reason_name(ctx->stats, RG_REASON_USER + {k}, {c_string(r)});"
                 )
+        if self.rules:
+            fields.append(self.rules.ctx_fields())
+            new.append(self.rules.ctx_new())
+            free.append(self.rules.ctx_free())
         return {
             "includes": "".join(f'#include "{h}"\n' for h in includes),
             "fields": "\n".join(fields),
@@ -278,6 +296,8 @@ class CGen:
                     f"static inline uint64_t {lc.t('vtest')}(const struct {lc.t('inst')} *in, unsigned k)\n"
                     f"{{\n    return (uint64_t)({' || '.join(terms)});\n}}"
                 )
+        if self.rules:
+            out.append(self.rules.support())
         return "\n\n".join(out)
 
     # -- gap recovery: what a layer's sequences deliver when an instance ends ---------------
@@ -351,7 +371,8 @@ class CGen:
             # a self-looping layer's loop condition reads its header in the block the layers
             # above return to; gcc cannot follow the returns (a switch) and would warn that it
             # may be unset, so those few headers start initialised (one small struct copy)
-            init = f" = {lc.t('hdr_init')}" if self._max_repeat(lc) else ""
+            rule_read = self.rules is not None and self.rules.header_init(n)
+            init = f" = {lc.t('hdr_init')}" if self._max_repeat(lc) or rule_read else ""
             out.append(f"    struct {lc.t('hdr')} h_{n} RG_MAYBE_UNUSED{init};")
             out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED;")
             out.append(f"    struct {lc.t('inst')} *inst_{n} RG_MAYBE_UNUSED = &ctx->scratch_{n};")
@@ -371,6 +392,8 @@ class CGen:
                 out.append(f"    uint8_t kf_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
                 if lc.bidir:
                     out.append(f"    uint8_t kr_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
+        if self.rules:
+            out.append(self.rules.locals())
         return "\n".join(out)
 
     # -- descriptors ------------------------------------------------------------------------
@@ -459,6 +482,8 @@ class CGen:
         out += self._verdict_exits()
         out.append("")
         out.append("R_done:")
+        if self.rules:
+            out.append(self.rules.hook())
         out.append("    return rc;")
         return "\n".join(out)
 
@@ -564,7 +589,7 @@ class CGen:
             f"sdu_{n} = rg_bytes_empty();",
             f"rg_stats_layer_packet(&ctx->stats->layer[{lc.index}], in_{n}.len);",
         ]
-        return "\n".join(lines)
+        return "\n".join(lines) + (self.rules.on_enter(n) if self.rules else "")
 
     def i_parse_header(self, ins: I.ParseHeader, lc: LayerC) -> str:
         n = lc.name
@@ -575,7 +600,8 @@ class CGen:
         lines.append(
             f"if (err_{n} == 0) sdu_{n} = rg_bytes_make(in_{n}.ptr + cur_{n}, in_{n}.len - cur_{n});"
         )
-        return "\n".join(lines)
+        lines += self.setters.parsed(lc)
+        return "\n".join(lines) + (self.rules.on_parsed(n) if self.rules else "")
 
     def i_error(self, ins: I.Error, lc: LayerC) -> str:
         return (
@@ -602,7 +628,7 @@ class CGen:
         out = self._store_key(f"kf_{lc.name}", lc.key_fwd, lc)
         if lc.bidir:
             out += self._store_key(f"kr_{lc.name}", lc.key_rev, lc)
-        return "\n".join(out)
+        return "\n".join(out) + (self.rules.on_key(lc.name) if self.rules else "")
 
     def i_lookup(self, ins: I.Lookup, lc: LayerC) -> str:
         n = lc.name

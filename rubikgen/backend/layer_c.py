@@ -85,6 +85,7 @@ class LayerC:
     atoms: int = 0
     # sema's typed expressions of this layer, by source text (Program.exprs)
     x: ExprTable = field(default_factory=lambda: ExprTable(""))
+    rule_slot: bool = False  # rules with stateful/drop-flow actions: inst has rule__ (rules_c)
 
     # -- names ------------------------------------------------------------------------------
     @property
@@ -246,6 +247,8 @@ class LayerC:
         for tn in getattr(self, "transforms", []):
             st = self.d.transform_states[tn]
             lines.append(f"    {st} xf_{tn}; /* state of transform {tn} (a key cache) */")
+        if self.rule_slot:
+            lines.append("    uint32_t rule__; /* rules: 1 + the stateful rule that took it */")
         lines.append("};")
         return "\n".join(lines)
 

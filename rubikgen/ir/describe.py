@@ -7,12 +7,27 @@ from typing import Any
 from rubikgen.expr.table import ExprTable
 from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, IfStep
 from rubikgen.sema.builtins import BUILTIN_EVENTS
+from rubikgen.sema.checksums import fixed_offsets
 from rubikgen.sema.protocol import parse_duration
 from rubikgen.sema.stack import LayerInfo
 from rubikgen.sema.symbols import FieldInfo, VarInfo
 from rubikgen.sema.transforms import TRANSFORMS
 
-from .layout import AnyUntil, Elif, Else, HField, If, KeyItem, LayerDesc, Parse, SeqDesc, Step, Var
+from .layout import (
+    AnyUntil,
+    CsumDesc,
+    Elif,
+    Else,
+    HField,
+    If,
+    KeyItem,
+    LayerDesc,
+    Parse,
+    PseudoDesc,
+    SeqDesc,
+    Step,
+    Var,
+)
 
 __all__ = ["describe_layer"]
 
@@ -86,7 +101,26 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
         )
     if proto.has_instance:
         _key(d, m.selector, x)
+    _checksums(d, li, line)
     return d
+
+
+def _checksums(d: LayerDesc, li: LayerInfo, line: Any) -> None:
+    proto = li.protocol
+    m = proto.model
+    d.fixed_bits = fixed_offsets(proto)
+    for fname, cs in m.checksums.items():
+        pl = li.bindings.get(cs.pseudo_header) if cs.pseudo_header else None
+        d.checksums.append(
+            CsumDesc(fname, d.fixed_bits[fname] // 8, cs.algorithm, cs.covers, pl,
+                     cs.protocol or 0, cs.zero_means_none, line(("checksums", fname)).line)
+        )  # fmt: skip
+    ph = m.pseudo_header
+    if ph is not None:
+        fb = d.fixed_bits
+        size = proto.fields[ph.src].size or 4
+        ln = fb[ph.length] // 8 if ph.length is not None else None
+        d.pseudo = PseudoDesc(fb[ph.src] // 8, fb[ph.dst] // 8, size, ln, ph.length_from)
 
 
 def _key(d: LayerDesc, sel: Any, x: ExprTable) -> None:

@@ -15,6 +15,8 @@ from rubikgen.expr.types import BytesT, NumT, Type
 
 __all__ = [
     "AnyUntil",
+    "CsumDesc",
+    "PseudoDesc",
     "Arg",
     "HandlerDesc",
     "StackDesc",
@@ -119,6 +121,31 @@ class SeqDesc:
 
 
 @dataclass(frozen=True)
+class CsumDesc:
+    """A checksum field (protocol `checksums:`), resolved for one layer of the stack."""
+
+    field: str
+    off: int  # byte offset in the header
+    algorithm: str  # "internet" | "crc32c"
+    covers: str  # "header" | "layer"
+    pseudo_layer: str | None  # the layer bound to the pseudo_header parameter
+    protocol: int
+    zero_none: bool
+    line: int
+
+
+@dataclass(frozen=True)
+class PseudoDesc:
+    """The fields a layer lends to pseudo-headers: byte offsets in its header."""
+
+    src: int
+    dst: int
+    size: int
+    length: int | None
+    length_from: int
+
+
+@dataclass(frozen=True)
 class KeyItem:
     text: str
     expr: Expr
@@ -156,6 +183,11 @@ class LayerDesc:
     key_common: list[KeyItem] = field(default_factory=list)
     # transforms the layer runs -> the C type of their per-instance state
     transform_states: dict[str, str] = field(default_factory=dict)
+    # checksums and setters: the fields at a fixed place (bit offset from the header's start),
+    # the checksum fields, the pseudo-header fields lent to the layers above
+    fixed_bits: dict[str, int] = field(default_factory=dict)
+    checksums: list[CsumDesc] = field(default_factory=list)
+    pseudo: PseudoDesc | None = None
 
     def exprs(self) -> list[Expr]:
         """Every expression the description holds (verify checks they are resolved)."""

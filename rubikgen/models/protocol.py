@@ -259,6 +259,52 @@ Duration = Annotated[
 ]
 
 
+class Checksum(Model):
+    """A checksum field: its algorithm and what it covers (docs/spec-language.md, checksums)."""
+
+    algorithm: Literal["internet", "crc32c"] = Field(
+        description="internet: the 16-bit one's complement sum of RFC 1071 (a 16-bit field); "
+        "crc32c: CRC-32C as SCTP stores it (RFC 9260 appendix A, a 32-bit field)."
+    )
+    covers: Literal["header", "layer"] = Field(
+        "header",
+        description="header: the bytes the header program parsed; layer: the layer's whole "
+        "input (header and payload, e.g. a TCP segment).",
+    )
+    pseudo_header: StrictStr | None = Field(
+        None,
+        description="A parameter of this protocol whose bound layer's protocol declares "
+        "`pseudo_header`: its addresses, `protocol` and the covered length are summed too "
+        "(TCP and UDP over IPv4 or IPv6).",
+    )
+    protocol: Annotated[StrictInt, Field(ge=0, le=255)] | None = Field(
+        None, description="The upper-layer protocol number in the pseudo-header (6 for TCP)."
+    )
+    zero_means_none: StrictBool = Field(
+        False,
+        description="A zero field means no checksum was computed (UDP); a computed zero is "
+        "sent as 0xffff.",
+    )
+    doc: StrictStr | None = None
+
+
+class PseudoHeader(Model):
+    """The fields a protocol lends to the pseudo-header of the checksums above it."""
+
+    src: StrictStr = Field(description="The source address field.")
+    dst: StrictStr = Field(description="The destination address field.")
+    length: StrictStr | None = Field(
+        None,
+        description="A 16-bit field giving the length of what follows the header, counted from "
+        "header byte `length_from` (IPv4 total_len from 0, IPv6 plen from 40): an upper layer "
+        "whose captured input is shorter was cut by the capture and is not verified.",
+    )
+    length_from: Annotated[StrictInt, Field(ge=0, le=65535)] = Field(
+        0, description="The header offset the `length` field counts from."
+    )
+    doc: StrictStr | None = None
+
+
 class Protocol(Model):
     """A layer prototype."""
 
@@ -280,6 +326,14 @@ class Protocol(Model):
     psm: PSM | None = None
     events: dict[str, Event] = Field(default_factory=dict)
     timeout: Duration | None = None
+    checksums: dict[str, Checksum] = Field(
+        default_factory=dict,
+        description="Checksum fields of the header, by field name, and what each covers.",
+    )
+    pseudo_header: PseudoHeader | None = Field(
+        None,
+        description="Address fields the checksums of layers above (pseudo_header: PARAM) sum.",
+    )
 
 
 for _m in (IfStep, ElifStep, ElseStep, IfStmt, ElifStmt, ElseStmt, Protocol):

@@ -24,6 +24,7 @@ from rubikgen.models.protocol import (
     Selector,
 )
 from rubikgen.sema import builtins as B
+from rubikgen.sema.checksums import check_checksums
 from rubikgen.sema.scope import ProtocolScope
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.sema.transforms import TRANSFORMS
@@ -538,6 +539,7 @@ def check_protocol(
                 hint="a positive number of seconds or a string like '30s', '500ms', '2m'",
             )
         )
+    diags.extend(check_checksums(info, params))
     return diags
 
 

@@ -60,6 +60,7 @@ typedef struct opts {
     int pin; /* --pin: pin file/live worker threads even with fewer cores than threads */
     int inline_mode;  /* --inline: frames go on to the peer unless a verdict drops it */
     const char *peer; /* --peer IF: live, the inline peer interface */
+    int checksums; /* --checksums: rg_ctx_cfg.checksums */
 } opts;
 
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
@@ -177,6 +178,9 @@ uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);
 void rg_live_before_flush(const rg_stack_desc *stack, rg_counts *n, uint64_t *live);
 void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *s);
 /* "layers":{NAME:{...},...} for every layer with a selector. */
+/* "checksum_bad":{LAYER:N,...} (every layer; --checksums), after a comma */
+void rg_checksums_json(const rg_stack_desc *stack, const rg_stats *st);
+void rg_checksums_text(const rg_stack_desc *stack, const rg_stats *st);
 void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64_t *live,
                     const rg_stats *st);
 

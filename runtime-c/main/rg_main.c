@@ -17,6 +17,7 @@
 #include "rg/rg_seq.h"
 #include "rg_driver.h"
 #include "rg_nfchain.h"
+#include "rg_rules_out.h"
 
 /* Set by SIGINT/SIGTERM: the run stops reading, flushes and prints its
  * summary; a source blocked in next_burst polls it (rg_source_cfg.stop). */
@@ -178,8 +179,13 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
     }
     if (!r->chain)
         *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
-    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, obs, o->no_timeouts, o->layer_cap,
-                      o->max_clock_jump_ns};
+    rg_ctx_cfg cfg = {.inst_cap = (uint32_t)o->cap,
+                      .seed = o->seed,
+                      .obs = obs,
+                      .no_timeouts = o->no_timeouts,
+                      .layer_cap = o->layer_cap,
+                      .max_clock_jump_ns = o->max_clock_jump_ns,
+                      .checksums = o->checksums};
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
     if (!r->ctx || !r->live_per) {
@@ -344,7 +350,9 @@ static void print_bench(const opts *o, const rg_stack_desc *stack, const void *c
     printf("},\"seq_heap_peak_bytes\":%zu,", seq_peak);
     printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},",
            st ? st->clock_jumps_fwd : 0, st ? st->clock_jumps_back : 0);
+    rg_rules_json(st);
     rg_layers_json(stack, last, live_per, st);
+    if (o->checksums) rg_checksums_json(stack, st);
     fputs("}\n", stdout);
     fflush(stdout);
 }
@@ -374,8 +382,13 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     } else {
         obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
     }
-    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap,
-                      o->max_clock_jump_ns};
+    rg_ctx_cfg cfg = {.inst_cap = (uint32_t)o->cap,
+                      .seed = o->seed,
+                      .obs = &obs,
+                      .no_timeouts = o->no_timeouts,
+                      .layer_cap = o->layer_cap,
+                      .max_clock_jump_ns = o->max_clock_jump_ns,
+                      .checksums = o->checksums};
     void *ctx = stack->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,

@@ -74,6 +74,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "                   clock, which it does not move (default 300; 0 = no guard)\n"
             "  --summary FMT    summary on stdout: text or json (default text)\n"
             "  --stats          runtime counters on stderr\n"
+            "  --checksums      verify the checksums the specs declare; bad ones are counted\n"
+            "                   per layer (checksum_bad in the summary; default off)\n"
             "  --bench          time the processing of the capture loaded in memory; one JSON\n"
             "                   line on stdout (--nf " RG_NF_COUNT " or " RG_NF_NONE ")\n"
             "  --passes N       passes of --bench (default %d; the best one counts)\n"
@@ -137,6 +139,7 @@ enum {
     O_BUFFER,
     O_INLINE,
     O_PEER,
+    O_CHECKSUMS,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -170,6 +173,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"buffer", required_argument, NULL, O_BUFFER},
         {"inline", no_argument, NULL, O_INLINE},
         {"peer", required_argument, NULL, O_PEER},
+        {"checksums", no_argument, NULL, O_CHECKSUMS},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -320,6 +324,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             break;
         case O_BENCH:
             o->bench = 1;
+            break;
+        case O_CHECKSUMS:
+            o->checksums = 1;
             break;
         case O_PASSES:
             if (parse_num(optarg, 1, 1000000, &o->passes)) bad = "--passes";

@@ -6,6 +6,7 @@
 #include "rg/rg_json.h"
 #include "rg/rg_obs.h"
 #include "rg_driver.h"
+#include "rg_rules_out.h"
 
 uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n)
 {
@@ -113,7 +114,9 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     for (int k = 0, n = 0; k < RG_LINK_KINDS; k++)
         if (stack->entry[k] >= 0) printf("%s\"%s\"", n++ ? "," : "", rg_link_kind_names[k]);
     fputs("],", stdout);
+    rg_rules_json(s->st);
     rg_layers_json(stack, s->n, s->live_per, s->st);
+    if (o->checksums) rg_checksums_json(stack, s->st);
     fputs("}\n", stdout);
 }
 
@@ -169,4 +172,6 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
         fputs(")\n", stdout);
     }
     layers_text(stack, s->n, s->live_per, s->st);
+    rg_rules_text(s->st);
+    if (o->checksums) rg_checksums_text(stack, s->st);
 }

@@ -44,6 +44,7 @@
 #include "rg/rg_rss.h"
 #include "rg/rg_timer.h"
 #include "rg_driver.h"
+#include "rg_rules_out.h"
 
 #define TICK_DLT  (-1)        /* a ring record that is a clock tick, not a frame */
 #define RING_SIZE (16u << 20) /* bytes per worker */
@@ -288,8 +289,13 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, int mq,
     w->shim = (rg_obs){w, shim_call, shim_open, shim_packet, shim_close, shim_gap, shim_clock_jump};
     w->obs = rg_make_observer(&w->counter, snf->nf ? &w->shim : NULL,
                               strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
-    rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &w->obs,
-                      o->no_timeouts, o->layer_cap, o->max_clock_jump_ns};
+    rg_ctx_cfg cfg = {.inst_cap = (uint32_t)o->cap,
+                      .seed = o->seed,
+                      .obs = &w->obs,
+                      .no_timeouts = o->no_timeouts,
+                      .layer_cap = o->layer_cap,
+                      .max_clock_jump_ns = o->max_clock_jump_ns,
+                      .checksums = o->checksums};
     w->ctx = stack->ctx_new(&cfg);
     w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
     if (!w->ctx || !w->live_per) {
@@ -528,6 +534,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.n = &total.n;
         s.live_per = live_per;
         s.st = stack->stats ? stack->stats(ws[0].ctx) : NULL; /* record sizes */
+        for (unsigned i = 1; s.st && i < nw; i++) rg_rules_add(s.st, stack->stats(ws[i].ctx));
         if (!s.linktype_what) s.linktype_what = "";
         s.gaps = total.n.gaps;
         s.gap_bytes = total.n.gap_bytes;

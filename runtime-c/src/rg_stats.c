@@ -132,6 +132,7 @@ void rg_stats_print(const rg_stats *s, FILE *out)
         PR("seq.bytes_delivered", l->seq.bytes_delivered);
         PR("dropped_by_verdict", l->dropped_by_verdict);
         PR("bypassed", l->bypassed);
+        PR("checksum_bad", l->checksum_bad);
     }
 }
 #undef PR

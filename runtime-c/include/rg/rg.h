@@ -3,6 +3,7 @@
 #define RG_H
 
 #include "rg_common.h"
+#include "rg_csum.h"
 #include "rg_flow.h"
 #include "rg_pcap.h"
 #include "rg_pkt.h"

@@ -236,6 +236,9 @@ typedef struct rg_ctx_cfg {
      * does not move it (rg_clock); 0 = RG_CLOCK_DEFAULT_MAX_JUMP (300 s),
      * UINT64_MAX = no guard */
     uint64_t max_clock_jump_ns;
+    /* 1: verify the checksums the specs declare on input, counting bad ones per layer
+     * (rg_layer_stats.checksum_bad) */
+    int checksums;
 } rg_ctx_cfg;
 
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`): the one

@@ -70,6 +70,7 @@ typedef struct rg_layer_stats {
     /* packets of instances a flow verdict marked, stopped at the lookup */
     uint64_t dropped_by_verdict; /* RG_DROP_FLOW: dropped */
     uint64_t bypassed;           /* RG_BYPASS_FLOW: passed without inspection */
+    uint64_t checksum_bad; /* checksums that did not verify (--checksums; rg_csum.h) */
 } rg_layer_stats;
 
 typedef struct rg_stats {
@@ -80,6 +81,11 @@ typedef struct rg_stats {
     uint32_t nlayers;
     const char *reason_name[RG_REASON_MAX];
     rg_layer_stats *layer; /* nlayers entries */
+    /* rules compiled into the stack (docs/rules.md): hits per rule, owned by the context */
+    uint32_t nrules;
+    const char *const *rule_name;
+    const char *const *rule_action;
+    uint64_t *rule_hits;
 } rg_stats;
 
 /* Allocate counters for nlayers layers; names may be NULL (layers then print

@@ -1,0 +1,129 @@
+"""Cost of rules compiled into the TCP/IP stack (BENCHMARKS.md "Rules").
+
+    python bench/rules.py [--connections 2000] [--sizes 0 1 10 100 1000] [--out FILE.md]
+
+Generates workload a of bench/gen.py (HTTP-like connections, 9 packets each), builds
+specs/stacks/tcp_ip.yaml -O2 plain and with rule sets of N rules (half exact 5-tuple matches,
+half prefix or range matches; none matches the workload, so every packet pays the whole rule
+set: the worst case), and counts instructions per packet with callgrind exactly as
+bench/run.py does: the second pass's processing loop of `BINARY CAPTURE --bench --passes 2
+--nf count` (the dump part between its clock reads) divided by the packets. With a rewrite
+rule (`--rewrite`, needs the generated setters) every packet is also rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STACK = REPO / "specs" / "stacks" / "tcp_ip.yaml"
+
+
+def rules_text(n: int, seed: int = 1, rewrite: bool = False) -> str:
+    """n rules: even ones exact 5-tuples, odd ones alternately a /24 prefix with a port range
+    and a pair of port ranges. Addresses in 172.16/12 and 192.168/16: the workload uses 10/8."""
+    r = random.Random(seed)
+    lines = [f"spec: {STACK}", "rules:" if n or rewrite else "rules: []"]
+    for i in range(n):
+        if i % 2 == 0:
+            m = (f"ip.saddr == 172.{r.randint(16, 31)}.{r.randint(0, 255)}.{r.randint(1, 254)} "
+                 f"&& ip.daddr == 172.{r.randint(16, 31)}.{r.randint(0, 255)}.{r.randint(1, 254)} "
+                 f"&& tcp.sport == {r.randint(1024, 65535)} && tcp.dport == {r.randint(1, 1023)}")  # fmt: skip
+        elif i % 4 == 1:
+            lo = r.randint(1, 60000)
+            m = (f"ip.daddr == 192.168.{r.randint(0, 255)}.0/24 "
+                 f"&& tcp.dport >= {lo} && tcp.dport <= {lo + r.randint(0, 5000)}")  # fmt: skip
+        else:
+            lo, lo2 = r.randint(1, 1000), r.randint(1, 60000)
+            m = (f"tcp.dport >= {lo} && tcp.dport <= {lo + 20} "
+                 f"&& tcp.sport >= {lo2} && tcp.sport <= {lo2 + 100} && ip.ttl < 2")  # fmt: skip
+        lines.append(f'  - {{name: r{i}, match: "{m}", action: count}}')
+    if rewrite:
+        lines.append('  - {name: every, match: "tcp", action: {rewrite: {ip.ttl: 33}}}')
+    return "\n".join(lines) + "\n"
+
+
+def build(out: Path, rules: Path | None) -> Path:
+    cmd = [sys.executable, "-m", "rubikgen", "build", str(STACK), "-o", str(out)]
+    if rules is not None:
+        cmd += ["--rules", str(rules)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise SystemExit(f"build failed: {p.stderr[-2000:]}")
+    return out / "tcp_ip"
+
+
+def instructions_per_packet(binary: Path, capture: Path) -> tuple[float, int]:
+    """bench/run.py's method: part 7 of a --passes 2 run is the second pass's loop."""
+    with tempfile.TemporaryDirectory(prefix="rg-rules-cg-") as tmp:
+        out = Path(tmp) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+               "--dump-before=clock_gettime*", str(binary), str(capture), "--bench",
+               "--passes", "2", "--nf", "count", "--seed", "1"]  # fmt: skip
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"callgrind failed: {p.stderr[-1000:]}")
+        parts: dict[int, int] = {}
+        for f in Path(tmp).glob("cg.out.*"):
+            suffix = f.name.rsplit(".", 1)[1]
+            if suffix.isdigit():
+                m = re.search(r"^(?:summary|totals):\s*(\d+)", f.read_text(errors="replace"), re.M)
+                if m:
+                    parts[int(suffix)] = int(m.group(1))
+        pkts = int(json.loads(p.stdout.strip().splitlines()[-1])["pkts"])
+        return parts[7] / pkts, pkts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--connections", type=int, default=2000)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[0, 1, 10, 100, 1000])
+    ap.add_argument("--rewrite", action="store_true", help="also a rewrite on every packet")
+    ap.add_argument("--build-dir", default=str(REPO / "build" / "bench-rules"))
+    ap.add_argument("--out", help="also write the table here (Markdown)")
+    args = ap.parse_args()
+    if not shutil.which("valgrind"):
+        raise SystemExit("valgrind is not installed (apt-get install -y valgrind)")
+    bdir = Path(args.build_dir)
+    bdir.mkdir(parents=True, exist_ok=True)
+    cap_dir = bdir / "captures"
+    gen = [sys.executable, str(REPO / "bench" / "gen.py"), "--out", str(cap_dir),
+           "--connections", str(args.connections), "a"]  # fmt: skip
+    subprocess.run(gen, check=True, capture_output=True)
+    capture = cap_dir / "a.pcap"
+    rows: list[tuple[str, float]] = []
+    configs: list[tuple[str, int | None, bool]] = [("plain stack", None, False)]
+    configs += [(f"{n} rule{'' if n == 1 else 's'}", n, False) for n in args.sizes]
+    if args.rewrite:
+        configs += [(f"{n} rules + rewrite every packet", n, True) for n in (0, 10)]
+    for label, n, rw in configs:
+        rules = None
+        if n is not None:
+            rules = bdir / f"r{n}{'-rw' if rw else ''}.yaml"
+            rules.write_text(rules_text(n, rewrite=rw), encoding="utf-8")
+        out = bdir / (f"n{n}{'-rw' if rw else ''}" if n is not None else "plain")
+        ipp, pkts = instructions_per_packet(build(out, rules), capture)
+        rows.append((label, ipp))
+        print(f"{label:36} {ipp:9.1f} instructions/packet ({pkts} packets)", flush=True)
+    base = rows[0][1]
+    table = ["| configuration | instructions/packet | vs plain |", "|---|---:|---:|"]
+    table += [f"| {label} | {ipp:,.0f} | {ipp / base:.2f}x |" for label, ipp in rows]
+    text = "\n".join(table) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Rules files: match/action rules compiled into a stack (docs/rules.md)."""

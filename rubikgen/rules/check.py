@@ -1,0 +1,277 @@
+"""Loading and checking a rules file against a stack (docs/rules.md).
+
+A rule's `match` is an expression of the spec expression language over the header fields of
+the stack's layers: `L.header.f` (the name specs use for another layer's field) or its short
+form `L.f`; a bare layer name `L` holds when the packet reached that layer and parsed its
+header. IPv4 addresses are written dotted (`10.0.0.1`), and `FIELD == a.b.c.d/n` compares a
+prefix. Every problem is a Diagnostic at file:line:col, like spec errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rubikgen.diagnostics import Diagnostic
+from rubikgen.expr.ast import BINARY_OPS, Binary, Bool, Expr, Name, Num, Unary, walk
+from rubikgen.expr.parser import ExprSyntaxError, parse_expr
+from rubikgen.ir.layout import HField
+from rubikgen.source import Loaded, SourceMap, load_text
+
+from .ir import COMPARISONS, FieldRef, LayerRef, Lit, Resolved, RuleIR, RuleSet
+from .model import RulesFile
+
+LOGICAL = ("&&", "||")
+MAX_KEY_BYTES = 8  # fields compared as numbers: up to 8 bytes (IPv6 addresses are not)
+
+_IPV4 = re.compile(r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:/(\d{1,3}))?(?![\w.])")
+
+
+@dataclass
+class StackFields:
+    """What rules may name in a stack: its layers' header fields."""
+
+    stack: str
+    layers: dict[str, dict[str, HField]]
+    protocols: dict[str, str]
+    # fields the generated setters can write (backend/setters.py): at a fixed place in the
+    # header, not a constant tag, of a fixed size
+    settable: dict[str, set[str]]
+
+    @classmethod
+    def of_program(cls, prog: Any) -> StackFields:
+        layers = {n: dict(lir.desc.fields) for n, lir in prog.layers.items()}
+        protos = {n: lir.desc.protocol for n, lir in prog.layers.items()}
+        settable = {
+            n: {f for f in lir.desc.fixed_bits
+                if not (lir.desc.fields[f].kind == "num" and lir.desc.fields[f].const is not None)
+                and not (lir.desc.fields[f].kind != "num" and lir.desc.fields[f].size is None)}
+            for n, lir in prog.layers.items()
+        }  # fmt: skip
+        return cls(prog.stack, layers, protos, settable)
+
+
+def load(path: str, text: str | None = None) -> tuple[Loaded | None, list[Diagnostic]]:
+    """The rules file parsed and validated against the model (no stack needed)."""
+    if text is None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            return None, [Diagnostic("RG007", f"cannot read rules file: {e}", path, 1, 1)]
+    loaded = load_text(path, text)
+    if loaded.diags:
+        return loaded, list(loaded.diags)
+    if not isinstance(loaded.data, dict) or "rules" not in loaded.data:
+        hint = "a rules file is a mapping: `rules: [{name, match, action}, ...]`"
+        return loaded, [loaded.smap.diag("RG004", "no top-level 'rules' key", (), hint=hint)]
+    from rubikgen.schema_errors import convert
+
+    try:
+        RulesFile.model_validate(loaded.data)
+    except ValidationError as e:
+        return loaded, convert(e, loaded.data, loaded.smap, RulesFile)
+    return loaded, []
+
+
+def _did_you_mean(name: str, options: list[str]) -> str | None:
+    near = difflib.get_close_matches(name, options, n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(x) for x in near)}?" if near else None
+
+
+class _Checker:
+    def __init__(self, smap: SourceMap, sf: StackFields) -> None:
+        self.smap = smap
+        self.sf = sf
+        self.diags: list[Diagnostic] = []
+
+    def err(self, code: str, msg: str, path: tuple[Any, ...], text: str | None = None,
+            span: tuple[int, int] | None = None, hint: str | None = None,
+            severity: str = "error") -> None:  # fmt: skip
+        self.diags.append(
+            self.smap.diag(code, msg, path, offset=span, text=text, hint=hint, severity=severity)
+        )
+
+    # -- names --------------------------------------------------------------------------
+    def field(self, dotted: str, path: tuple[Any, ...], text: str | None,
+              span: tuple[int, int] | None) -> FieldRef | LayerRef | None:  # fmt: skip
+        parts = dotted.split(".")
+        layers = self.sf.layers
+        lay = parts[0]
+        if lay not in layers:
+            self.err("RG011", f"unknown layer '{lay}' in stack {self.sf.stack}", path, text,
+                     span, _did_you_mean(lay, list(layers))
+                     or f"the layers: {', '.join(layers)}")  # fmt: skip
+            return None
+        if len(parts) == 1:
+            return LayerRef(lay)
+        if len(parts) == 3 and parts[1] == "header":
+            fname = parts[2]
+        elif len(parts) == 2:
+            fname = parts[1]
+        else:
+            self.err("RG011", f"unknown name '{dotted}'", path, text, span,
+                     f"write LAYER.header.FIELD or LAYER.FIELD (e.g. {lay}.header.FIELD)")  # fmt: skip
+            return None
+        fields = layers[lay]
+        if fname not in fields:
+            proto = self.sf.protocols[lay]
+            self.err("RG011", f"layer '{lay}' ({proto}) has no header field '{fname}'", path,
+                     text, span, _did_you_mean(fname, list(fields))
+                     or f"its fields: {', '.join(fields)}")  # fmt: skip
+            return None
+        hf = fields[fname]
+        if hf.kind == "num":
+            return FieldRef(lay, fname, "num", hf.width or 64)
+        if hf.size is None or hf.size > MAX_KEY_BYTES:
+            what = "a variable-length" if hf.size is None else f"a {hf.size}-byte"
+            self.err("RG012", f"'{dotted}' is {what} field: rules compare fields of at most "
+                     f"{MAX_KEY_BYTES} bytes", path, text, span,
+                     "IPv6 addresses and variable-length fields cannot be matched yet")  # fmt: skip
+            return None
+        return FieldRef(lay, fname, "bytes", hf.size * 8)
+
+    # -- expressions ----------------------------------------------------------------------
+    def expr(self, text: str, path: tuple[Any, ...]) -> tuple[Expr, dict[Any, Resolved]] | None:
+        lits: dict[str, Lit] = {}
+
+        def sub(m: re.Match[str]) -> str:
+            octets = [int(m.group(i)) for i in range(1, 5)]
+            bad = next((o for o in octets if o > 255), None)
+            pre = m.group(5)
+            if bad is not None or (pre is not None and int(pre) > 32):
+                what = f"octet {bad} above 255" if bad is not None else f"prefix /{pre} above 32"
+                self.err("RG015", f"bad IPv4 literal '{m.group(0)}': {what}", path, text,
+                         (m.start(), m.end()))  # fmt: skip
+            v = 0
+            for o in octets:
+                v = (v << 8) | (o & 0xFF)
+            p = None if pre is None else min(int(pre), 32)
+            if p is not None and v & ~Lit(v, p).mask & 0xFFFFFFFF:
+                self.err("RG015", f"'{m.group(0)}' has bits set after the /{p} prefix", path,
+                         text, (m.start(), m.end()),
+                         "write the network address (host bits zero)")  # fmt: skip
+            ph = f"_ip{len(lits)}"
+            ph = ph + "_" * (len(m.group(0)) - len(ph))
+            lits[ph] = Lit(v, p)
+            return ph
+
+        src = _IPV4.sub(sub, text)  # placeholders even for bad literals: names still checked
+        try:
+            e = parse_expr(src)
+        except ExprSyntaxError as x:
+            self.err(x.code, x.message, path, text, (x.offset, x.offset + 1), x.hint)
+            return None
+        refs: dict[Any, Resolved] = {}
+        before = len(self.diags)
+        for n in walk(e):
+            if isinstance(n, Name):
+                if n.dotted in lits:
+                    refs[(n.start, n.end)] = lits[n.dotted]
+                    continue
+                r = self.field(n.dotted, path, text, (n.start, n.end))
+                if r is not None:
+                    refs[(n.start, n.end)] = r
+            elif not isinstance(n, Num | Bool | Unary | Binary):
+                self.err("RG017", "rules take numbers, fields, operators and comparisons only "
+                         "(no functions, indexing or slices)", path, text, (n.start, n.end))  # fmt: skip
+        if len(self.diags) > before:
+            return None
+        self.types(e, refs, path, text)
+        if len(self.diags) > before:
+            return None
+        return e, refs
+
+    def types(self, e: Expr, refs: dict[Any, Resolved], path: tuple[Any, ...], text: str) -> None:
+        """CIDR literals only as `FIELD == a.b.c.d/n` (or !=), against a 4-byte field; a
+        constant compared with a field must fit it (a warning otherwise, like RG016)."""
+        ok_cidr: set[tuple[int, int]] = set()
+        for n in walk(e):
+            if not isinstance(n, Binary) or n.op not in COMPARISONS:
+                continue
+            for a, b in ((n.left, n.right), (n.right, n.left)):
+                ra = refs.get((a.start, a.end)) if isinstance(a, Name) else None
+                rb = refs.get((b.start, b.end)) if isinstance(b, Name) else None
+                if isinstance(rb, Lit) and rb.prefix is not None:
+                    if n.op in ("==", "!=") and isinstance(ra, FieldRef) and ra.width == 32:
+                        ok_cidr.add((b.start, b.end))
+                if isinstance(ra, FieldRef) and isinstance(b, Num) and b.value >> ra.width:
+                    self.err("RG016", f"{b.value} does not fit '{ra.dotted}' ({ra.width} bits): "
+                             "the comparison is constant", path, text, (n.start, n.end),
+                             severity="warning")  # fmt: skip
+        for span, r in refs.items():
+            if isinstance(r, Lit) and r.prefix is not None and span not in ok_cidr:
+                self.err("RG012", "a prefix (a.b.c.d/n) is only compared with == or != against "
+                         "a 4-byte field", path, text, span, "e.g. ip.saddr == 10.0.0.0/8")  # fmt: skip
+        for n in walk(e):
+            if isinstance(n, Binary) and n.op not in BINARY_OPS:  # pragma: no cover - parser
+                self.err("RG010", f"unknown operator {n.op}", path, text, (n.start, n.end))
+
+    def value(self, v: Any, target: FieldRef, path: tuple[Any, ...]) -> int | None:
+        if isinstance(v, str):
+            m = _IPV4.fullmatch(v.strip())
+            if m is None or m.group(5) is not None or target.width != 32:
+                self.err("RG012", f"'{v}' is not a value for '{target.dotted}' "
+                         f"({target.width} bits)", path,
+                         hint="a number, or a dotted IPv4 address for a 4-byte field")  # fmt: skip
+                return None
+            octets = [int(m.group(i)) for i in range(1, 5)]
+            if max(octets) > 255:
+                self.err("RG015", f"bad IPv4 address '{v}'", path)
+                return None
+            return int.from_bytes(bytes(octets), "big")
+        if v < 0 or v >> target.width:
+            self.err("RG015", f"{v} does not fit '{target.dotted}' ({target.width} bits)", path,
+                     hint=f"at most {(1 << target.width) - 1}")  # fmt: skip
+            return None
+        return int(v)
+
+
+def check(loaded: Loaded, sf: StackFields) -> tuple[RuleSet | None, list[Diagnostic]]:
+    """The rules of a loaded (model-valid) rules file checked against a stack's fields."""
+    data, smap = loaded.data, loaded.smap
+    c = _Checker(smap, sf)
+    seen: dict[str, int] = {}
+    out: list[RuleIR] = []
+    for i, r in enumerate(data["rules"]):
+        base = ("rules", i)
+        name = r["name"]
+        if name in seen:
+            c.err("RG022", f"two rules named '{name}'", (*base, "name"),
+                  hint=f"the first is rule {seen[name] + 1}")  # fmt: skip
+        seen.setdefault(name, i)
+        m = r["match"]
+        text = ("true" if m else "false") if isinstance(m, bool) else m
+        got = c.expr(text, (*base, "match"))
+        act = r["action"]
+        rewrites: list[tuple[FieldRef, int]] = []
+        if isinstance(act, dict):
+            for fname, v in act["rewrite"].items():
+                where = (*base, "action", "rewrite", fname)
+                ref = c.field(fname, where, None, None)
+                if isinstance(ref, LayerRef):
+                    c.err("RG012", f"'{fname}' is a layer, not a field", where)
+                elif ref is not None and ref.field not in sf.settable.get(ref.layer, set()):
+                    c.err("RG012", f"'{fname}' cannot be rewritten: it has no fixed place in "
+                          f"the {ref.layer} header", where, hint="only fields at a fixed offset "
+                          "(not options, not constant tags) have setters")  # fmt: skip
+                elif ref is not None:
+                    val = c.value(v, ref, where)
+                    if val is not None:
+                        rewrites.append((ref, val))
+            act = "rewrite"
+        if got is None:
+            continue
+        line = smap.pos(base).line
+        out.append(RuleIR(i, name, line, text, got[0], got[1], act, rewrites,
+                          bool(r.get("stateful", False))))  # fmt: skip
+    errors = [d for d in c.diags if d.severity == "error"]
+    if errors:
+        return None, c.diags
+    digest = hashlib.sha256(loaded.text.encode()).hexdigest()
+    return RuleSet(loaded.file, digest, out), c.diags

@@ -1,0 +1,67 @@
+"""The checked form of a rules file, what the C back-end (backend/rules_c.py) reads: rules
+with their typed expressions and the fields their names resolved to. Imports nothing above
+the expression language (the back-end's import contract)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rubikgen.expr.ast import Expr, Name
+
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    layer: str
+    field: str
+    kind: str  # "num" | "bytes"
+    width: int  # bits of the value compared (bytes fields: 8 * size)
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.layer}.{self.field}"
+
+
+@dataclass(frozen=True)
+class LayerRef:
+    layer: str
+
+
+@dataclass(frozen=True)
+class Lit:
+    """An IPv4 literal (prefix: its length, None for an address)."""
+
+    value: int
+    prefix: int | None = None
+
+    @property
+    def mask(self) -> int:
+        n = 32 if self.prefix is None else self.prefix
+        return ((1 << n) - 1) << (32 - n) if n else 0
+
+
+Resolved = FieldRef | LayerRef | Lit
+
+
+@dataclass
+class RuleIR:
+    index: int
+    name: str
+    line: int
+    match_text: str
+    expr: Expr
+    refs: dict[tuple[int, int], Resolved]  # Name (start, end) -> what it names
+    action: str  # pass | drop | drop-flow | count | rewrite
+    rewrite: list[tuple[FieldRef, int]] = field(default_factory=list)
+    stateful: bool = False
+
+    def ref(self, n: Name) -> Resolved:
+        return self.refs[(n.start, n.end)]
+
+
+@dataclass
+class RuleSet:
+    file: str  # as displayed in comments and diagnostics
+    digest: str  # sha256 of the file's text: part of the build's spec hash
+    rules: list[RuleIR]
