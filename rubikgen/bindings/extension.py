@@ -26,7 +26,17 @@ from rubikgen import build as rgbuild
 
 PYX = Path(__file__).with_name("_stack.pyx")
 # runtime modules a stack context needs (not the capture driver: Python drives the stack)
-RUNTIME = ("rg_common", "rg_json", "rg_pkt", "rg_flow", "rg_seq", "rg_timer", "rg_pcap", "rg_stats")
+RUNTIME = (
+    "rg_common",
+    "rg_json",
+    "rg_pkt",
+    "rg_flow",
+    "rg_seq",
+    "rg_timer",
+    "rg_pcap",
+    "rg_stats",
+    "rg_csum",
+)
 PIC = ("-fPIC", "-fvisibility=hidden")
 
 
