@@ -151,6 +151,48 @@ typedef struct affected {
     uint32_t old;
 } affected;
 
+/* A lender of pseudo-header addresses that a write touches. */
+typedef struct pend {
+    int layer;
+    range r[2];
+    uint32_t old;
+} pend;
+
+static unsigned pending_before(const rg_csum_pkt *c, const affected *a, unsigned na,
+                               const uint8_t *p, uint32_t n, pend *pd)
+{
+    unsigned np = 0;
+    for (unsigned i = 0; i < c->ndesc && np < 4; i++) {
+        const rg_csum_desc *d = &c->desc[i];
+        if (d->ph_layer < 0 || d->algo != RG_CSUM_INTERNET) continue;
+        int dup = 0;
+        for (unsigned k = 0; k < np; k++) dup |= pd[k].layer == d->ph_layer;
+        for (unsigned k = 0; k < na; k++) dup |= a[k].d->ph_layer == d->ph_layer; /* fixed now */
+        const rg_span *ph = pseudo(d, c->spans, c->pkt);
+        if (dup || ph == NULL) continue;
+        pend *x = &pd[np];
+        x->layer = d->ph_layer;
+        x->r[0] = (range){ph->hdr + d->ph_src, ph->hdr + d->ph_src + d->ph_alen};
+        x->r[1] = (range){ph->hdr + d->ph_dst, ph->hdr + d->ph_dst + d->ph_alen};
+        int hit = 0;
+        x->old = fold16(fold16(part(x->r[0], p, n, &hit)) + fold16(part(x->r[1], p, n, &hit)));
+        if (hit) np++;
+    }
+    return np;
+}
+
+static void pending_after(const rg_csum_pkt *c, const pend *pd, unsigned np, const uint8_t *p,
+                          uint32_t n)
+{
+    for (unsigned k = 0; k < np; k++) {
+        int hit = 0;
+        uint32_t now =
+            fold16(fold16(part(pd[k].r[0], p, n, &hit)) + fold16(part(pd[k].r[1], p, n, &hit)));
+        rg_span *s = &c->spans[pd[k].layer];
+        s->ph_delta = fold16(s->ph_delta + (uint16_t)~fold16(pd[k].old) + now);
+    }
+}
+
 static int write_rec(const rg_csum_pkt *c, uint8_t *p, const uint8_t *src, uint32_t n,
                      unsigned depth)
 {
@@ -187,7 +229,12 @@ static int write_rec(const rg_csum_pkt *c, uint8_t *p, const uint8_t *src, uint3
         x->old = old;
         na++;
     }
+    /* addresses of a pseudo-header whose upper layers are not parsed yet in this packet: the
+     * change waits in the lender's span (rg_csum_pending) */
+    pend pd[4];
+    unsigned np = depth < RG_CSUM_MAX_DEPTH ? pending_before(c, a, na, p, n, pd) : 0;
     memmove(p, src, n);
+    pending_after(c, pd, np, p, n);
     for (unsigned i = 0; i < na; i++) {
         affected *x = &a[i];
         const rg_csum_desc *d = x->d;
@@ -258,4 +305,25 @@ int rg_tcp_strip_option(const rg_csum_pkt *c, unsigned layer, uint8_t kind)
         i += len;
     }
     return n;
+}
+
+void rg_csum_pending(const rg_csum_pkt *c, unsigned layer)
+{
+    for (unsigned i = 0; i < c->ndesc; i++) {
+        const rg_csum_desc *d = &c->desc[i];
+        if (d->layer != layer || d->ph_layer < 0 || d->algo != RG_CSUM_INTERNET) continue;
+        const rg_span *ph = pseudo(d, c->spans, c->pkt);
+        if (ph == NULL || ph->ph_delta == 0) continue;
+        uint8_t *start;
+        uint32_t len;
+        if (!coverage(d, c->spans, c->pkt, &start, &len)) continue;
+        uint8_t *field = start + d->off;
+        if (!within(c->frame, c->caplen, field, 2)) continue;
+        if (d->zero_none && field[0] == 0 && field[1] == 0) continue;
+        /* RFC 1624 eqn. 3 with the lender's accumulated ~m + m' */
+        uint16_t v = (uint16_t)~fold16((uint16_t)~be16(field) + ph->ph_delta);
+        if (d->zero_none && v == 0) v = 0xffff;
+        const uint8_t nb[2] = {(uint8_t)(v >> 8), (uint8_t)v};
+        rg_csum_write(c, field, nb, 2);
+    }
 }
