@@ -1,14 +1,14 @@
 """Generated setters (S_set_<layer>_<field>) with checksum fix-up, against tshark.
 
-A test stack (the stock tcp_ip and gtp stacks with handlers of this file's own) calls one kind
+A test stack (the stock tcp_ip, gtp and sctp stacks with handlers of this file's own) calls one kind
 of setter on every packet of real captures, chosen by the environment (RG_SET); the binary
 writes what passes with `--write OUT.pcap`. tshark, with its checksum checks on, reads IN and
 OUT (JSON with raw field positions) and for every frame:
 
 - the field has the new value wherever tshark shows it in a packet the stack parses in the
   frame (not in an IP fragment: a reassembled layer is not in the frame and is left alone);
-- every checksum tshark called good in IN is good in OUT (ip, tcp, udp: each occurrence, so
-  the outer UDP of a tunnel too);
+- every checksum tshark called good in IN is good in OUT (ip, tcp, udp, sctp: each
+  occurrence, so the outer UDP of a tunnel too);
 - every byte outside the edited field and the checksum fields (positions from tshark) is
   unchanged, and no frame is lost or added.
 """
@@ -31,9 +31,9 @@ pytestmark = pytest.mark.skipif(not tshark_available(), reason="tshark is not in
 
 CHECKS = [
     *("-o", "tcp.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE"),
-    *("-o", "ip.check_checksum:TRUE"),
+    *("-o", "ip.check_checksum:TRUE", "-o", "sctp.checksum:CRC-32C"),
 ]
-CSUM_FIELDS = ("ip.checksum", "tcp.checksum", "udp.checksum")
+CSUM_FIELDS = ("ip.checksum", "tcp.checksum", "udp.checksum", "sctp.checksum")
 
 HANDLERS_C = r"""
 #include <stdlib.h>
@@ -95,6 +95,9 @@ HANDLERS: dict[str, dict[str, tuple[str, dict[str, str], str]]] = {
     if (is("saddr")) rw_set_ip2_saddr(h->ctx, src);""",
         ),
         "on_tcp": ("tcp", {}, '\n    if (is("ports")) rw_set_tcp_dport(h->ctx, 8080);'),
+    },
+    "sctp": {  # CRC-32C: recomputed over the packet
+        "on_sctp": ("sctp", {}, '\n    if (is("ports")) rw_set_sctp_sport(h->ctx, 2906);'),
     },
 }
 
@@ -158,7 +161,7 @@ def rewrite(binary: Path, pcap: Path, what: str, out: Path) -> Path:
 def dissect(pcap: Path) -> list[dict[str, Any]]:
     """tshark's JSON of every frame, with raw positions, fields repeated as lists."""
     argv = ["tshark", "-n", "-r", str(pcap), *CHECKS, "-T", "json", "-x", "--no-duplicate-keys"]
-    argv += ["-J", "frame eth ip ipv6 tcp udp gtp"]
+    argv += ["-J", "frame eth ip ipv6 tcp udp gtp sctp"]
     proc = subprocess.run(argv, capture_output=True, text=True, check=True)
     return [p["_source"]["layers"] for p in json.loads(proc.stdout)]
 
@@ -217,7 +220,7 @@ def check(pin: Path, pout: Path, field: str, want: str | None, stacked: bool = T
                 allowed.update(range(off, off + n))
         changed = {k for k in range(len(bx)) if bx[k] != by[k]}
         assert changed <= allowed, f"frame {i}: bytes {sorted(changed - allowed)} changed"
-        for proto in ("ip", "tcp", "udp"):
+        for proto in ("ip", "tcp", "udp", "sctp"):
             sx, sy = statuses(x, proto), statuses(y, proto)
             for k, s in enumerate(sx):
                 if s == "1":
@@ -302,3 +305,10 @@ def test_through_gtp(rw: dict[str, Path], tmp_path: Path, what: str, field: str,
         assert vy[-1] == want and vy[:-1] == vx[:-1]  # the innermost only
         rewritten += 1
     assert rewritten > 0
+
+
+def test_sctp_crc32c(rw: dict[str, Path], tmp_path: Path) -> None:
+    """An SCTP port: the CRC-32C of the whole packet recomputed."""
+    pin = cap("sctp-m3ua.pcap")
+    pout = rewrite(rw["sctp"], pin, "ports", tmp_path / "out.pcap")
+    assert check(pin, pout, "sctp.srcport", "2906") > 0
