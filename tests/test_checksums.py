@@ -190,3 +190,17 @@ def test_snaplen_cut_is_not_bad(binaries: dict, tmp_path: Path) -> None:
     assert tshark_bad(pcap)["tcp"] == 0
     binary, protos = binaries["tcp_ip"]
     assert ours(binary, protos, pcap, "--checksums") == Counter()
+
+
+def test_rubikgen_run_passes_it_on(binaries: dict) -> None:
+    """`rubikgen run --checksums` (the session's build reused: not stale)."""
+    binary, _protos = binaries["tcp_ip"]
+    pcap = TRACES / "null-smtp-rset.pcap"
+    if not pcap.exists():
+        pytest.skip("capture missing")
+    argv = [*rubikgen_command(), "run", "specs/stacks/tcp_ip.yaml", str(pcap), "--nf", "count"]
+    argv += ["--build-dir", str(binary.parent), "--summary", "json", "--checksums"]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    bad = json.loads(proc.stdout)["checksum_bad"]
+    assert bad["ip"] == tshark_bad(pcap)["ip"] > 0

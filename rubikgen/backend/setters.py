@@ -66,8 +66,14 @@ class Setters:
         out = [
             f"if (err_{n} == 0) {{",
             f"    ctx->span[{i}] = (rg_span){{(uint8_t *)(uintptr_t)in_{n}.ptr, cur_{n}, "
-            f"(uint32_t)in_{n}.len, ctx->pkt_no}};",
+            f"(uint32_t)in_{n}.len, ctx->pkt_no, 0}};",
         ]
+        for ph in sorted({cs.pseudo_layer for cs in lc.d.checksums if cs.pseudo_layer}):
+            # a setter rewrote the pseudo-header's addresses before this layer was parsed
+            pi = self.by_name[ph].index
+            out.append(
+                f"    if (RG_UNLIKELY(ctx->span[{pi}].ph_delta != 0)) {self.S}__csum_pend(ctx, {i}u);"
+            )
         if lc.d.checksums:
             out.append(f"    if (ctx->checksums) {self.S}__csum_check(ctx, {i}u);")
         out.append("}")
@@ -122,6 +128,14 @@ class Setters:
             f"    for (unsigned i = 0; i < {S}__NCSUMS; i++)",
             f"        if ({S}__csums[i].layer == layer && rg_csum_verify(&c, &{S}__csums[i]) == 0)",
             "            ctx->stats->layer[layer].checksum_bad++;",
+            "}",
+            "",
+            "/* pseudo-header addresses a setter changed before this layer parsed */",
+            f"static RG_MAYBE_UNUSED void {S}__csum_pend(struct {S}_ctx *ctx, unsigned layer)",
+            "{",
+            "    rg_csum_pkt c;",
+            f"    {S}__csum_pkt(ctx, &c);",
+            "    rg_csum_pending(&c, layer);",
             "}",
             "",
             "/* bits [bit, bit + w) of b, most significant first, become v's low w bits */",

@@ -27,6 +27,10 @@ typedef struct rg_span {
     uint32_t hlen; /* header bytes parsed */
     uint32_t len;  /* the layer's input from hdr on: header and payload */
     uint64_t pkt;  /* the packet number it belongs to (stale otherwise) */
+    /* a layer lending a pseudo-header: what setters changed in its addresses before the
+     * layers above were parsed (one's complement sum of new minus old), applied to their
+     * checksums when they are (rg_csum_pending) */
+    uint32_t ph_delta;
 } rg_span;
 
 /* One checksum field of one layer (generated from the spec). */
@@ -66,6 +70,11 @@ int rg_csum_verify(const rg_csum_pkt *c, const rg_csum_desc *d);
  * packet covering them whose field is in the frame too.  Returns 0, or -1 (nothing written)
  * when [p, p + n) is not inside the frame. */
 int rg_csum_write(const rg_csum_pkt *c, uint8_t *p, const uint8_t *src, uint32_t n);
+
+/* Layer `layer` was just parsed: apply to its pseudo-header checksums what setters changed
+ * earlier in this packet in the addresses they sum (a handler of the IP layer rewrote them
+ * before TCP was parsed). */
+void rg_csum_pending(const rg_csum_pkt *c, unsigned layer);
 
 /* The span of layer i in this packet, inside the frame, with at least need header bytes;
  * NULL otherwise (not parsed, reassembled, or too short). */
