@@ -46,6 +46,12 @@ static rg_obs *create_sni(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char
     return make(rg_nf_sni_new, "sni", stack, cfg->outdir, err, errlen);
 }
 
+static rg_obs *create_hostlog(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                              size_t errlen)
+{
+    return make(rg_nf_hostlog_new, "hostlog", stack, cfg->outdir, err, errlen);
+}
+
 static const rg_nf_desc nf_streams = {"streams",
                                       "the payload of every flow direction: OUT/streams/, "
                                       "OUT/flows.jsonl",
@@ -64,15 +70,21 @@ static const rg_nf_desc nf_sni = {"sni", "TLS ClientHello server names: OUT/sni.
                                   NULL,  NULL,
                                   create_sni, rg_nf_finish};
 
+static const rg_nf_desc nf_hostlog = {
+    "hostlog", "TLS SNI and HTTP Host of every ClientHello/request: OUT/hostlog.jsonl", NULL,
+    NULL,      create_hostlog,
+    rg_nf_finish};
+
 /* The stock NFs, in --help order (rg_nf_registry.h). */
-const rg_nf_desc *const rg_nf_table[] = {&nf_streams, &nf_events, &nf_flowstats, &nf_sni, NULL};
+const rg_nf_desc *const rg_nf_table[] = {&nf_streams, &nf_events, &nf_flowstats, &nf_sni, &nf_hostlog,
+                                         NULL};
 
 rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
                      size_t errlen)
 {
     const rg_nf_desc *d = rg_nf_find(rg_nf_table, name);
     if (d) return d->create(stack, &(rg_nf_cfg){outdir, 0}, err, errlen);
-    snprintf(err, errlen, "unknown NF '%s' (streams, events, flowstats, sni)", name);
+    snprintf(err, errlen, "unknown NF '%s' (streams, events, flowstats, sni, hostlog)", name);
     return NULL;
 }
 
