@@ -58,6 +58,12 @@ static rg_obs *create_flowexport(const rg_stack_desc *stack, const rg_nf_cfg *cf
     return make(rg_nf_flowexport_new, "flowexport", stack, cfg->outdir, err, errlen);
 }
 
+static rg_obs *create_signatures(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                                 size_t errlen)
+{
+    return make(rg_nf_signatures_new, "signatures", stack, cfg->outdir, err, errlen);
+}
+
 static const rg_nf_desc nf_streams = {"streams",
                                       "the payload of every flow direction: OUT/streams/, "
                                       "OUT/flows.jsonl",
@@ -85,9 +91,15 @@ static const rg_nf_desc nf_flowexport = {
     "flowexport", "IPFIX-like bidirectional flow records: OUT/flows.ipfix.jsonl", NULL, NULL,
     create_flowexport, rg_nf_finish};
 
+static const rg_nf_desc nf_signatures = {
+    "signatures",
+    "Hyperscan rules (file: $RG_SIGNATURES) on reassembled bytes: OUT/signatures.jsonl", NULL,
+    NULL, create_signatures, rg_nf_finish};
+
 /* The stock NFs, in --help order (rg_nf_registry.h). */
 const rg_nf_desc *const rg_nf_table[] = {&nf_streams, &nf_events,  &nf_flowstats, &nf_sni,
-                                         &nf_hostlog, &nf_flowexport, NULL};
+                                         &nf_hostlog, &nf_flowexport, &nf_signatures,
+                                         NULL};
 
 rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
                      size_t errlen)
@@ -95,7 +107,9 @@ rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *o
     const rg_nf_desc *d = rg_nf_find(rg_nf_table, name);
     if (d) return d->create(stack, &(rg_nf_cfg){outdir, 0}, err, errlen);
     snprintf(err, errlen,
-             "unknown NF '%s' (streams, events, flowstats, sni, hostlog, flowexport)", name);
+             "unknown NF '%s' (streams, events, flowstats, sni, hostlog, flowexport, "
+             "signatures)",
+             name);
     return NULL;
 }
 

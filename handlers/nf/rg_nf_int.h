@@ -27,6 +27,8 @@ rg_nf *rg_nf_flowstats_new(const rg_stack_desc *stack, const char *outdir, char 
 rg_nf *rg_nf_streams_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
 rg_nf *rg_nf_sni_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
 rg_nf *rg_nf_hostlog_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
+rg_nf *rg_nf_signatures_new(const rg_stack_desc *stack, const char *outdir, char *err,
+                            size_t errlen);
 rg_nf *rg_nf_flowexport_new(const rg_stack_desc *stack, const char *outdir, char *err,
                             size_t errlen);
 
