@@ -27,6 +27,7 @@ from rubikgen.expr import (
     NumT,
     Resolved,
     Slice,
+    Str,
     Unary,
     check_expr,
     check_stmt,
@@ -960,6 +961,7 @@ leaves = st.one_of(
     st.integers(0, U64_MAX).map(Num),
     st.booleans().map(Bool),
     names,
+    st.binary(max_size=6).map(Str),  # string literals: any bytes, escaped by unparse
 )
 
 
