@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential pkg-config
   libpcap-dev libcmocka-dev       # runtime-c: capture driver, unit tests; built stacks link libpcap
+  libyaml-dev                     # runtime-c: the driver reads NF chain files (--chain) with libyaml
   libssl-dev                      # runtime-c: libcrypto (HKDF, AES-GCM, AES-ECB) for QUIC Initial decryption
   graphviz                        # rubikgen graph --format svg
   python3-dev                     # rubikgen.bindings: Python.h for the stack extension modules

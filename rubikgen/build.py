@@ -292,6 +292,7 @@ def compile_command(
         *io_link_flags(io),
         *map(str, libs),
         *pcap_libs(),
+        *pkg_libs("yaml-0.1", "-lyaml"),  # the driver's chain files (--chain)
         *(pkg_libs("libdpdk", "-lrte_eal") if io != "pcap" else ()),
         *[f for p in gen.pkg_config for f in pkg_libs(p, _PKG_FALLBACK.get(p, f"-l{p}"))],
         *cflags,

@@ -55,6 +55,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_test_parser(sub)
 
+    from rubikgen.chain_cli import add_parser as add_ctl_parser
+
+    add_ctl_parser(sub)
+
     s = sub.add_parser("schema", help="write the JSON Schemas of the documents")
     s.add_argument("--out", default="schema", help="directory (default: schema/)")
     s.add_argument("--check", action="store_true", help="exit 1 if the files on disk are stale")
@@ -105,10 +109,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--nf",
         metavar="NAME",
-        default="streams",
+        default=None,
         help="network function: a name the binary's NF registry knows (streams, events, "
-        "flowstats, sni; count and none: the summary only; BINARY --help lists them; default: "
-        "streams)",
+        "flowstats, sni; count and none: the summary only; BINARY --help lists them), or an "
+        "NF's .so (default: streams, or count with --chain)",
     )
     r.add_argument(
         "--out", metavar="DIR", help="output directory of the NF (default: out/STACK-CAPTURE)"
@@ -117,6 +121,10 @@ def _parser() -> argparse.ArgumentParser:
     _build_options(r)
     _spec_path(r)
     r.add_argument("--summary", choices=("text", "json"), default="text")
+    r.add_argument("--chain", metavar="FILE", help="a chain of NFs (validated first; docs/nf.md)")
+    r.add_argument(
+        "--control", metavar="SOCKET", help="a UNIX socket for `rubikgen ctl` (docs/nf.md)"
+    )
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
     i.add_argument("stack", help="stack spec file")
@@ -262,6 +270,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     paths = [resolve_arg(p) for p in args.paths] or ["specs"]
     fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
     files, diags = expand_paths(paths)
+    from rubikgen.chain import check_chain_file, looks_like_chain_file
+
+    chains = [f for f in files if looks_like_chain_file(f)]
+    files = [f for f in files if f not in chains]
 
     def skipped_note(f: str) -> None:
         if args.verbose:
@@ -270,6 +282,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     res = check_files(files, on_skip=skipped_note)
     checked, skipped, internal = res.checked, res.skipped, bool(res.failures)
+    for f in chains:  # NF chain files (rubikgen/chain.py)
+        diags += check_chain_file(f, res.workspace.sources).diags
+    checked += len(chains)
     diags += [_internal_error(e, f) for f, e in res.failures]
     diags = diags + res.diagnostics
     render(diags, res.workspace.sources, fmt)
@@ -473,6 +488,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         what = "is a directory, not a capture file" if capture.is_dir() else "no such capture file"
         sys.stderr.write(f"rubikgen: error: {capture}: {what}\n")
         return EXIT_ERRORS
+    if args.chain:
+        from rubikgen.chain import check_chain_file
+
+        sources = SourceCache()
+        chain_diags = check_chain_file(args.chain, sources).diags
+        if chain_diags:
+            render(chain_diags, sources, "text", stream=sys.stderr)
+            if any(d.severity == "error" for d in chain_diags):
+                return EXIT_ERRORS
     comp = Compilation(args.stack)
     try:
         res = build_compilation(
@@ -496,11 +520,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
     if res.rebuilt:
         sys.stderr.write(f"rubikgen: rebuilt {res.binary}: {res.command}\n")
+    if args.nf is None:
+        args.nf = "count" if args.chain else "streams"
     if args.nf == "streams":
         _warn_unseen_sequences(res.generated.unseen_sequences)
     stem = "stdin" if args.capture == "-" else capture.stem
     out = Path(args.out) if args.out else Path("out") / f"{comp.stack_name}-{stem}"
     cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
+    cmd += ["--chain", args.chain] if args.chain else []
+    cmd += ["--control", args.control] if args.control else []
     cmd += ["--summary", args.summary, *args.extra]
     sys.stdout.flush()
     sys.stderr.flush()
@@ -601,6 +629,12 @@ def _join_cflags(argv: list[str]) -> list[str]:
     return out
 
 
+def _cmd_ctl(args: argparse.Namespace) -> int:
+    from rubikgen.chain_cli import command
+
+    return command(args)
+
+
 def _cmd_test(args: argparse.Namespace) -> int:
     from rubikgen.spectest.cli import command
 
@@ -631,6 +665,7 @@ def main(argv: list[str] | None = None) -> int:
             "stubs": cmd_stubs,
             "ir": cmd_ir,
             "test": _cmd_test,
+            "ctl": _cmd_ctl,
         }
         return commands[args.cmd](args)
     except KeyboardInterrupt:

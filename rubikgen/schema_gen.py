@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rubikgen.chain import ChainFile
 from rubikgen.models import Protocol, Stack
 from rubikgen.spectest.model import TestFile
 
@@ -15,6 +16,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "protocol.schema.json": Protocol,
     "stack.schema.json": Stack,
     "spectest.schema.json": TestFile,
+    "chain.schema.json": ChainFile,
 }
 
 

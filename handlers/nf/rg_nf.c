@@ -1,6 +1,8 @@
 /* rg_nf.c - NF creation and helpers shared by the stock NFs (see rg_nf.h). */
 #include "rg_nf_int.h"
 
+#include "rg/rg_nf_api.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -64,42 +66,178 @@ static rg_obs *create_signatures(const rg_stack_desc *stack, const rg_nf_cfg *cf
     return make(rg_nf_signatures_new, "signatures", stack, cfg->outdir, err, errlen);
 }
 
-static const rg_nf_desc nf_streams = {"streams",
-                                      "the payload of every flow direction: OUT/streams/, "
-                                      "OUT/flows.jsonl",
-                                      NULL,
-                                      NULL,
-                                      create_streams,
-                                      rg_nf_finish};
+/* ---- the stock NFs as NFs of the ABI (rg_nf_api.h) ----
+ * Each subscribes to every handler and built-in event of every layer and
+ * forwards them to its observer callbacks: the chain calls them in the order
+ * the stack raised the events, as an attached observer would see them.
+ * Configuration: "out" (the output directory), "all" (flowstats: "1" or
+ * "true" = --flowstats-all). */
+
+static int fwd_call(void *self, const rg_nf_ev *ev, void *st)
+{
+    (void)st;
+    const rg_obs *o = self;
+    if (o->on_call) o->on_call(o->self, ev->call);
+    return RG_PASS;
+}
+
+static int fwd_open(void *self, const rg_nf_ev *ev, void *st)
+{
+    (void)st;
+    const rg_obs *o = self;
+    if (o->on_open) o->on_open(o->self, ev->flow, ev->ts_ns);
+    return RG_PASS;
+}
+
+static int fwd_packet(void *self, const rg_nf_ev *ev, void *st)
+{
+    (void)st;
+    const rg_obs *o = self;
+    if (o->on_packet) o->on_packet(o->self, ev->flow, ev->dir, ev->len, ev->ts_ns);
+    return RG_PASS;
+}
+
+static int fwd_close(void *self, const rg_nf_ev *ev, void *st)
+{
+    (void)st;
+    const rg_obs *o = self;
+    if (o->on_close) o->on_close(o->self, ev->flow, ev->reason, ev->complete, ev->ts_ns);
+    return RG_PASS;
+}
+
+static int fwd_gap(void *self, const rg_nf_ev *ev, void *st)
+{
+    (void)st;
+    const rg_obs *o = self;
+    if (o->on_gap) o->on_gap(o->self, ev->flow, ev->dir, ev->seq, ev->len, ev->at, ev->ts_ns);
+    return RG_PASS;
+}
+
+static int fwd_clock_jump(void *self, const rg_nf_ev *ev, void *st)
+{
+    (void)st;
+    const rg_obs *o = self;
+    if (o->on_clock_jump) o->on_clock_jump(o->self, ev->pkt_no, ev->pkt_ts_ns, ev->ts_ns, ev->fwd);
+    return RG_PASS;
+}
+
+static const rg_nf_sub stock_subs[] = {
+    {"*", "*", fwd_call, 0},
+    {"*", RG_NF_OPEN, fwd_open, 0},
+    {"*", RG_NF_PACKET, fwd_packet, 0},
+    {"*", RG_NF_CLOSE, fwd_close, 0},
+    {"*", RG_NF_GAP, fwd_gap, 0},
+    {NULL, RG_NF_CLOCK_JUMP, fwd_clock_jump, 0},
+};
+
+static int cfg_true(const char *v)
+{
+    return v && (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"));
+}
+
+static void *stock_init(const rg_nf_desc *d, const rg_stack_desc *stack, const rg_nf_kv *cfg,
+                        unsigned ncfg, char *err, size_t errlen)
+{
+    const char *out = rg_nf_cfg_get(cfg, ncfg, "out", "rg-out");
+    int flag = d->flag && cfg_true(rg_nf_cfg_get(cfg, ncfg, "all", NULL));
+    return d->create(stack, &(rg_nf_cfg){out, flag}, err, errlen);
+}
+
+static int stock_fini(void *self, char *err, size_t errlen)
+{
+    /* rg_nf_finish prints its reason on stderr */
+    int rc = rg_nf_finish(self);
+    if (rc) snprintf(err, errlen, "cannot write its output");
+    return rc;
+}
+
+#define STOCK_ABI(var, desc, help_)                                                            \
+    static const rg_nf_desc desc;                                                              \
+    static void *init_##var(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,    \
+                            const rg_nf_host *host, char *err, size_t errlen)                  \
+    {                                                                                          \
+        (void)host;                                                                            \
+        return stock_init(&desc, stack, cfg, ncfg, err, errlen);                               \
+    }                                                                                          \
+    static const rg_nf_abi var = {RG_NF_ABI_VERSION,                                           \
+                                  sizeof(rg_nf_abi),                                           \
+                                  #var + 4,                                                    \
+                                  help_,                                                       \
+                                  stock_subs,                                                  \
+                                  sizeof stock_subs / sizeof stock_subs[0],                    \
+                                  0,                                                           \
+                                  init_##var,                                                  \
+                                  stock_fini,                                                  \
+                                  NULL};
+
+#define HELP_STREAMS "the payload of every flow direction: OUT/streams/, OUT/flows.jsonl"
+#define HELP_EVENTS "every handler call and gap: OUT/events.jsonl"
+#define HELP_FLOWSTATS "one record per instance: OUT/flowstats.jsonl"
+#define HELP_SNI "TLS ClientHello server names: OUT/sni.jsonl, stdout"
+
+STOCK_ABI(abi_streams, nf_streams, HELP_STREAMS)
+STOCK_ABI(abi_events, nf_events, HELP_EVENTS)
+STOCK_ABI(abi_flowstats, nf_flowstats, HELP_FLOWSTATS)
+STOCK_ABI(abi_sni, nf_sni, HELP_SNI)
+
+#define HELP_HOSTLOG "TLS SNI and HTTP Host of every ClientHello/request: OUT/hostlog.jsonl"
+#define HELP_FLOWEXPORT "IPFIX-like bidirectional flow records: OUT/flows.ipfix.jsonl"
+#define HELP_SIGNATURES "Hyperscan rules on reassembled bytes (parameter rules or $RG_SIGNATURES)"
+
+STOCK_ABI(abi_hostlog, nf_hostlog, HELP_HOSTLOG)
+STOCK_ABI(abi_flowexport, nf_flowexport, HELP_FLOWEXPORT)
+
+/* signatures takes a parameter, "rules": the rules file (else $RG_SIGNATURES) */
+static const rg_nf_desc nf_signatures;
+static void *init_abi_signatures(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
+                                 const rg_nf_host *host, char *err, size_t errlen)
+{
+    (void)host;
+    const char *out = rg_nf_cfg_get(cfg, ncfg, "out", "rg-out");
+    const char *rules = rg_nf_cfg_get(cfg, ncfg, "rules", NULL);
+    rg_nf *nf = rg_nf_signatures_open(stack, out, rules, err, errlen);
+    if (!nf) return NULL;
+    nf->name = "signatures";
+    nf->stack = stack;
+    nf->obs.self = nf;
+    return &nf->obs;
+}
+static const rg_nf_abi abi_signatures = {RG_NF_ABI_VERSION,
+                                         sizeof(rg_nf_abi),
+                                         "signatures",
+                                         HELP_SIGNATURES,
+                                         stock_subs,
+                                         sizeof stock_subs / sizeof stock_subs[0],
+                                         0,
+                                         init_abi_signatures,
+                                         stock_fini,
+                                         NULL};
+
+static const rg_nf_desc nf_streams = {
+    "streams", HELP_STREAMS, NULL, NULL, create_streams, rg_nf_finish, &abi_streams};
 static const rg_nf_desc nf_events = {
-    "events", "every handler call and gap: OUT/events.jsonl", NULL, NULL, create_events,
-    rg_nf_finish};
-static const rg_nf_desc nf_flowstats = {
-    "flowstats",     "one record per instance: OUT/flowstats.jsonl",
-    "flowstats-all", "also instances that lived within one packet",
-    create_flowstats, rg_nf_finish};
-static const rg_nf_desc nf_sni = {"sni", "TLS ClientHello server names: OUT/sni.jsonl, stdout",
-                                  NULL,  NULL,
-                                  create_sni, rg_nf_finish};
+    "events", HELP_EVENTS, NULL, NULL, create_events, rg_nf_finish, &abi_events};
+static const rg_nf_desc nf_flowstats = {"flowstats",
+                                        HELP_FLOWSTATS,
+                                        "flowstats-all",
+                                        "also instances that lived within one packet",
+                                        create_flowstats,
+                                        rg_nf_finish,
+                                        &abi_flowstats};
+static const rg_nf_desc nf_sni = {
+    "sni", HELP_SNI, NULL, NULL, create_sni, rg_nf_finish, &abi_sni};
 
 static const rg_nf_desc nf_hostlog = {
-    "hostlog", "TLS SNI and HTTP Host of every ClientHello/request: OUT/hostlog.jsonl", NULL,
-    NULL,      create_hostlog,
-    rg_nf_finish};
-
+    "hostlog", HELP_HOSTLOG, NULL, NULL, create_hostlog, rg_nf_finish, &abi_hostlog};
 static const rg_nf_desc nf_flowexport = {
-    "flowexport", "IPFIX-like bidirectional flow records: OUT/flows.ipfix.jsonl", NULL, NULL,
-    create_flowexport, rg_nf_finish};
-
-static const rg_nf_desc nf_signatures = {
-    "signatures",
-    "Hyperscan rules (file: $RG_SIGNATURES) on reassembled bytes: OUT/signatures.jsonl", NULL,
-    NULL, create_signatures, rg_nf_finish};
+    "flowexport", HELP_FLOWEXPORT, NULL, NULL, create_flowexport, rg_nf_finish, &abi_flowexport};
+static const rg_nf_desc nf_signatures = {"signatures",      HELP_SIGNATURES,  NULL, NULL,
+                                         create_signatures, rg_nf_finish,     &abi_signatures};
 
 /* The stock NFs, in --help order (rg_nf_registry.h). */
-const rg_nf_desc *const rg_nf_table[] = {&nf_streams, &nf_events,  &nf_flowstats, &nf_sni,
-                                         &nf_hostlog, &nf_flowexport, &nf_signatures,
-                                         NULL};
+const rg_nf_desc *const rg_nf_table[] = {&nf_streams,    &nf_events,  &nf_flowstats,
+                                         &nf_sni,        &nf_hostlog, &nf_flowexport,
+                                         &nf_signatures, NULL};
 
 rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
                      size_t errlen)

@@ -1,9 +1,11 @@
 /* rg_nf_signatures.c - the "signatures" NF: Hyperscan rules matched on every reassembled flow
  * direction, one JSON line per (flow, direction, rule) that matches.
  *
- * Rules file: the path in the environment variable RG_SIGNATURES (the driver's NF options are
- * flags only); one rule per line, `NAME PATTERN` (NAME: letters, digits, '_', '-', '.'; then
- * spaces or tabs; PATTERN: a Hyperscan/PCRE regular expression, to the end of the line),
+ * Rules file: the NF's parameter "rules" (a chain file's params, `rubikgen ctl attach
+ * signatures rules=FILE`), else the environment variable RG_SIGNATURES (for --nf signatures,
+ * whose options are flags); one rule per line, `NAME PATTERN` (NAME: letters, digits, '_',
+ * '-', '.'; then spaces or tabs; PATTERN: a Hyperscan/PCRE regular expression, to the end of
+ * the line),
  * '#' comments and blank lines ignored.  Patterns are compiled in streaming mode with
  * HS_FLAG_DOTALL | HS_FLAG_MULTILINE | HS_FLAG_SINGLEMATCH: '.' matches '\n', '^'/'$' match
  * at line starts and ends, and each rule is reported once per flow direction.
@@ -36,12 +38,19 @@
 #endif
 #endif
 
-#ifndef RG_HAVE_HS
 rg_nf *rg_nf_signatures_new(const rg_stack_desc *stack, const char *outdir, char *err,
                             size_t errlen)
 {
+    return rg_nf_signatures_open(stack, outdir, NULL, err, errlen);
+}
+
+#ifndef RG_HAVE_HS
+rg_nf *rg_nf_signatures_open(const rg_stack_desc *stack, const char *outdir, const char *rules,
+                             char *err, size_t errlen)
+{
     (void)stack;
     (void)outdir;
+    (void)rules;
     snprintf(err, errlen, "signatures: built without Hyperscan (install libhyperscan-dev)");
     return NULL;
 }
@@ -347,12 +356,13 @@ static int finish(rg_nf *base)
     return nf->errors ? RG_EIO : RG_OK;
 }
 
-rg_nf *rg_nf_signatures_new(const rg_stack_desc *stack, const char *outdir, char *err,
-                            size_t errlen)
+rg_nf *rg_nf_signatures_open(const rg_stack_desc *stack, const char *outdir, const char *rules,
+                             char *err, size_t errlen)
 {
-    const char *rules = getenv("RG_SIGNATURES");
+    if (!rules || !*rules) rules = getenv("RG_SIGNATURES");
     if (!rules || !*rules) {
-        snprintf(err, errlen, "signatures: set RG_SIGNATURES to a rules file (NAME PATTERN)");
+        snprintf(err, errlen,
+                 "signatures: no rules file (parameter rules, or the RG_SIGNATURES variable)");
         return NULL;
     }
     nf_sig *nf = calloc(1, sizeof *nf);

@@ -774,7 +774,16 @@ class CGen:
             f"    ss_->bytes_dropped += sres_{n}.oow_bytes + sres_{n}.cap_bytes;",
             "}",
         ]
-        return "\n".join(lines)
+        # dynamic subscription (rg_nf_host.no_more_bytes): no NF wants this direction's bytes
+        # any more, so nothing is buffered or copied (what was held goes); v. conditions see
+        # every number as ready
+        body = "\n".join("    " + x for x in lines)
+        sq_d = f"&inst_{n}->seq[{d}]"
+        return (
+            f"if (RG_LIKELY(!(inst_{n}->fi.no_bytes >> ({d}) & 1u))) {{\n{body}\n}} else {{\n"
+            f"    if (!rg_seq_empty({sq_d})) rg_seq_set_base({sq_d}, rg_seq_next({sq_d}));\n"
+            f"    vend_{n} = rg_seq_next({sq_d});\n}}"
+        )
 
     def i_vupdate(self, ins: I.VUpdate, lc: LayerC) -> str:
         n = lc.name

@@ -51,6 +51,10 @@ typedef struct opts {
     int json;
     int stats;
     int bench;
+    /* NF chains (rg_nfchain.h): --nf PATH.so, --chain FILE, --control PATH */
+    int nf_is_path;         /* --nf names a shared object */
+    const char *chain_file; /* --chain: the NFs after --nf's, in order */
+    const char *control;    /* --control: the UNIX socket of rubikgen ctl */
     const char *write; /* --write OUT.pcap: the packets that pass, NULL = none */
 } opts;
 
@@ -71,6 +75,10 @@ typedef struct feeder {
     const char *linktype_what;  /* ", IPv6 packets" on a raw IP link, else "" */
     const char *prog, *capture; /* for warnings; prog NULL: none */
     rg_counts *nc; /* the driver's counters: uid_mark is set per packet */
+    /* the NF chain's dispatch (rg_chain_batch_end), called after an expire and
+     * after each packet; NULL: none */
+    void (*batch_end)(void *self);
+    void *batch_self;
 } feeder;
 
 void rg_feeder_init(feeder *fd, const rg_stack_desc *stack, rg_entry_links *lm, void *ctx,
@@ -95,6 +103,7 @@ RG_INLINE int rg_feed(feeder *fd, const rg_frame *f)
         if (fd->expire_on) fd->stack->expire(fd->ctx, f->ts_ns);
         fd->expire_on = 1;
         fd->last_expire = f->ts_ns;
+        if (fd->batch_end) fd->batch_end(fd->batch_self);
     }
     unsigned layer;
     uint32_t off;
@@ -107,6 +116,7 @@ RG_INLINE int rg_feed(feeder *fd, const rg_frame *f)
     }
     /* the result needs no action here: the stack counts its own errors */
     (void)fd->stack->process(fd->ctx, layer, f->data + off, f->caplen - off, f->ts_ns);
+    if (fd->batch_end) fd->batch_end(fd->batch_self);
     return 1;
 }
 

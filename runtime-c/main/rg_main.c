@@ -16,6 +16,7 @@
 #include "rg/rg_json.h"
 #include "rg/rg_seq.h"
 #include "rg_driver.h"
+#include "rg_nfchain.h"
 
 /* Set by SIGINT/SIGTERM: the run stops reading, flushes and prints its
  * summary; a source blocked in next_burst polls it (rg_source_cfg.stop). */
@@ -72,6 +73,8 @@ typedef struct run {
     rg_obs *nf;
     void *ctx;
     uint64_t *live_per;
+    rg_chain *chain;  /* the NFs (rg_nfchain.h); NULL: none or the counters alone */
+    rg_control *ctl;  /* --control */
 } run;
 
 static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
@@ -79,8 +82,49 @@ static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
     if (r->ctx) stack->ctx_free(r->ctx);
     free(r->live_per);
     if (r->nf) o->nfd->finish(r->nf);
+    if (r->ctl) rg_control_close(r->ctl);
+    if (r->chain) rg_chain_free(r->chain, o->prog);
     if (r->counter_ok) rg_counter_free(&r->counter);
     if (r->src) r->io->close(r->src);
+}
+
+/* The run's NFs form a chain: --nf NAME (stock) or PATH.so, --chain,
+ * --control, on one worker (--nf count/none alone: the counters only;
+ * --workers N keeps its shared stock NF, rg_workers.c). */
+static int rg_uses_chain(const opts *o)
+{
+    return o->workers <= 1 && !o->bench &&
+           (o->nfd || o->nf_is_path || o->chain_file || o->control);
+}
+
+/* The chain of --nf, --chain and the control socket; RG_OK or 1 (message printed). */
+static int open_chain(const opts *o, const rg_stack_desc *stack, run *r)
+{
+    char err[1024];
+    r->chain = rg_chain_new(stack, o->out);
+    if (!r->chain) {
+        fprintf(stderr, "%s: out of memory\n", o->prog);
+        return 1;
+    }
+    if (o->nfd || o->nf_is_path) {
+        rg_nf_kv flag = {"all", "1"}; /* the stock NF's flag (--flowstats-all) */
+        if (rg_chain_attach(r->chain, o->nf, NULL, &flag, o->nf_flag ? 1 : 0, err, sizeof err)) {
+            fprintf(stderr, "%s: --nf %s: %s\n", o->prog, o->nf, err);
+            return 1;
+        }
+    }
+    if (o->chain_file && rg_chainfile_load(r->chain, o->chain_file, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (o->control) {
+        r->ctl = rg_control_open(o->control, err, sizeof err);
+        if (!r->ctl) {
+            fprintf(stderr, "%s: --control %s: %s\n", o->prog, o->control, err);
+            return 1;
+        }
+    }
+    return RG_OK;
 }
 
 /* Source, counters, NF, context; RG_OK or 1 (message printed, r to free). */
@@ -107,7 +151,11 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
         fprintf(stderr, "%s: out of memory\n", o->prog);
         return 1;
     }
-    if (o->nfd) {
+    if (rg_uses_chain(o)) {
+        if (open_chain(o, stack, r)) return 1;
+        rg_obs cobs = rg_chain_obs(r->chain);
+        *obs = rg_make_observer(&r->counter, &cobs, strcmp(o->nf, RG_NF_NONE) != 0, ch);
+    } else if (o->nfd) {
         rg_nf_cfg ncfg = {o->out, o->nf_flag};
         r->nf = o->nfd->create(stack, &ncfg, err, sizeof err);
         if (!r->nf) {
@@ -115,7 +163,8 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
             return 1;
         }
     }
-    *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
+    if (!r->chain)
+        *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, obs, o->no_timeouts, o->layer_cap,
                       o->max_clock_jump_ns};
     r->ctx = stack->ctx_new(&cfg);
@@ -149,6 +198,10 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     rg_feeder_init(&fd, stack, &lm, r.ctx, o->no_timeouts, &r.counter.n);
     fd.prog = o->prog;
     fd.capture = o->capture;
+    if (r.chain) {
+        fd.batch_end = rg_chain_batch_end;
+        fd.batch_self = r.chain;
+    }
     rg_writer w = {0};
     if (o->write) {
         char err[512];
@@ -167,14 +220,18 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
             n = RG_SRC_END;
             break;
         }
+        /* chain changes apply here, between packets */
+        if (r.ctl) rg_control_poll(r.ctl, r.chain);
         n = r.io->next_burst(r.src, burst, left < RG_BURST ? (unsigned)left : RG_BURST);
         if (n < 0) break;
         if (o->write) {
             for (int i = 0; i < n; i++) {
                 /* a frame no entry layer takes passes (a middlebox forwards what it does
                  * not inspect) */
-                int v = rg_feed(&fd, &burst[i]) && stack->verdict ? stack->verdict(r.ctx)
-                                                                  : RG_PASS;
+                int fed = rg_feed(&fd, &burst[i]);
+                int v = fed && stack->verdict ? stack->verdict(r.ctx) : RG_PASS;
+                /* the chain's (given to the stack's verdict too, once it saw a call) */
+                if (fed && r.chain && rg_chain_verdict(r.chain) > v) v = rg_chain_verdict(r.chain);
                 if (v < RG_DROP) rg_writer_put(&w, &burst[i]);
             }
         } else {
@@ -199,6 +256,13 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     if (r.nf && o->nfd->finish(r.nf)) status = 1;
     r.nf = NULL;
     if (rg_writer_close(&w, o->prog)) status = 1;
+    if (r.ctl) rg_control_close(r.ctl); /* no more changes */
+    r.ctl = NULL;
+    if (r.chain) {
+        rg_chain_batch_end(r.chain); /* the flush's events */
+        if (rg_chain_free(r.chain, o->prog)) status = 1;
+        r.chain = NULL;
+    }
     summary s = {.writer = o->write ? &w : NULL,
                  .link = lm.m[0].li.name,
                  .pkts = fd.pkts,
@@ -278,13 +342,28 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
         fprintf(stderr, "%s: out of memory\n", o->prog);
         return 1;
     }
-    rg_obs obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
+    /* --nf PATH.so / --chain: the NFs run in the timed loop too (created before it) */
+    run nr = {0};
+    obs_chain och;
+    rg_obs cobs, obs;
+    if ((o->nf_is_path || o->chain_file) && open_chain(o, stack, &nr)) {
+        rg_chain_free(nr.chain, o->prog);
+        rg_counter_free(&counter);
+        return 1;
+    }
+    if (nr.chain) {
+        cobs = rg_chain_obs(nr.chain);
+        obs = rg_make_observer(&counter, &cobs, strcmp(o->nf, RG_NF_NONE) != 0, &och);
+    } else {
+        obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
+    }
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap,
                       o->max_clock_jump_ns};
     void *ctx = stack->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
                 stack->name);
+        rg_chain_free(nr.chain, o->prog);
         rg_counter_free(&counter);
         return 1;
     }
@@ -292,6 +371,10 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     rg_feeder_init(&fd, stack, lm, ctx, o->no_timeouts, &counter.n);
     fd.prog = pass ? NULL : o->prog; /* warn in the first pass only */
     fd.capture = o->capture;
+    if (nr.chain) {
+        fd.batch_end = rg_chain_batch_end;
+        fd.batch_self = nr.chain;
+    }
     rg_seq_heap_reset_peak();
     uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
     for (size_t i = 0; i < cap->count; i++)
@@ -301,6 +384,11 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     if (w1 - w0 < *best_wall) *best_wall = w1 - w0;
     rg_live_before_flush(stack, &counter.n, live_per);
     stack->flush(ctx);
+    int rc = RG_OK;
+    if (nr.chain) {
+        rg_chain_batch_end(nr.chain);
+        if (rg_chain_free(nr.chain, o->prog)) rc = 1;
+    }
     size_t seq_peak = rg_seq_heap_stats().peak; /* this pass's (the context is alive) */
     if (pass + 1 == o->passes) {
         print_bench(o, stack, ctx, cap, *best_cpu, *best_wall, &counter.n, live_per, seq_peak);
@@ -308,7 +396,7 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     }
     stack->ctx_free(ctx);
     rg_counter_free(&counter);
-    return RG_OK;
+    return rc;
 }
 
 static int run_bench(const opts *o, const rg_stack_desc *stack)

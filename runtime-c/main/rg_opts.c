@@ -40,6 +40,10 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             RG_NF_COUNT, RG_NF_NONE);
     for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
         fprintf(out, "                     %-12s %s\n", (*d)->name, (*d)->help);
+    fputs("  --nf PATH.so     an NF built as a shared object (rg_nf_api.h)\n"
+          "  --chain FILE     a chain of NFs (YAML: docs/nf.md), run after --nf's in order\n"
+          "  --control PATH   a UNIX socket: rubikgen ctl PATH attach|detach|list\n",
+          out);
     fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
           "  --write FILE     write the packets that pass (the verdict of handlers and NFs:\n"
           "                   not drop), after the stack ran, to a pcap (nanosecond) file\n",
@@ -113,6 +117,8 @@ enum {
     O_COUNT,
     O_DURATION,
     O_WORKERS,
+    O_CHAIN,
+    O_CONTROL,
     O_WRITE,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
@@ -140,6 +146,8 @@ static void build_longopts(struct option *lo, size_t n)
         {"count", required_argument, NULL, O_COUNT},
         {"duration", required_argument, NULL, O_DURATION},
         {"workers", required_argument, NULL, O_WORKERS},
+        {"chain", required_argument, NULL, O_CHAIN},
+        {"control", required_argument, NULL, O_CONTROL},
         {"write", required_argument, NULL, O_WRITE},
         {"help", no_argument, NULL, 'h'},
     };
@@ -154,7 +162,7 @@ static void build_longopts(struct option *lo, size_t n)
 
 int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
 {
-    struct option longopts[25 + MAX_NF_FLAGS];
+    struct option longopts[27 + MAX_NF_FLAGS];
     build_longopts(longopts, sizeof longopts / sizeof longopts[0]);
     int flags[MAX_NF_FLAGS] = {0};
     memset(o, 0, sizeof *o);
@@ -184,7 +192,19 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_NF:
             o->nf = optarg;
             o->nfd = rg_nf_find(rg_nf_table, optarg);
-            if (!o->nfd && strcmp(optarg, RG_NF_COUNT) && strcmp(optarg, RG_NF_NONE)) bad = "--nf";
+            /* a shared object: a path (a '/' or a .so name), loaded when the run starts */
+            o->nf_is_path = !o->nfd && (strchr(optarg, '/') ||
+                                        (strlen(optarg) > 3 &&
+                                         !strcmp(optarg + strlen(optarg) - 3, ".so")));
+            if (!o->nfd && !o->nf_is_path && strcmp(optarg, RG_NF_COUNT) &&
+                strcmp(optarg, RG_NF_NONE))
+                bad = "--nf";
+            break;
+        case O_CHAIN:
+            o->chain_file = optarg;
+            break;
+        case O_CONTROL:
+            o->control = optarg;
             break;
         case O_IO:
             o->io = optarg;
@@ -318,6 +338,14 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     }
     if (o->passes_set && !o->bench) {
         fprintf(stderr, "%s: --passes needs --bench\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if ((o->nf_is_path || o->chain_file || o->control) && o->workers > 1) {
+        fprintf(stderr, "%s: --nf PATH.so, --chain and --control run on one worker\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if (o->control && o->bench) {
+        fprintf(stderr, "%s: --control needs a capture run, not --bench\n", o->prog);
         return EXIT_USAGE;
     }
     if (o->bench && o->nfd) {

@@ -83,7 +83,10 @@ typedef struct rg_flow_info {
     uint64_t uid;   /* unique within a context, in creation order (from 1) */
     uint16_t layer; /* index into rg_stack_desc.layers */
     uint16_t state; /* current PSM state (0 without a PSM) */
-    uint32_t pad_;  /* free: per-instance flags go here (verdicts, memcap policies) */
+    /* bit d: no NF wants direction d's bytes any more (rg_nf_api.h
+     * no_more_bytes): the stack stops inserting them into its sequence */
+    uint8_t no_bytes;
+    uint8_t pad_[3]; /* free: per-instance flags go here (verdicts, memcap policies) */
     const uint8_t *key_a; /* forward key: the creator's side ("side a") first */
     const uint8_t *key_p; /* swapped key (== key_a for unidirectional layers) */
     void *user[2];        /* handler-owned pointers, per direction (0 = to_passive) */

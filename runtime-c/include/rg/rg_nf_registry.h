@@ -37,6 +37,9 @@ typedef struct rg_nf_desc {
      * instance has closed).  RG_OK, or RG_EIO when an output could not be
      * written (the reason printed on stderr). */
     int (*finish)(rg_obs *nf);
+    /* The same NF as an NF of the ABI (rg_nf_api.h), which chains and
+     * `--nf NAME` run; NULL: usable through create/finish only. */
+    const struct rg_nf_abi *abi;
 } rg_nf_desc;
 
 /* The NFs linked into the binary, NULL-terminated (defined by the NF

@@ -1,0 +1,92 @@
+"""`rubikgen ctl SOCKET attach|detach|list`: change a running binary's NF chain through its
+control socket (`--control SOCKET`; protocol in runtime-c/main/rg_control.c)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+
+EXIT_OK, EXIT_ERRORS = 0, 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser(
+        "ctl",
+        help="attach, detach or list the NFs of a running binary (--control SOCKET)",
+        description="The change applies between two packets on the running binary.",
+    )
+    c.add_argument("socket", help="the binary's --control socket")
+    what = c.add_subparsers(dest="action", required=True)
+    a = what.add_parser("attach", help="attach an NF at the end of the chain")
+    a.add_argument("nf", help="a stock NF's name or the path of an NF's .so")
+    a.add_argument("--name", help="the instance name (default: the NF's own)")
+    a.add_argument(
+        "nf_params",
+        nargs=argparse.REMAINDER,
+        metavar="KEY=VALUE ...",
+        help="the NF's configuration (--name may come among them too)",
+    )
+    d = what.add_parser("detach", help="detach an NF (its outputs are written)")
+    d.add_argument("name", help="the NF's instance name (see list)")
+    what.add_parser("list", help="the NFs in chain order: NAME and what was loaded")
+    c.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the reply (default 30)"
+    )
+
+
+def request(sock_path: str, fields: list[str], timeout: float = 30.0) -> tuple[bool, str]:
+    """Send one request; (ok, the reply's text after its status line)."""
+    if any("\t" in f or "\n" in f for f in fields):
+        return False, "arguments may not contain tabs or newlines"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(("\t".join(fields) + "\n").encode())
+        chunks = []
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            chunks.append(b)
+    reply = b"".join(chunks).decode(errors="replace")
+    head, _, rest = reply.partition("\n")
+    if head == "ok":
+        return True, rest
+    return False, head.removeprefix("error: ") if head else "no reply (the run ended?)"
+
+
+def command(args: argparse.Namespace) -> int:
+    if args.action == "attach":
+        nf = args.nf
+        if ("/" in nf or nf.endswith(".so")) and not os.path.isabs(nf):
+            nf = os.path.abspath(nf)  # the binary's working directory may differ
+        params, name = [], args.name
+        it = iter(args.nf_params)
+        for p in it:  # --name after the NF (REMAINDER keeps it among the parameters)
+            if p == "--name":
+                name = next(it, "")
+            elif p.startswith("--name="):
+                name = p.removeprefix("--name=")
+            else:
+                params.append(p)
+        bad = [p for p in params if "=" not in p or p.startswith("=")]
+        if bad:
+            sys.stderr.write(f"rubikgen: error: '{bad[0]}' is not KEY=VALUE\n")
+            return 2
+        fields = ["attach", nf, name or "", *params]
+    elif args.action == "detach":
+        fields = ["detach", args.name]
+    else:
+        fields = ["list"]
+    try:
+        ok, text = request(args.socket, fields, args.timeout)
+    except OSError as e:
+        sys.stderr.write(f"rubikgen: error: {args.socket}: {e}\n")
+        return EXIT_ERRORS
+    if not ok:
+        sys.stderr.write(f"rubikgen: error: {text}\n")
+        return EXIT_ERRORS
+    sys.stdout.write(text)
+    return EXIT_OK

@@ -1,0 +1,221 @@
+/* rg_nf_api.h - the network function (NF) ABI, version RG_NF_ABI_VERSION.
+ *
+ * An NF is a shared object (or an NF built into the driver) that exports one
+ * descriptor, `const rg_nf_abi rg_nf_v1` (RG_NF_EXPORT below): its name, the
+ * ABI version it was compiled against, the events it subscribes to (by layer
+ * and event name), the size of its per-flow state, and init/fini.  Nothing in
+ * it is specific to one generated stack: the driver resolves the
+ * subscriptions against the stack's descriptor (rg_stack_desc) when it loads
+ * the NF, and refuses the NF with an error naming the missing layer or event
+ * and the NF's file.  So one compiled NF serves every stack that has the
+ * events it needs.
+ *
+ * Build an out-of-tree NF with one line (see docs/nf.md):
+ *
+ *     cc -shared -fPIC -std=c11 -Iruntime-c/include my_nf.c -o my_nf.so
+ *
+ * and run it with `--nf ./my_nf.so` or in a chain file (`--chain`).
+ *
+ * Calls: the driver collects the events of a packet while the stack
+ * processes it, then calls the NFs of the chain in chain order, each with
+ * every event of the packet it subscribed to, in the order the stack raised
+ * them (run to completion, one worker: no locking needed in an NF).  An NF's
+ * callback returns a verdict (RG_PASS, RG_BYPASS_FLOW, RG_DROP,
+ * RG_DROP_FLOW; the strongest given during a packet wins); RG_DROP or
+ * RG_DROP_FLOW stops the NFs after it in the chain for the rest of that
+ * packet.  Events raised outside a packet (idle expiry, the final flush) are
+ * dispatched the same way right after the stack raised them. */
+#ifndef RG_NF_API_H
+#define RG_NF_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "rg_api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped when a change breaks NFs compiled against an older header: the
+ * driver refuses an NF whose abi_version differs.  Fields appended at the
+ * end of rg_nf_abi, rg_nf_ev or rg_nf_host do not bump it (their size
+ * fields tell what each side knows). */
+#define RG_NF_ABI_VERSION 1
+/* the descriptor's symbol in an NF's shared object */
+#define RG_NF_SYMBOL "rg_nf_v1"
+
+/* Verdicts: enum rg_verdict in rg_api.h (RG_PASS, RG_BYPASS_FLOW, RG_DROP,
+ * RG_DROP_FLOW; stronger = larger). */
+
+/* ---- events ----
+ * A handler event is a call of one of the stack's handlers (rg_handler_desc:
+ * its name, e.g. "tcp_data", and its named arguments).  The built-in events
+ * exist for every layer with a selector (an instance, "flow"): */
+#define RG_NF_OPEN       "open"       /* an instance was created */
+#define RG_NF_PACKET     "packet"     /* a packet reached an instance: ev->len bytes */
+#define RG_NF_CLOSE      "close"      /* an instance ended: ev->reason, ev->complete */
+#define RG_NF_GAP        "gap"        /* a reassembly hole was skipped: seq, len, at */
+#define RG_NF_CLOCK_JUMP "clock_jump" /* a packet beyond the clock guard (no layer) */
+
+enum rg_nf_ev_kind {
+    RG_NF_EV_CALL = 0, /* a handler call: ev->call */
+    RG_NF_EV_OPEN = 1,
+    RG_NF_EV_PACKET = 2,
+    RG_NF_EV_CLOSE = 3,
+    RG_NF_EV_GAP = 4,
+    RG_NF_EV_CLOCK_JUMP = 5,
+    /* reserved for the memcap / overlap observer callbacks (rg_obs) */
+    RG_NF_EV_MEMCAP = 6,
+    RG_NF_EV_OVERLAP = 7,
+    RG_NF_EV_KINDS
+};
+
+typedef struct rg_nf_host rg_nf_host;
+
+/* One event as an NF receives it: valid during the callback only (copy what
+ * you keep). */
+typedef struct rg_nf_ev {
+    uint16_t kind;            /* enum rg_nf_ev_kind */
+    uint16_t sub;             /* the index in rg_nf_abi.subs of the subscription it matched */
+    uint8_t dir;              /* 0 = to_passive (the creator's direction), 1 = to_active */
+    uint8_t end;              /* CALL: rg_call.end (0 in a packet, RG_END(reason) at the end) */
+    uint16_t layer;           /* index into rg_stack_desc.layers (CLOCK_JUMP: 0) */
+    const rg_flow_info *flow; /* the instance; NULL: none (CLOCK_JUMP, calls without one) */
+    uint64_t ts_ns;           /* packet time (CLOCK_JUMP: the flow clock) */
+    uint64_t pkt_no;          /* 1-based packet number in this worker */
+    const rg_call *call;      /* CALL: the handler and its arguments (args[i] is named
+                                 stack->handlers[call->handler].arg_names[i]); else NULL */
+    /* PACKET: len = bytes of the layer's input.  GAP: seq, len, at (rg_obs.on_gap). */
+    uint32_t len, seq, at;
+    /* CLOSE: reason (RG_CLOSE_*), complete (the PSM saw setup and reached accept) */
+    int32_t reason, complete;
+    /* CLOCK_JUMP: the packet's own time, 1 forward / 0 backward */
+    uint64_t pkt_ts_ns;
+    int32_t fwd;
+    /* the driver's handle for this event (rg_nf_host functions take the event) */
+    const rg_nf_host *host;
+    void *host_ref;
+} rg_nf_ev;
+
+/* An event callback.  nf: what init returned; fstate: this NF's state for
+ * ev->flow (flow_state_size zeroed bytes, allocated when the NF first sees
+ * the flow, freed after its close event; NULL without a flow or with
+ * flow_state_size 0).  Returns a verdict (RG_PASS to let the packet on). */
+typedef int (*rg_nf_fn)(void *nf, const rg_nf_ev *ev, void *fstate);
+
+enum {
+    /* no error when the subscription matches nothing in the stack (an NF
+     * that uses an event where a stack has it) */
+    RG_NF_SUB_OPTIONAL = 1u << 0,
+};
+
+/* One subscription.  layer: a layer name of the stack ("tcp", "tcp6"), or a
+ * protocol name (every layer of that protocol), or "*" (every layer; NULL
+ * for clock_jump).  event: a handler name (e.g. "tcp_data"), "*" (every
+ * handler of the layer(s)), or a built-in (RG_NF_OPEN, ...).  A
+ * subscription that matches nothing is an error unless RG_NF_SUB_OPTIONAL
+ * or a "*" is in it. */
+typedef struct rg_nf_sub {
+    const char *layer;
+    const char *event;
+    rg_nf_fn fn;
+    uint32_t flags;
+} rg_nf_sub;
+
+/* A configuration item (chain file `params`, or `rubikgen ctl attach NF
+ * key=value`).  The driver adds "out" (its --out directory) unless given. */
+typedef struct rg_nf_kv {
+    const char *key;
+    const char *value;
+} rg_nf_kv;
+
+/* What the driver offers an NF: functions taking the event being handled
+ * (ev->host). */
+struct rg_nf_host {
+    uint32_t abi_version; /* RG_NF_ABI_VERSION */
+    uint32_t size;        /* sizeof(rg_nf_host): newer drivers append functions */
+    /* Dynamic subscription, for ev's flow only: this NF stops (on = 0) or
+     * resumes (on = 1) receiving subscription `sub` (an index into its
+     * subs) for this instance.  RG_OK or RG_EINVAL. */
+    int (*subscribe)(const rg_nf_ev *ev, unsigned sub, int on);
+    /* This NF wants no more bytes of direction dir of ev's flow: it gets no
+     * more calls with a "data" argument for that direction of the flow, and
+     * when no NF of the chain wants them (each said so, or has no handler
+     * subscription left for the flow), the stack stops reassembling that
+     * direction (no buffering, no copy; what it held is dropped).  Final for
+     * the flow.  RG_OK, or RG_EINVAL (no flow, or a layer without
+     * reassembly). */
+    int (*no_more_bytes)(const rg_nf_ev *ev, int dir);
+};
+
+/* The descriptor (RG_NF_EXPORT). */
+typedef struct rg_nf_abi {
+    uint32_t abi_version; /* RG_NF_ABI_VERSION when compiled */
+    uint32_t size;        /* sizeof(rg_nf_abi) when compiled */
+    const char *name;     /* a default instance name: letters, digits, '_', '-' */
+    const char *help;     /* one line */
+    const rg_nf_sub *subs;
+    uint32_t nsubs;
+    uint32_t flow_state_size; /* bytes of per-flow state (0: none) */
+    /* Create the NF for stack with its configuration (ncfg items); NULL on
+     * error with a message in err (then fini is not called).  The stack
+     * descriptor stays valid until fini: resolve handler and argument
+     * indices here (rg_nf_handler, rg_nf_arg). */
+    void *(*init)(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
+                  const rg_nf_host *host, char *err, size_t errlen);
+    /* Write outputs and free the NF: every instance has closed (the stack
+     * was flushed) or the NF was detached.  RG_OK, or RG_EIO with a message
+     * in err. */
+    int (*fini)(void *nf, char *err, size_t errlen);
+    /* Optional: release what the NF put in fstate; called for every state
+     * still held when the NF is detached or when the flow's close event was
+     * not subscribed.  NULL: nothing to release. */
+    void (*flow_free)(void *nf, void *fstate);
+} rg_nf_abi;
+
+/* In an NF's .c file: RG_NF_EXPORT = { RG_NF_ABI_VERSION, sizeof(rg_nf_abi), ... }; */
+#define RG_NF_EXPORT __attribute__((visibility("default"))) const rg_nf_abi rg_nf_v1
+
+/* ---- helpers for NFs (header only: an NF links nothing of rubikgen) ---- */
+
+/* The value of key in cfg, or dflt. */
+static inline const char *rg_nf_cfg_get(const rg_nf_kv *cfg, unsigned ncfg, const char *key,
+                                        const char *dflt)
+{
+    for (unsigned i = ncfg; i-- > 0;) /* the last one given wins */
+        if (cfg[i].key && !strcmp(cfg[i].key, key)) return cfg[i].value;
+    return dflt;
+}
+
+/* The index of the handler called name, or -1. */
+static inline int rg_nf_handler(const rg_stack_desc *stack, const char *name)
+{
+    for (unsigned i = 0; i < stack->nhandlers; i++)
+        if (!strcmp(stack->handlers[i].name, name)) return (int)i;
+    return -1;
+}
+
+/* The index of handler h's argument called name, or -1. */
+static inline int rg_nf_arg(const rg_stack_desc *stack, unsigned h, const char *name)
+{
+    if (h >= stack->nhandlers) return -1;
+    const rg_handler_desc *d = &stack->handlers[h];
+    for (unsigned i = 0; i < d->nargs; i++)
+        if (!strcmp(d->arg_names[i], name)) return (int)i;
+    return -1;
+}
+
+/* The argument of a call named name (NULL: the handler has none). */
+static inline const rg_val *rg_nf_call_arg(const rg_stack_desc *stack, const rg_call *c,
+                                           const char *name)
+{
+    int i = rg_nf_arg(stack, c->handler, name);
+    return i < 0 ? NULL : &c->args[i];
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RG_NF_API_H */

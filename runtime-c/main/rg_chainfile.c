@@ -1,0 +1,164 @@
+/* rg_chainfile.c - chain files (--chain FILE): a YAML mapping with the key
+ * `chain`, a list of NFs in chain order, each a mapping
+ *
+ *     - nf: flowstats          # a stock NF's name, or a path to an NF's .so
+ *       name: fs               # optional: the instance name (default: the NF's)
+ *       params: {all: true}    # optional: its configuration (scalars)
+ *
+ * A relative .so path is relative to the chain file's directory.
+ * `rubikgen validate` checks the same against schema/chain.schema.json; this
+ * reader repeats the structural checks so a binary run directly reports
+ * FILE:LINE:COL too. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "rg_nfchain.h"
+
+enum { MAX_PARAMS = 64 };
+
+typedef struct reader {
+    const char *path;
+    yaml_document_t doc;
+    char *err;
+    size_t errlen;
+} reader;
+
+static int fail(reader *rd, const yaml_node_t *n, const char *msg, const char *hint)
+{
+    snprintf(rd->err, rd->errlen, "%s:%zu:%zu: error: %s%s%s", rd->path,
+             n ? n->start_mark.line + 1 : 1, n ? n->start_mark.column + 1 : 1, msg,
+             hint ? "\n  hint: " : "", hint ? hint : "");
+    return RG_EINVAL;
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static yaml_node_t *node(reader *rd, int id)
+{
+    return yaml_document_get_node(&rd->doc, id);
+}
+
+/* A relative path is the chain file's directory's. */
+static char *nf_path(const char *chain, const char *nf)
+{
+    const char *slash = strrchr(chain, '/');
+    int is_path = strchr(nf, '/') || (strlen(nf) > 3 && !strcmp(nf + strlen(nf) - 3, ".so"));
+    if (!is_path || nf[0] == '/') return strdup(nf);
+    if (!slash) {
+        if (strchr(nf, '/')) return strdup(nf); /* "./x.so": relative to here already */
+        /* dlopen searches the library path for a name without a '/' */
+        size_t n = strlen(nf) + 3;
+        char *p = malloc(n);
+        if (p) snprintf(p, n, "./%s", nf);
+        return p;
+    }
+    size_t d = (size_t)(slash - chain) + 1, n = d + strlen(nf) + 1;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%.*s%s", (int)d, chain, nf);
+    return p;
+}
+
+static int load_item(reader *rd, rg_chain *ch, yaml_node_t *item)
+{
+    if (item->type != YAML_MAPPING_NODE)
+        return fail(rd, item, "a chain item is a mapping", "write `- nf: NAME_OR_PATH.so`");
+    const char *nf = NULL, *name = NULL;
+    yaml_node_t *nfn = item, *params = NULL;
+    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = node(rd, p->key), *v = node(rd, p->value);
+        const char *key = scalar(k);
+        if (key && !strcmp(key, "nf")) {
+            nf = scalar(v);
+            nfn = v;
+            if (!nf || !*nf) return fail(rd, v, "`nf` is a stock NF's name or a .so path", NULL);
+        } else if (key && !strcmp(key, "name")) {
+            name = scalar(v);
+            if (!name || !*name) return fail(rd, v, "`name` is a string", NULL);
+        } else if (key && !strcmp(key, "params")) {
+            params = v;
+            if (v->type != YAML_MAPPING_NODE)
+                return fail(rd, v, "`params` is a mapping of names to scalars",
+                            "e.g. params: {all: true}");
+        } else {
+            return fail(rd, k, "unknown key in a chain item", "the keys are nf, name, params");
+        }
+    }
+    if (!nf) return fail(rd, item, "a chain item needs `nf`", "a stock NF's name or a .so path");
+    rg_nf_kv kv[MAX_PARAMS];
+    unsigned n = 0;
+    if (params)
+        for (yaml_node_pair_t *p = params->data.mapping.pairs.start;
+             p < params->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = node(rd, p->key), *v = node(rd, p->value);
+            if (!scalar(k) || !scalar(v))
+                return fail(rd, scalar(k) ? v : k, "a parameter is a name and a scalar value",
+                            NULL);
+            if (n == MAX_PARAMS) return fail(rd, k, "too many parameters (64 at most)", NULL);
+            kv[n++] = (rg_nf_kv){scalar(k), scalar(v)};
+        }
+    char *path = nf_path(rd->path, nf);
+    if (!path) return fail(rd, nfn, "out of memory", NULL);
+    char why[900];
+    int rc = rg_chain_attach(ch, path, name, kv, n, why, sizeof why);
+    free(path);
+    return rc ? fail(rd, nfn, why, NULL) : RG_OK;
+}
+
+int rg_chainfile_load(rg_chain *ch, const char *path, char *err, size_t errlen)
+{
+    reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.path = path;
+    rd.err = err;
+    rd.errlen = errlen;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot read the chain file", path);
+        return RG_EIO;
+    }
+    yaml_parser_t parser;
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_file(&parser, f);
+    int rc = RG_OK;
+    if (!yaml_parser_load(&parser, &rd.doc)) {
+        snprintf(err, errlen, "%s:%zu:%zu: error: YAML: %s", path, parser.problem_mark.line + 1,
+                 parser.problem_mark.column + 1, parser.problem ? parser.problem : "syntax error");
+        yaml_parser_delete(&parser);
+        fclose(f);
+        return RG_EINVAL;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&rd.doc), *list = NULL;
+    if (!root || root->type != YAML_MAPPING_NODE) {
+        rc = fail(&rd, root, "a chain file is a mapping with the key `chain`",
+                  "chain: [{nf: flowstats}, {nf: ./my_nf.so}]");
+        goto done;
+    }
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = node(&rd, p->key);
+        if (scalar(k) && !strcmp(scalar(k), "chain")) {
+            list = node(&rd, p->value);
+        } else {
+            rc = fail(&rd, k, "unknown top-level key", "a chain file has the key `chain` only");
+            goto done;
+        }
+    }
+    if (!list || list->type != YAML_SEQUENCE_NODE) {
+        rc = fail(&rd, list ? list : root, "`chain` is a list of NFs", "chain: [{nf: events}]");
+        goto done;
+    }
+    for (yaml_node_item_t *i = list->data.sequence.items.start;
+         i < list->data.sequence.items.top && !rc; i++)
+        rc = load_item(&rd, ch, node(&rd, *i));
+done:
+    yaml_document_delete(&rd.doc);
+    yaml_parser_delete(&parser);
+    fclose(f);
+    return rc;
+}

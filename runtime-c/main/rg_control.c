@@ -1,0 +1,203 @@
+/* rg_control.c - the control socket (--control PATH, see rg_nfchain.h).
+ *
+ * Protocol (rubikgen ctl): one request per connection, one line of
+ * tab-separated fields, then the reply and the connection closes:
+ *     attach \t NF \t NAME-or-empty [\t KEY=VALUE]...
+ *     detach \t NAME
+ *     list
+ * The reply is "ok\n" followed by text (list: "NAME\tSOURCE" lines), or
+ * "error: MESSAGE\n".  The thread only moves bytes: the chain changes on the
+ * packet loop's thread, between two packets, so the chain needs no lock. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "rg_nfchain.h"
+
+enum { REQ_MAX = 8192, REPLY_MAX = 8192, MAX_KV = 64 };
+
+struct rg_control {
+    struct sockaddr_un addr;
+    int lfd;
+    pthread_t th;
+    int th_ok;
+    atomic_int pending; /* a request waits for the packet loop */
+    atomic_int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done; /* the reply is ready (under mu) */
+    char req[REQ_MAX];
+    char reply[REPLY_MAX];
+};
+
+/* One request of fd into c->req; 0, or -1 (a bad client: dropped). */
+static int read_request(rg_control *c, int fd)
+{
+    size_t n = 0;
+    while (n + 1 < sizeof c->req) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 2000) <= 0) return -1; /* a silent client does not hold the socket */
+        ssize_t k = read(fd, c->req + n, sizeof c->req - 1 - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        n += (size_t)k;
+        if (memchr(c->req, '\n', n)) break;
+    }
+    c->req[n] = 0;
+    char *nl = strchr(c->req, '\n');
+    if (nl) *nl = 0;
+    return n ? 0 : -1;
+}
+
+static void write_all(int fd, const char *s)
+{
+    size_t n = strlen(s);
+    while (n) {
+        ssize_t k = write(fd, s, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return;
+        s += k;
+        n -= (size_t)k;
+    }
+}
+
+static void *serve(void *arg)
+{
+    rg_control *c = arg;
+    while (!atomic_load(&c->stop)) {
+        struct pollfd p = {c->lfd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        int fd = accept(c->lfd, NULL, NULL);
+        if (fd < 0) continue;
+        if (read_request(c, fd) == 0) {
+            pthread_mutex_lock(&c->mu);
+            c->done = 0;
+            atomic_store(&c->pending, 1);
+            while (!c->done && !atomic_load(&c->stop))
+                pthread_cond_wait(&c->cv, &c->mu);
+            if (!c->done) snprintf(c->reply, sizeof c->reply, "error: the run is ending\n");
+            pthread_mutex_unlock(&c->mu);
+            write_all(fd, c->reply);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+rg_control *rg_control_open(const char *path, char *err, size_t errlen)
+{
+    rg_control *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->lfd = -1;
+    if (strlen(path) >= sizeof c->addr.sun_path) {
+        snprintf(err, errlen, "the socket path is too long (%zu bytes at most)",
+                 sizeof c->addr.sun_path - 1);
+        free(c);
+        return NULL;
+    }
+    c->addr.sun_family = AF_UNIX;
+    memcpy(c->addr.sun_path, path, strlen(path) + 1);
+    c->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&c->addr, sizeof c->addr) ||
+        listen(c->lfd, 8)) {
+        snprintf(err, errlen, "%s%s", strerror(errno),
+                 errno == EADDRINUSE ? " (a socket left by a run that did not end? remove it)"
+                                     : "");
+        if (c->lfd >= 0) close(c->lfd);
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    if (pthread_create(&c->th, NULL, serve, c)) {
+        snprintf(err, errlen, "cannot start its thread");
+        rg_control_close(c);
+        return NULL;
+    }
+    c->th_ok = 1;
+    return c;
+}
+
+/* Apply c->req to ch, the reply into c->reply. */
+static void apply(rg_control *c, rg_chain *ch)
+{
+    char *f[3 + MAX_KV];
+    unsigned n = 0;
+    /* strtok_r would merge empty fields (an empty NAME): split by hand */
+    for (char *s = c->req; n < sizeof f / sizeof f[0];) {
+        f[n++] = s;
+        char *t = strchr(s, '\t');
+        if (!t) break;
+        *t = 0;
+        s = t + 1;
+    }
+    char err[2048];
+    if (!strcmp(f[0], "list") && n == 1) {
+        int k = snprintf(c->reply, sizeof c->reply, "ok\n");
+        rg_chain_list(ch, c->reply + k, sizeof c->reply - (size_t)k);
+    } else if (!strcmp(f[0], "detach") && n == 2) {
+        if (rg_chain_detach(ch, f[1], err, sizeof err))
+            snprintf(c->reply, sizeof c->reply, "error: %s\n", err);
+        else
+            snprintf(c->reply, sizeof c->reply, "ok\ndetached %s\n", f[1]);
+    } else if (!strcmp(f[0], "attach") && n >= 3) {
+        rg_nf_kv kv[MAX_KV];
+        unsigned m = 0;
+        for (unsigned i = 3; i < n; i++) {
+            char *eq = strchr(f[i], '=');
+            if (!eq || eq == f[i]) {
+                snprintf(c->reply, sizeof c->reply, "error: '%s' is not KEY=VALUE\n", f[i]);
+                return;
+            }
+            *eq = 0;
+            kv[m++] = (rg_nf_kv){f[i], eq + 1};
+        }
+        if (rg_chain_attach(ch, f[1], f[2][0] ? f[2] : NULL, kv, m, err, sizeof err))
+            snprintf(c->reply, sizeof c->reply, "error: %s\n", err);
+        else
+            snprintf(c->reply, sizeof c->reply, "ok\nattached %s\n", f[1]);
+    } else {
+        snprintf(c->reply, sizeof c->reply,
+                 "error: unknown request (attach NF NAME [KEY=VALUE]..., detach NAME, list)\n");
+    }
+}
+
+void rg_control_poll(rg_control *c, rg_chain *ch)
+{
+    if (!atomic_load_explicit(&c->pending, memory_order_acquire)) return;
+    pthread_mutex_lock(&c->mu);
+    apply(c, ch);
+    c->done = 1;
+    atomic_store(&c->pending, 0);
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rg_control_close(rg_control *c)
+{
+    if (!c) return;
+    atomic_store(&c->stop, 1);
+    if (c->th_ok) {
+        pthread_mutex_lock(&c->mu);
+        pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->th, NULL);
+    }
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    if (c->lfd >= 0) {
+        close(c->lfd);
+        unlink(c->addr.sun_path);
+    }
+    free(c);
+}

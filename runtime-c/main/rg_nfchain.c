@@ -1,0 +1,925 @@
+/* rg_nfchain.c - NF chains: loading, subscription resolution, event
+ * collection and dispatch in chain order (see rg_nfchain.h). */
+#include "rg_nfchain.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rg/rg_nf_registry.h"
+#include "rg/rg_obs.h"
+
+/* ---- an arena for the copies of one batch (chunks never move) ---- */
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t size, used;
+    uint8_t data[];
+} chunk;
+
+typedef struct arena {
+    chunk *head; /* the chunk in use; older ones after it */
+} arena;
+
+enum { CHUNK = 64 * 1024 };
+
+static void *arena_alloc(arena *a, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (!a->head || a->head->size - a->head->used < n) {
+        size_t sz = n > CHUNK ? n : CHUNK;
+        chunk *c = malloc(sizeof *c + sz);
+        if (!c) return NULL;
+        c->next = a->head;
+        c->size = sz;
+        c->used = 0;
+        a->head = c;
+    }
+    void *p = a->head->data + a->head->used;
+    a->head->used += n;
+    return p;
+}
+
+/* Keep one standard chunk for the next batch, free the rest. */
+static void arena_reset(arena *a)
+{
+    chunk *keep = NULL;
+    for (chunk *c = a->head, *next; c; c = next) {
+        next = c->next;
+        if (!keep && c->size == CHUNK) {
+            keep = c;
+            continue;
+        }
+        free(c);
+    }
+    if (keep) {
+        keep->next = NULL;
+        keep->used = 0;
+    }
+    a->head = keep;
+}
+
+static void arena_free(arena *a)
+{
+    for (chunk *c = a->head, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    a->head = NULL;
+}
+
+/* ---- per-flow records: uid -> the states of the chain's NFs ---- */
+
+typedef struct fent {
+    void *st;       /* the NF's state for this flow (NULL: none yet) */
+    uint64_t unsub; /* subscriptions this NF dropped for this flow (bit = sub index) */
+    uint8_t nobytes; /* bit d: this NF wants no more bytes of direction d */
+} fent;
+
+typedef struct frec {
+    fent e[RG_CHAIN_MAX]; /* by slot index */
+    uint8_t nobytes_req;  /* bit d: no NF wants direction d: set in the instance's no_bytes */
+} frec;
+
+typedef struct fmap {
+    uint64_t *keys; /* 0 = empty (uids start at 1) */
+    frec **vals;
+    size_t cap, n; /* cap: a power of two */
+} fmap;
+
+static size_t fslot(uint64_t uid, size_t cap)
+{
+    return (size_t)((uid * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (cap - 1);
+}
+
+static size_t ffind(const fmap *m, uint64_t uid)
+{
+    size_t i = fslot(uid, m->cap);
+    while (m->keys[i] && m->keys[i] != uid)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static frec *fmap_get(const fmap *m, uint64_t uid)
+{
+    if (!m->cap) return NULL;
+    size_t i = ffind(m, uid);
+    return m->keys[i] ? m->vals[i] : NULL;
+}
+
+static int fmap_grow(fmap *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    fmap big = {calloc(cap, sizeof *big.keys), calloc(cap, sizeof *big.vals), cap, m->n};
+    if (!big.keys || !big.vals) {
+        free(big.keys);
+        free(big.vals);
+        return RG_ENOMEM;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        size_t j = ffind(&big, m->keys[i]);
+        big.keys[j] = m->keys[i];
+        big.vals[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    *m = big;
+    return RG_OK;
+}
+
+static frec *fmap_add(fmap *m, uint64_t uid)
+{
+    if ((m->n + 1) * 2 > m->cap && fmap_grow(m)) return NULL;
+    frec *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    size_t i = ffind(m, uid);
+    m->keys[i] = uid;
+    m->vals[i] = r;
+    m->n++;
+    return r;
+}
+
+static frec *fmap_del(fmap *m, uint64_t uid)
+{
+    if (!m->cap) return NULL;
+    size_t mask = m->cap - 1, i = ffind(m, uid);
+    if (!m->keys[i]) return NULL;
+    frec *v = m->vals[i];
+    /* backward-shift deletion (no tombstones) */
+    for (size_t j = (i + 1) & mask; m->keys[j]; j = (j + 1) & mask) {
+        size_t home = fslot(m->keys[j], m->cap);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            m->keys[i] = m->keys[j];
+            m->vals[i] = m->vals[j];
+            i = j;
+        }
+    }
+    m->keys[i] = 0;
+    m->vals[i] = NULL;
+    m->n--;
+    return v;
+}
+
+/* ---- the chain ---- */
+
+typedef struct slot {
+    char name[64];
+    char *source; /* the stock name or the .so path */
+    void *dl;     /* dlopen handle; NULL for a stock NF */
+    const rg_nf_abi *abi;
+    void *self;
+    int16_t *call_sub;  /* per handler: the subscription serving it, -1 none */
+    int16_t *bsub;      /* per (kind, layer): RG_NF_EV_KINDS * nlayers entries */
+    int16_t clock_sub;  /* clock_jump's subscription, -1 none */
+    int uses_flow_rec;  /* flow_state_size > 0 or a per-flow unsubscription was made */
+} slot;
+
+typedef struct qev {
+    rg_nf_ev ev;
+    rg_call call;
+    rg_flow_info flow;
+    uint64_t uid;       /* 0: no flow */
+    rg_flow_info *live; /* the instance itself (valid unless it closed in this batch) */
+} qev;
+
+struct rg_chain {
+    const rg_stack_desc *stack;
+    char *outdir;
+    slot *slots[RG_CHAIN_MAX]; /* chain order */
+    unsigned n;
+    int used_idx[RG_CHAIN_MAX]; /* frec indices in use */
+    unsigned idx_of[RG_CHAIN_MAX];
+    /* the union of the slots' subscriptions: what to collect */
+    uint8_t *want_call; /* per handler */
+    int16_t *data_arg;  /* per handler: its "data" argument, -1 none (rg_obs.h) */
+    uint8_t *want_b;    /* per (kind, layer) */
+    uint8_t want_clock;
+    qev *q;
+    size_t nq, capq;
+    arena ar;
+    int oom; /* events lost to memory exhaustion (reported once) */
+    fmap flows;
+    size_t nobytes_flows; /* frecs with nobytes_req set */
+    int verdict;
+    rg_verdict_slot *slot; /* the context's verdict slot (rg_call.verdict): one per context */
+    rg_nf_host host;
+};
+
+typedef struct dispatch_ref {
+    rg_chain *ch;
+    unsigned idx; /* the slot's frec index */
+    unsigned pos; /* the slot's chain position */
+    uint64_t uid;
+    const qev *e; /* the event being dispatched */
+} dispatch_ref;
+
+static int host_subscribe(const rg_nf_ev *ev, unsigned sub, int on);
+static int host_no_more_bytes(const rg_nf_ev *ev, int dir);
+
+rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
+{
+    rg_chain *ch = calloc(1, sizeof *ch);
+    if (!ch) return NULL;
+    ch->stack = stack;
+    ch->outdir = strdup(outdir ? outdir : "rg-out");
+    ch->want_call = calloc(stack->nhandlers + 1u, 1);
+    ch->want_b = calloc((size_t)RG_NF_EV_KINDS * (stack->nlayers + 1u), 1);
+    ch->data_arg = rg_obs_data_args(stack);
+    ch->host = (rg_nf_host){RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe,
+                            host_no_more_bytes};
+    if (!ch->outdir || !ch->want_call || !ch->want_b || !ch->data_arg) {
+        free(ch->data_arg);
+        free(ch->outdir);
+        free(ch->want_call);
+        free(ch->want_b);
+        free(ch);
+        return NULL;
+    }
+    return ch;
+}
+
+unsigned rg_chain_size(const rg_chain *ch)
+{
+    return ch->n;
+}
+
+int rg_chain_verdict(const rg_chain *ch)
+{
+    return ch->verdict;
+}
+
+static void recompute_wants(rg_chain *ch)
+{
+    const rg_stack_desc *s = ch->stack;
+    memset(ch->want_call, 0, s->nhandlers + 1u);
+    memset(ch->want_b, 0, (size_t)RG_NF_EV_KINDS * (s->nlayers + 1u));
+    ch->want_clock = 0;
+    for (unsigned k = 0; k < ch->n; k++) {
+        const slot *sl = ch->slots[k];
+        for (unsigned h = 0; h < s->nhandlers; h++)
+            if (sl->call_sub[h] >= 0) ch->want_call[h] = 1;
+        for (size_t i = 0; i < (size_t)RG_NF_EV_KINDS * s->nlayers; i++)
+            if (sl->bsub[i] >= 0) ch->want_b[i] = 1;
+        if (sl->clock_sub >= 0) ch->want_clock = 1;
+    }
+    /* a close event frees per-flow states: collected whenever a slot keeps some */
+    for (unsigned k = 0; k < ch->n; k++)
+        if (ch->slots[k]->abi->flow_state_size)
+            for (unsigned l = 0; l < s->nlayers; l++)
+                ch->want_b[(size_t)RG_NF_EV_CLOSE * s->nlayers + l] = 1;
+}
+
+/* ---- resolution of subscriptions against the stack ---- */
+
+static int builtin_kind(const char *ev)
+{
+    static const char *const names[] = {NULL,         RG_NF_OPEN, RG_NF_PACKET,
+                                        RG_NF_CLOSE,  RG_NF_GAP,  RG_NF_CLOCK_JUMP};
+    for (int k = 1; k < (int)(sizeof names / sizeof names[0]); k++)
+        if (!strcmp(ev, names[k])) return k;
+    return 0;
+}
+
+static int layer_matches(const rg_layer_desc *l, const char *want)
+{
+    return !want || !strcmp(want, "*") || !strcmp(l->name, want) ||
+           (l->protocol && !strcmp(l->protocol, want));
+}
+
+/* A list of the stack's layers (or of the handlers on the matched layers) for
+ * an error message. */
+static void list_layers(const rg_stack_desc *s, char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (unsigned i = 0; i < s->nlayers && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", s->layers[i].name);
+}
+
+static void list_handlers(const rg_stack_desc *s, const char *layer, char *buf, size_t n)
+{
+    size_t k = 0;
+    int any = 0;
+    buf[0] = 0;
+    for (unsigned h = 0; h < s->nhandlers && k < n; h++) {
+        if (!layer_matches(&s->layers[s->handlers[h].layer], layer)) continue;
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", any ? ", " : "", s->handlers[h].name);
+        any = 1;
+    }
+    if (!any) snprintf(buf, n, "none");
+}
+
+static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
+{
+    const rg_stack_desc *s = ch->stack;
+    const rg_nf_abi *a = sl->abi;
+    char list[512];
+    for (unsigned h = 0; h < s->nhandlers; h++)
+        sl->call_sub[h] = -1;
+    for (size_t i = 0; i < (size_t)RG_NF_EV_KINDS * s->nlayers; i++)
+        sl->bsub[i] = -1;
+    sl->clock_sub = -1;
+    for (unsigned k = 0; k < a->nsubs && k < INT16_MAX; k++) {
+        const rg_nf_sub *sub = &a->subs[k];
+        const char *lw = sub->layer, *ew = sub->event;
+        int optional = (sub->flags & RG_NF_SUB_OPTIONAL) || (lw && !strcmp(lw, "*"));
+        if (!ew || !sub->fn) {
+            snprintf(err, errlen, "subscription %u has no event name or no callback", k);
+            return RG_EINVAL;
+        }
+        int kind = builtin_kind(ew);
+        if (kind == RG_NF_EV_CLOCK_JUMP) {
+            if (sl->clock_sub < 0) sl->clock_sub = (int16_t)k;
+            continue;
+        }
+        unsigned nl = 0, matched = 0;
+        for (unsigned l = 0; l < s->nlayers; l++) {
+            const rg_layer_desc *ld = &s->layers[l];
+            if (!layer_matches(ld, lw)) continue;
+            nl++;
+            if (kind) {
+                if (!ld->has_instance || (kind == RG_NF_EV_GAP && !ld->has_seq)) continue;
+                int16_t *b = &sl->bsub[(size_t)kind * s->nlayers + l];
+                if (*b < 0) *b = (int16_t)k;
+                matched++;
+                continue;
+            }
+            for (unsigned h = 0; h < s->nhandlers; h++) {
+                if (s->handlers[h].layer != l) continue;
+                if (strcmp(ew, "*") && strcmp(ew, s->handlers[h].name)) continue;
+                if (sl->call_sub[h] < 0) sl->call_sub[h] = (int16_t)k;
+                matched++;
+            }
+        }
+        if (optional || matched) continue;
+        if (!nl) {
+            list_layers(s, list, sizeof list);
+            snprintf(err, errlen,
+                     "subscription %u (%s.%s): stack %s has no layer or protocol '%s' "
+                     "(layers: %s)",
+                     k, lw, ew, s->name, lw, list);
+        } else if (kind) {
+            snprintf(err, errlen,
+                     "subscription %u (%s.%s): no layer '%s' of stack %s has %s", k, lw, ew,
+                     lw ? lw : "*", s->name,
+                     kind == RG_NF_EV_GAP ? "reassembly (gap events)" : "instances (a selector)");
+        } else if (strcmp(ew, "*")) {
+            list_handlers(s, lw, list, sizeof list);
+            snprintf(err, errlen,
+                     "subscription %u (%s.%s): stack %s has no event '%s' on layer '%s' "
+                     "(handlers there: %s)",
+                     k, lw ? lw : "*", ew, s->name, ew, lw ? lw : "*", list);
+        } else {
+            snprintf(err, errlen, "subscription %u (%s.*): layer '%s' of stack %s has no handlers",
+                     k, lw, lw, s->name);
+        }
+        return RG_EINVAL;
+    }
+    return RG_OK;
+}
+
+/* ---- attach / detach ---- */
+
+static int is_path(const char *nf)
+{
+    size_t n = strlen(nf);
+    return strchr(nf, '/') || (n > 3 && !strcmp(nf + n - 3, ".so"));
+}
+
+static void slot_free(slot *sl)
+{
+    if (!sl) return;
+    if (sl->dl) dlclose(sl->dl);
+    free(sl->source);
+    free(sl->call_sub);
+    free(sl->bsub);
+    free(sl);
+}
+
+/* The descriptor of nf (loaded into sl->dl for a path); NULL with err. */
+static const rg_nf_abi *load(slot *sl, const char *nf, char *err, size_t errlen)
+{
+    if (!is_path(nf)) {
+        const rg_nf_desc *d = rg_nf_find(rg_nf_table, nf);
+        if (d && d->abi) return d->abi;
+        char names[256];
+        size_t k = 0;
+        names[0] = 0;
+        for (const rg_nf_desc *const *t = rg_nf_table; *t && k < sizeof names; t++)
+            if ((*t)->abi)
+                k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "",
+                                      (*t)->name);
+        snprintf(err, errlen, "unknown NF '%s' (stock NFs: %s; or a path to an NF's .so)", nf,
+                 names);
+        return NULL;
+    }
+    dlerror();
+    sl->dl = dlopen(nf, RTLD_NOW | RTLD_LOCAL);
+    if (!sl->dl) {
+        const char *why = dlerror();
+        snprintf(err, errlen, "%s: cannot load: %s", nf, why ? why : "dlopen failed");
+        return NULL;
+    }
+    const rg_nf_abi *a = dlsym(sl->dl, RG_NF_SYMBOL);
+    if (!a) {
+        snprintf(err, errlen,
+                 "%s: no symbol '" RG_NF_SYMBOL "': not an NF of this ABI (an NF exports its "
+                 "descriptor with RG_NF_EXPORT, rg_nf_api.h)",
+                 nf);
+        return NULL;
+    }
+    if (a->abi_version != RG_NF_ABI_VERSION) {
+        snprintf(err, errlen,
+                 "%s: NF ABI version %u, this driver speaks version %d: rebuild the NF "
+                 "against this rubikgen's rg_nf_api.h",
+                 nf, (unsigned)a->abi_version, RG_NF_ABI_VERSION);
+        return NULL;
+    }
+    if (a->size < offsetof(rg_nf_abi, flow_free) || !a->init || !a->fini || !a->name) {
+        snprintf(err, errlen, "%s: malformed descriptor '" RG_NF_SYMBOL "' (size %u, name, "
+                 "init and fini are required)", nf, (unsigned)a->size);
+        return NULL;
+    }
+    return a;
+}
+
+static int find_slot(const rg_chain *ch, const char *name)
+{
+    for (unsigned k = 0; k < ch->n; k++)
+        if (!strcmp(ch->slots[k]->name, name)) return (int)k;
+    return -1;
+}
+
+int rg_chain_attach(rg_chain *ch, const char *nf, const char *name, const rg_nf_kv *cfg,
+                    unsigned ncfg, char *err, size_t errlen)
+{
+    char why[512];
+    const rg_stack_desc *s = ch->stack;
+    if (ch->n == RG_CHAIN_MAX) {
+        snprintf(err, errlen, "%s: the chain is full (%d NFs)", nf, RG_CHAIN_MAX);
+        return RG_EINVAL;
+    }
+    slot *sl = calloc(1, sizeof *sl);
+    if (sl) {
+        sl->source = strdup(nf);
+        sl->call_sub = malloc((s->nhandlers + 1u) * sizeof *sl->call_sub);
+        sl->bsub = malloc(((size_t)RG_NF_EV_KINDS * s->nlayers + 1) * sizeof *sl->bsub);
+    }
+    if (!sl || !sl->source || !sl->call_sub || !sl->bsub) {
+        slot_free(sl);
+        snprintf(err, errlen, "%s: out of memory", nf);
+        return RG_ENOMEM;
+    }
+    sl->abi = load(sl, nf, why, sizeof why);
+    if (!sl->abi) {
+        snprintf(err, errlen, "%s", why);
+        slot_free(sl);
+        return RG_EINVAL;
+    }
+    const char *iname = name ? name : sl->abi->name;
+    if (strlen(iname) >= sizeof sl->name || find_slot(ch, iname) >= 0) {
+        snprintf(err, errlen, "%s: the chain has an NF called '%s' already (name this one)", nf,
+                 iname);
+        slot_free(sl);
+        return RG_EINVAL;
+    }
+    snprintf(sl->name, sizeof sl->name, "%s", iname);
+    if (resolve(ch, sl, why, sizeof why)) {
+        snprintf(err, errlen, "NF '%s' (%s): %s", sl->abi->name, nf, why);
+        slot_free(sl);
+        return RG_EINVAL;
+    }
+    /* the configuration, with "out" added unless given */
+    rg_nf_kv *kv = malloc((ncfg + 1) * sizeof *kv);
+    if (!kv) {
+        snprintf(err, errlen, "%s: out of memory", nf);
+        slot_free(sl);
+        return RG_ENOMEM;
+    }
+    for (unsigned i = 0; i < ncfg; i++)
+        kv[i] = cfg[i];
+    unsigned n = ncfg;
+    if (!rg_nf_cfg_get(cfg, ncfg, "out", NULL)) kv[n++] = (rg_nf_kv){"out", ch->outdir};
+    why[0] = 0;
+    sl->self = sl->abi->init(s, kv, n, &ch->host, why, sizeof why);
+    free(kv);
+    if (!sl->self) {
+        snprintf(err, errlen, "NF '%s' (%s): %s", sl->abi->name, nf,
+                 why[0] ? why : "init failed");
+        slot_free(sl);
+        return RG_EINVAL;
+    }
+    sl->uses_flow_rec = sl->abi->flow_state_size > 0;
+    unsigned idx = 0;
+    while (ch->used_idx[idx])
+        idx++;
+    ch->used_idx[idx] = 1;
+    ch->idx_of[ch->n] = idx;
+    ch->slots[ch->n++] = sl;
+    recompute_wants(ch);
+    return RG_OK;
+}
+
+/* Release slot position k's per-flow states (flow_free) and unsubscriptions. */
+static void drop_flow_states(rg_chain *ch, unsigned k)
+{
+    const slot *sl = ch->slots[k];
+    unsigned idx = ch->idx_of[k];
+    for (size_t i = 0; i < ch->flows.cap; i++) {
+        frec *r = ch->flows.keys[i] ? ch->flows.vals[i] : NULL;
+        if (!r) continue;
+        if (r->e[idx].st && sl->abi->flow_free) sl->abi->flow_free(sl->self, r->e[idx].st);
+        free(r->e[idx].st);
+        r->e[idx] = (fent){NULL, 0, 0};
+    }
+}
+
+static int detach_at(rg_chain *ch, unsigned k, char *err, size_t errlen)
+{
+    slot *sl = ch->slots[k];
+    drop_flow_states(ch, k);
+    char why[512] = "";
+    int rc = sl->abi->fini(sl->self, why, sizeof why);
+    if (rc) snprintf(err, errlen, "NF '%s': %s", sl->name, why[0] ? why : "fini failed");
+    ch->used_idx[ch->idx_of[k]] = 0;
+    for (unsigned j = k; j + 1 < ch->n; j++) {
+        ch->slots[j] = ch->slots[j + 1];
+        ch->idx_of[j] = ch->idx_of[j + 1];
+    }
+    ch->n--;
+    slot_free(sl);
+    recompute_wants(ch);
+    return rc ? RG_EIO : RG_OK;
+}
+
+int rg_chain_detach(rg_chain *ch, const char *name, char *err, size_t errlen)
+{
+    int k = find_slot(ch, name);
+    if (k < 0) {
+        snprintf(err, errlen, "no NF called '%s' in the chain", name);
+        return RG_EINVAL;
+    }
+    return detach_at(ch, (unsigned)k, err, errlen);
+}
+
+unsigned rg_chain_list(const rg_chain *ch, char *buf, size_t n)
+{
+    size_t k = 0;
+    if (n) buf[0] = 0;
+    for (unsigned i = 0; i < ch->n && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s\t%s\n", ch->slots[i]->name,
+                              ch->slots[i]->source);
+    return ch->n;
+}
+
+int rg_chain_free(rg_chain *ch, const char *prog)
+{
+    if (!ch) return RG_OK;
+    int rc = RG_OK;
+    while (ch->n) {
+        char err[600];
+        if (detach_at(ch, 0, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", prog, err);
+            rc = RG_EIO;
+        }
+    }
+    for (size_t i = 0; i < ch->flows.cap; i++)
+        if (ch->flows.keys[i]) free(ch->flows.vals[i]);
+    free(ch->flows.keys);
+    free(ch->flows.vals);
+    arena_free(&ch->ar);
+    free(ch->q);
+    free(ch->want_call);
+    free(ch->want_b);
+    free(ch->data_arg);
+    free(ch->outdir);
+    free(ch);
+    return rc;
+}
+
+/* ---- collection ---- */
+
+static void *copy_bytes(rg_chain *ch, const void *p, size_t n)
+{
+    if (!n) return NULL;
+    void *d = arena_alloc(&ch->ar, n);
+    if (d) memcpy(d, p, n);
+    return d;
+}
+
+/* A new queued event for kind on flow f (NULL: none); NULL when out of memory. */
+static qev *push(rg_chain *ch, int kind, const rg_flow_info *f, uint64_t ts_ns)
+{
+    if (ch->nq == ch->capq) {
+        size_t cap = ch->capq ? ch->capq * 2 : 64;
+        qev *q = realloc(ch->q, cap * sizeof *q);
+        if (!q) {
+            ch->oom = 1;
+            return NULL;
+        }
+        ch->q = q;
+        ch->capq = cap;
+    }
+    qev *e = &ch->q[ch->nq];
+    memset(e, 0, sizeof *e);
+    e->ev.kind = (uint16_t)kind;
+    e->ev.ts_ns = ts_ns;
+    if (f) {
+        /* a snapshot: the instance may close (and its keys go) before dispatch */
+        const rg_layer_desc *l = f->layer < ch->stack->nlayers ? &ch->stack->layers[f->layer]
+                                                               : NULL;
+        size_t klen = l ? l->key_len : 0;
+        e->flow = *f;
+        e->uid = f->uid;
+        e->live = (rg_flow_info *)f; /* the instance's own record: only no_bytes is written */
+        e->ev.layer = f->layer;
+        if (f->key_a && klen) {
+            e->flow.key_a = copy_bytes(ch, f->key_a, klen);
+            e->flow.key_p = f->key_p == f->key_a ? e->flow.key_a
+                            : f->key_p           ? copy_bytes(ch, f->key_p, klen)
+                                                 : NULL;
+            if (!e->flow.key_a || (f->key_p && !e->flow.key_p)) {
+                ch->oom = 1;
+                return NULL;
+            }
+        }
+    }
+    ch->nq++;
+    return e;
+}
+
+/* A flow whose bytes no NF wants: the stack's flag, set again on the instance's current record
+ * (a lazily created instance moves from the scratch record into the table after its packet). */
+static void apply_nobytes(rg_chain *ch, const rg_flow_info *f)
+{
+    const frec *r = fmap_get(&ch->flows, f->uid);
+    if (r && (r->nobytes_req & ~f->no_bytes)) ((rg_flow_info *)f)->no_bytes |= r->nobytes_req;
+}
+
+static void c_call(void *self, const rg_call *c)
+{
+    rg_chain *ch = self;
+    if (c->verdict) ch->slot = c->verdict;
+    if (RG_UNLIKELY(ch->nobytes_flows) && c->flow) apply_nobytes(ch, c->flow);
+    if (c->handler >= ch->stack->nhandlers || !ch->want_call[c->handler]) return;
+    qev *e = push(ch, RG_NF_EV_CALL, c->flow, c->ts_ns);
+    if (!e) return;
+    const rg_handler_desc *h = &ch->stack->handlers[c->handler];
+    e->call = *c;
+    e->ev.layer = c->layer;
+    e->ev.dir = c->dir;
+    e->ev.end = c->end;
+    e->ev.pkt_no = c->pkt_no;
+    rg_val *args = h->nargs ? arena_alloc(&ch->ar, h->nargs * sizeof *args) : NULL;
+    if (h->nargs && !args) goto oom;
+    for (unsigned i = 0; i < h->nargs; i++) {
+        args[i] = c->args[i];
+        if (args[i].kind == RG_VAL_BYTES && args[i].bytes.len) {
+            args[i].bytes.ptr = copy_bytes(ch, c->args[i].bytes.ptr, c->args[i].bytes.len);
+            if (!args[i].bytes.ptr) goto oom;
+        }
+    }
+    e->call.args = args;
+    return;
+oom:
+    ch->oom = 1;
+    ch->nq--;
+}
+
+static int want_b(const rg_chain *ch, int kind, unsigned layer)
+{
+    return layer < ch->stack->nlayers && ch->want_b[(size_t)kind * ch->stack->nlayers + layer];
+}
+
+static void c_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
+{
+    rg_chain *ch = self;
+    if (RG_UNLIKELY(ch->nobytes_flows)) apply_nobytes(ch, f);
+    if (want_b(ch, RG_NF_EV_OPEN, f->layer)) push(ch, RG_NF_EV_OPEN, f, ts_ns);
+}
+
+static void c_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
+{
+    rg_chain *ch = self;
+    if (RG_UNLIKELY(ch->nobytes_flows)) apply_nobytes(ch, f);
+    if (!want_b(ch, RG_NF_EV_PACKET, f->layer)) return;
+    qev *e = push(ch, RG_NF_EV_PACKET, f, ts_ns);
+    if (!e) return;
+    e->ev.dir = (uint8_t)dir;
+    e->ev.len = len;
+}
+
+static void c_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    rg_chain *ch = self;
+    if (!want_b(ch, RG_NF_EV_CLOSE, f->layer)) {
+        /* nobody listens, but states may exist (an unsubscription made one) */
+        if (fmap_get(&ch->flows, f->uid) && push(ch, RG_NF_EV_CLOSE, f, ts_ns))
+            ch->q[ch->nq - 1].ev.reason = reason;
+        return;
+    }
+    qev *e = push(ch, RG_NF_EV_CLOSE, f, ts_ns);
+    if (!e) return;
+    e->ev.reason = reason;
+    e->ev.complete = complete;
+}
+
+static void c_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                  uint32_t at, uint64_t ts_ns)
+{
+    rg_chain *ch = self;
+    if (!want_b(ch, RG_NF_EV_GAP, f->layer)) return;
+    qev *e = push(ch, RG_NF_EV_GAP, f, ts_ns);
+    if (!e) return;
+    e->ev.dir = (uint8_t)dir;
+    e->ev.seq = seq;
+    e->ev.len = len;
+    e->ev.at = at;
+}
+
+static void c_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64_t clock_ns,
+                         int fwd)
+{
+    rg_chain *ch = self;
+    if (!ch->want_clock) return;
+    qev *e = push(ch, RG_NF_EV_CLOCK_JUMP, NULL, clock_ns);
+    if (!e) return;
+    e->ev.pkt_no = pkt_no;
+    e->ev.pkt_ts_ns = pkt_ts_ns;
+    e->ev.fwd = fwd;
+}
+
+rg_obs rg_chain_obs(rg_chain *ch)
+{
+    rg_obs o;
+    memset(&o, 0, sizeof o);
+    o.self = ch;
+    o.on_call = c_call;
+    o.on_open = c_open;
+    o.on_packet = c_packet;
+    o.on_close = c_close;
+    o.on_gap = c_gap;
+    o.on_clock_jump = c_clock_jump;
+    return o;
+}
+
+/* ---- dispatch ---- */
+
+static int16_t sub_of(const rg_chain *ch, const slot *sl, const qev *e)
+{
+    switch (e->ev.kind) {
+    case RG_NF_EV_CALL:
+        return sl->call_sub[e->call.handler];
+    case RG_NF_EV_CLOCK_JUMP:
+        return sl->clock_sub;
+    default:
+        return e->ev.layer < ch->stack->nlayers
+                   ? sl->bsub[(size_t)e->ev.kind * ch->stack->nlayers + e->ev.layer]
+                   : -1;
+    }
+}
+
+static void free_flow(rg_chain *ch, uint64_t uid)
+{
+    frec *r = fmap_del(&ch->flows, uid);
+    if (!r) return;
+    if (r->nobytes_req) ch->nobytes_flows--;
+    for (unsigned k = 0; k < ch->n; k++) {
+        fent *fe = &r->e[ch->idx_of[k]];
+        if (fe->st && ch->slots[k]->abi->flow_free)
+            ch->slots[k]->abi->flow_free(ch->slots[k]->self, fe->st);
+        free(fe->st);
+    }
+    free(r);
+}
+
+/* The instance of queued event e, unless it ended in this batch (its record may be reused). */
+static rg_flow_info *live_of(const rg_chain *ch, const qev *e)
+{
+    if (!e->uid) return NULL;
+    for (size_t i = 0; i < ch->nq; i++)
+        if (ch->q[i].ev.kind == RG_NF_EV_CLOSE && ch->q[i].uid == e->uid) return NULL;
+    return e->live->uid == e->uid ? e->live : NULL;
+}
+
+void rg_chain_batch_end(void *self)
+{
+    rg_chain *ch = self;
+    int verdict = RG_PASS;
+    const rg_flow_info *vflow = NULL; /* the instance of the strongest verdict */
+    if (ch->oom) {
+        fprintf(stderr, "rg: NF chain: out of memory: events lost\n");
+        ch->oom = 0;
+    }
+    for (unsigned k = 0; k < ch->n && verdict < RG_DROP; k++) {
+        slot *sl = ch->slots[k];
+        unsigned idx = ch->idx_of[k];
+        dispatch_ref ref = {ch, idx, k, 0, NULL};
+        for (size_t i = 0; i < ch->nq; i++) {
+            qev *e = &ch->q[i];
+            int16_t sub = sub_of(ch, sl, e);
+            if (sub < 0) continue;
+            void *st = NULL;
+            if (e->uid && sl->uses_flow_rec) {
+                frec *r = fmap_get(&ch->flows, e->uid);
+                if (r && (r->e[idx].unsub >> (sub & 63) & 1) && sub < 64) continue;
+                /* the data of a direction this NF wants no more bytes of */
+                if (r && (r->e[idx].nobytes >> (e->ev.dir & 1) & 1) &&
+                    e->ev.kind == RG_NF_EV_CALL && ch->data_arg[e->call.handler] >= 0)
+                    continue;
+                if (sl->abi->flow_state_size) {
+                    if (!r) r = fmap_add(&ch->flows, e->uid);
+                    if (r && !r->e[idx].st) r->e[idx].st = calloc(1, sl->abi->flow_state_size);
+                    if (!r || !r->e[idx].st) {
+                        ch->oom = 1;
+                        continue; /* the NF cannot run without its state */
+                    }
+                    st = r->e[idx].st;
+                }
+            }
+            e->ev.flow = e->uid ? &e->flow : NULL;
+            e->call.flow = e->ev.flow;
+            e->ev.call = e->ev.kind == RG_NF_EV_CALL ? &e->call : NULL;
+            e->ev.sub = (uint16_t)sub;
+            e->ev.host = &ch->host;
+            ref.uid = e->uid;
+            ref.e = e;
+            e->ev.host_ref = &ref;
+            int v = sl->abi->subs[sub].fn(sl->self, &e->ev, st);
+            if (v > verdict && v <= RG_DROP_FLOW) {
+                verdict = v;
+                vflow = live_of(ch, e);
+            }
+        }
+    }
+    /* closed flows: their states go, whether or not every NF saw the close */
+    for (size_t i = 0; i < ch->nq; i++)
+        if (ch->q[i].ev.kind == RG_NF_EV_CLOSE && ch->q[i].uid) free_flow(ch, ch->q[i].uid);
+    ch->nq = 0;
+    arena_reset(&ch->ar);
+    ch->verdict = verdict;
+    /* the packet's verdict, with the handlers' (the driver reads it after the packet) */
+    rg_verdict_give(ch->slot, vflow, verdict);
+}
+
+/* ---- host functions ---- */
+
+static int host_subscribe(const rg_nf_ev *ev, unsigned sub, int on)
+{
+    const dispatch_ref *ref = ev ? ev->host_ref : NULL;
+    if (!ref || !ref->uid || sub >= 64) return RG_EINVAL;
+    rg_chain *ch = ref->ch;
+    slot *sl = ch->slots[ref->pos];
+    if (sub >= sl->abi->nsubs) return RG_EINVAL;
+    frec *r = fmap_get(&ch->flows, ref->uid);
+    if (!r && !on) r = fmap_add(&ch->flows, ref->uid);
+    if (!r) return on ? RG_OK : RG_ENOMEM;
+    if (on)
+        r->e[ref->idx].unsub &= ~(UINT64_C(1) << sub);
+    else
+        r->e[ref->idx].unsub |= UINT64_C(1) << sub;
+    sl->uses_flow_rec = 1;
+    /* its state goes at close: collect the close even if nobody subscribed it */
+    return RG_OK;
+}
+
+/* Slot position k still wants the bytes of direction dir of layer l's flow r: it subscribed
+ * to a handler of that layer, did not drop all such subscriptions for the flow, and did not
+ * say no_more_bytes. */
+static int wants_bytes(const rg_chain *ch, unsigned k, const frec *r, unsigned l, int dir)
+{
+    const slot *sl = ch->slots[k];
+    const fent *fe = r ? &r->e[ch->idx_of[k]] : NULL;
+    if (fe && (fe->nobytes >> dir & 1)) return 0;
+    for (unsigned h = 0; h < ch->stack->nhandlers; h++) {
+        if (ch->stack->handlers[h].layer != l || sl->call_sub[h] < 0) continue;
+        unsigned sub = (unsigned)sl->call_sub[h];
+        if (!fe || sub >= 64 || !(fe->unsub >> sub & 1)) return 1;
+    }
+    return 0;
+}
+
+static int host_no_more_bytes(const rg_nf_ev *ev, int dir)
+{
+    const dispatch_ref *ref = ev ? ev->host_ref : NULL;
+    if (!ref || !ref->uid || (dir != 0 && dir != 1)) return RG_EINVAL;
+    rg_chain *ch = ref->ch;
+    const qev *e = ref->e;
+    unsigned l = e->flow.layer;
+    if (l >= ch->stack->nlayers || !ch->stack->layers[l].has_seq) return RG_EINVAL;
+    frec *r = fmap_get(&ch->flows, ref->uid);
+    if (!r) r = fmap_add(&ch->flows, ref->uid);
+    if (!r) return RG_ENOMEM;
+    ch->slots[ref->pos]->uses_flow_rec = 1;
+    r->e[ref->idx].nobytes |= (uint8_t)(1u << dir);
+    if (r->nobytes_req >> dir & 1) return RG_OK;
+    for (unsigned k = 0; k < ch->n; k++)
+        if (wants_bytes(ch, k, r, l, dir)) return RG_OK; /* recorded: the last one decides */
+    if (!r->nobytes_req) ch->nobytes_flows++;
+    r->nobytes_req |= (uint8_t)(1u << dir);
+    rg_flow_info *live = live_of(ch, e);
+    if (live) apply_nobytes(ch, live);
+    return RG_OK;
+}

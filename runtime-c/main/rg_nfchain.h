@@ -1,0 +1,82 @@
+/* rg_nfchain.h - NF chains (rg_nf_api.h): NFs loaded from shared objects or
+ * built in, attached to one stack context in chain order.  Private to
+ * runtime-c/main/.
+ *
+ * The chain is an observer (rg_obs): while the stack processes a packet it
+ * collects the events some NF of the chain subscribed to (a deep copy: the
+ * stack's bytes and keys are only valid during its callbacks).  At the end
+ * of the packet (rg_chain_batch_end, called by the feeder after process and
+ * after an expire call, and by the driver after the final flush) it calls
+ * the NFs in chain order, each with the packet's events it subscribed to
+ * (the Rubik paper's method 1: run to completion, no locks).  A verdict
+ * RG_DROP or RG_DROP_FLOW stops the later NFs for that packet.
+ *
+ * Attach and detach happen between batches (the control socket's requests
+ * are applied by the packet loop).  Per-flow state is allocated per NF when
+ * the NF first needs it for a flow (so an NF attached mid-flow gets state
+ * for existing flows at their next event) and freed after the flow's close
+ * event was dispatched. */
+#ifndef RG_NFCHAIN_H
+#define RG_NFCHAIN_H
+
+#include <stddef.h>
+
+#include "rg/rg_api.h"
+#include "rg/rg_nf_api.h"
+
+enum { RG_CHAIN_MAX = 32 }; /* NFs in one chain */
+
+typedef struct rg_chain rg_chain;
+
+/* An empty chain for stack; outdir: the "out" given to NFs that name none.
+ * NULL when out of memory. */
+rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir);
+
+/* Attach the NF nf (a stock NF's name, or a path to a shared object: one
+ * containing a '/' or ending in ".so") at the end of the chain, under name
+ * (NULL: the NF's own name) with its configuration.  RG_OK, or an error
+ * with a message in err naming the NF and what is wrong (missing symbol,
+ * ABI version, a subscription the stack cannot serve, init's error); the
+ * chain is then unchanged. */
+int rg_chain_attach(rg_chain *ch, const char *nf, const char *name, const rg_nf_kv *cfg,
+                    unsigned ncfg, char *err, size_t errlen);
+
+/* Detach the NF called name: fini (its outputs written), its per-flow
+ * states released.  RG_OK, RG_EINVAL (no such NF) or RG_EIO (fini failed:
+ * the message in err; the NF is detached all the same). */
+int rg_chain_detach(rg_chain *ch, const char *name, char *err, size_t errlen);
+
+/* One line per NF, in chain order: "NAME\tSOURCE\n" into buf (truncated);
+ * returns the NFs. */
+unsigned rg_chain_list(const rg_chain *ch, char *buf, size_t n);
+unsigned rg_chain_size(const rg_chain *ch);
+
+/* The observer that collects events (self = ch). */
+rg_obs rg_chain_obs(rg_chain *ch);
+
+/* Dispatch the events collected since the last batch (void *: the feeder's
+ * hook).  The verdict of the batch: rg_chain_verdict. */
+void rg_chain_batch_end(void *ch);
+int rg_chain_verdict(const rg_chain *ch);
+
+/* Detach every NF (in chain order) and free the chain: RG_OK, or RG_EIO
+ * when an NF's fini failed (printed on stderr with prog). */
+int rg_chain_free(rg_chain *ch, const char *prog);
+
+/* ---- the driver's parts ---- */
+
+/* Attach the NFs of a chain file (rg_chainfile.c), in order.  RG_OK, or an
+ * error "FILE:LINE:COL: error: ..." in err. */
+int rg_chainfile_load(rg_chain *ch, const char *path, char *err, size_t errlen);
+
+/* ---- the control socket (rg_control.c) ----
+ * A thread accepts connections on a UNIX socket and reads one request per
+ * connection ("attach NF [NAME=]... ", "detach NAME", "list"); the packet
+ * loop applies pending requests between packets (rg_control_poll: an atomic
+ * load when none is pending) and the thread writes the reply. */
+typedef struct rg_control rg_control;
+rg_control *rg_control_open(const char *path, char *err, size_t errlen);
+void rg_control_poll(rg_control *c, rg_chain *ch);
+void rg_control_close(rg_control *c);
+
+#endif /* RG_NFCHAIN_H */
