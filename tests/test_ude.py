@@ -76,6 +76,7 @@ events:
   d: {on: tcp}
   asm: {on: tcp.rexmit}
   ok: {on: tcp.asm, before: [nope]}
+  v1: {on: udp.udp_data, when: "v.header.sport == 1"}
 handlers:
   h1: {layer: udp, with: ok}
 """
@@ -94,7 +95,8 @@ def test_validator_errors_with_positions(tmp_path: Path) -> None:
         (12, 11, "RG041", "'on: tcp' does not name a layer's event", "write LAYER.EVENT"),
         (13, 3, "RG022", "event 'asm' has the name of an event of protocol 'tcp'", None),
         (14, 30, "RG041", "layer 'tcp' has no event 'nope'", None),
-        (16, 26, "RG060", "event 'ok' runs on layer 'tcp', not on 'udp'", "on layer 'tcp'"),
+        (15, 33, "RG035", "virtual reference needs a sequence, but layer 'udp'", None),
+        (17, 26, "RG060", "event 'ok' runs on layer 'tcp', not on 'udp'", "on layer 'tcp'"),
     ]
     for line, col, code, msg, hint in expected:
         head = f"{f}:{line}:{col}: error[{code}]: {msg}"

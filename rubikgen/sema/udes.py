@@ -102,6 +102,10 @@ def check_udes(c: _StackCheck) -> None:
         ec = _layer_checker(c.ws, c.info, li, smap, diags)
         if ev.when is not None:
             ec.expr(ep + ("when",), ev.when, B.HANDLER, "bool")
+            ec.virtual_needs_sequence(
+                li.protocol.model.sequence is not None,
+                f"layer '{layer}' (protocol '{li.protocol.name}')",
+            )
         known = _names_on(c, layer)
         for j, b in enumerate(ev.before):
             bp = ep + ("before", j)
