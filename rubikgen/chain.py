@@ -18,7 +18,7 @@ from rubikgen.diagnostics import Diagnostic, SourceCache
 from rubikgen.models.common import Model
 
 #: The NFs built into every stack binary (handlers/nf, rg_nf_table).
-STOCK_NFS = ("streams", "events", "flowstats", "sni")
+STOCK_NFS = ("streams", "events", "flowstats", "sni", "hostlog", "flowexport", "signatures")
 
 ParamValue = StrictStr | StrictInt | StrictFloat | StrictBool
 
@@ -28,7 +28,8 @@ class ChainItem(Model):
 
     nf: StrictStr = Field(
         min_length=1,
-        description="A stock NF's name (streams, events, flowstats, sni) or the path of an NF "
+        description="A stock NF's name (streams, events, flowstats, sni, hostlog, flowexport, "
+        "signatures) or the path of an NF "
         "built as a shared object (a path with a '/' or ending in .so; relative to the chain "
         "file's directory).",
     )

@@ -53,3 +53,17 @@ def test_example_nfs_in_one_chain_write_what_they_write_alone(
         together = (tmp_path / "chain" / out).read_bytes()
         assert together == (alone / out).read_bytes(), f"{name}: {nf} differs in the chain"
         assert together, f"{name}: {nf} wrote nothing"
+
+
+def test_chain_files_naming_them_validate(tmp_path: Path) -> None:
+    import sys
+
+    chain = tmp_path / "chain.yaml"
+    chain.write_text(
+        "chain:\n  - nf: hostlog\n  - nf: flowexport\n"
+        "  - nf: signatures\n    params: {rules: sig.rules}\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    argv = [sys.executable, "-m", "rubikgen", "validate", "--strict", str(chain)]
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
