@@ -480,3 +480,47 @@ def test_chain_schema_accepts_the_example_and_rejects_bad_shapes() -> None:
                 {"chain": [{"nf": "a", "params": {"k": [1]}}]}, {"nfs": []}):  # fmt: skip
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
+
+
+def test_stock_names_match_the_binarys_registry(binary: Path) -> None:
+    """rubikgen/chain.py's STOCK_NFS (what `rubikgen validate` accepts in `nf:`) is the NF
+    registry of the binaries (handlers/nf, rg_nf_table), as `--help` lists it."""
+    from rubikgen.chain import STOCK_NFS
+
+    text = _run(binary, "--help").stdout
+    block = text.split("--nf NAME", 1)[1].split("\n  --", 1)[0]
+    names = [ln.split()[0] for ln in block.splitlines()[1:] if ln.strip()]
+    assert tuple(n for n in names if n not in ("count", "none")) == STOCK_NFS
+
+
+def test_chain_runtime_is_asan_clean(sos: dict[str, Path], tmp_path: Path) -> None:
+    """The chain machinery (collection, dispatch, verdicts, per-flow state, unsubscription,
+    no_more_bytes, --write) under ASan and UBSan, leaks included, on captures with gaps,
+    fragments and retransmissions."""
+    from rubikgen.build import build
+
+    asan = build(STACK, REPO / "build" / "tcp_ip", sanitize=True, quiet=True).binary
+    log = tmp_path / "log.txt"
+    params = [
+        {"tag": "a", "log": str(log), "nobytes_after": 1024},
+        {"tag": "b", "log": str(log), "drop": "5,9,40", "unsub_after": 2000},
+        {"tag": "c", "log": str(log), "nobytes_after": 100},
+    ]
+    chain = _chain(
+        tmp_path / "c.yaml",
+        [{"nf": str(sos["recorder"]), "name": p["tag"], "params": p} for p in params]
+        + [{"nf": str(sos["flowbytes"])}, {"nf": "streams"}],
+    )
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0")
+    names = [
+        "http-ooo-lost-rst-tlpw1.pcap",
+        "ipv4-frag-socks5-http.pcap",
+        "tcp-retransmissions.pcap",
+    ]
+    for name in names:
+        if not (TRACES / name).is_file():
+            continue
+        argv = [str(asan), str(TRACES / name), "--chain", str(chain), "--out", str(tmp_path),
+                "--write", str(tmp_path / "w.pcap")]  # fmt: skip
+        p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+        assert p.returncode == 0, (name, p.stderr[-3000:])

@@ -90,11 +90,12 @@ static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
 
 /* The run's NFs form a chain: --nf NAME (stock) or PATH.so, --chain,
  * --control, on one worker (--nf count/none alone: the counters only;
- * --workers N keeps its shared stock NF, rg_workers.c). */
+ * --workers N keeps its shared stock NF, rg_workers.c; a registered NF
+ * without an ABI descriptor runs as a plain observer, alone). */
 static int rg_uses_chain(const opts *o)
 {
     return o->workers <= 1 && !o->bench &&
-           (o->nfd || o->nf_is_path || o->chain_file || o->control);
+           ((o->nfd && o->nfd->abi) || o->nf_is_path || o->chain_file || o->control);
 }
 
 /* The chain of --nf, --chain and the control socket; RG_OK or 1 (message printed). */
@@ -104,6 +105,11 @@ static int open_chain(const opts *o, const rg_stack_desc *stack, run *r)
     r->chain = rg_chain_new(stack, o->out);
     if (!r->chain) {
         fprintf(stderr, "%s: out of memory\n", o->prog);
+        return 1;
+    }
+    if (o->nfd && !o->nfd->abi) {
+        fprintf(stderr, "%s: --nf %s is no NF of rg_nf_api.h: it runs alone, without --chain "
+                        "or --control\n", o->prog, o->nf);
         return 1;
     }
     if (o->nfd || o->nf_is_path) {

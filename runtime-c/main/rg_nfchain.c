@@ -78,8 +78,9 @@ typedef struct fent {
 } fent;
 
 typedef struct frec {
-    fent e[RG_CHAIN_MAX]; /* by slot index */
-    uint8_t nobytes_req;  /* bit d: no NF wants direction d: set in the instance's no_bytes */
+    uint8_t nobytes_req; /* bit d: no NF wants direction d: set in the instance's no_bytes */
+    uint8_t n;           /* entries in e: grown to the highest slot index that needed one */
+    fent e[];            /* by slot index */
 } frec;
 
 typedef struct fmap {
@@ -139,6 +140,23 @@ static frec *fmap_add(fmap *m, uint64_t uid)
     m->vals[i] = r;
     m->n++;
     return r;
+}
+
+/* Slot index idx's entry of uid's record, or NULL: none (create = 0) or out of memory. The
+ * record is created, or grown to idx + 1 entries, on demand (records stay as small as the
+ * chain: a flow costs what the NFs that keep something for it need). */
+static fent *fent_of(fmap *m, uint64_t uid, unsigned idx, int create)
+{
+    frec *r = fmap_get(m, uid);
+    if (r && idx < r->n) return &r->e[idx];
+    if (!create) return NULL;
+    if (!r && !(r = fmap_add(m, uid))) return NULL;
+    frec *big = realloc(r, sizeof *r + (idx + 1) * sizeof(fent));
+    if (!big) return NULL;
+    memset(&big->e[big->n], 0, (idx + 1 - big->n) * sizeof(fent));
+    big->n = (uint8_t)(idx + 1);
+    m->vals[ffind(m, uid)] = big;
+    return &big->e[idx];
 }
 
 static frec *fmap_del(fmap *m, uint64_t uid)
@@ -546,7 +564,7 @@ static void drop_flow_states(rg_chain *ch, unsigned k)
     unsigned idx = ch->idx_of[k];
     for (size_t i = 0; i < ch->flows.cap; i++) {
         frec *r = ch->flows.keys[i] ? ch->flows.vals[i] : NULL;
-        if (!r) continue;
+        if (!r || idx >= r->n) continue;
         if (r->e[idx].st && sl->abi->flow_free) sl->abi->flow_free(sl->self, r->e[idx].st);
         free(r->e[idx].st);
         r->e[idx] = (fent){NULL, 0, 0};
@@ -804,6 +822,7 @@ static void free_flow(rg_chain *ch, uint64_t uid)
     if (!r) return;
     if (r->nobytes_req) ch->nobytes_flows--;
     for (unsigned k = 0; k < ch->n; k++) {
+        if (ch->idx_of[k] >= r->n) continue;
         fent *fe = &r->e[ch->idx_of[k]];
         if (fe->st && ch->slots[k]->abi->flow_free)
             ch->slots[k]->abi->flow_free(ch->slots[k]->self, fe->st);
@@ -840,20 +859,19 @@ void rg_chain_batch_end(void *self)
             if (sub < 0) continue;
             void *st = NULL;
             if (e->uid && sl->uses_flow_rec) {
-                frec *r = fmap_get(&ch->flows, e->uid);
-                if (r && (r->e[idx].unsub >> (sub & 63) & 1) && sub < 64) continue;
+                fent *fe = fent_of(&ch->flows, e->uid, idx, sl->abi->flow_state_size > 0);
+                if (fe && (fe->unsub >> (sub & 63) & 1) && sub < 64) continue;
                 /* the data of a direction this NF wants no more bytes of */
-                if (r && (r->e[idx].nobytes >> (e->ev.dir & 1) & 1) &&
-                    e->ev.kind == RG_NF_EV_CALL && ch->data_arg[e->call.handler] >= 0)
+                if (fe && (fe->nobytes >> (e->ev.dir & 1) & 1) && e->ev.kind == RG_NF_EV_CALL &&
+                    ch->data_arg[e->call.handler] >= 0)
                     continue;
                 if (sl->abi->flow_state_size) {
-                    if (!r) r = fmap_add(&ch->flows, e->uid);
-                    if (r && !r->e[idx].st) r->e[idx].st = calloc(1, sl->abi->flow_state_size);
-                    if (!r || !r->e[idx].st) {
+                    if (fe && !fe->st) fe->st = calloc(1, sl->abi->flow_state_size);
+                    if (!fe || !fe->st) {
                         ch->oom = 1;
                         continue; /* the NF cannot run without its state */
                     }
-                    st = r->e[idx].st;
+                    st = fe->st;
                 }
             }
             e->ev.flow = e->uid ? &e->flow : NULL;
@@ -890,13 +908,12 @@ static int host_subscribe(const rg_nf_ev *ev, unsigned sub, int on)
     rg_chain *ch = ref->ch;
     slot *sl = ch->slots[ref->pos];
     if (sub >= sl->abi->nsubs) return RG_EINVAL;
-    frec *r = fmap_get(&ch->flows, ref->uid);
-    if (!r && !on) r = fmap_add(&ch->flows, ref->uid);
-    if (!r) return on ? RG_OK : RG_ENOMEM;
+    fent *fe = fent_of(&ch->flows, ref->uid, ref->idx, !on);
+    if (!fe) return on ? RG_OK : RG_ENOMEM;
     if (on)
-        r->e[ref->idx].unsub &= ~(UINT64_C(1) << sub);
+        fe->unsub &= ~(UINT64_C(1) << sub);
     else
-        r->e[ref->idx].unsub |= UINT64_C(1) << sub;
+        fe->unsub |= UINT64_C(1) << sub;
     sl->uses_flow_rec = 1;
     /* its state goes at close: collect the close even if nobody subscribed it */
     return RG_OK;
@@ -908,7 +925,7 @@ static int host_subscribe(const rg_nf_ev *ev, unsigned sub, int on)
 static int wants_bytes(const rg_chain *ch, unsigned k, const frec *r, unsigned l, int dir)
 {
     const slot *sl = ch->slots[k];
-    const fent *fe = r ? &r->e[ch->idx_of[k]] : NULL;
+    const fent *fe = r && ch->idx_of[k] < r->n ? &r->e[ch->idx_of[k]] : NULL;
     if (fe && (fe->nobytes >> dir & 1)) return 0;
     for (unsigned h = 0; h < ch->stack->nhandlers; h++) {
         if (ch->stack->handlers[h].layer != l || sl->call_sub[h] < 0) continue;
@@ -926,11 +943,11 @@ static int host_no_more_bytes(const rg_nf_ev *ev, int dir)
     const qev *e = ref->e;
     unsigned l = e->flow.layer;
     if (l >= ch->stack->nlayers || !ch->stack->layers[l].has_seq) return RG_EINVAL;
-    frec *r = fmap_get(&ch->flows, ref->uid);
-    if (!r) r = fmap_add(&ch->flows, ref->uid);
-    if (!r) return RG_ENOMEM;
+    fent *fe = fent_of(&ch->flows, ref->uid, ref->idx, 1);
+    if (!fe) return RG_ENOMEM;
+    frec *r = fmap_get(&ch->flows, ref->uid); /* after fent_of: it may have moved */
     ch->slots[ref->pos]->uses_flow_rec = 1;
-    r->e[ref->idx].nobytes |= (uint8_t)(1u << dir);
+    fe->nobytes |= (uint8_t)(1u << dir);
     if (r->nobytes_req >> dir & 1) return RG_OK;
     for (unsigned k = 0; k < ch->n; k++)
         if (wants_bytes(ch, k, r, l, dir)) return RG_OK; /* recorded: the last one decides */
