@@ -19,7 +19,7 @@ from rubikgen.models.common import Model
 
 #: The NFs built into every stack binary (handlers/nf, rg_nf_table), in its order; a test
 #: (tests/test_nf_chain.py) compares them with what a binary's --help lists.
-STOCK_NFS = ("streams", "events", "flowstats", "sni")
+STOCK_NFS = ("streams", "events", "flowstats", "sni", "hostlog", "flowexport", "signatures")
 
 ParamValue = StrictStr | StrictInt | StrictFloat | StrictBool
 
@@ -29,7 +29,8 @@ class ChainItem(Model):
 
     nf: StrictStr = Field(
         min_length=1,
-        description="A stock NF's name (streams, events, flowstats, sni) or the path of an NF "
+        description="A stock NF's name (streams, events, flowstats, sni, hostlog, flowexport, "
+        "signatures) or the path of an NF "
         "built as a shared object (a path with a '/' or ending in .so; relative to the chain "
         "file's directory).",
     )

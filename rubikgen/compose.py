@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubikgen import specpath
 from rubikgen.diagnostics import Diagnostic
-from rubikgen.models.stack import Edge, Graft, Handler, LayerInst, Stack, Subtree
+from rubikgen.models.stack import Edge, Graft, Handler, LayerInst, Stack, StackEvent, Subtree
 from rubikgen.source import Path, Pos, SourceMap
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ class _Parts:
     layers: dict[str, tuple[LayerInst, Loc]] = field(default_factory=dict)
     edges: list[tuple[Edge, Loc]] = field(default_factory=list)
     handlers: dict[str, tuple[Handler, Loc]] = field(default_factory=dict)
+    events: dict[str, tuple[StackEvent, Loc]] = field(default_factory=dict)
     entry: dict[str, tuple[str, Loc]] = field(default_factory=dict)  # '*' = every link type
     subtrees: dict[str, tuple[Subtree, Loc]] = field(default_factory=dict)
     grafts: list[tuple[str, str, list[str]]] = field(default_factory=list)
@@ -113,6 +114,8 @@ def _parts(st: Stack, smap: SourceMap) -> _Parts:
         out.edges.append((e, locate(smap, ("edges", i))))
     for n, h in st.handlers.items():
         out.handlers[n] = (h, locate(smap, ("handlers", n)))
+    for n, ev in st.events.items():
+        out.events[n] = (ev, locate(smap, ("events", n)))
     if isinstance(st.entry, str):
         out.entry["*"] = (st.entry, locate(smap, ("entry",)))
     elif st.entry is not None:
@@ -230,6 +233,8 @@ def compose(ws: SpecLoader, doc: Document) -> None:
             parts.edges.append((e, (own, ("edges", i))))
         for n, h in st.handlers.items():
             parts.handlers[n] = (h, (own, ("handlers", n)))
+        for n, ev in st.events.items():
+            parts.events[n] = (ev, (own, ("events", n)))
         if isinstance(st.entry, str):
             parts.entry = {"*": (st.entry, (own, ("entry",)))}
         elif st.entry is not None:
@@ -274,6 +279,7 @@ def _remove(st: Stack, own: SourceMap, parts: _Parts, diags: list[Diagnostic]) -
         # The edges into and out of a removed layer and its handlers cannot stand on their own.
         parts.edges = [(e, loc) for e, loc in parts.edges if n not in (e.from_, e.to)]
         parts.handlers = {h: v for h, v in parts.handlers.items() if v[0].layer != n}
+        parts.events = {x: v for x, v in parts.events.items() if v[0].layer != n}
         for sn, (sub, loc) in list(parts.subtrees.items()):
             if n in sub.layers:
                 rest = [x for x in sub.layers if x != n]
@@ -285,6 +291,7 @@ def _remove(st: Stack, own: SourceMap, parts: _Parts, diags: list[Diagnostic]) -
         parts.edges = keep
     for key, table, what in (
         ("handlers", parts.handlers, "handler"),
+        ("events", parts.events, "event"),
         ("entry", parts.entry, "entry for link type"),
         ("subtrees", parts.subtrees, "subtree"),
     ):
@@ -385,6 +392,8 @@ def _finish(doc: Document, st: Stack, own: SourceMap, parts: _Parts) -> None:
         cmap.links[("handlers", n)] = loc
     for n, (_, loc) in parts.subtrees.items():
         cmap.links[("subtrees", n)] = loc
+    for n, (_, loc) in parts.events.items():
+        cmap.links[("events", n)] = loc
     entry: str | dict[str, str] | None
     if set(parts.entry) == {"*"}:
         entry = parts.entry["*"][0]
@@ -412,6 +421,7 @@ def _finish(doc: Document, st: Stack, own: SourceMap, parts: _Parts) -> None:
         layers={n: v[0] for n, v in parts.layers.items()},
         edges=[e for e, _ in parts.edges],
         handlers={n: v[0] for n, v in parts.handlers.items()},
+        events={n: v[0] for n, v in parts.events.items()},
         subtrees={n: v[0] for n, v in parts.subtrees.items()},
     )
     doc.smap = cmap

@@ -27,6 +27,7 @@ from rubikgen.expr import (
     NumT,
     Resolved,
     Slice,
+    Str,
     Unary,
     check_expr,
     check_stmt,
@@ -384,7 +385,9 @@ def test_statement_syntax_errors(text: str, message: str, offset: int) -> None:
         ("1.5", "numbers are integers", 1),
         ("header.", "expected a name after 'header.'", 7),
         ("header.1", "expected a name after 'header.'", 7),
-        ("'x' == a", "string literals are not supported", 0),
+        ("'x == a", "unterminated string literal", 0),
+        ("a == 'x\\q'", "unknown escape", 7),
+        ("a == 'é'", "not printable ASCII", 6),
         ("a ? b : c", "the conditional operator '?:' is not supported", 2),
         ("a # comment", "unexpected '#'", 2),
         ("x é", "unexpected character 'é'", 2),
@@ -958,6 +961,7 @@ leaves = st.one_of(
     st.integers(0, U64_MAX).map(Num),
     st.booleans().map(Bool),
     names,
+    st.binary(max_size=6).map(Str),  # string literals: any bytes, escaped by unparse
 )
 
 

@@ -48,6 +48,24 @@ static rg_obs *create_sni(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char
     return make(rg_nf_sni_new, "sni", stack, cfg->outdir, err, errlen);
 }
 
+static rg_obs *create_hostlog(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                              size_t errlen)
+{
+    return make(rg_nf_hostlog_new, "hostlog", stack, cfg->outdir, err, errlen);
+}
+
+static rg_obs *create_flowexport(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                                 size_t errlen)
+{
+    return make(rg_nf_flowexport_new, "flowexport", stack, cfg->outdir, err, errlen);
+}
+
+static rg_obs *create_signatures(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
+                                 size_t errlen)
+{
+    return make(rg_nf_signatures_new, "signatures", stack, cfg->outdir, err, errlen);
+}
+
 /* ---- the stock NFs as NFs of the ABI (rg_nf_api.h) ----
  * Each subscribes to every handler and built-in event of every layer and
  * forwards them to its observer callbacks: the chain calls them in the order
@@ -162,6 +180,39 @@ STOCK_ABI(abi_events, nf_events, HELP_EVENTS)
 STOCK_ABI(abi_flowstats, nf_flowstats, HELP_FLOWSTATS)
 STOCK_ABI(abi_sni, nf_sni, HELP_SNI)
 
+#define HELP_HOSTLOG "TLS SNI and HTTP Host of every ClientHello/request: OUT/hostlog.jsonl"
+#define HELP_FLOWEXPORT "IPFIX-like bidirectional flow records: OUT/flows.ipfix.jsonl"
+#define HELP_SIGNATURES "Hyperscan rules on reassembled bytes (parameter rules or $RG_SIGNATURES)"
+
+STOCK_ABI(abi_hostlog, nf_hostlog, HELP_HOSTLOG)
+STOCK_ABI(abi_flowexport, nf_flowexport, HELP_FLOWEXPORT)
+
+/* signatures takes a parameter, "rules": the rules file (else $RG_SIGNATURES) */
+static const rg_nf_desc nf_signatures;
+static void *init_abi_signatures(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
+                                 const rg_nf_host *host, char *err, size_t errlen)
+{
+    (void)host;
+    const char *out = rg_nf_cfg_get(cfg, ncfg, "out", "rg-out");
+    const char *rules = rg_nf_cfg_get(cfg, ncfg, "rules", NULL);
+    rg_nf *nf = rg_nf_signatures_open(stack, out, rules, err, errlen);
+    if (!nf) return NULL;
+    nf->name = "signatures";
+    nf->stack = stack;
+    nf->obs.self = nf;
+    return &nf->obs;
+}
+static const rg_nf_abi abi_signatures = {RG_NF_ABI_VERSION,
+                                         sizeof(rg_nf_abi),
+                                         "signatures",
+                                         HELP_SIGNATURES,
+                                         stock_subs,
+                                         sizeof stock_subs / sizeof stock_subs[0],
+                                         0,
+                                         init_abi_signatures,
+                                         stock_fini,
+                                         NULL};
+
 static const rg_nf_desc nf_streams = {
     "streams", HELP_STREAMS, NULL, NULL, create_streams, rg_nf_finish, &abi_streams};
 static const rg_nf_desc nf_events = {
@@ -176,15 +227,27 @@ static const rg_nf_desc nf_flowstats = {"flowstats",
 static const rg_nf_desc nf_sni = {
     "sni", HELP_SNI, NULL, NULL, create_sni, rg_nf_finish, &abi_sni};
 
+static const rg_nf_desc nf_hostlog = {
+    "hostlog", HELP_HOSTLOG, NULL, NULL, create_hostlog, rg_nf_finish, &abi_hostlog};
+static const rg_nf_desc nf_flowexport = {
+    "flowexport", HELP_FLOWEXPORT, NULL, NULL, create_flowexport, rg_nf_finish, &abi_flowexport};
+static const rg_nf_desc nf_signatures = {"signatures",      HELP_SIGNATURES,  NULL, NULL,
+                                         create_signatures, rg_nf_finish,     &abi_signatures};
+
 /* The stock NFs, in --help order (rg_nf_registry.h). */
-const rg_nf_desc *const rg_nf_table[] = {&nf_streams, &nf_events, &nf_flowstats, &nf_sni, NULL};
+const rg_nf_desc *const rg_nf_table[] = {&nf_streams,    &nf_events,  &nf_flowstats,
+                                         &nf_sni,        &nf_hostlog, &nf_flowexport,
+                                         &nf_signatures, NULL};
 
 rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
                      size_t errlen)
 {
     const rg_nf_desc *d = rg_nf_find(rg_nf_table, name);
     if (d) return d->create(stack, &(rg_nf_cfg){outdir, 0}, err, errlen);
-    snprintf(err, errlen, "unknown NF '%s' (streams, events, flowstats, sni)", name);
+    snprintf(err, errlen,
+             "unknown NF '%s' (streams, events, flowstats, sni, hostlog, flowexport, "
+             "signatures)",
+             name);
     return NULL;
 }
 

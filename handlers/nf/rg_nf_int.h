@@ -26,6 +26,14 @@ rg_nf *rg_nf_flowstats_new(const rg_stack_desc *stack, const char *outdir, char 
                            size_t errlen);
 rg_nf *rg_nf_streams_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
 rg_nf *rg_nf_sni_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
+rg_nf *rg_nf_hostlog_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
+rg_nf *rg_nf_signatures_new(const rg_stack_desc *stack, const char *outdir, char *err,
+                            size_t errlen);
+/* signatures with its rules file (NULL: $RG_SIGNATURES) */
+rg_nf *rg_nf_signatures_open(const rg_stack_desc *stack, const char *outdir, const char *rules,
+                             char *err, size_t errlen);
+rg_nf *rg_nf_flowexport_new(const rg_stack_desc *stack, const char *outdir, char *err,
+                            size_t errlen);
 
 /* Record the first output error of an NF: "what [path]: strerror(errno)"
  * (later ones add nothing new). */

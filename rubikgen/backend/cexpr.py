@@ -34,7 +34,19 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..expr.ast import Assign, Binary, Call, CallStmt, Expr, Index, Name, Slice, Stmt, Unary
+from ..expr.ast import (
+    Assign,
+    Binary,
+    Call,
+    CallStmt,
+    Expr,
+    Index,
+    Name,
+    Slice,
+    Stmt,
+    Str,
+    Unary,
+)
 from ..expr.check import is_const
 from ..expr.types import BOOL, U64, BytesT, NumT, Type, describe, is_bytes, is_num
 
@@ -134,6 +146,16 @@ def _boolean(cond: str) -> _C:
     return _C(f"((uint64_t){cond})", BOOL, cond)
 
 
+def c_bytes_literal(b: bytes) -> str:
+    """A string literal as an rg_bytes view of static bytes: letters and digits as is, every
+    other byte as a three-digit octal escape (bounded, unlike \\x, which would swallow a
+    following hex digit). An empty literal points at rg_empty_byte (views are never NULL)."""
+    if not b:
+        return "rg_bytes_make(rg_empty_byte, 0)"
+    body = "".join(chr(c) if chr(c).isalnum() and c < 0x80 else f"\\{c:03o}" for c in b)
+    return f'rg_bytes_make((const uint8_t *)"{body}", {len(b)})'
+
+
 class _Translator:
     def __init__(self, env: CEnv) -> None:
         self.env = env
@@ -155,6 +177,8 @@ class _Translator:
                 return self.slice(e)
             case Index():
                 return _C(f"rg_index({self.bytes(e.value)}, {self.num(e.index)})", U64)
+            case Str(value=b):
+                return _C(c_bytes_literal(b), BytesT(len(b)))
         raise TypeError(f"not a translatable expression: {e!r}")
 
     def num(self, e: Expr) -> str:

@@ -103,7 +103,9 @@ class CGen:
         self.transforms = sorted({t for ts in xfs.values() for t in ts})
         for name, lc in self.layers.items():
             lc.atoms = len(prog.layers[name].atoms)
-            lc.prepare([h for h, hd in self.sd.handlers.items() if hd.layer == name], xfs.get(name))
+            hs = [h for h, hd in self.sd.handlers.items() if hd.layer == name]
+            hs += [u for u, ul in self.sd.udes.items() if ul == name]  # their fired flags
+            lc.prepare(hs, xfs.get(name))
         self.handlers = self._handlers()
         self.setters = Setters(self.S, list(self.layers.values()))  # checksums, field setters
         # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
@@ -315,8 +317,8 @@ class CGen:
             if h.layer != n:
                 continue
             texts = [a.text for a in h.args]
-            if "sdu" not in texts:
-                continue
+            if "sdu" not in texts or any(e in self.sd.udes for e in h.events):
+                continue  # a user-defined event filters packets' bytes: no drain
             hc = self.handlers[hn]
             inits, vals = [], []
             for (an, _ct, kind), text in zip(hc.args, texts, strict=True):
@@ -433,10 +435,11 @@ class CGen:
             out.append(f"static const uint8_t {S}_argk_{h.name}[] = {{{kinds}}};")
             hrows.append(
                 f"    {{{c_string(h.name)}, {self.layers[h.layer].index}, {len(h.args)}, "
-                f"{S}_argn_{h.name}, {S}_argk_{h.name}}},"
+                f"{S}_argn_{h.name}, {S}_argk_{h.name}, "
+                f"{c_string(' '.join(hd.events) if (hd := self.sd.handlers.get(h.name)) else '')}}},"
             )
         if not hrows:
-            hrows.append("    {NULL, 0, 0, NULL, NULL},")
+            hrows.append("    {NULL, 0, 0, NULL, NULL, NULL},")
         out.append(
             f"static const rg_handler_desc {S}_handlers[] = {{\n" + "\n".join(hrows) + "\n};"
         )

@@ -30,6 +30,7 @@ __all__ = [
     "Num",
     "Slice",
     "Stmt",
+    "Str",
     "Unary",
     "children",
     "precedence",
@@ -85,6 +86,13 @@ class Num(Node):
 @dataclass(frozen=True, slots=True)
 class Bool(Node):
     value: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Str(Node):
+    """A byte-string literal (``'GET '``): a constant byte slice of ``len(value)`` bytes."""
+
+    value: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +157,7 @@ class CallStmt(Node):
     args: tuple[Expr, ...]
 
 
-Expr = Num | Bool | Name | Unary | Binary | Call | Slice | Index
+Expr = Num | Bool | Str | Name | Unary | Binary | Call | Slice | Index
 Stmt = Assign | CallStmt
 
 
@@ -201,6 +209,22 @@ def _num(n: Num) -> str:
     return str(n.value)
 
 
+_STR_ESC = {0x5C: "\\\\", 0x27: "\\'", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x00: "\\0"}
+
+
+def str_literal(b: bytes) -> str:
+    """The source text of a byte-string literal: printable ASCII as is, the rest escaped."""
+    out = []
+    for c in b:
+        if c in _STR_ESC:
+            out.append(_STR_ESC[c])
+        elif 0x20 <= c < 0x7F:
+            out.append(chr(c))
+        else:
+            out.append(f"\\x{c:02x}")
+    return "'" + "".join(out) + "'"
+
+
 def _wrap(e: Expr, min_prec: int) -> str:
     s = unparse(e)
     return f"({s})" if precedence(e) < min_prec else s
@@ -216,6 +240,8 @@ def unparse(e: Expr | Stmt) -> str:
             return _num(e)
         case Bool(value=v):
             return "true" if v else "false"
+        case Str(value=b):
+            return str_literal(b)
         case Name(parts=parts):
             return ".".join(parts)
         case Unary(op=op, operand=o):

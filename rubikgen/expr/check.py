@@ -25,6 +25,7 @@ from .ast import (
     Num,
     Slice,
     Stmt,
+    Str,
     Unary,
     children,
     unparse,
@@ -405,6 +406,8 @@ class _Checker:
                 return NumT(max(1, v.bit_length()))
             case Bool():
                 return BOOL
+            case Str(value=b):
+                return BytesT(len(b))
             case Name():
                 return self.name(e)
             case Unary():

@@ -28,6 +28,7 @@ from .ast import (
     Num,
     Slice,
     Stmt,
+    Str,
     Unary,
 )
 
@@ -191,6 +192,11 @@ def _build(t: Tree[Token] | Token, depth: int) -> tuple[Expr, int, int]:
         assert isinstance(tok, Token)
         n = _number(tok)
         return n, n.start, n.end
+    if kind == "str":
+        tok = ch[0]
+        assert isinstance(tok, Token)
+        s, e = _tok_span(tok)
+        return Str(_string(str(tok), s), start=s, end=e), s, e
     if kind == "name":
         tok = ch[0]
         assert isinstance(tok, Token)
@@ -244,6 +250,44 @@ def _build(t: Tree[Token] | Token, depth: int) -> tuple[Expr, int, int]:
     raise AssertionError(f"unknown tree node {kind}")  # pragma: no cover
 
 
+_ESCAPES = {"\\": 0x5C, "'": 0x27, '"': 0x22, "n": 0x0A, "r": 0x0D, "t": 0x09, "0": 0x00}
+
+
+def _string(tok: str, start: int) -> bytes:
+    """Decode a STRING token (quotes included) into bytes; ExprSyntaxError on a bad escape or
+    a character outside printable ASCII (which bytes a non-ASCII character stands for would
+    be a guess: write it as \\xHH)."""
+    out = bytearray()
+    i = 1
+    while i < len(tok) - 1:
+        c = tok[i]
+        if c == "\\":
+            nxt = tok[i + 1]
+            if nxt in _ESCAPES:
+                out.append(_ESCAPES[nxt])
+                i += 2
+                continue
+            hx = tok[i + 2 : i + 4]
+            if nxt == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", hx):
+                out.append(int(hx, 16))
+                i += 4
+                continue
+            raise ExprSyntaxError(
+                f"unknown escape '\\{nxt}' in a string literal",
+                start + i,
+                "escapes are \\\\ \\' \\\" \\n \\r \\t \\0 and \\xHH",
+            )
+        if not (0x20 <= ord(c) < 0x7F):
+            raise ExprSyntaxError(
+                f"character {c!r} in a string literal is not printable ASCII",
+                start + i,
+                "write other bytes as \\xHH escapes",
+            )
+        out.append(ord(c))
+        i += 1
+    return bytes(out)
+
+
 def _first_pos(t: Tree[Token]) -> int:
     """Offset of the leftmost token (iterative: the tree may be very deep)."""
     node: Tree[Token] | Token | None = t
@@ -285,7 +329,7 @@ def _build_stmt(t: Tree[Token]) -> Stmt:
 
 @dataclass(frozen=True, slots=True)
 class _Tok:
-    kind: str  # 'num', 'name', 'op', 'bad'
+    kind: str  # 'num', 'str', 'name', 'op', 'bad'
     value: str
     start: int
     end: int
@@ -294,6 +338,7 @@ class _Tok:
 _SCAN = re.compile(
     r"""(?P<ws>[\ \t\r\n\f\v]+)
       | (?P<num>[0-9][A-Za-z0-9_]*)
+      | (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
       | (?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
       | (?P<op>\|\||&&|==|!=|<=|>=|<<|>>|[-+*/%&|^~!<>=()\[\]:,])
       | (?P<bad>.)""",
@@ -307,7 +352,7 @@ _NEEDS_OPERAND = _BINARY | {"!", "~", "=", ",", "(", "["}
 _CLOSE = {")": "(", "]": "["}
 _OPEN = {"(": ")", "[": "]"}
 # If the parser would have accepted one of these, it was waiting for an operand.
-_OPERAND_TERMINALS = {"NAME", "NUMBER"}
+_OPERAND_TERMINALS = {"NAME", "NUMBER", "STRING"}
 _COMPOUND = ("<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=")
 
 
@@ -393,9 +438,9 @@ def _diagnose(
     if tok is not None and tok.kind == "bad":
         if v in "\"'":
             return E(
-                "string literals are not supported",
+                "unterminated string literal",
                 pos,
-                "expressions work on numbers and byte slices",
+                f"close it with {v}; write a quote inside it as \\{v}",
             )
         if v == "?":
             return E(

@@ -231,6 +231,8 @@ class HandlerDesc:
     src: str  # file:line of its declaration, relative to the stack's directory
     line: int  # its line in the stack file (lifecycle comments)
     where: str  # path:line:col of its key, for diagnostics about handler files
+    # the events it hooks (`with`), as NFs see them in rg_handler_desc.events
+    events: tuple[str, ...] = ()
 
 
 @dataclass
@@ -247,6 +249,8 @@ class StackDesc:
     # the names of their user error reasons, in a fixed order
     transforms: dict[str, Any] = field(default_factory=dict)
     user_reasons: list[str] = field(default_factory=list)
+    # user-defined events (stack `events:`), name -> layer, in declaration order
+    udes: dict[str, str] = field(default_factory=dict)
 
     def exprs(self) -> list[Expr]:
         out = [a.expr for h in self.handlers.values() for a in h.args]

@@ -27,6 +27,7 @@ from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS
 from rubikgen.sema.resolve import Resolution, resolve_stack
 from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo, lifecycle_hooks
 from rubikgen.sema.transforms import TRANSFORMS, user_reasons
+from rubikgen.sema.udes import udes_of
 from rubikgen.source import Path, SourceMap
 
 from . import instrs as I
@@ -176,11 +177,12 @@ class Lowerer:
             file = specpath.display(li.protocol.file, self.stack_dir)
         return Src(file, smap.pos(path).line, what)
 
-    def stack_src(self, path: Path, what: str) -> Src:
-        """Where a stack element is written: the extending stack or a base it composes."""
+    def stack_src(self, path: Path, what: str, key: bool = False) -> Src:
+        """Where a stack element is written: the extending stack or a base it composes (with
+        `key`, the line of its name rather than of its value)."""
         sm, q = locate(self._stack_smap, path)
         file = os.path.relpath(os.path.abspath(sm.file), self.stack_dir)
-        return Src(file, sm.pos(q).line, what)
+        return Src(file, (sm.key_pos(q) if key else sm.pos(q)).line, what)
 
     def block(self, layer: str, tag: str, src: Src | None = None) -> Block:
         self._n += 1
@@ -214,7 +216,9 @@ class Lowerer:
                 str(self.stack_src(("handlers", hn), "")),
                 smap.pos(("handlers", hn)).line,
                 f"{display}:{pos.line}:{pos.col}",
+                tuple([h.with_] if isinstance(h.with_, str) else (h.with_ or [])),
             )
+        d.udes = {n: u.layer for n, u in self.stack.events.items()}
         for name in self.stack.layers:
             pos = smap.key_pos(("layers", name))
             d.layer_where[name] = f"{display}:{pos.line}:{pos.col}"
@@ -580,6 +584,10 @@ class Lowerer:
             if h.layer == li.name and not lifecycle_hooks(h.with_):
                 nodes.append(hn)
                 rel[hn] = (list(h.before), h.with_)
+        for un in udes_of(self.stack, li.name):  # user-defined events: after their base
+            ev = self.stack.events[un]
+            nodes.append(un)
+            rel[un] = (list(ev.before), ev.base)
         after: dict[str, set[str]] = {n: set() for n in nodes}  # n runs after these
         # the built-in `gap` is raised by assemble(): `with: gap` runs after every event
         # whose actions assemble
@@ -624,6 +632,11 @@ class Lowerer:
         out.sort(key=lambda t: t[0])  # stable: declaration order within each group
         return [(hn, reasons) for _g, hn, reasons in out]
 
+    def _fired(self, w: str) -> Expr:
+        if w in self.stack.handlers or w in self.stack.events:
+            return _fired_name(w)
+        return self._x.name(("event", w))
+
     def event(self, cur: Block, li: LayerInfo, name: str) -> Block:
         L = li.name
         m = li.protocol.model
@@ -632,6 +645,11 @@ class Lowerer:
             path: Path = ("events", name)
             when, with_, do = ev.when, ev.with_, ev.do
             s = self.src(li, path, f"event {name}")
+        elif name in self.stack.events:  # a UDE: its base event's flag and its filter
+            u = self.stack.events[name]
+            path = ("events", name)
+            when, with_, do = u.when, u.base, []
+            s = self.stack_src(path, f"event {name} (on: {u.on})", key=True)
         else:
             h = self.stack.handlers[name]
             path = ("handlers", name)
@@ -640,7 +658,7 @@ class Lowerer:
         cond: Expr | None = None
         text = []
         for w in [with_] if isinstance(with_, str) else (with_ or []):
-            atom = self._x.name(("event", w))
+            atom = self._fired(w)
             cond = atom if cond is None else X.binary("&&", cond, atom)
             text.append(f"event.{w}")
         if when is not None:
@@ -666,6 +684,13 @@ class Lowerer:
             end = self.stmts(body, do, path + ("do",))
         end.term = Jump(join.name)
         return join
+
+
+def _fired_name(w: str) -> Name:
+    """`event.W` for a handler or UDE of the stack: the layer's scope knows only its protocol's
+    events, but every name in the layer's event order has a fired flag."""
+    r = Resolved(BOOL, "event")
+    return Name(("event", w), type=BOOL, ref=r)
 
 
 def _start(psm: Any) -> str:

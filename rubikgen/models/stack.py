@@ -48,6 +48,33 @@ class Handler(Model):
     doc: StrictStr | None = None
 
 
+class StackEvent(Model):
+    """A user-defined event (mOS's UDE): a named filter over an event of one layer."""
+
+    on: StrictStr = Field(
+        description="The base event, LAYER.EVENT: a protocol event (tcp.asm), a built-in packet "
+        "event (tcp.rexmit) or another user-defined event of that layer (tcp.http_request)."
+    )
+    when: Expr | None = Field(
+        None,
+        description="The filter, in the layer's scope as a handler's `when`: the event is "
+        "raised when the base event fired and this holds (none: whenever the base fired).",
+    )
+    before: list[StrictStr] = Field(
+        default_factory=list,
+        description="Events and handlers of the layer that run after this one.",
+    )
+    doc: StrictStr | None = None
+
+    @property
+    def layer(self) -> str:
+        return self.on.split(".", 1)[0]
+
+    @property
+    def base(self) -> str:
+        return self.on.split(".", 1)[1] if "." in self.on else ""
+
+
 # Link types of captures, as the capture driver reports them (see runtime-c rg_pcap.h).
 LinkType = Literal["ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2"]
 
@@ -75,6 +102,7 @@ class Removal(Model):
     )
     edges: list[EdgeRef] = Field(default_factory=list)
     handlers: list[StrictStr] = Field(default_factory=list)
+    events: list[StrictStr] = Field(default_factory=list, description="User-defined events.")
     entry: list[LinkType] = Field(default_factory=list, description="Link types to drop.")
     subtrees: list[StrictStr] = Field(default_factory=list)
 
@@ -123,6 +151,12 @@ class Stack(Model):
         default_factory=list, description="Edges (appended to those of the base stack)."
     )
     handlers: dict[str, Handler] = Field(default_factory=dict)
+    events: dict[str, StackEvent] = Field(
+        default_factory=dict,
+        description="User-defined events: filters over an event of a layer that handlers hook "
+        "with `with:` like built-in events (docs/spec-language.md section 3, user-defined "
+        "events).",
+    )
     subtrees: dict[str, Subtree] = Field(default_factory=dict)
     graft: list[Graft] = Field(
         default_factory=list, description="Copies of subtrees, added after everything else."

@@ -63,6 +63,9 @@ def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
             if h.when is not None:
                 sc.expr(hp + ("when",), h.when, ctx, "bool")
             sc.args(hp + ("args",), h.args, B.Context(**{**ctx.__dict__, "virtual": False}))
+        for un, u in stack.events.items():  # user-defined events: their filters
+            if u.layer == L and u.when is not None:
+                sc.expr(("events", un, "when"), u.when, B.HANDLER, "bool")
         errors = [d for d in diags if d.severity == "error"]
         if errors:
             d = errors[0]

@@ -14,6 +14,7 @@ from rubikgen.models.stack import Edge, entries_of
 from rubikgen.sema import builtins as B
 from rubikgen.sema.protocol import ExprChecker, _dym, check_event_cycles, event_order_edges
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
+from rubikgen.sema.udes import check_udes, ude_edges, udes_of
 from rubikgen.source import Path
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ def check_stack(ws: SpecLoader, doc: Document) -> None:
     _check_edges(c)
     _check_tree(c)
     _check_parameter_order(c)
+    check_udes(c)
     _check_handlers(c)
 
 
@@ -408,6 +410,7 @@ def _check_handlers(c: _StackCheck) -> None:
     # Handlers.
     callbacks = _callbacks(info)
     layer_of = {hname: h.layer for hname, h in st.handlers.items()}
+    layer_of |= {n: ev.layer for n, ev in st.events.items() if ev.layer in st.layers}
     rel: dict[str, dict[str, tuple[list[str], Any]]] = {}
     lifecycle_handlers = {hn for hn, h in st.handlers.items() if lifecycle_hooks(h.with_)}
     for hname, h in st.handlers.items():
@@ -466,9 +469,15 @@ def _check_handlers(c: _StackCheck) -> None:
                     diags.append(
                         smap.diag(
                             "RG060",
-                            f"handler '{other}' runs on layer '{layer_of[other]}', not on '{h.layer}'",
+                            f"{'event' if other in st.events else 'handler'} '{other}' runs on "
+                            f"layer '{layer_of[other]}', not on '{h.layer}'",
                             p,
-                            hint="'before' and 'with' order the events and handlers of one layer",
+                            hint="'before' and 'with' order the events and handlers of one layer"
+                            + (
+                                f"; put the handler on layer '{layer_of[other]}'"
+                                if other in st.events
+                                else ""
+                            ),
                         )
                     )
         life = _check_lifecycle(hname, h, li, lifecycle_handlers, smap, diags)
@@ -490,12 +499,16 @@ def _check_handler_order(
 ) -> None:
     """`before`/`with` among a layer's handlers and its protocol's events form no cycle."""
     smap, diags, info = c.smap, c.diags, c.info
-    for lname, r in rel.items():
+    ude_layers = [ev.layer for ev in c.st.events.values() if ev.layer in info.layers]
+    for lname in dict.fromkeys([*rel, *ude_layers]):
+        r = rel.get(lname, {})
         li = info.layers[lname]
         # Names of other layers' handlers were reported above (RG060).
         others = {o for o, lay in layer_of.items() if lay != lname} - set(li.protocol.all_events())
-        known = set(li.protocol.all_events()) | set(r)
+        known = set(li.protocol.all_events()) | set(r) | set(udes_of(c.st, lname))
         edges = event_order_edges(r, known, smap, ("handlers",), diags, skip=others)
+        for a, bs in ude_edges(c.st, lname).items():
+            edges.setdefault(a, []).extend((b, p) for b, p in bs if b in known and a in known)
         # Protocol-level relations take part in cycle detection too.
         for ev, e in li.protocol.model.events.items():
             for b in e.before:

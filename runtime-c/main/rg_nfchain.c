@@ -329,6 +329,21 @@ static void list_handlers(const rg_stack_desc *s, const char *layer, char *buf, 
     if (!any) snprintf(buf, n, "none");
 }
 
+/* Whether handler h hooks the event called name (rg_handler_desc.events: its `with`,
+ * space-separated), so an NF subscribes to a user-defined event by its name. */
+static int hooks(const rg_handler_desc *h, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = h->events; p && *p;) {
+        while (*p == ' ')
+            p++;
+        size_t k = strcspn(p, " ");
+        if (k == n && !strncmp(p, name, n)) return 1;
+        p += k;
+    }
+    return 0;
+}
+
 static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
 {
     const rg_stack_desc *s = ch->stack;
@@ -366,7 +381,9 @@ static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
             }
             for (unsigned h = 0; h < s->nhandlers; h++) {
                 if (s->handlers[h].layer != l) continue;
-                if (strcmp(ew, "*") && strcmp(ew, s->handlers[h].name)) continue;
+                if (strcmp(ew, "*") && strcmp(ew, s->handlers[h].name) &&
+                    !hooks(&s->handlers[h], ew))
+                    continue;
                 if (sl->call_sub[h] < 0) sl->call_sub[h] = (int16_t)k;
                 matched++;
             }

@@ -50,7 +50,7 @@ static const rg_layer_desc LAYERS[NLAYERS] = {
 };
 static const char *const ARG_NAMES[] = {"len", "data"};
 static const uint8_t ARG_KINDS[] = {RG_VAL_NUM, RG_VAL_BYTES};
-static const rg_handler_desc HANDLERS[] = {{"pkt", 0, 2, ARG_NAMES, ARG_KINDS}};
+static const rg_handler_desc HANDLERS[] = {{"pkt", 0, 2, ARG_NAMES, ARG_KINDS, ""}};
 
 static void *t_new(const rg_ctx_cfg *cfg)
 {

@@ -111,10 +111,10 @@ static const uint8_t NOTE_KINDS[] = {RG_VAL_NUM};
 
 enum { H_DATA, H_DATA6, H_FRAG, H_NOTE };
 static const rg_handler_desc HANDLERS[] = {
-    {"on_data", 0, 2, DATA_ARGS, DATA_KINDS},
-    {"on_data6", 1, 2, DATA6_ARGS, DATA6_KINDS},
-    {"on_frag", 2, 1, FRAG_ARGS, FRAG_KINDS},
-    {"on_note", 0, 1, NOTE_ARGS, NOTE_KINDS},
+    {"on_data", 0, 2, DATA_ARGS, DATA_KINDS, ""},
+    {"on_data6", 1, 2, DATA6_ARGS, DATA6_KINDS, ""},
+    {"on_frag", 2, 1, FRAG_ARGS, FRAG_KINDS, ""},
+    {"on_note", 0, 1, NOTE_ARGS, NOTE_KINDS, ""},
 };
 
 static const rg_stack_desc STACK = {
@@ -426,8 +426,8 @@ static const uint8_t CHUNK_KINDS[] = {RG_VAL_BYTES, RG_VAL_NUM, RG_VAL_NUM};
 static const char *const MSG_ARGS[] = {"msg", "sid"}; /* no "data": not a stream */
 static const uint8_t MSG_KINDS[] = {RG_VAL_BYTES, RG_VAL_NUM};
 static const rg_handler_desc SID_HANDLERS[] = {
-    {"on_chunk", 0, 3, CHUNK_ARGS, CHUNK_KINDS},
-    {"on_msg", 0, 2, MSG_ARGS, MSG_KINDS},
+    {"on_chunk", 0, 3, CHUNK_ARGS, CHUNK_KINDS, ""},
+    {"on_msg", 0, 2, MSG_ARGS, MSG_KINDS, ""},
 };
 static const rg_stack_desc SID_STACK = {
     .name = "sid",

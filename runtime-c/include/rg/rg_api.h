@@ -70,6 +70,10 @@ typedef struct rg_handler_desc {
     uint16_t nargs;
     const char *const *arg_names;
     const uint8_t *arg_kinds; /* RG_VAL_* */
+    /* the events the handler hooks (its `with`: built-in, protocol or
+     * user-defined events of its layer), space-separated; "" for none.  An
+     * NF tells a call made for a user-defined event (http_request) by it. */
+    const char *events;
 } rg_handler_desc;
 
 /* ---- flows (instances) ---- */
