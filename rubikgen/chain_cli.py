@@ -7,11 +7,12 @@ import argparse
 import os
 import socket
 import sys
+from typing import Any
 
 EXIT_OK, EXIT_ERRORS = 0, 1
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     c = sub.add_parser(
         "ctl",
         help="attach, detach or list the NFs of a running binary (--control SOCKET)",
