@@ -198,3 +198,9 @@ LIFECYCLE = Context(
     why="a lifecycle handler (with: timeout, evicted or destroyed) runs when the instance ends, "
     "outside any packet: only its perm variables, current_state and constants are available",
 )
+
+
+def lifecycle_hooks(with_: str | list[str] | None) -> list[str]:
+    """The lifecycle events (timeout, evicted, destroyed) a `with` names."""
+    names = [with_] if isinstance(with_, str) else list(with_ or [])
+    return [w for w in names if w in LIFECYCLE_EVENTS]

@@ -19,9 +19,10 @@ from rubikgen.expr.ast import Assign, Name, walk
 from rubikgen.expr.table import ExprTable
 from rubikgen.models.stack import Stack
 from rubikgen.sema import builtins as B
+from rubikgen.sema.builtins import lifecycle_hooks
 from rubikgen.sema.protocol import ExprChecker, check_protocol
 from rubikgen.sema.scope import ProtocolScope
-from rubikgen.sema.stack import StackInfo, lifecycle_hooks
+from rubikgen.sema.stack import StackInfo
 from rubikgen.source import SourceMap
 
 __all__ = ["Resolution", "resolve_stack"]

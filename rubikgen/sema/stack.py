@@ -12,6 +12,7 @@ from rubikgen.models import Stack
 from rubikgen.models.common import Callback, expr_text
 from rubikgen.models.stack import Edge, entries_of
 from rubikgen.sema import builtins as B
+from rubikgen.sema.builtins import lifecycle_hooks
 from rubikgen.sema.protocol import ExprChecker, _dym, check_event_cycles, event_order_edges
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.sema.udes import check_udes, ude_edges, udes_of
@@ -74,7 +75,7 @@ def check_stack(ws: SpecLoader, doc: Document) -> None:
     _check_edges(c)
     _check_tree(c)
     _check_parameter_order(c)
-    check_udes(c)
+    check_udes(c, _layer_checker)
     _check_handlers(c)
 
 
@@ -516,12 +517,6 @@ def _check_handler_order(
             for w in [e.with_] if isinstance(e.with_, str) else list(e.with_ or []):
                 edges.setdefault(w, []).append((ev, ("handlers",)))
         check_event_cycles(edges, smap, ("handlers",), diags)
-
-
-def lifecycle_hooks(with_: str | list[str] | None) -> list[str]:
-    """The lifecycle events (timeout, evicted, destroyed) a `with` names."""
-    names = [with_] if isinstance(with_, str) else list(with_ or [])
-    return [w for w in names if w in B.LIFECYCLE_EVENTS]
 
 
 def _check_lifecycle(

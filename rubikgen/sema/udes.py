@@ -11,16 +11,29 @@ cycles among UDEs, events and handlers are found with the layer's handlers
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rubikgen.sema import builtins as B
+from rubikgen.sema.builtins import lifecycle_hooks
 from rubikgen.sema.protocol import _dym
 from rubikgen.sema.symbols import check_ident
 from rubikgen.source import Path
 
 if TYPE_CHECKING:
     from rubikgen.models.stack import Stack
-    from rubikgen.sema.stack import _StackCheck
+
+
+class _StackCheck(Protocol):
+    """What the checks here read of the stack check (sema/stack.py's `_StackCheck`), named
+    structurally so that this module does not import stack.py (which imports it)."""
+
+    st: Stack
+    smap: Any
+    diags: list[Any]
+    info: Any
+    ws: Any
+
 
 __all__ = ["check_udes", "ude_edges", "udes_of"]
 
@@ -41,10 +54,9 @@ def _names_on(c: _StackCheck, layer: str) -> set[str]:
     )
 
 
-def check_udes(c: _StackCheck) -> None:
-    """Names, base events, conditions and `before` of the stack's UDEs."""
-    from rubikgen.sema.stack import _layer_checker
-
+def check_udes(c: _StackCheck, layer_checker: Callable[..., Any]) -> None:
+    """Names, base events, conditions and `before` of the stack's UDEs; `layer_checker(ws, info,
+    layer, smap, diags)` gives the expression checker of a layer (stack.py's)."""
     st, smap, diags = c.st, c.smap, c.diags
     for name, ev in st.events.items():
         ep: Path = ("events", name)
@@ -99,7 +111,7 @@ def check_udes(c: _StackCheck) -> None:
                 )
             )
         _check_base(c, name, layer, base, ep + ("on",))
-        ec = _layer_checker(c.ws, c.info, li, smap, diags)
+        ec = layer_checker(c.ws, c.info, li, smap, diags)
         if ev.when is not None:
             ec.expr(ep + ("when",), ev.when, B.HANDLER, "bool")
             ec.virtual_needs_sequence(
@@ -143,8 +155,6 @@ def _check_base(c: _StackCheck, name: str, layer: str, base: str, p: Path) -> No
         diags.append(_unknown(c, base, layer, p, known))
         return
     if base in st.handlers and st.handlers[base].with_ is not None:
-        from rubikgen.sema.stack import lifecycle_hooks
-
         if lifecycle_hooks(st.handlers[base].with_):
             diags.append(
                 smap.diag(
