@@ -117,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     _build_options(r)
     _spec_path(r)
     r.add_argument("--summary", choices=("text", "json"), default="text")
+    _memcap_options(r)
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
     i.add_argument("stack", help="stack spec file")
@@ -501,7 +502,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stem = "stdin" if args.capture == "-" else capture.stem
     out = Path(args.out) if args.out else Path("out") / f"{comp.stack_name}-{stem}"
     cmd = [str(res.binary), str(capture), "--nf", args.nf, "--out", str(out)]
-    cmd += ["--summary", args.summary, *args.extra]
+    cmd += ["--summary", args.summary, *_memcap_args(args), *args.extra]
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -580,6 +581,34 @@ def cmd_stubs(args: argparse.Namespace) -> int:
             f"{hfile}: note: '{was}' looks like the old name of '{to}': move its body into the new stub and delete it"
         )
     return EXIT_OK
+
+
+def _size(text: str) -> str:
+    """A memcap size as the binary takes it (64M, 1G, bytes; 0 = none)."""
+    import re
+
+    from rubikgen.models.stack import SIZE_PATTERN
+
+    if not re.match(SIZE_PATTERN, text.upper()):
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (bytes, or e.g. 64K, 64M, 1G)")
+    return text
+
+
+def _memcap_options(p: argparse.ArgumentParser) -> None:
+    """Memory caps per worker (docs/reliability.md), passed on to the binary."""
+    p.add_argument("--memcap", type=_size, metavar="SIZE", help="reassembly + flows cap")
+    p.add_argument("--memcap-reassembly", type=_size, metavar="SIZE")
+    p.add_argument("--memcap-flows", type=_size, metavar="SIZE")
+    p.add_argument("--memcap-policy", choices=("drop-flow", "evict-oldest", "bypass", "ignore"))
+
+
+def _memcap_args(args: argparse.Namespace) -> list[str]:
+    out: list[str] = []
+    for opt in ("memcap", "memcap_reassembly", "memcap_flows", "memcap_policy"):
+        v = getattr(args, opt, None)
+        if v is not None:
+            out += ["--" + opt.replace("_", "-"), v]
+    return out
 
 
 def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:

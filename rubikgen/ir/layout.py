@@ -215,6 +215,7 @@ class StackDesc:
     # the names of their user error reasons, in a fixed order
     transforms: dict[str, Any] = field(default_factory=dict)
     user_reasons: list[str] = field(default_factory=list)
+    limits: Any = None  # the stack's `limits:` (models.stack.Limits) or None: built-in defaults
 
     def exprs(self) -> list[Expr]:
         out = [a.expr for h in self.handlers.values() for a in h.args]

@@ -117,7 +117,8 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
     }
     *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, obs, o->no_timeouts, o->layer_cap,
-                      o->max_clock_jump_ns};
+                      o->max_clock_jump_ns, o->memcap_reassembly, o->memcap_flows,
+                      o->memcap_policy};
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
     if (!r->ctx || !r->live_per) {
@@ -240,6 +241,7 @@ static void print_bench(const opts *o, const rg_stack_desc *stack, const void *c
         printf(":%" PRIu64, st->layer[i].inst.record_bytes);
     }
     printf("},\"seq_heap_peak_bytes\":%zu,", seq_peak);
+    rg_memcap_json(st);
     printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},",
            st ? st->clock_jumps_fwd : 0, st ? st->clock_jumps_back : 0);
     rg_layers_json(stack, last, live_per, st);
@@ -259,7 +261,8 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     }
     rg_obs obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &obs, o->no_timeouts, o->layer_cap,
-                      o->max_clock_jump_ns};
+                      o->max_clock_jump_ns, o->memcap_reassembly, o->memcap_flows,
+                      o->memcap_policy};
     void *ctx = stack->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,

@@ -142,6 +142,31 @@ static void shim_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uin
     pthread_mutex_unlock(&w->snf->mu);
 }
 
+static void shim_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy,
+                        uint64_t asked, uint64_t ts_ns)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_memcap) return;
+    rg_flow_info g;
+    if (f) g = remap(w, f);
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_memcap(nf->self, f ? &g : NULL, layer, policy, asked, ts_ns);
+    pthread_mutex_unlock(&w->snf->mu);
+}
+
+static void shim_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                         uint32_t new_bytes, uint64_t ts_ns)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_overlap) return;
+    rg_flow_info g = remap(w, f);
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_overlap(nf->self, &g, dir, seq, len, new_bytes, ts_ns);
+    pthread_mutex_unlock(&w->snf->mu);
+}
+
 static void process(worker *w, const rg_frame *f)
 {
     if (f->dlt == TICK_DLT)
@@ -187,11 +212,13 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, char *e
         return 1;
     }
     w->snf = snf;
-    w->shim = (rg_obs){w, shim_call, shim_open, shim_packet, shim_close, shim_gap, shim_clock_jump};
+    w->shim = (rg_obs){w,        shim_call,       shim_open,   shim_packet,
+                       shim_close, shim_gap, shim_clock_jump, shim_memcap, shim_overlap};
     w->obs = rg_make_observer(&w->counter, snf->nf ? &w->shim : NULL,
                               strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
     rg_ctx_cfg cfg = {(uint32_t)o->cap, o->seed, &w->obs,
-                      o->no_timeouts, o->layer_cap, o->max_clock_jump_ns};
+                      o->no_timeouts, o->layer_cap, o->max_clock_jump_ns,
+                      o->memcap_reassembly, o->memcap_flows, o->memcap_policy};
     w->ctx = stack->ctx_new(&cfg);
     w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
     if (!w->ctx || !w->live_per) {
