@@ -46,7 +46,7 @@ NORMAL = f"ip.src == {CLIENTS} || ip.dst == {CLIENTS}"
 CASES = [
     ("syn", 6000, ["--memcap-flows", "1M", "--memcap-reassembly", "1M"], 2 * MIB),
     ("frag", 6000, ["--memcap", "2M"], 2 * MIB),
-    ("frag-overlap", 6000, ["--memcap-flows", "256K", "--memcap-reassembly", "1M"], 1280 << 10),
+    ("frag-overlap", 6000, ["--memcap-flows", "128K", "--memcap-reassembly", "1M"], 1152 << 10),
     ("far-ahead", 7000, ["--memcap-reassembly", "128K", "--memcap-flows", "4M"], 4224 << 10),
     ("future-ts", 2000, ["--memcap", "16M"], 16 * MIB),
 ]
@@ -101,7 +101,8 @@ def normal_flows_exact(pcap: Path, out: Path) -> int:
     for key, f in ref.items():
         got = ours[key]
         assert (got["bytes"], got["sha256"]) == (f.bytes, f.sha256), key
-        assert got["complete"] is True and f.complete, key  # the whole connection seen
+        if f.complete:  # (the flood may end in the middle of the last one)
+            assert got["complete"] is True, key
     return len(ref)
 
 

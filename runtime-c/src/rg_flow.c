@@ -291,6 +291,17 @@ static void evict_for_memcap(rg_flow *t, uint32_t idx)
     h->busy--;
 }
 
+/* Bytes a new record (none free) adds: the record and any index growth it causes (the index
+ * only grows with the records ever used, so a reused record never grows it). */
+static size_t new_bytes(const rg_flow *t)
+{
+    const uint32_t nk = t->bidir ? 2u : 1u;
+    size_t n = t->stride;
+    if ((uint64_t)(t->nkeys + nk) * 2 > (uint64_t)t->mask + 1 && t->mask < t->max_mask)
+        n += slots_bytes(t->mask * 2 + 1) - index_bytes(t);
+    return n;
+}
+
 /* A new record would pass the flow memcap: apply the policy.  0: create. */
 static int flow_memcap(rg_flow *t)
 {
@@ -335,8 +346,8 @@ void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev
 {
     if (RG_UNLIKELY(t->in_cb)) return NULL;
     if (RG_UNLIKELY(t->acct != NULL) && t->free_head == RG_FLOW_NIL && t->nlive < t->cap &&
-        t->acct->flow_cap && t->acct->flow_cur + t->stride > t->acct->flow_cap && !t->acct->busy &&
-        flow_memcap(t) < 0) {
+        t->acct->flow_cap && t->acct->flow_cur + new_bytes(t) > t->acct->flow_cap &&
+        !t->acct->busy && flow_memcap(t) < 0) {
         t->stats->create_failed++;
         return NULL;
     }
