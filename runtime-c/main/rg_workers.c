@@ -385,7 +385,10 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     }
     if (n == RG_SRC_ERROR) {
         /* keep what was read: flush and report it, but fail */
-        fprintf(stderr, "%s: %s: %s\n", o->prog, o->capture, io->error(src));
+        uint64_t read = lost; /* frames read before the error: the error is at the next one */
+        for (unsigned i = 0; i < nw; i++) read += per[i];
+        fprintf(stderr, "%s: %s: packet %" PRIu64 ": %s\n", o->prog, o->capture, read + 1,
+                io->error(src));
         status = 1;
     }
     if (lost) fprintf(stderr, "%s: %" PRIu64 " frames too large for a worker's ring\n", o->prog, lost);
