@@ -106,6 +106,16 @@ def normal_flows_exact(pcap: Path, out: Path) -> int:
     return len(ref)
 
 
+def pcap_frames(path: Path) -> int:
+    """Frames of a classic pcap file, counted from its record headers."""
+    data = path.read_bytes()
+    n, off = 0, 24
+    while off + 16 <= len(data):
+        off += 16 + int.from_bytes(data[off + 8 : off + 12], "little")
+        n += 1
+    return n
+
+
 def cap_of(summary: dict[str, Any], key: str) -> int:
     v = summary["memcap"][key]
     return v if v is not None else 1 << 64
@@ -159,8 +169,12 @@ def test_far_ahead_policies(tmp_path: Path, policy: str) -> None:
     count = 3500
     frames = flood.write_pcap(pcap, flood.frames("far-ahead", count, seed=5, mix=MIX))
     cap = 64 * 1024
+    written = tmp_path / "written.pcap"
     summary, out, _ = run_rss(
-        pcap, "events", "--memcap-reassembly", str(cap), "--memcap-policy", policy
+        pcap,
+        "events",
+        *("--memcap-reassembly", str(cap), "--memcap-policy", policy),
+        *("--write", str(written)),
     )
     assert summary["packets"] == frames
     assert summary["memcap"]["policy"] == policy
@@ -169,6 +183,10 @@ def test_far_ahead_policies(tmp_path: Path, policy: str) -> None:
     mem = tcp["memory"]
     assert mem["cap_hits"] > 0
     assert tcp["closed"]["accept"] == (frames - count) // CONN_FRAMES  # normal ones complete
+    # drop-flow's verdict: the packet that hit the cap and the dropped flows' later ones do not
+    # pass (--write); the other policies drop no packet
+    dropped = mem["dropped_packets"] + mem["actions"]["drop-flow"] if policy == "drop-flow" else 0
+    assert pcap_frames(written) == frames - dropped
     events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
     memcap = [e for e in events if e.get("event") == "memcap"]
     assert memcap and all(e["policy"] == policy and e["layer"] == "tcp" for e in memcap)

@@ -312,12 +312,12 @@ class CGen:
             calls += [
                 f"        {{ /* {hc.src} handler {hn} */",
                 f"            {hc.struct} a_ = {{{', '.join(inits)}}};",
-                f"            rg_hctx hc_ = {{&in->fi, &in->fi.user[d], (uint8_t)d, {idx}, ctx->clock.now, ctx, RG_END(reason)}};",
+                f"            rg_hctx hc_ = {{&in->fi, &in->fi.user[d], (uint8_t)d, {idx}, ctx->clock.now, ctx, RG_END(reason), &ctx->verdict}};",
                 f"            {hn}(&a_, &hc_);",
                 "            ctx->calls++;",
                 "            if (ctx->obs && ctx->obs->on_call) {",
                 f"                const rg_val v_[{len(vals)}] = {{{', '.join(vals)}}};",
-                f"                rg_call c_ = {{{hidx}, {idx}, (uint8_t)d, &in->fi, ctx->clock.now, ctx->pkt_no, v_, RG_END(reason)}};",
+                f"                rg_call c_ = {{{hidx}, {idx}, (uint8_t)d, &in->fi, ctx->clock.now, ctx->pkt_no, v_, RG_END(reason), &ctx->verdict}};",
                 "                ctx->obs->on_call(ctx->obs->self, &c_);",
                 "            }",
                 "        }",
@@ -685,8 +685,10 @@ class CGen:
         n = lc.name
         return (
             # memcap drop-flow: the instance's later packets are counted, not shown to observers
-            f"if (has_inst_{n} && RG_UNLIKELY(inst_{n}->fi.memcap & RG_FLOW_MEMCAP_DROPPED))\n"
+            f"if (has_inst_{n} && RG_UNLIKELY(inst_{n}->fi.memcap & RG_FLOW_MEMCAP_DROPPED)) {{\n"
             f"    ctx->stats->layer[{lc.index}].mem.dropped_pkts++;\n"
+            f"    rg_verdict_give(&ctx->verdict, &inst_{n}->fi, RG_DROP_FLOW);\n"
+            "}\n"
             f"else if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
             f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
         )
@@ -833,13 +835,13 @@ class CGen:
         lines = [
             f"{h.struct} a_ = {{{', '.join(inits) or '0'}}};",
             f"rg_hctx hc_ = {{has_inst_{n} ? &inst_{n}->fi : NULL, has_inst_{n} ? &inst_{n}->fi.user[dir_{n}] : NULL, "
-            f"(uint8_t)dir_{n}, {lc.index}, ctx->clock.now, ctx, {end}}};",
+            f"(uint8_t)dir_{n}, {lc.index}, ctx->clock.now, ctx, {end}, &ctx->verdict}};",
             f"{h.name}(&a_, &hc_);",
             "ctx->calls++;",
             "if (ctx->obs && ctx->obs->on_call) {",
             f"    const rg_val v_[{max(1, len(vals))}] = {{{', '.join(vals) or '{0, 0, {rg_empty_byte, 0}}'}}};",
             f"    rg_call c_ = {{{hidx}, {lc.index}, (uint8_t)dir_{n}, has_inst_{n} ? &inst_{n}->fi : NULL, "
-            f"ctx->clock.now, ctx->pkt_no, v_, {end}}};",
+            f"ctx->clock.now, ctx->pkt_no, v_, {end}, &ctx->verdict}};",
             "    ctx->obs->on_call(ctx->obs->self, &c_);",
             "}",
         ]

@@ -54,6 +54,7 @@ typedef struct opts {
     int json;
     int stats;
     int bench;
+    const char *write; /* --write OUT.pcap: the packets that pass, NULL = none */
 } opts;
 
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
@@ -82,7 +83,9 @@ void rg_feed_new_link(feeder *fd, const rg_entry_map *em);
 /* A frame no entry layer takes: counted (and warned about once). */
 void rg_feed_skipped(feeder *fd, const rg_entry_map *em, const rg_frame *f);
 
-RG_INLINE void rg_feed(feeder *fd, const rg_frame *f)
+/* Feed one frame: 1 if the stack processed it (its verdict is the stack's,
+ * rg_stack_desc.verdict), 0 if no entry layer took it (it passes). */
+RG_INLINE int rg_feed(feeder *fd, const rg_frame *f)
 {
     fd->pkts++;
     fd->bytes += f->caplen;
@@ -103,11 +106,28 @@ RG_INLINE void rg_feed(feeder *fd, const rg_frame *f)
     if (RG_UNLIKELY(added && unsupported)) rg_feed_new_link(fd, em);
     if (RG_UNLIKELY(!rg_entry_pick(em, f, &layer, &off))) {
         rg_feed_skipped(fd, em, f);
-        return;
+        return 0;
     }
     /* the result needs no action here: the stack counts its own errors */
     (void)fd->stack->process(fd->ctx, layer, f->data + off, f->caplen - off, f->ts_ns);
+    return 1;
 }
+
+/* ---- --write (rg_write.c) ---- */
+
+typedef struct rg_writer {
+    const char *path;
+    int dlt;                  /* the file's link type: the source's first */
+    void *dead, *d;           /* pcap_t, pcap_dumper_t */
+    uint64_t written;         /* frames written */
+    uint64_t other_link;      /* passed frames of another link type: not written */
+} rg_writer;
+
+/* RG_OK, or an error with the message in err. */
+int rg_writer_open(rg_writer *w, const char *path, int dlt, char *err, size_t errlen);
+void rg_writer_put(rg_writer *w, const rg_frame *f);
+/* Flush and close; RG_OK or RG_EIO (message printed).  No-op if not open. */
+int rg_writer_close(rg_writer *w, const char *prog);
 
 /* ---- the observer: the counters, then the chosen NF ---- */
 
@@ -137,6 +157,7 @@ typedef struct summary {
     uint64_t dropped; /* frames the source lost before the stack (kernel, NIC) */
     unsigned nworkers;            /* --workers N > 1: the frames each worker got */
     const uint64_t *worker_pkts;
+    const rg_writer *writer; /* --write: what was written; NULL = no --write */
 } summary;
 
 uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);

@@ -56,7 +56,9 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             RG_NF_COUNT, RG_NF_NONE);
     for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
         fprintf(out, "                     %-12s %s\n", (*d)->name, (*d)->help);
-    fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n",
+    fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
+          "  --write FILE     write the packets that pass (the verdict of handlers and NFs:\n"
+          "                   not drop), after the stack ran, to a pcap (nanosecond) file\n",
           out);
     for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
         if ((*d)->flag) fprintf(out, "  --%-14s %s: %s\n", (*d)->flag, (*d)->name, (*d)->flag_help);
@@ -160,6 +162,7 @@ enum {
     O_COUNT,
     O_DURATION,
     O_WORKERS,
+    O_WRITE,
     O_MEMCAP,
     O_MEMCAP_RA,
     O_MEMCAP_FL,
@@ -190,6 +193,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"count", required_argument, NULL, O_COUNT},
         {"duration", required_argument, NULL, O_DURATION},
         {"workers", required_argument, NULL, O_WORKERS},
+        {"write", required_argument, NULL, O_WRITE},
         {"memcap", required_argument, NULL, O_MEMCAP},
         {"memcap-reassembly", required_argument, NULL, O_MEMCAP_RA},
         {"memcap-flows", required_argument, NULL, O_MEMCAP_FL},
@@ -207,7 +211,7 @@ static void build_longopts(struct option *lo, size_t n)
 
 int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
 {
-    struct option longopts[24 + MAX_NF_FLAGS];
+    struct option longopts[25 + MAX_NF_FLAGS];
     build_longopts(longopts, sizeof longopts / sizeof longopts[0]);
     int flags[MAX_NF_FLAGS] = {0};
     memset(o, 0, sizeof *o);
@@ -285,6 +289,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         }
         case O_OUT:
             o->out = optarg;
+            break;
+        case O_WRITE:
+            o->write = optarg;
             break;
         case O_CAP:
             if (parse_cap(optarg, stack, o)) bad = "--cap";
@@ -385,6 +392,11 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     }
     if (o->workers > 1 && (o->bench || !strcmp(o->io, "dpdk"))) {
         fprintf(stderr, "%s: --workers applies to --io file and live (not --bench, not dpdk)\n",
+                o->prog);
+        return EXIT_USAGE;
+    }
+    if (o->write && (o->bench || o->workers > 1)) {
+        fprintf(stderr, "%s: --write runs with one worker, not with --bench or --workers\n",
                 o->prog);
         return EXIT_USAGE;
     }

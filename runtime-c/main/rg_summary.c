@@ -171,6 +171,9 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
            s->opened, s->closed, s->live, s->calls, s->payload, s->errors, s->skipped);
     printf("\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 ",", s->gaps, s->gap_bytes);
     if (s->has_dropped) printf("\"io\":\"%s\",\"dropped\":%" PRIu64 ",", o->io, s->dropped);
+    if (s->writer)
+        printf("\"written\":%" PRIu64 ",\"not_written\":%" PRIu64 ",", s->writer->written,
+               s->pkts - s->writer->written);
     if (s->nworkers) {
         fputs("\"workers\":[", stdout);
         for (unsigned w = 0; w < s->nworkers; w++)
@@ -228,6 +231,10 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
         printf("dropped        %" PRIu64 "  (frames the %s source lost before the stack: kernel, "
                "NIC)\n",
                s->dropped, o->io);
+    if (s->writer)
+        printf("written        %" PRIu64 "  (packets that passed, to %s; %" PRIu64
+               " not written: dropped by a verdict or of another link type)\n",
+               s->writer->written, s->writer->path, s->pkts - s->writer->written);
     if (s->nworkers) {
         printf("workers        %u  (frames per worker:", s->nworkers);
         for (unsigned w = 0; w < s->nworkers; w++) printf(" %" PRIu64, s->worker_pkts[w]);

@@ -109,7 +109,7 @@ static int t_process(void *ctx, unsigned layer, const uint8_t *data, uint32_t ca
     if (o && o->on_call) {
         rg_val args[2] = {{RG_VAL_NUM, caplen, rg_bytes_empty()},
                           {RG_VAL_BYTES, 0, rg_bytes_make(data, caplen)}};
-        rg_call c = {0, 0, 0, &t->flow, ts, t->pkt_no, args, 0};
+        rg_call c = {0, 0, 0, &t->flow, ts, t->pkt_no, args, 0, NULL};
         o->on_call(o->self, &c);
     }
     return RG_PKT_OK;

@@ -163,7 +163,7 @@ static rg_val bytes(const void *p, size_t n)
 static void call(const rg_obs *o, uint16_t h, const rg_flow_info *f, uint8_t dir, uint64_t pkt,
                  const rg_val *args)
 {
-    rg_call c = {h, HANDLERS[h].layer, dir, f, pkt * 1000, pkt, args, 0};
+    rg_call c = {h, HANDLERS[h].layer, dir, f, pkt * 1000, pkt, args, 0, NULL};
     o->on_call(o->self, &c);
 }
 
@@ -459,11 +459,11 @@ static void test_streams_sid(void **state)
     } calls[] = {{0, 1, "aa"}, {0, 0, "b"}, {1, 1, "cc"}, {0, 1, "dd"}};
     for (unsigned i = 0; i < 4; i++) {
         rg_val a[3] = {bytes(calls[i].data, strlen(calls[i].data)), num(calls[i].sid), num(i)};
-        rg_call c = {0, 0, calls[i].dir, &f1, i * 1000, i + 1, a, 0};
+        rg_call c = {0, 0, calls[i].dir, &f1, i * 1000, i + 1, a, 0, NULL};
         o->on_call(o->self, &c);
     }
     rg_val m[2] = {bytes("whole", 5), num(0)};
-    rg_call mc = {1, 0, 0, &f1, 9000, 9, m, 0};
+    rg_call mc = {1, 0, 0, &f1, 9000, 9, m, 0, NULL};
     o->on_call(o->self, &mc); /* a message: not stream bytes */
     o->on_close(o->self, &f1, RG_CLOSE_FLUSHED, 0, 9000);
     o->on_close(o->self, &f2, RG_CLOSE_FLUSHED, 0, 9000);

@@ -79,7 +79,7 @@ typedef struct rg_flow_info {
     uint64_t uid;   /* unique within a context, in creation order (from 1) */
     uint16_t layer; /* index into rg_stack_desc.layers */
     uint16_t state; /* current PSM state (0 without a PSM) */
-    uint32_t pad_;
+    uint32_t pad_;  /* free: per-instance flags go here (verdicts, memcap policies) */
     const uint8_t *key_a; /* forward key: the creator's side ("side a") first */
     const uint8_t *key_p; /* swapped key (== key_a for unidirectional layers) */
     void *user[2];        /* handler-owned pointers, per direction (0 = to_passive) */
@@ -115,6 +115,39 @@ enum rg_close_reason {
 #define RG_END(reason)  ((uint8_t)((reason) + 1))
 #define RG_END_REASON(end) ((int)(end)-1)
 
+/* ---- verdicts ----
+ * What happens to the packet being processed, given by handlers (rg_hctx)
+ * and observers/NFs (rg_call) through rg_verdict_give.  Larger is stronger:
+ * the strongest verdict given during a packet is the packet's.  The driver
+ * reads it after process (rg_stack_desc.verdict): inline mode forwards and
+ * --write writes the packets that pass (RG_PASS, RG_BYPASS_FLOW). */
+enum rg_verdict {
+    RG_PASS = 0,        /* forward (the default) */
+    RG_BYPASS_FLOW = 1, /* forward this packet and every later packet of the instance
+                           without inspecting them */
+    RG_DROP = 2,        /* drop this packet */
+    RG_DROP_FLOW = 3    /* drop this packet and every later packet of the instance */
+};
+
+/* The verdict of the packet being processed: one per context, reset to
+ * RG_PASS when a packet starts.  flow: the instance a *_FLOW verdict applies
+ * to (the instance of the call that gave the strongest verdict). */
+typedef struct rg_verdict_slot {
+    uint8_t v;               /* enum rg_verdict */
+    const rg_flow_info *flow; /* NULL: the verdict names no instance */
+} rg_verdict_slot;
+
+/* Give verdict v (enum rg_verdict) about flow (may be NULL) for the packet
+ * being processed; a weaker verdict than one given before changes nothing.
+ * slot may be NULL (a call made outside a packet: no verdict to give). */
+static inline void rg_verdict_give(rg_verdict_slot *slot, const rg_flow_info *flow, int v)
+{
+    if (slot && v > (int)slot->v) {
+        slot->v = (uint8_t)v;
+        slot->flow = flow;
+    }
+}
+
 /* ---- handler calls ---- */
 
 typedef struct rg_call {
@@ -126,6 +159,7 @@ typedef struct rg_call {
     uint64_t pkt_no;          /* 1-based packet number in this context */
     const rg_val *args;       /* rg_handler_desc.nargs values */
     uint8_t end;              /* 0 in a packet; RG_END(reason) when the instance ends */
+    rg_verdict_slot *verdict; /* the packet's verdict (rg_verdict_give); NULL: none */
 } rg_call;
 
 /* What a user handler (S_handlers.c) receives besides its arguments. */
@@ -137,6 +171,7 @@ typedef struct rg_hctx {
     uint64_t ts_ns;
     void *ctx;   /* the stack context */
     uint8_t end; /* 0 in a packet; RG_END(reason) when the instance ends */
+    rg_verdict_slot *verdict; /* the packet's verdict (rg_verdict_give); NULL: none */
 } rg_hctx;
 
 /* ---- observers ---- */
@@ -248,6 +283,8 @@ typedef struct rg_stack_desc {
     /* destroy every instance (RG_CLOSE_FLUSHED) */
     void (*flush)(void *ctx);
     const rg_stats *(*stats)(const void *ctx);
+    /* the verdict (enum rg_verdict) of the last packet process handled */
+    int (*verdict)(const void *ctx);
     /* the stack's memcap defaults (spec `limits:`, else RG_MEMCAP_DEFAULT_*): bytes,
      * UINT64_MAX = none */
     uint64_t memcap_reassembly, memcap_flows;
