@@ -98,7 +98,8 @@ class Graft(Model):
 # A byte size: a number of bytes, or digits with K, M, G or T (powers of 1024), an optional B.
 SIZE_PATTERN = r"^[0-9]+[KMGT]?B?$"
 Size = Annotated[
-    StrictInt | Annotated[str, StringConstraints(strict=True, pattern=SIZE_PATTERN)],
+    Annotated[StrictInt, Field(ge=0)]
+    | Annotated[str, StringConstraints(strict=True, pattern=SIZE_PATTERN)],
     Field(description="Bytes: a number, or digits with K, M, G or T (powers of 1024), e.g. 64M."),
 ]
 MemcapPolicy = Literal["drop-flow", "evict-oldest", "bypass", "ignore"]
