@@ -69,6 +69,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.seed = 1;
     cfg.obs = &obs;
     cfg.max_clock_jump_ns = UINT64_C(60) * 1000000000u;
+    /* memcaps small enough to be hit, the policy from the kind byte's higher values (the
+     * existing seeds keep theirs: evict-oldest) */
+    cfg.memcap_reassembly = 8192;
+    cfg.memcap_flows = 4096;
+    cfg.memcap_policy = 1 + (int)((RG_MEMCAP_EVICT_OLDEST + data[0] / RG_LINK_KINDS) % RG_MEMCAP_POLICIES);
     void *ctx = s->ctx_new(&cfg);
     if (!ctx) return 0;
     uint64_t ts = UINT64_C(1700000000) * 1000000000u;
