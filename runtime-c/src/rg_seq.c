@@ -100,6 +100,14 @@ static void take_hit(const rg_seq *s, rg_seq_res *res)
     h->hit_asked = 0;
 }
 
+/* An insert starts: a hit left by an allocation outside an insert is not its. */
+static void clear_hit(const rg_seq *s)
+{
+    rg_seq_heap *h = s->st ? s->st->heap : heap_cur();
+    h->hit_pending = 0;
+    h->hit_asked = 0;
+}
+
 /* Bypassed sequences run as offsets-only ones. */
 static const rg_seq_cfg *eff_cfg(const rg_seq *s, const rg_seq_cfg *cfg, rg_seq_cfg *tmp)
 {
@@ -457,6 +465,7 @@ uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const ui
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
     }
+    clear_hit(s);
     insert_impl(s, eff_cfg(s, cfg, &bc), seq, data, len, takeup, win, iflags, res);
     take_hit(s, res);
     return res->flags;
@@ -906,9 +915,9 @@ static rg_seq_cfg shadow_cfg(const rg_seq_cfg *cfg)
     return sh;
 }
 
-static rg_seq_msgs *msgs_of(rg_seq *s)
+static rg_seq_msgs *msgs_of(rg_seq *s, const rg_seq_cfg *cfg)
 {
-    if (!store_of(s, NULL)) return NULL;
+    if (!store_of(s, cfg)) return NULL;
     if (!s->st->msgs) {
         s->st->msgs = calloc(1, sizeof *s->st->msgs);
         if (!s->st->msgs) {
@@ -992,6 +1001,7 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
     }
+    clear_hit(s);
     minsert_impl(s, cfg, unit, data, len, take, mflags, win, res);
     take_hit(s, res);
     return res->flags;
@@ -1038,7 +1048,7 @@ static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit,
     if (r.new_bytes) {
         res->new_bytes += len;
         if (!cfg->buffer_data) return res->flags;
-        ms = msgs_of(s);
+        ms = msgs_of(s, cfg);
         if (mflags & RG_SEQ_EARLY) { /* delivered ahead of order; the unit stays empty */
             if (!ms || early_put(s->st, ms, data, len) < 0) drop_cap(res, len);
             return res->flags;
