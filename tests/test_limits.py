@@ -6,6 +6,7 @@ tests/test_flood_memory.py's; here the spec front-end and the generated descript
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -84,3 +85,24 @@ def test_defaults_and_inheritance(tmp_path: Path) -> None:
     own = _stack(tmp_path, "own", "limits: {memcap_policy: drop-flow}\n", extends=str(base))
     # an extending stack's own limits replace the base's whole: unset keys are the defaults
     assert _desc_limits(own) == (DEFAULT_REASSEMBLY, DEFAULT_FLOWS, "drop-flow")
+
+
+def test_run_passes_memcaps(tmp_path: Path) -> None:
+    """`rubikgen run` takes the memcap options and hands them to the binary (the sanitized
+    build the hostile-traffic tests share)."""
+    from test_flood import flood
+
+    pcap = tmp_path / "far.pcap"
+    flood.write_pcap(pcap, flood.frames("far-ahead", 700, seed=2))
+    argv = [sys.executable, "-m", "rubikgen", "run", str(STACK), str(pcap), "--sanitize"]
+    argv += ["--nf", "count", "--summary", "json", "--out", str(tmp_path / "out")]
+    caps = ["--memcap-reassembly", "16K", "--memcap-flows", "1M", "--memcap-policy", "bypass"]
+    proc = subprocess.run([*argv, *caps], cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["memcap"]["reassembly"] == 16 << 10
+    assert summary["memcap"]["flows"] == 1 << 20
+    assert summary["memcap"]["policy"] == "bypass"
+    assert summary["layers"]["tcp"]["memory"]["actions"]["bypass"] > 0
+    bad = subprocess.run([*argv, "--memcap", "12Q"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode != 0 and "invalid size '12Q'" in bad.stderr
