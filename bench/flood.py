@@ -24,6 +24,7 @@ Kinds (KINDS below; each yields (timestamp ns, Ethernet frame)):
                 downwards), the hole at ISN + 1 never filled and no connection closed: a
                 reassembler whose memory follows the sequence offset reserves about --ahead
                 bytes per connection, one whose memory follows the data --segs bytes.
+                frames(): as many connections of the default shape as --count frames hold.
 
 --mix K interleaves a normal TCP connection's packets with the flood, one every K flood
 packets (default 0: the flood alone; future-ts is normal traffic already).  The frames are
@@ -33,6 +34,7 @@ written by hand (struct), not with scapy, so that a million of them take seconds
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import struct
 import sys
@@ -208,10 +210,17 @@ def future_ts(count: int, rng: random.Random) -> Frames:
         k += 1
 
 
+def gen_far_ahead(count: int, rng: random.Random) -> Iterator[bytes]:
+    """The far-ahead flood cut to count frames (default shape: 4 segments 1 MB ahead)."""
+    del rng  # deterministic
+    return itertools.islice(far_ahead(max(1, count // 7), 4, 1_000_000), count)
+
+
 KINDS: dict[str, Callable[[int, random.Random], Iterator[bytes]]] = {
     "syn": gen_syn,
     "frag": gen_frag,
     "frag-overlap": gen_frag_overlap,
+    "far-ahead": gen_far_ahead,
 }
 TIMED: dict[str, Callable[[int, random.Random], Frames]] = {"future-ts": future_ts}
 
@@ -242,7 +251,7 @@ def write_pcap(path: Path, items: Iterable[tuple[int, bytes]] | Iterable[bytes])
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kind", required=True, choices=[*KINDS, *TIMED, "far-ahead"])
+    ap.add_argument("--kind", required=True, choices=[*KINDS, *TIMED])
     ap.add_argument("--count", type=int, default=1_000_000, help="flood packets (default 1M)")
     ap.add_argument("--out", type=Path, default=None, help="output pcap (default: KIND.pcap)")
     ap.add_argument("--seed", type=int, default=1)
@@ -255,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.kind == "far-ahead":
         if a.conns < 1 or a.segs < 1 or not 4096 * a.segs <= a.ahead < 1 << 30:
             ap.error("need --conns >= 1, --segs >= 1 and 4096 * segs <= --ahead < 2^30")
-        n = write_pcap(a.out, far_ahead(a.conns, a.segs, a.ahead))
+        flood = far_ahead(a.conns, a.segs, a.ahead)
+        n = write_pcap(a.out, _interleave(flood, a.mix, random.Random(a.seed)))
     else:
         n = write_pcap(a.out, frames(a.kind, a.count, seed=a.seed, mix=a.mix))
     print(f"{a.out}: {n} frames ({a.kind})", file=sys.stderr)

@@ -133,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
         "--write", metavar="OUT.pcap", help="write the packets that pass (rules, verdicts) here"
     )
     r.add_argument("--checksums", action="store_true", help="verify and count bad checksums")
+    _memcap_options(r)
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
     i.add_argument("stack", help="stack spec file")
@@ -627,6 +628,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cmd += ["--chain", args.chain] if args.chain else []
     cmd += ["--control", args.control] if args.control else []
     cmd += ["--summary", args.summary, *(["--checksums"] if args.checksums else [])]
+    cmd += _memcap_args(args)
     cmd += [*(["--write", args.write] if args.write else []), *args.extra]
     if eal:
         cmd += ["--", *eal]
@@ -708,6 +710,34 @@ def cmd_stubs(args: argparse.Namespace) -> int:
             f"{hfile}: note: '{was}' looks like the old name of '{to}': move its body into the new stub and delete it"
         )
     return EXIT_OK
+
+
+def _size(text: str) -> str:
+    """A memcap size as the binary takes it (64M, 1G, bytes; 0 = none)."""
+    import re
+
+    from rubikgen.models.stack import SIZE_PATTERN
+
+    if not re.match(SIZE_PATTERN, text.upper()):
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (bytes, or e.g. 64K, 64M, 1G)")
+    return text
+
+
+def _memcap_options(p: argparse.ArgumentParser) -> None:
+    """Memory caps per worker (docs/reliability.md), passed on to the binary."""
+    p.add_argument("--memcap", type=_size, metavar="SIZE", help="reassembly + flows cap")
+    p.add_argument("--memcap-reassembly", type=_size, metavar="SIZE")
+    p.add_argument("--memcap-flows", type=_size, metavar="SIZE")
+    p.add_argument("--memcap-policy", choices=("drop-flow", "evict-oldest", "bypass", "ignore"))
+
+
+def _memcap_args(args: argparse.Namespace) -> list[str]:
+    out: list[str] = []
+    for opt in ("memcap", "memcap_reassembly", "memcap_flows", "memcap_policy"):
+        v = getattr(args, opt, None)
+        if v is not None:
+            out += ["--" + opt.replace("_", "-"), v]
+    return out
 
 
 def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:

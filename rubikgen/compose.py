@@ -104,6 +104,7 @@ class _Parts:
     entry: dict[str, tuple[str, Loc]] = field(default_factory=dict)  # '*' = every link type
     subtrees: dict[str, tuple[Subtree, Loc]] = field(default_factory=dict)
     grafts: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    limits: Any = None  # the stack's `limits:` (an extending stack's own replace the base's)
 
 
 def _parts(st: Stack, smap: SourceMap) -> _Parts:
@@ -123,6 +124,7 @@ def _parts(st: Stack, smap: SourceMap) -> _Parts:
             out.entry[link] = (ename, locate(smap, ("entry", link)))
     for n, s in st.subtrees.items():
         out.subtrees[n] = (s, locate(smap, ("subtrees", n)))
+    out.limits = st.limits
     return out
 
 
@@ -423,5 +425,6 @@ def _finish(doc: Document, st: Stack, own: SourceMap, parts: _Parts) -> None:
         handlers={n: v[0] for n, v in parts.handlers.items()},
         events={n: v[0] for n, v in parts.events.items()},
         subtrees={n: v[0] for n, v in parts.subtrees.items()},
+        limits=st.limits if st.limits is not None else parts.limits,
     )
     doc.smap = cmap

@@ -95,6 +95,14 @@ def _summary_fields(line: str) -> dict[str, object]:
     import json
 
     obj = json.loads(line)
+    # peak accounted bytes depend on the code, not only on the result: -O2 borrows packet bytes
+    # where -O0 copies them, and builds lazily created instances in a scratch record
+    peaks = ("peak_reassembly_bytes", "peak_flow_bytes")
+    for where in [obj.get("memcap") or {}] + [
+        layer.get("memory") or {} for layer in (obj.get("layers") or {}).values()
+    ]:
+        for k in peaks:
+            where.pop(k, None)
     return {k: v for k, v in obj.items() if k not in ("capture",)}
 
 

@@ -69,3 +69,10 @@ def test_cut_capture_names_file_and_packet(tmp_path: Path) -> None:
     bench = subprocess.run([binary, str(pcap), "--bench"], capture_output=True, text=True)
     assert bench.returncode == 1
     assert f"{pcap}: packet 4: " in bench.stderr, bench.stderr
+    # several workers: the reader (one thread) names the packet too
+    workers = subprocess.run(
+        [binary, str(pcap), "--workers", "2", "--summary", "json"], capture_output=True, text=True
+    )
+    assert workers.returncode == 1
+    assert f"{pcap}: packet 4: " in workers.stderr, workers.stderr
+    assert json.loads(workers.stdout)["packets"] == 3

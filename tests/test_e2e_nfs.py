@@ -268,7 +268,14 @@ class Runner:
         # one per clock jump (a frame dated beyond --max-clock-jump: its own time is a frame's)
         ev = [e for e in lines if "handler" in e]
         others = [e for e in lines if "handler" not in e]
-        assert all(e.get("event") in ("gap", "clock_jump") for e in others), others[:3]
+        # ... and one per overlap with differing bytes (evasion) and per memcap hit (issue 14)
+        kinds = ("gap", "clock_jump", "overlap", "memcap")
+        assert all(e.get("event") in kinds for e in others), others[:3]
+        for lname, layer in summary["layers"].items():
+            ovl = [e for e in others if e["event"] == "overlap" and e["layer"] == lname]
+            assert len(ovl) == layer["memory"]["overlaps"]["different"], (lname, ovl[:3])
+            assert all(e["len"] > 0 and e["won"] in ("old", "new", "both") for e in ovl)
+        assert not [e for e in others if e["event"] == "memcap"]  # default caps: never hit
         jumps = [e for e in others if e["event"] == "clock_jump"]
         assert {e["pkt_ts"] for e in jumps} <= set(frame_times(pcap)), jumps[:3]
         clock = summary["clock_jumps"]

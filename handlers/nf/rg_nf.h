@@ -25,6 +25,12 @@
  *              beyond the clock guard (--max-clock-jump, rg_obs.on_clock_jump):
  *              {"pkt","ts": the flow clock it was processed at,"event":
  *               "clock_jump","pkt_ts": its own timestamp,"dir":"forward"|"backward"}
+ *              And one line per memcap hit (rg_obs.on_memcap):
+ *              {"ts","event":"memcap","layer","flow": null for a new
+ *               instance,"policy","asked","flow_state":"dropped"|"bypassed"|null}
+ *              and one per overlap with differing bytes (rg_obs.on_overlap):
+ *              {"ts","event":"overlap","layer","flow","dir","seq","len",
+ *               "new_bytes","won":"old"|"new"|"both"}
  *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes,
  *              for instances that outlive a packet (all of them after
  *              rg_nf_flowstats_all; the driver's --flowstats-all):

@@ -85,6 +85,45 @@ static void on_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint6
             pkt_no, clock_ns, pkt_ts_ns, fwd ? "forward" : "backward");
 }
 
+/* memcaps: {"ts","event":"memcap","layer","flow"(null: a new instance was asked for),
+ * "policy","asked","flow_state"(what the policy did to the flow: "dropped", "bypassed", null)} */
+static void on_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy,
+                      uint64_t asked, uint64_t ts_ns)
+{
+    nf_events *nf = self;
+    FILE *out = nf->out;
+    fprintf(out, "{\"ts\":%" PRIu64 ",\"event\":\"memcap\",\"layer\":", ts_ns);
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, (uint16_t)layer);
+    rg_json_string(out, l ? l->name : NULL);
+    if (f)
+        fprintf(out, ",\"flow\":%" PRIu64, f->uid);
+    else
+        fputs(",\"flow\":null", out);
+    fprintf(out, ",\"policy\":\"%s\",\"asked\":%" PRIu64 ",\"flow_state\":%s}\n",
+            rg_memcap_policy_name(policy), asked,
+            !f                                        ? "null"
+            : (f->memcap & RG_FLOW_MEMCAP_DROPPED)    ? "\"dropped\""
+            : (f->memcap & RG_FLOW_MEMCAP_BYPASSED)   ? "\"bypassed\""
+                                                      : "null");
+}
+
+/* evasion: {"ts","event":"overlap","layer","flow","dir","seq","len","new_bytes","won"}: len
+ * differing bytes from seq; won: "old", "new" or "both" (new_bytes of them hold the new copy) */
+static void on_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                       uint32_t new_bytes, uint64_t ts_ns)
+{
+    nf_events *nf = self;
+    FILE *out = nf->out;
+    fprintf(out, "{\"ts\":%" PRIu64 ",\"event\":\"overlap\",\"layer\":", ts_ns);
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
+    rg_json_string(out, l ? l->name : NULL);
+    fprintf(out,
+            ",\"flow\":%" PRIu64 ",\"dir\":\"%s\",\"seq\":%" PRIu32 ",\"len\":%" PRIu32
+            ",\"new_bytes\":%" PRIu32 ",\"won\":\"%s\"}\n",
+            f->uid, dir ? "s2c" : "c2s", seq, len, new_bytes,
+            new_bytes == 0 ? "old" : new_bytes >= len ? "new" : "both");
+}
+
 static int finish(rg_nf *base)
 {
     nf_events *nf = (nf_events *)base;
@@ -109,6 +148,8 @@ rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *er
     nf->base.obs.on_call = on_call;
     nf->base.obs.on_gap = on_gap;
     nf->base.obs.on_clock_jump = on_clock_jump;
+    nf->base.obs.on_memcap = on_memcap;
+    nf->base.obs.on_overlap = on_overlap;
     nf->base.finish = finish;
     return &nf->base;
 }

@@ -187,6 +187,7 @@ class CGen:
                 for lc in self.layers.values()
             },
             "close_reasons": self.sd.close_reasons,
+            "limits": memcap_limits(self.sd),
             "xf": self.transform_support(),
             "setters": self.setters,
         }
@@ -286,7 +287,8 @@ class CGen:
                     f"static const rg_seq_cfg {lc.t('seqcfg')} = {{{sq.max_bytes}u, {sq.max_blocks}u, "
                     f"RG_SEQ_{sq.policy.upper()}, "
                     f"{1 if sq.buffer_data else 0}, {1 if sq.zero_based else 0}, "
-                    f"{'RG_SEQ_UNIT_MSG' if sq.unit == 'message' else 'RG_SEQ_UNIT_BYTE'}}};"
+                    f"{'RG_SEQ_UNIT_MSG' if sq.unit == 'message' else 'RG_SEQ_UNIT_BYTE'}, "
+                    f"{lc.index}}};"
                 )
             if lc.atoms:
                 terms = []
@@ -739,7 +741,12 @@ class CGen:
     def i_observe(self, ins: I.Observe, lc: LayerC) -> str:
         n = lc.name
         return (
-            f"if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
+            # memcap drop-flow: the instance's later packets are counted, not shown to observers
+            f"if (has_inst_{n} && RG_UNLIKELY(inst_{n}->fi.memcap & RG_FLOW_MEMCAP_DROPPED)) {{\n"
+            f"    ctx->stats->layer[{lc.index}].mem.dropped_pkts++;\n"
+            f"    rg_verdict_give(&ctx->verdict, &inst_{n}->fi, RG_DROP_FLOW);\n"
+            "}\n"
+            f"else if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
             f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
         )
 
@@ -816,7 +823,12 @@ class CGen:
             f"ss_->bytes_new += sres_{n}.new_bytes;",
             # in-order data raises none of these: one test instead of eight updates
             "if (RG_UNLIKELY(fl_ & (RG_SEQ_EV_REXMIT | RG_SEQ_EV_OVERLAP | "
-            "RG_SEQ_EV_OUT_OF_WINDOW | RG_SEQ_EV_BUFFER_FULL | RG_SEQ_EV_CONFLICT))) {",
+            "RG_SEQ_EV_OUT_OF_WINDOW | RG_SEQ_EV_BUFFER_FULL | RG_SEQ_EV_CONFLICT | "
+            "RG_SEQ_EV_MEMCAP))) {",
+            # evasion and memcaps: the overlap event, the policy on the instance (issue 14)
+            "    if (fl_ & (RG_SEQ_EV_CONFLICT | RG_SEQ_EV_MEMCAP))",
+            f"        {self.S}__seq_loss(ctx, {lc.index}, &inst_{n}->fi, inst_{n}->seq, {lc.ndirs}, "
+            f"{d}, &sres_{n}, has_inst_{n});",
             "    ss_->rexmit += (fl_ & RG_SEQ_EV_REXMIT) != 0;",
             "    ss_->overlap += (fl_ & RG_SEQ_EV_OVERLAP) != 0;",
             "    ss_->out_of_window += (fl_ & RG_SEQ_EV_OUT_OF_WINDOW) != 0;",
@@ -1051,6 +1063,18 @@ class CGen:
                 f"if (has_inst_{n}) rg_seq_settle(&inst_{n}->seq[{lc.dir_expr()}], &{lc.t('seqcfg')});"
             )
         return "\n".join(lines) or "/* nothing to finish */"
+
+
+def memcap_limits(sd: Any) -> dict[str, str]:
+    """The stack's memcap defaults for the template: spec `limits:` or the built-in ones."""
+    from rubikgen.sema.limits import resolved_limits
+
+    lim = resolved_limits(getattr(sd, "limits", None))
+    return {
+        "reassembly": str(lim.reassembly),
+        "flows": str(lim.flows),
+        "policy_c": "RG_MEMCAP_" + lim.policy.upper().replace("-", "_"),
+    }
 
 
 __all__ = ["CGen", "Generated", "HandlerC"]

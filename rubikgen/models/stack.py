@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, StringConstraints
 
 from rubikgen.models.common import CallArg, Expr, Model
 from rubikgen.models.protocol import OptionValue
@@ -123,6 +123,33 @@ class Graft(Model):
     doc: StrictStr | None = None
 
 
+# A byte size: a number of bytes, or digits with K, M, G or T (powers of 1024), an optional B.
+SIZE_PATTERN = r"^[0-9]+[KMGT]?B?$"
+Size = Annotated[
+    Annotated[StrictInt, Field(ge=0)]
+    | Annotated[str, StringConstraints(strict=True, pattern=SIZE_PATTERN)],
+    Field(description="Bytes: a number, or digits with K, M, G or T (powers of 1024), e.g. 64M."),
+]
+MemcapPolicy = Literal["drop-flow", "evict-oldest", "bypass", "ignore"]
+
+
+class Limits(Model):
+    """Memory caps per worker (stack context) and what happens when one would be passed
+    (docs/reliability.md); the driver's --memcap* options override them."""
+
+    memcap_reassembly: Size | None = Field(
+        None, description="Bytes of reassembly buffers (0: none; default 256M)."
+    )
+    memcap_flows: Size | None = Field(
+        None, description="Bytes of flow-table records and indexes (0: none; default 256M)."
+    )
+    memcap_policy: MemcapPolicy | None = Field(
+        None,
+        description="When an allocation would pass a cap: drop-flow, evict-oldest (default), "
+        "bypass or ignore.",
+    )
+
+
 class Stack(Model):
     """Layers, the parse tree joining them, and the handlers C developers implement."""
 
@@ -160,4 +187,7 @@ class Stack(Model):
     subtrees: dict[str, Subtree] = Field(default_factory=dict)
     graft: list[Graft] = Field(
         default_factory=list, description="Copies of subtrees, added after everything else."
+    )
+    limits: Limits | None = Field(
+        None, description="Memory caps and their exception policy (inherited from a base stack)."
     )

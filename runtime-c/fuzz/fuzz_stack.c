@@ -62,13 +62,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1) return 0;
     const int entry = s->entry[data[0] % RG_LINK_KINDS];
     if (entry < 0) return -1; /* the stack has no entry for this link kind: not interesting */
-    static const rg_obs obs = {NULL, on_call, on_open, NULL, on_close, NULL, NULL};
+    static const rg_obs obs = {NULL, on_call, on_open, NULL, on_close, NULL, NULL, NULL, NULL};
     rg_ctx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.inst_cap = 16;
     cfg.seed = 1;
     cfg.obs = &obs;
     cfg.max_clock_jump_ns = UINT64_C(60) * 1000000000u;
+    /* memcaps small enough to be hit, the policy from the kind byte's higher values (the
+     * existing seeds keep theirs: evict-oldest) */
+    cfg.memcap_reassembly = 8192;
+    cfg.memcap_flows = 4096;
+    cfg.memcap_policy = 1 + (int)((RG_MEMCAP_EVICT_OLDEST + data[0] / RG_LINK_KINDS) % RG_MEMCAP_POLICIES);
     void *ctx = s->ctx_new(&cfg);
     if (!ctx) return 0;
     uint64_t ts = UINT64_C(1700000000) * 1000000000u;

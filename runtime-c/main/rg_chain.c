@@ -43,6 +43,20 @@ static void chain_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, ui
     ch->b.on_clock_jump(ch->b.self, pkt_no, pkt_ts_ns, clock_ns, fwd); /* the counters have none */
 }
 
+static void chain_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy,
+                         uint64_t asked, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->b.on_memcap(ch->b.self, f, layer, policy, asked, ts_ns); /* the counters have none */
+}
+
+static void chain_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                          uint32_t new_bytes, uint64_t ts_ns)
+{
+    const obs_chain *ch = self;
+    ch->b.on_overlap(ch->b.self, f, dir, seq, len, new_bytes, ts_ns);
+}
+
 rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, obs_chain *ch)
 {
     rg_obs obs = rg_counter_obs(counter, count_calls);
@@ -56,5 +70,7 @@ rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, 
     obs.on_close = chain_close;
     obs.on_gap = chain_gap;
     obs.on_clock_jump = nf->on_clock_jump ? chain_clock_jump : NULL;
+    obs.on_memcap = nf->on_memcap ? chain_memcap : NULL;
+    obs.on_overlap = nf->on_overlap ? chain_overlap : NULL;
     return obs;
 }

@@ -48,6 +48,9 @@ typedef struct opts {
     int no_timeouts;
     uint64_t max_clock_jump_ns; /* rg_ctx_cfg.max_clock_jump_ns: 0 default, UINT64_MAX off */
     int nf_flag; /* the chosen NF's flag was given */
+    /* memcaps (rg_ctx_cfg): --memcap*, 0 = the stack's default, UINT64_MAX = none */
+    uint64_t memcap_reassembly, memcap_flows;
+    int memcap_policy; /* --memcap-policy: enum rg_memcap_policy + 1, 0 = the stack's */
     int json;
     int stats;
     int bench;
@@ -181,6 +184,8 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
 /* "checksum_bad":{LAYER:N,...} (every layer; --checksums), after a comma */
 void rg_checksums_json(const rg_stack_desc *stack, const rg_stats *st);
 void rg_checksums_text(const rg_stack_desc *stack, const rg_stats *st);
+/* "memcap":{caps, policy, peaks}, (with the comma) for the summary and --bench. */
+void rg_memcap_json(const rg_stats *st);
 void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64_t *live,
                     const rg_stats *st);
 

@@ -185,7 +185,10 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
                       .no_timeouts = o->no_timeouts,
                       .layer_cap = o->layer_cap,
                       .max_clock_jump_ns = o->max_clock_jump_ns,
-                      .checksums = o->checksums};
+                      .checksums = o->checksums,
+                      .memcap_reassembly = o->memcap_reassembly,
+                      .memcap_flows = o->memcap_flows,
+                      .memcap_policy = o->memcap_policy};
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
     if (!r->ctx || !r->live_per) {
@@ -348,6 +351,7 @@ static void print_bench(const opts *o, const rg_stack_desc *stack, const void *c
         printf(":%" PRIu64, st->layer[i].inst.record_bytes);
     }
     printf("},\"seq_heap_peak_bytes\":%zu,", seq_peak);
+    rg_memcap_json(st);
     printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},",
            st ? st->clock_jumps_fwd : 0, st ? st->clock_jumps_back : 0);
     rg_rules_json(st);
@@ -388,7 +392,10 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
                       .no_timeouts = o->no_timeouts,
                       .layer_cap = o->layer_cap,
                       .max_clock_jump_ns = o->max_clock_jump_ns,
-                      .checksums = o->checksums};
+                      .checksums = o->checksums,
+                      .memcap_reassembly = o->memcap_reassembly,
+                      .memcap_flows = o->memcap_flows,
+                      .memcap_policy = o->memcap_policy};
     void *ctx = stack->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,

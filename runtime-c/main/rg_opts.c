@@ -6,12 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rg/rg_obs.h"
 #include "rg_driver.h"
 
 enum { MAX_NF_FLAGS = 32 };
 
+/* A byte size as the options take it (64M); 0 = none. */
+static const char *size_text(uint64_t v, char *buf, size_t n)
+{
+    static const char unit[] = "KMGT";
+    int u = -1;
+    if (v == 0 || v == UINT64_MAX) return "none";
+    while (u < 3 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, n, "%llu%s", (unsigned long long)v, u < 0 ? "" : (char[]){unit[u], 0});
+    return buf;
+}
+
 static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
 {
+    char ra[32], fl[32];
     fprintf(out,
             "usage: %s CAPTURE [options]\n"
             "       %s --io live --iface IF [options]\n"
@@ -72,6 +88,13 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "  --max-clock-jump S  a packet dated more than S seconds from the flow clock\n"
             "                   (either way) is a clock jump: counted, processed at the\n"
             "                   clock, which it does not move (default 300; 0 = no guard)\n"
+            "  --memcap SIZE    memory cap per worker (context) on reassembly buffers and\n"
+            "                   flow records together (SIZE: bytes or 64K, 64M, 1G; 0 =\n"
+            "                   none); default: the stack's (--memcap-* apart, see below)\n"
+            "  --memcap-reassembly SIZE  the cap on reassembly buffers alone (default %s)\n"
+            "  --memcap-flows SIZE  the cap on flow-table records alone (default %s)\n"
+            "  --memcap-policy P  when a cap would be passed: drop-flow, evict-oldest,\n"
+            "                   bypass or ignore (default %s)\n"
             "  --summary FMT    summary on stdout: text or json (default text)\n"
             "  --stats          runtime counters on stderr\n"
             "  --checksums      verify the checksums the specs declare; bad ones are counted\n"
@@ -80,6 +103,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "                   line on stdout (--nf " RG_NF_COUNT " or " RG_NF_NONE ")\n"
             "  --passes N       passes of --bench (default %d; the best one counts)\n"
             "  --help           this text\n",
+            size_text(stack->memcap_reassembly, ra, sizeof ra),
+            size_text(stack->memcap_flows, fl, sizeof fl), rg_memcap_policy_name(stack->memcap_policy),
             DEFAULT_PASSES);
 }
 
@@ -92,6 +117,30 @@ static int parse_num(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end || v < min || v > max) return -1;
     *out = v;
+    return 0;
+}
+
+/* A size: digits with an optional K, M, G or T suffix (powers of 1024, an
+ * optional trailing B: 64M, 64MB, 1G); 0 means no cap (UINT64_MAX). */
+static int parse_size(const char *s, uint64_t *out)
+{
+    if (*s < '0' || *s > '9') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno) return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (*end == 'b' || *end == 'B') end++;
+    if (*end || (shift && v > (UINT64_MAX >> shift))) return -1;
+    v <<= shift;
+    *out = v ? v : UINT64_MAX;
     return 0;
 }
 
@@ -140,6 +189,10 @@ enum {
     O_INLINE,
     O_PEER,
     O_CHECKSUMS,
+    O_MEMCAP,
+    O_MEMCAP_RA,
+    O_MEMCAP_FL,
+    O_MEMCAP_POL,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -174,6 +227,10 @@ static void build_longopts(struct option *lo, size_t n)
         {"inline", no_argument, NULL, O_INLINE},
         {"peer", required_argument, NULL, O_PEER},
         {"checksums", no_argument, NULL, O_CHECKSUMS},
+        {"memcap", required_argument, NULL, O_MEMCAP},
+        {"memcap-reassembly", required_argument, NULL, O_MEMCAP_RA},
+        {"memcap-flows", required_argument, NULL, O_MEMCAP_FL},
+        {"memcap-policy", required_argument, NULL, O_MEMCAP_POL},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -311,6 +368,37 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
                 bad = "--max-clock-jump";
             else
                 o->max_clock_jump_ns = sec ? sec * NS_PER_S : UINT64_MAX;
+            break;
+        }
+        case O_MEMCAP: { /* one budget: split as the stack's defaults are (half each if none) */
+            uint64_t v;
+            if (parse_size(optarg, &v)) {
+                bad = "--memcap";
+                break;
+            }
+            if (v == UINT64_MAX) {
+                o->memcap_reassembly = o->memcap_flows = UINT64_MAX;
+                break;
+            }
+            uint64_t ra = stack->memcap_reassembly, fl = stack->memcap_flows;
+            if (!ra || !fl) ra = fl = 1;
+            o->memcap_reassembly = (uint64_t)((double)v * (double)ra / ((double)ra + (double)fl));
+            if (!o->memcap_reassembly) o->memcap_reassembly = 1;
+            o->memcap_flows = v - o->memcap_reassembly ? v - o->memcap_reassembly : 1;
+            break;
+        }
+        case O_MEMCAP_RA:
+            if (parse_size(optarg, &o->memcap_reassembly)) bad = "--memcap-reassembly";
+            break;
+        case O_MEMCAP_FL:
+            if (parse_size(optarg, &o->memcap_flows)) bad = "--memcap-flows";
+            break;
+        case O_MEMCAP_POL: {
+            int p = rg_memcap_policy_parse(optarg);
+            if (p < 0)
+                bad = "--memcap-policy";
+            else
+                o->memcap_policy = p + 1;
             break;
         }
         case O_SUMMARY:

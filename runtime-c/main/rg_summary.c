@@ -30,6 +30,52 @@ static uint64_t state_bytes(const rg_stats *st, unsigned i)
     return st && i < st->nlayers ? st->layer[i].inst.record_bytes : 0;
 }
 
+/* What the memcaps saw of layer i (issue 14: everything lost is said): peak accounted bytes,
+ * cap hits, each policy's actions, instances evicted to make room, packets of dropped
+ * instances, sequence-limit hits, overlaps with the same and with different data. */
+static void layer_memory_json(const rg_stats *st, unsigned i)
+{
+    static const char *const pol[RG_MEMCAP_POLICIES] = RG_MEMCAP_POLICY_NAMES;
+    if (!st || i >= st->nlayers) {
+        fputs(",\"memory\":null", stdout);
+        return;
+    }
+    const rg_mem_stats *m = &st->layer[i].mem;
+    const rg_seq_stats *q = &st->layer[i].seq;
+    const uint64_t ovl = q->rexmit + q->overlap;
+    printf(",\"memory\":{\"peak_reassembly_bytes\":%" PRIu64 ",\"peak_flow_bytes\":%" PRIu64
+           ",\"cap_hits\":%" PRIu64 ",\"actions\":{",
+           m->seq_peak, m->flow_peak, m->cap_hits);
+    for (int p = 0; p < RG_MEMCAP_POLICIES; p++)
+        printf("%s\"%s\":%" PRIu64, p ? "," : "", pol[p], m->act[p]);
+    printf("},\"evicted\":%" PRIu64 ",\"dropped_packets\":%" PRIu64 ",\"seq_limit_hits\":%" PRIu64
+           ",\"seq_bytes_dropped\":%" PRIu64 ",\"overlaps\":{\"same\":%" PRIu64
+           ",\"different\":%" PRIu64 "}}",
+           m->evicted, m->dropped_pkts, q->buffer_full, q->bytes_dropped,
+           ovl > q->conflict ? ovl - q->conflict : 0, q->conflict);
+}
+
+void rg_memcap_json(const rg_stats *st)
+{
+    if (!st) {
+        fputs("\"memcap\":null,", stdout);
+        return;
+    }
+    fputs("\"memcap\":{\"reassembly\":", stdout);
+    if (st->mem_cap_seq)
+        printf("%" PRIu64, st->mem_cap_seq);
+    else
+        fputs("null", stdout);
+    fputs(",\"flows\":", stdout);
+    if (st->mem_cap_flows)
+        printf("%" PRIu64, st->mem_cap_flows);
+    else
+        fputs("null", stdout);
+    printf(",\"policy\":\"%s\",\"peak_reassembly_bytes\":%" PRIu64 ",\"peak_flow_bytes\":%" PRIu64
+           "},",
+           rg_memcap_policy_name(st->mem_policy), st->mem_seq_peak, st->mem_flow_peak);
+}
+
 void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64_t *live,
                     const rg_stats *st)
 {
@@ -51,6 +97,7 @@ void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64
         if (st && i < st->nlayers) /* packets stopped at the lookup by a flow verdict */
             printf(",\"dropped_by_verdict\":%" PRIu64 ",\"bypassed\":%" PRIu64,
                    st->layer[i].dropped_by_verdict, st->layer[i].bypassed);
+        layer_memory_json(st, i);
         fputc('}', stdout);
     }
     fputc('}', stdout);
@@ -73,6 +120,40 @@ static void layers_text(const rg_stack_desc *stack, const rg_counts *n, const ui
                l->closed[RG_CLOSE_EXPIRED], l->closed[RG_CLOSE_EVICTED],
                l->closed[RG_CLOSE_FLUSHED], live[i], l->one_packet, rg_layer_flows(l),
                state_bytes(st, i));
+    }
+}
+
+/* The memcaps and what they did, per layer (the JSON's "memcap" and layers' "memory"). */
+static void memory_text(const rg_stack_desc *stack, const rg_stats *st)
+{
+    char a[32], b[32];
+    if (!st) return;
+    if (st->mem_cap_seq) snprintf(a, sizeof a, "%" PRIu64, st->mem_cap_seq);
+    if (st->mem_cap_flows) snprintf(b, sizeof b, "%" PRIu64, st->mem_cap_flows);
+    printf("memcap         reassembly %s, flows %s bytes, policy %s  (peaks: %" PRIu64
+           " reassembly, %" PRIu64 " flows)\n"
+           "memory per layer (peak bytes; hits: allocations past a memcap; evicted: instances "
+           "evicted to make room; dropped_pkts: packets of drop-flow instances; seq_limit: "
+           "inserts past a sequence's caps; overlaps: same / different data)\n"
+           "  %-14s %12s %12s %8s %10s %10s %10s %8s %8s %10s %10s %10s\n",
+           st->mem_cap_seq ? a : "none", st->mem_cap_flows ? b : "none",
+           rg_memcap_policy_name(st->mem_policy), st->mem_seq_peak, st->mem_flow_peak, "layer",
+           "reassembly", "flows", "hits", "drop-flow", "evict", "bypass", "ignore", "evicted",
+           "dropped_pkts", "seq_limit", "overlaps");
+    for (unsigned i = 0; i < stack->nlayers && i < st->nlayers; i++) {
+        if (!stack->layers[i].has_instance) continue;
+        const rg_mem_stats *m = &st->layer[i].mem;
+        const rg_seq_stats *q = &st->layer[i].seq;
+        const uint64_t ovl = q->rexmit + q->overlap;
+        char o[48];
+        snprintf(o, sizeof o, "%" PRIu64 "/%" PRIu64, ovl > q->conflict ? ovl - q->conflict : 0,
+                 q->conflict);
+        printf("  %-14s %12" PRIu64 " %12" PRIu64 " %8" PRIu64 " %10" PRIu64 " %10" PRIu64
+               " %10" PRIu64 " %8" PRIu64 " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10s\n",
+               stack->layers[i].name, m->seq_peak, m->flow_peak, m->cap_hits,
+               m->act[RG_MEMCAP_DROP_FLOW], m->act[RG_MEMCAP_EVICT_OLDEST],
+               m->act[RG_MEMCAP_BYPASS], m->act[RG_MEMCAP_IGNORE], m->evicted, m->dropped_pkts,
+               q->buffer_full, o);
     }
 }
 
@@ -108,6 +189,7 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     }
     printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},", s->clock_fwd,
            s->clock_back);
+    rg_memcap_json(s->st);
     printf("\"skipped_linktype\":%" PRIu64 ",\"link_type\":", s->skipped_linktype);
     rg_json_string(stdout, rg_link_type_name(s->li));
     fputs(",\"entries\":[", stdout);
@@ -174,4 +256,5 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
     layers_text(stack, s->n, s->live_per, s->st);
     rg_rules_text(s->st);
     if (o->checksums) rg_checksums_text(stack, s->st);
+    memory_text(stack, s->st);
 }

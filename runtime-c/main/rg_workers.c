@@ -171,6 +171,31 @@ static void shim_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uin
     pthread_mutex_unlock(&w->snf->mu);
 }
 
+static void shim_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy,
+                        uint64_t asked, uint64_t ts_ns)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_memcap) return;
+    rg_flow_info g;
+    if (f) g = remap(w, f);
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_memcap(nf->self, f ? &g : NULL, layer, policy, asked, ts_ns);
+    pthread_mutex_unlock(&w->snf->mu);
+}
+
+static void shim_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                         uint32_t new_bytes, uint64_t ts_ns)
+{
+    worker *w = self;
+    const rg_obs *nf = w->snf->nf;
+    if (!nf->on_overlap) return;
+    rg_flow_info g = remap(w, f);
+    pthread_mutex_lock(&w->snf->mu);
+    nf->on_overlap(nf->self, &g, dir, seq, len, new_bytes, ts_ns);
+    pthread_mutex_unlock(&w->snf->mu);
+}
+
 static void process(worker *w, const rg_frame *f)
 {
     if (f->dlt == TICK_DLT)
@@ -286,7 +311,8 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, int mq,
         return 1;
     }
     w->snf = snf;
-    w->shim = (rg_obs){w, shim_call, shim_open, shim_packet, shim_close, shim_gap, shim_clock_jump};
+    w->shim = (rg_obs){w,        shim_call,       shim_open,   shim_packet,
+                       shim_close, shim_gap, shim_clock_jump, shim_memcap, shim_overlap};
     w->obs = rg_make_observer(&w->counter, snf->nf ? &w->shim : NULL,
                               strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
     rg_ctx_cfg cfg = {.inst_cap = (uint32_t)o->cap,
@@ -295,7 +321,10 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, int mq,
                       .no_timeouts = o->no_timeouts,
                       .layer_cap = o->layer_cap,
                       .max_clock_jump_ns = o->max_clock_jump_ns,
-                      .checksums = o->checksums};
+                      .checksums = o->checksums,
+                      .memcap_reassembly = o->memcap_reassembly,
+                      .memcap_flows = o->memcap_flows,
+                      .memcap_policy = o->memcap_policy};
     w->ctx = stack->ctx_new(&cfg);
     w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
     if (!w->ctx || !w->live_per) {
@@ -497,7 +526,10 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     }
     if (n == RG_SRC_ERROR) {
         /* keep what was read: flush and report it, but fail */
-        fprintf(stderr, "%s: %s: %s\n", o->prog, o->capture, io->error(src));
+        uint64_t read = lost; /* frames read before the error: the error is at the next one */
+        for (unsigned i = 0; i < nw; i++) read += per[i];
+        fprintf(stderr, "%s: %s: packet %" PRIu64 ": %s\n", o->prog, o->capture, read + 1,
+                io->error(src));
         status = 1;
     }
     if (lost) fprintf(stderr, "%s: %" PRIu64 " frames too large for a worker's ring\n", o->prog, lost);

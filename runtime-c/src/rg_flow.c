@@ -2,6 +2,8 @@
 #include "rg/rg_flow.h"
 
 #include <stdlib.h>
+
+#include "rg/rg_seq.h"
 #include <sys/mman.h>
 
 #define ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((size_t)(a)-1))
@@ -35,6 +37,33 @@ static void big_free(void *p, size_t n)
 static size_t pool_bytes(const rg_flow *t)
 {
     return (size_t)t->cap * t->stride;
+}
+
+static size_t index_bytes(const rg_flow *t);
+
+/* The per-layer memory counters of the table's layer (NULL without stats). */
+static rg_mem_stats *flow_mem(const rg_flow *t)
+{
+    const rg_seq_heap *h = t->acct;
+    return h && h->stats && t->layer < h->stats->nlayers ? &h->stats->layer[t->layer].mem : NULL;
+}
+
+/* n more bytes touched by the table (records, index). */
+static void acct_add(rg_flow *t, size_t n)
+{
+    rg_seq_heap *h = t->acct;
+    if (!h || !n) return;
+    t->acct_bytes += n;
+    h->flow_cur += n;
+    if (h->flow_cur > h->flow_peak) {
+        h->flow_peak = h->flow_cur;
+        if (h->stats && h->flow_peak > h->stats->mem_flow_peak) h->stats->mem_flow_peak = h->flow_peak;
+    }
+    rg_mem_stats *m = flow_mem(t);
+    if (m) {
+        m->flow_bytes += n;
+        if (m->flow_bytes > m->flow_peak) m->flow_peak = m->flow_bytes;
+    }
 }
 
 static size_t index_bytes(const rg_flow *t)
@@ -90,6 +119,12 @@ rg_flow *rg_flow_new(const rg_flow_cfg *cfg)
         return NULL;
     }
     t->stats->record_bytes = t->stride;
+    t->layer = cfg->layer;
+    if (cfg->acct && cfg->acct->ntables < RG_MEM_MAX_TABLES) {
+        t->acct = cfg->acct;
+        t->acct->tables[t->acct->ntables++] = t;
+        acct_add(t, index_bytes(t));
+    }
     t->free_head = RG_FLOW_NIL;
     t->lru_head = t->lru_tail = RG_FLOW_NIL;
     t->iter_next = RG_FLOW_NIL;
@@ -99,6 +134,12 @@ rg_flow *rg_flow_new(const rg_flow_cfg *cfg)
 void rg_flow_free(rg_flow *t)
 {
     if (!t) return;
+    if (t->acct) { /* the context goes away: its accountant forgets the table */
+        rg_seq_heap *h = t->acct;
+        h->flow_cur -= t->acct_bytes;
+        for (uint32_t i = 0; i < h->ntables; i++)
+            if (h->tables[i] == t) h->tables[i] = h->tables[--h->ntables];
+    }
     RG_UNPOISON(t->pool, pool_bytes(t));
     big_free(t->slot, index_bytes(t));
     big_free(t->pool, pool_bytes(t));
@@ -148,6 +189,7 @@ static int index_grow(rg_flow *t)
     if (!ns) return -1;
     for (uint32_t i = 0; i <= t->mask; i++)
         if (t->slot[i]) slots_put(ns, nmask, t->slot[i]);
+    acct_add(t, slots_bytes(nmask) - index_bytes(t)); /* counted, not capped: 16-32 B/instance */
     big_free(t->slot, index_bytes(t));
     t->slot = ns;
     t->mask = nmask;
@@ -226,9 +268,89 @@ static void remove_with_cb(rg_flow *t, uint32_t idx, int reason)
     if (r->flags & RG_FLOW_F_LIVE) remove_rec(t, idx, r);
 }
 
+/* May the evict-oldest policy evict record idx now?  Not if the current
+ * packet touched it (the generated code may hold it), nor from inside a
+ * removal callback of its table. */
+static int evictable(const rg_flow *t, uint32_t idx)
+{
+    if (idx == RG_FLOW_NIL || t->in_cb) return 0;
+    const rg_seq_heap *h = t->acct;
+    if (h && h->now) return rg_flow__rec(t, idx)->last < *h->now;
+    return idx != t->lru_head;
+}
+
+static void evict_for_memcap(rg_flow *t, uint32_t idx)
+{
+    rg_seq_heap *h = t->acct;
+    rg_mem_stats *m = flow_mem(t);
+    h->evicted++;
+    if (m) m->evicted++;
+    t->stats->evicted++;
+    h->busy++; /* the drain may allocate: not refused, not reclaimed for */
+    remove_with_cb(t, idx, RG_FLOW_EVICTED);
+    h->busy--;
+}
+
+/* Bytes a new record (none free) adds: the record and any index growth it causes (the index
+ * only grows with the records ever used, so a reused record never grows it). */
+static size_t new_bytes(const rg_flow *t)
+{
+    const uint32_t nk = t->bidir ? 2u : 1u;
+    size_t n = t->stride;
+    if ((uint64_t)(t->nkeys + nk) * 2 > (uint64_t)t->mask + 1 && t->mask < t->max_mask)
+        n += slots_bytes(t->mask * 2 + 1) - index_bytes(t);
+    return n;
+}
+
+/* A new record would pass the flow memcap: apply the policy.  0: create. */
+static int flow_memcap(rg_flow *t)
+{
+    rg_seq_heap *h = t->acct;
+    const unsigned pol = h->policy < RG_MEMCAP_POLICIES ? h->policy : RG_MEMCAP_DROP_FLOW;
+    rg_mem_stats *m = flow_mem(t);
+    h->flow_hits++;
+    if (m) m->cap_hits++;
+    int rc = -1;
+    if (pol == RG_MEMCAP_IGNORE) {
+        rc = 0;
+    } else if (pol == RG_MEMCAP_EVICT_OLDEST && evictable(t, t->lru_tail)) {
+        evict_for_memcap(t, t->lru_tail); /* its record is reused: nothing more touched */
+        rc = t->free_head != RG_FLOW_NIL ? 0 : -1;
+    }
+    h->act[pol]++;
+    if (m) m->act[pol]++;
+    if (h->on_hit) h->on_hit(h->cb, t->layer, NULL, (int)pol, t->stride);
+    return rc;
+}
+
+size_t rg_flow_reclaim(rg_seq_heap *h, size_t need)
+{
+    size_t n = 0;
+    if (h->busy) return 0;
+    while (h->cur + need > h->cap && n < 4096) {
+        rg_flow *best = NULL;
+        for (uint32_t i = 0; i < h->ntables; i++) {
+            rg_flow *t = h->tables[i];
+            if (t->nlive == 0 || !evictable(t, t->lru_tail)) continue;
+            if (!best || rg_flow__rec(t, t->lru_tail)->last < rg_flow__rec(best, best->lru_tail)->last)
+                best = t;
+        }
+        if (!best) break;
+        evict_for_memcap(best, best->lru_tail);
+        n++;
+    }
+    return n;
+}
+
 void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev, uint64_t hr)
 {
     if (RG_UNLIKELY(t->in_cb)) return NULL;
+    if (RG_UNLIKELY(t->acct != NULL) && t->free_head == RG_FLOW_NIL && t->nlive < t->cap &&
+        t->acct->flow_cap && t->acct->flow_cur + new_bytes(t) > t->acct->flow_cap &&
+        !t->acct->busy && flow_memcap(t) < 0) {
+        t->stats->create_failed++;
+        return NULL;
+    }
     if (RG_UNLIKELY(t->nlive >= t->cap)) {
         if (t->no_evict) {
             t->stats->create_failed++;
@@ -252,6 +374,7 @@ void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev
         t->free_head = rg_flow__rec(t, idx)->next;
     } else {
         idx = t->hwm++;
+        acct_add(t, t->stride); /* a record touched for the first time */
     }
     rg_flow_rec *r = rg_flow__rec(t, idx);
     uint8_t *keys = (uint8_t *)r + t->key_off;

@@ -33,3 +33,17 @@ const char *rg_close_name(int reason)
         return "unknown";
     }
 }
+
+static const char *const memcap_policy_names[RG_MEMCAP_POLICIES] = RG_MEMCAP_POLICY_NAMES;
+
+const char *rg_memcap_policy_name(int policy)
+{
+    return policy >= 0 && policy < RG_MEMCAP_POLICIES ? memcap_policy_names[policy] : "unknown";
+}
+
+int rg_memcap_policy_parse(const char *name)
+{
+    for (int i = 0; i < RG_MEMCAP_POLICIES; i++)
+        if (!strcmp(name, memcap_policy_names[i])) return i;
+    return -1;
+}

@@ -2,6 +2,8 @@
 #include "rg/rg_seq.h"
 
 #include <stdlib.h>
+
+#include "rg/rg_flow.h"
 #include <string.h>
 
 /* Heap accounting.  Every store records the accountant it was created
@@ -25,16 +27,94 @@ void rg_seq_heap_unbind(const rg_seq_heap *h)
     if (rg_seq__heap_bound == h) rg_seq__heap_bound = NULL;
 }
 
+/* The per-layer memory counters of a store's layer (NULL without stats). */
+static rg_mem_stats *mem_of(const rg_seq_heap *h, unsigned layer)
+{
+    return h->stats && layer < h->stats->nlayers ? &h->stats->layer[layer].mem : NULL;
+}
+
 static void heap_add(rg_seq_store *st, size_t n)
 {
     rg_seq_heap *h = st->heap;
     h->cur += n;
-    if (h->cur > h->peak) h->peak = h->cur;
+    if (h->cur > h->peak) {
+        h->peak = h->cur;
+        if (h->stats && h->peak > h->stats->mem_seq_peak) h->stats->mem_seq_peak = h->peak;
+    }
+    rg_mem_stats *m = mem_of(h, st->layer);
+    if (m) {
+        m->seq_bytes += n;
+        if (m->seq_bytes > m->seq_peak) m->seq_peak = m->seq_bytes;
+    }
 }
 
 static void heap_sub(rg_seq_store *st, size_t n)
 {
     st->heap->cur -= n;
+    rg_mem_stats *m = mem_of(st->heap, st->layer);
+    if (m) m->seq_bytes -= n;
+}
+
+/* The reassembly memcap: may n more bytes be allocated under h for a
+ * sequence of `layer`?  0: yes (under the cap, policy ignore, or room made
+ * by evict-oldest), -1: no (the caller drops the new data as BUFFER_FULL).
+ * A hit is remembered for the insert in progress (rg_seq_res.mem_*). */
+static int admit(rg_seq_heap *h, unsigned layer, size_t n)
+{
+    if (RG_LIKELY(h->cap == 0 || h->cur + n <= h->cap || h->busy)) return 0;
+    const unsigned pol = h->policy < RG_MEMCAP_POLICIES ? h->policy : RG_MEMCAP_DROP_FLOW;
+    rg_mem_stats *m = mem_of(h, layer);
+    h->hits++;
+    if (m) m->cap_hits++;
+    h->hit_pending = 1;
+    h->hit_asked = n > UINT32_MAX - h->hit_asked ? UINT32_MAX : h->hit_asked + (uint32_t)n;
+    int rc = -1;
+    if (pol == RG_MEMCAP_IGNORE) {
+        rc = 0;
+    } else if (pol == RG_MEMCAP_EVICT_OLDEST) {
+        rg_flow_reclaim(h, n);
+        rc = h->cur + n <= h->cap ? 0 : -1;
+    }
+    if (pol == RG_MEMCAP_IGNORE || pol == RG_MEMCAP_EVICT_OLDEST) { /* allocations; the others
+                                                                      count instances */
+        h->act[pol]++;
+        if (m) m->act[pol]++;
+    }
+    return rc;
+}
+
+static int st_admit(rg_seq_store *st, size_t n)
+{
+    return admit(st->heap, st->layer, n);
+}
+
+/* Hand a memcap hit of the insert that just ran to its caller. */
+static void take_hit(const rg_seq *s, rg_seq_res *res)
+{
+    rg_seq_heap *h = s->st ? s->st->heap : heap_cur();
+    if (RG_LIKELY(!h->hit_pending)) return;
+    res->flags |= RG_SEQ_EV_MEMCAP;
+    res->mem_asked = h->hit_asked;
+    res->mem_policy = h->policy < RG_MEMCAP_POLICIES ? h->policy : RG_MEMCAP_DROP_FLOW;
+    h->hit_pending = 0;
+    h->hit_asked = 0;
+}
+
+/* An insert starts: a hit left by an allocation outside an insert is not its. */
+static void clear_hit(const rg_seq *s)
+{
+    rg_seq_heap *h = s->st ? s->st->heap : heap_cur();
+    h->hit_pending = 0;
+    h->hit_asked = 0;
+}
+
+/* Bypassed sequences run as offsets-only ones. */
+static const rg_seq_cfg *eff_cfg(const rg_seq *s, const rg_seq_cfg *cfg, rg_seq_cfg *tmp)
+{
+    if (RG_LIKELY(!(s->flags & RG_SEQF_BYPASS))) return cfg;
+    *tmp = *cfg;
+    tmp->buffer_data = 0;
+    return tmp;
 }
 
 /* A failed allocation: counted (the data it was for is dropped and counted
@@ -45,16 +125,19 @@ static void heap_fail(rg_seq_heap *h)
 }
 
 /* The store, created on first need under the bound accountant. */
-static rg_seq_store *store_of(rg_seq *s)
+static rg_seq_store *store_of(rg_seq *s, const rg_seq_cfg *cfg)
 {
     if (s->st) return s->st;
     rg_seq_heap *h = heap_cur();
+    const unsigned layer = cfg ? cfg->layer : 0;
+    if (admit(h, layer, sizeof(rg_seq_store)) < 0) return NULL;
     rg_seq_store *st = calloc(1, sizeof *st);
     if (!st) {
         heap_fail(h);
         return NULL;
     }
     st->heap = h;
+    st->layer = (uint16_t)layer;
     heap_add(st, sizeof *st);
     s->st = st;
     return st;
@@ -120,6 +203,7 @@ static int blk_reserve(rg_seq_store *st, uint32_t n)
     uint32_t ncap = st->blk_cap ? st->blk_cap * 2 : 4;
     while (ncap < n)
         ncap *= 2;
+    if (st_admit(st, (size_t)(ncap - st->blk_cap) * sizeof *st->blk) < 0) return -1;
     rg_seq_run *b = realloc(st->blk, (size_t)ncap * sizeof *b);
     if (!b) {
         heap_fail(st->heap);
@@ -174,6 +258,7 @@ static int run_reserve(rg_seq_store *st, rg_seq_run *r, const rg_seq_cfg *cfg, u
     if (ncap < 256) ncap = 256;
     if (ncap > rg_seq_cfg_max_bytes(cfg)) ncap = rg_seq_cfg_max_bytes(cfg);
     if (ncap < size) ncap = size;
+    if (st_admit(st, (size_t)ncap - r->cap) < 0) return -1;
     uint8_t *p = realloc(r->data, (size_t)ncap);
     if (!p) {
         heap_fail(st->heap);
@@ -194,7 +279,7 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
 {
     const uint32_t next = s->next;
     const uint32_t ra = seq - next, rb = ra + len;
-    rg_seq_store *st = store_of(s);
+    rg_seq_store *st = store_of(s, cfg);
     if (!st) {
         drop_cap(res, len);
         return -1;
@@ -237,6 +322,10 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
     uint8_t *nd = NULL;
     if (cfg->buffer_data) {
         if (i == j) {
+            if (st_admit(st, len) < 0) {
+                drop_cap(res, len);
+                return -1;
+            }
             nd = malloc(len);
             if (!nd) {
                 heap_fail(st->heap);
@@ -335,6 +424,7 @@ static int floor_target(const rg_seq *s, uint32_t *target)
 void rg_seq__unborrow(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 {
     rg_seq_res tmp;
+    if (s->flags & RG_SEQF_BYPASS) return; /* offsets only: no pointer into the packet */
     const uint8_t *p = s->borrow;
     uint32_t n = s->borrow_len;
     s->borrow = NULL;
@@ -361,9 +451,29 @@ static uint32_t highest_seen(const rg_seq *s, const rg_seq_cfg *cfg, uint32_t se
     return hi;
 }
 
+static uint32_t insert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
+                            uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
+                            rg_seq_res *res);
+
 uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
                         uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
                         rg_seq_res *res)
+{
+    rg_seq_res tmp;
+    rg_seq_cfg bc;
+    if (!res) {
+        memset(&tmp, 0, sizeof tmp);
+        res = &tmp;
+    }
+    clear_hit(s);
+    insert_impl(s, eff_cfg(s, cfg, &bc), seq, data, len, takeup, win, iflags, res);
+    take_hit(s, res);
+    return res->flags;
+}
+
+static uint32_t insert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
+                            uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
+                            rg_seq_res *res)
 {
     rg_seq_res tmp;
     if (!res) {
@@ -512,7 +622,7 @@ static void note_gap(rg_seq *s, rg_seq_res *res, uint32_t a, uint32_t b)
 {
     res->gap_bytes += b - a;
     res->flags |= RG_SEQ_EV_GAP;
-    rg_seq_store *st = store_of(s);
+    rg_seq_store *st = store_of(s, NULL);
     if (!st) return; /* the bytes are counted, the list stays short */
     if (res->ngaps == 0) st->ngap = 0; /* a new packet's list */
     if (st->ngap == st->gap_cap) {
@@ -552,6 +662,8 @@ int rg_seq_flush(rg_seq *s)
 rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 {
     rg_seq_res tmp;
+    rg_seq_cfg bc;
+    cfg = eff_cfg(s, cfg, &bc);
     rg_bytes out;
     out.ptr = rg_empty_byte;
     out.len = 0;
@@ -650,6 +762,21 @@ void rg_seq__release(rg_seq *s)
         free(st);
     }
     rg_seq_init(s);
+}
+
+void rg_seq_bypass(rg_seq *s)
+{
+    rg_seq_store *st = s->st;
+    if (st) { /* ranges stay (offsets are still tracked), their bytes go */
+        for (uint32_t k = 0; k < s->nblk; k++) {
+            free(st->blk[k].data);
+            heap_sub(st, st->blk[k].cap);
+            st->blk[k].data = NULL;
+            st->blk[k].cap = 0;
+        }
+    }
+    if (s->borrow_len) s->borrow = rg_empty_byte; /* offsets of the pending segment only */
+    s->flags |= RG_SEQF_BYPASS;
 }
 
 void rg_seq_set_base(rg_seq *s, uint32_t next)
@@ -788,9 +915,9 @@ static rg_seq_cfg shadow_cfg(const rg_seq_cfg *cfg)
     return sh;
 }
 
-static rg_seq_msgs *msgs_of(rg_seq *s)
+static rg_seq_msgs *msgs_of(rg_seq *s, const rg_seq_cfg *cfg)
 {
-    if (!store_of(s)) return NULL;
+    if (!store_of(s, cfg)) return NULL;
     if (!s->st->msgs) {
         s->st->msgs = calloc(1, sizeof *s->st->msgs);
         if (!s->st->msgs) {
@@ -820,6 +947,7 @@ static int msg_copy(rg_seq_store *st, rg_seq_msg *m, const uint8_t *data, uint32
 {
     uint8_t *p = NULL;
     if (len) {
+        if (st_admit(st, len) < 0) return -1;
         p = malloc(len);
         if (!p) {
             heap_fail(st->heap);
@@ -860,11 +988,32 @@ static int early_put(rg_seq_store *st, rg_seq_msgs *ms, const uint8_t *data, uin
     return 0;
 }
 
+static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit,
+                             const uint8_t *data, uint32_t len, uint32_t take, unsigned mflags,
+                             const rg_seq_win *win, rg_seq_res *res);
+
 uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const uint8_t *data,
                         uint32_t len, uint32_t take, unsigned mflags, const rg_seq_win *win,
                         rg_seq_res *res)
 {
+    rg_seq_res tmp;
+    if (!res) {
+        memset(&tmp, 0, sizeof tmp);
+        res = &tmp;
+    }
+    clear_hit(s);
+    minsert_impl(s, cfg, unit, data, len, take, mflags, win, res);
+    take_hit(s, res);
+    return res->flags;
+}
+
+static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit,
+                             const uint8_t *data, uint32_t len, uint32_t take, unsigned mflags,
+                             const rg_seq_win *win, rg_seq_res *res)
+{
     rg_seq_res tmp, r;
+    rg_seq_cfg bc;
+    cfg = eff_cfg(s, cfg, &bc);
     if (!res) {
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
@@ -899,7 +1048,7 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
     if (r.new_bytes) {
         res->new_bytes += len;
         if (!cfg->buffer_data) return res->flags;
-        ms = msgs_of(s);
+        ms = msgs_of(s, cfg);
         if (mflags & RG_SEQ_EARLY) { /* delivered ahead of order; the unit stays empty */
             if (!ms || early_put(s->st, ms, data, len) < 0) drop_cap(res, len);
             return res->flags;
@@ -957,6 +1106,8 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
 rg_bytes rg_seq_massemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 {
     rg_seq_res tmp, r;
+    rg_seq_cfg bc;
+    cfg = eff_cfg(s, cfg, &bc);
     rg_bytes out = rg_bytes_empty();
     if (!res) {
         memset(&tmp, 0, sizeof tmp);

@@ -1,6 +1,7 @@
 /* test_seq.c - reassembly sequences. */
 #include "rg_test.h"
 
+#include "rg/rg_flow.h"
 #include "rg/rg_seq.h"
 #include "ref_seq.h"
 
@@ -2185,6 +2186,175 @@ static void test_msg_early(void **state)
     free(want.buf);
 }
 
+
+/* ---- memcaps (issue 14) ---- */
+
+static const rg_seq_cfg memcap_cfg = {.buffer_data = 1, .zero_based = 1, .max_blocks = 4096,
+                                      .max_bytes = 1u << 24};
+
+/* drop-flow / bypass: past the cap an allocation is refused, the insert says so (MEMCAP, the
+ * bytes asked, the policy) and the accountant never passes the cap; ignore lets it pass */
+static void test_memcap_refuses_and_reports(void **state)
+{
+    (void)state;
+    static const uint8_t seg[100] = {7};
+    for (int pol = RG_MEMCAP_DROP_FLOW; pol <= RG_MEMCAP_IGNORE; pol += 3) {
+        rg_seq_heap h = {0};
+        h.cap = 4000;
+        h.policy = (uint8_t)pol;
+        rg_seq_heap *old = rg_seq_heap_bind(&h);
+        rg_seq s;
+        rg_seq_init(&s);
+        unsigned refused = 0, flagged = 0;
+        for (uint32_t k = 1; k <= 100; k++) { /* far-apart blocks: one allocation each */
+            rg_seq_res r = {0};
+            uint32_t fl = rg_seq_insert(&s, &memcap_cfg, k * 1000, seg, sizeof seg, sizeof seg,
+                                        NULL, 0, &r);
+            if (fl & RG_SEQ_EV_MEMCAP) {
+                flagged++;
+                assert_true(r.mem_asked > 0);
+                assert_int_equal(r.mem_policy, pol);
+            }
+            if (r.cap_bytes) refused++;
+            if (pol != RG_MEMCAP_IGNORE) assert_true(h.cur <= h.cap);
+        }
+        assert_true(flagged > 0);
+        assert_true(h.hits > 0);
+        if (pol == RG_MEMCAP_IGNORE) {
+            assert_int_equal(refused, 0);
+            assert_true(h.cur > h.cap);
+            assert_int_equal(h.act[RG_MEMCAP_IGNORE], h.hits);
+            assert_int_equal(rg_seq_buffered(&s), 100 * sizeof seg);
+        } else {
+            assert_int_equal(refused, flagged);
+            assert_true(rg_seq_buffered(&s) < 100 * sizeof seg);
+        }
+        rg_seq_free(&s);
+        assert_int_equal(h.cur, 0);
+        rg_seq_heap_bind(old);
+    }
+}
+
+/* bypass: the held bytes go, offsets go on (next advances, holes close, the end is found),
+ * no data is delivered and nothing more is buffered */
+static void test_memcap_bypass_tracks_offsets(void **state)
+{
+    (void)state;
+    rg_seq_heap h = {0};
+    rg_seq_heap *old = rg_seq_heap_bind(&h);
+    rg_seq s;
+    rg_seq_init(&s);
+    static const uint8_t a[10] = {1}, b[10] = {2};
+    rg_seq_res r = {0};
+    rg_seq_insert(&s, &memcap_cfg, 10, b, 10, 10, NULL, 0, &r); /* ahead: buffered */
+    const size_t with_data = h.cur;
+    assert_true(with_data > 0);
+    rg_seq_bypass(&s);
+    assert_true(rg_seq_bypassed(&s));
+    assert_true(h.cur < with_data);
+    const size_t after = h.cur;
+    memset(&r, 0, sizeof r);
+    rg_seq_insert(&s, &memcap_cfg, 0, a, 10, 10, NULL, RG_SEQ_BORROW, &r); /* fills the hole */
+    rg_bytes v = rg_seq_assemble(&s, &memcap_cfg, &r);
+    assert_int_equal(v.len, 0);
+    assert_non_null(v.ptr);
+    assert_int_equal(rg_seq_next(&s), 20);
+    memset(&r, 0, sizeof r);
+    rg_seq_insert(&s, &memcap_cfg, 20, a, 10, 11, NULL, 0, &r); /* data + FIN */
+    v = rg_seq_assemble(&s, &memcap_cfg, &r);
+    assert_int_equal(v.len, 0);
+    assert_true(rg_seq_done(&s));
+    assert_true(h.cur <= after);
+    rg_seq_free(&s);
+    assert_int_equal(h.cur, 0);
+    rg_seq_heap_bind(old);
+}
+
+/* evict-oldest: the accountant's tables give up their least recently active instances (never
+ * one touched at the current clock) until the allocation fits; the flow cap makes a table
+ * reuse its oldest record instead of touching a new one */
+typedef struct mc_inst {
+    rg_seq s;
+} mc_inst;
+
+static void mc_remove(void *ctx, rg_flow *t, void *inst, int reason)
+{
+    (void)t;
+    (*(unsigned *)ctx) += reason == RG_FLOW_EVICTED;
+    rg_seq_free(&((mc_inst *)inst)->s);
+}
+
+static void test_memcap_evict_oldest(void **state)
+{
+    (void)state;
+    static const uint8_t seg[200] = {3};
+    rg_stats *st = rg_stats_new(1, NULL);
+    assert_non_null(st);
+    uint64_t now = 1;
+    unsigned evicted = 0;
+    rg_seq_heap h = {0};
+    h.cap = 3000;
+    h.policy = RG_MEMCAP_EVICT_OLDEST;
+    h.now = &now;
+    h.stats = st;
+    rg_seq_heap *old = rg_seq_heap_bind(&h);
+    rg_flow_cfg fc = {.key_len = 4, .payload_size = sizeof(mc_inst), .cap = 1000,
+                      .on_remove = mc_remove, .cb_ctx = &evicted, .acct = &h, .layer = 0};
+    rg_flow *t = rg_flow_new(&fc);
+    assert_non_null(t);
+    mc_inst *last = NULL;
+    for (uint32_t k = 0; k < 50; k++) { /* each instance buffers 200 bytes far ahead */
+        now = 10 + k;
+        rg_flow_set_time(t, now);
+        mc_inst *in = rg_flow_create(t, &k, NULL);
+        assert_non_null(in);
+        rg_seq_res r = {0};
+        rg_seq_insert(&in->s, &memcap_cfg, 5000, seg, sizeof seg, sizeof seg, NULL, 0, &r);
+        assert_int_equal(r.cap_bytes, 0); /* room was made: nothing refused */
+        assert_true(h.cur <= h.cap);
+        last = in;
+    }
+    assert_true(evicted > 0);
+    assert_int_equal(st->layer[0].mem.evicted, evicted);
+    assert_int_equal(rg_flow_live(t), 50 - evicted);
+    assert_int_equal(rg_seq_buffered(&last->s), sizeof seg); /* the newest is kept */
+    /* everything touched at the current clock: nothing may go, the allocation is refused */
+    uint32_t k = 999;
+    h.cap = h.cur; /* full */
+    mc_inst *in = rg_flow_create(t, &k, NULL);
+    assert_non_null(in);
+    rg_seq_res r = {0};
+    now = 10; /* clock before every touch: all instances are "in use" */
+    rg_seq_insert(&in->s, &memcap_cfg, 5000, seg, sizeof seg, sizeof seg, NULL, 0, &r);
+    assert_int_equal(r.cap_bytes, sizeof seg);
+    assert_true(r.flags & RG_SEQ_EV_MEMCAP);
+
+    /* flow cap: a new record past it reuses the oldest instance's */
+    rg_flow_flush(t);
+    h.flow_cap = h.flow_cur; /* no new record may be touched */
+    unsigned ev0 = evicted;
+    for (uint32_t j = 2000; j < 2010; j++) {
+        now = 100 + j;
+        rg_flow_set_time(t, now);
+        assert_non_null(rg_flow_create(t, &j, NULL)); /* free records first */
+    }
+    assert_true(h.flow_cur <= h.flow_cap);
+    for (uint32_t j = 3000; j < 3100; j++) {
+        now = 100 + j;
+        rg_flow_set_time(t, now);
+        assert_non_null(rg_flow_create(t, &j, NULL));
+        assert_true(h.flow_cur <= h.flow_cap);
+    }
+    assert_true(evicted > ev0);
+    assert_true(h.flow_hits > 0);
+    rg_flow_flush(t);
+    rg_flow_free(t);
+    assert_int_equal(h.ntables, 0);
+    assert_int_equal(h.cur, 0);
+    rg_seq_heap_bind(old);
+    rg_stats_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2233,6 +2403,9 @@ int main(void)
         cmocka_unit_test(test_msg_caps),
         cmocka_unit_test(test_msg_random),
         cmocka_unit_test(test_msg_early),
+        cmocka_unit_test(test_memcap_refuses_and_reports),
+        cmocka_unit_test(test_memcap_bypass_tracks_offsets),
+        cmocka_unit_test(test_memcap_evict_oldest),
     };
     return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);
 }

@@ -86,8 +86,9 @@ typedef struct rg_flow_info {
     /* bit d: no NF wants direction d's bytes any more (rg_nf_api.h
      * no_more_bytes): the stack stops inserting them into its sequence */
     uint8_t no_bytes;
-    uint8_t flags; /* RG_FI_*: flow verdicts */
-    uint8_t pad_[2];
+    uint8_t flags;  /* RG_FI_*: flow verdicts */
+    uint8_t memcap; /* RG_FLOW_MEMCAP_*: what a memcap policy did to the instance */
+    uint8_t pad_;
     const uint8_t *key_a; /* forward key: the creator's side ("side a") first */
     const uint8_t *key_p; /* swapped key (== key_a for unidirectional layers) */
     void *user[2];        /* handler-owned pointers, per direction (0 = to_passive) */
@@ -104,6 +105,9 @@ enum {
     RG_FI_BYPASS = 1u << 1, /* RG_BYPASS_FLOW */
     RG_FI_VERDICTS = RG_FI_DROP | RG_FI_BYPASS
 };
+/* rg_flow_info.memcap (issue 14): the instance's reassembly hit the memcap. */
+#define RG_FLOW_MEMCAP_DROPPED  1u /* drop-flow: buffers freed, no more data, not inspected */
+#define RG_FLOW_MEMCAP_BYPASSED 2u /* bypass: buffers freed, no more data, state kept */
 
 /* Why an instance ended: the one table of close reasons (enumerator, value,
  * name in NF output).  rubikgen/sema/builtins.py CLOSE_REASONS mirrors it (a
@@ -225,6 +229,22 @@ typedef struct rg_obs {
      * there. */
     void (*on_clock_jump)(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64_t clock_ns,
                           int fwd);
+    /* ---- memcaps (rg_seq_heap in rg_seq.h) ----
+     * an allocation of `asked` bytes for layer `layer` would pass the
+     * context's reassembly or flow-table memcap; policy (enum
+     * rg_memcap_policy) is what was done.  f is the instance whose
+     * reassembly asked (f->memcap says what happened to it), or NULL when
+     * a new instance was asked for (none was created unless the policy made
+     * room or ignored the cap). */
+    void (*on_memcap)(void *self, const rg_flow_info *f, unsigned layer, int policy,
+                      uint64_t asked, uint64_t ts_ns);
+    /* ---- evasion: overlapping bytes that differ ----
+     * direction dir of f received a segment overlapping bytes already held
+     * with different content: len differing bytes from sequence number seq
+     * (the first differing overlap), new_bytes of them now hold the new copy
+     * (the overlap policy chose; 0: the old copy won, len: the new one). */
+    void (*on_overlap)(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                       uint32_t new_bytes, uint64_t ts_ns);
 } rg_obs;
 
 /* ---- contexts ---- */
@@ -243,6 +263,12 @@ typedef struct rg_ctx_cfg {
     /* 1: verify the checksums the specs declare on input, counting bad ones per layer
      * (rg_layer_stats.checksum_bad) */
     int checksums;
+    /* memcaps per context (rg_seq_heap): bytes of reassembly buffers and of
+     * flow-table records; 0 = the stack's default (rg_stack_desc),
+     * UINT64_MAX = none.  memcap_policy: enum rg_memcap_policy + 1, 0 = the
+     * stack's default */
+    uint64_t memcap_reassembly, memcap_flows;
+    int memcap_policy;
 } rg_ctx_cfg;
 
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`): the one
@@ -286,7 +312,15 @@ typedef struct rg_stack_desc {
     const rg_stats *(*stats)(const void *ctx);
     /* the verdict (enum rg_verdict) of the last packet process handled */
     int (*verdict)(const void *ctx);
+    /* the stack's memcap defaults (spec `limits:`, else RG_MEMCAP_DEFAULT_*): bytes,
+     * UINT64_MAX = none */
+    uint64_t memcap_reassembly, memcap_flows;
+    int memcap_policy; /* enum rg_memcap_policy */
 } rg_stack_desc;
+
+/* Built-in memcap defaults per context (worker): see docs/reliability.md. */
+#define RG_MEMCAP_DEFAULT_REASSEMBLY (UINT64_C(256) << 20)
+#define RG_MEMCAP_DEFAULT_FLOWS      (UINT64_C(256) << 20)
 
 /* The capture driver (runtime-c/main/, build/librgmain.a: not part of
  * librgrt.a): a generated binary's main calls it.  Options: see

@@ -51,6 +51,7 @@ enum rg_flow_reason {
 };
 
 struct rg_flow;
+struct rg_seq_heap;
 typedef void (*rg_flow_cb)(void *ctx, struct rg_flow *t, void *inst, int reason);
 
 typedef struct rg_flow_cfg {
@@ -63,6 +64,11 @@ typedef struct rg_flow_cfg {
     rg_flow_cb on_remove;  /* eviction / expiry / flush callback (may be NULL) */
     void *cb_ctx;
     rg_inst_stats *stats; /* counters to update (NULL: table-internal) */
+    /* the context's memory accountant (rg_seq.h; NULL: none): the table's
+     * bytes (records touched, the index) are counted against its flow_cap,
+     * and it may evict the table's instances for either memcap */
+    struct rg_seq_heap *acct;
+    uint16_t layer; /* the layer index the accountant's counters and events name */
 } rg_flow_cfg;
 
 #define RG_FLOW_MAX_KEY 1024u
@@ -113,6 +119,9 @@ typedef struct rg_flow {
     void *cb_ctx;
     rg_inst_stats *stats;
     rg_inst_stats own_stats;
+    struct rg_seq_heap *acct; /* memcaps (rg_flow_cfg.acct) */
+    size_t acct_bytes;        /* bytes counted there: hwm records + the index */
+    uint16_t layer;
 } rg_flow;
 
 /* ---- hashing ---- */
@@ -381,6 +390,14 @@ size_t rg_flow_expire(rg_flow *t, uint64_t now, uint64_t idle_ns);
  * up move to the MRU end and are visited again.  Returns the count visited. */
 typedef void (*rg_flow_iter_fn)(void *ctx, rg_flow *t, void *inst);
 size_t rg_flow_foreach(rg_flow *t, rg_flow_iter_fn fn, void *ctx);
+
+/* Memcap evict-oldest (rg_seq_heap): evict the least recently active
+ * instances of the accountant's tables (on_remove(RG_FLOW_EVICTED)), oldest
+ * first across tables, until the reassembly bytes plus `need` fit its cap or
+ * nothing more may go (instances touched at the current flow clock, tables
+ * inside a removal callback; at most 4096 per call).  Returns the number
+ * evicted. */
+size_t rg_flow_reclaim(struct rg_seq_heap *h, size_t need);
 
 /* Remove all instances, calling on_remove(RG_FLOW_FLUSHED) for each. */
 size_t rg_flow_flush(rg_flow *t);

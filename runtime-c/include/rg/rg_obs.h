@@ -28,6 +28,11 @@ static inline const rg_bytes *rg_obs_call_data(const int16_t *data_arg,
  * otherwise. */
 const char *rg_close_name(int reason);
 
+/* "drop-flow", "evict-oldest", "bypass", "ignore" (enum rg_memcap_policy);
+ * "unknown" otherwise.  parse: the policy of a name, -1 if none. */
+const char *rg_memcap_policy_name(int policy);
+int rg_memcap_policy_parse(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -119,6 +119,7 @@ typedef struct rg_seq_cfg {
     uint8_t buffer_data; /* 0: track offsets only */
     uint8_t zero_based;  /* 1: next starts at 0 instead of the first insert */
     uint8_t unit;        /* RG_SEQ_UNIT_BYTE, or RG_SEQ_UNIT_MSG: see "message units" */
+    uint16_t layer;      /* the layer's index: its memory is counted in stats->layer[layer].mem */
 } rg_seq_cfg;
 
 /* What a sequence number counts (rg_seq_cfg.unit). */
@@ -135,6 +136,7 @@ enum {
     RG_SEQ_EV_END_MISMATCH = 1u << 6,  /* a different end marker was ignored */
     RG_SEQ_EV_GAP = 1u << 7,           /* assemble skipped a hole (ACK-driven) */
     RG_SEQ_EV_DONE = 1u << 8,          /* assemble reached the end marker */
+    RG_SEQ_EV_MEMCAP = 1u << 9,        /* an allocation passed the context's memcap (res.mem_*) */
 };
 
 /* Per-packet results: flags are ORed and counters added by every call. */
@@ -155,6 +157,9 @@ typedef struct rg_seq_res {
     uint32_t ovl_seq; /* start of the first differing overlap (valid if ovl_bytes) */
     uint32_t ovl_bytes; /* bytes of the overlaps that differ */
     uint32_t ovl_new; /* ... of them, how many now hold the new copy */
+    /* ---- memcaps (RG_SEQ_EV_MEMCAP): bytes asked past the cap, the policy applied */
+    uint32_t mem_asked;
+    uint32_t mem_policy; /* enum rg_memcap_policy */
 } rg_seq_res;
 
 typedef struct rg_seq_blk {
@@ -163,14 +168,54 @@ typedef struct rg_seq_blk {
 
 struct rg_seq_msgs; /* message units: the buffered messages (rg_seq.c) */
 
-/* Heap accounting of reassembly buffers (stores, block arrays, block data,
- * views, messages): now, the peak since the last reset, and allocations that
- * failed (each one dropped new data, counted as BUFFER_FULL, never data
- * already held).  One per stack context (see rg_seq_heap_bind); the base a
- * memory cap builds on. */
+struct rg_flow;
+struct rg_stats;
+#define RG_MEM_MAX_TABLES 64u
+
+/* A context's memory accountant.  Heap accounting of reassembly buffers
+ * (stores, block arrays, block data, views, messages): now, the peak since
+ * the last reset, and allocations that failed (each one dropped new data,
+ * counted as BUFFER_FULL, never data already held).  One per stack context
+ * (see rg_seq_heap_bind), zero-initialised: no cap.
+ *
+ * Memcaps (issue 14): cap bounds the reassembly bytes, flow_cap the bytes of
+ * the flow tables registered with it (rg_flow_cfg.acct: records touched and
+ * key indexes).  An allocation that would pass a cap is a hit, and policy
+ * (enum rg_memcap_policy) decides:
+ *   ignore        the allocation proceeds (counted);
+ *   evict-oldest  the least recently active instances of the registered
+ *                 tables are evicted (close reason evicted) until it fits;
+ *                 instances touched by the current packet (last touch at
+ *                 *now) are never evicted; if nothing can go, it is refused;
+ *   drop-flow,
+ *   bypass        refused (the new data is dropped, BUFFER_FULL) and
+ *                 RG_SEQ_EV_MEMCAP tells the caller, which applies the policy
+ *                 to the instance (generated code: rg_seq_bypass its
+ *                 sequences, and for drop-flow mark it dropped).
+ * Every hit is counted in stats->layer[layer].mem and, for flow tables,
+ * reported through on_hit; reassembly hits come back in rg_seq_res.
+ * Transient buffers (an assemble's joined view, the gap list) are counted
+ * but never refused: refusing them would lose bytes already held. */
 typedef struct rg_seq_heap {
     size_t cur, peak;
     uint64_t fails;
+    /* ---- memcaps (0 = none) */
+    size_t cap;                 /* reassembly bytes */
+    size_t flow_cap;            /* flow-table bytes */
+    size_t flow_cur, flow_peak; /* flow-table bytes accounted */
+    uint8_t policy;             /* enum rg_memcap_policy */
+    uint8_t busy;               /* evicting: nested allocations (drains) are not refused */
+    uint64_t hits, flow_hits;   /* cap hits */
+    uint64_t act[RG_MEMCAP_POLICIES];
+    uint64_t evicted;           /* instances evicted to make room */
+    const uint64_t *now;        /* the flow clock (records touched at it are in use) */
+    struct rg_stats *stats;     /* per-layer counters (layer[i].mem); may be NULL */
+    /* a flow table refused or evicted for a new instance (inst NULL: none was created) */
+    void (*on_hit)(void *cb, unsigned layer, const void *inst, int policy, size_t asked);
+    void *cb;
+    uint32_t hit_asked, hit_pending; /* a reassembly hit since the last insert began */
+    uint32_t ntables;
+    struct rg_flow *tables[RG_MEM_MAX_TABLES];
 } rg_seq_heap;
 
 /* A buffered block: its range and, with cfg.buffer_data, its own bytes
@@ -193,6 +238,7 @@ typedef struct rg_seq_store {
     uint32_t ngap;
     uint32_t gap_cap;
     rg_seq_blk *gap;
+    uint16_t layer; /* counted in heap->stats->layer[layer].mem */
 } rg_seq_store;
 
 /* Internal flags (rg_seq.flags). */
@@ -202,6 +248,7 @@ typedef struct rg_seq_store {
 #define RG_SEQF_FLOOR   0x08u /* gap skipping armed */
 #define RG_SEQF_DONE    0x10u /* phantom bytes after the end consumed */
 #define RG_SEQF_SHRINK  0x20u /* holds the last view's buffer: release it at the next insert */
+#define RG_SEQF_BYPASS  0x40u /* memcap policy: offsets only from now on (rg_seq_bypass) */
 
 typedef struct rg_seq {
     uint32_t next;  /* assembled offset */
@@ -249,6 +296,16 @@ RG_INLINE void rg_seq_free(rg_seq *s)
     rg_seq_init(s);
 }
 
+/* Memcap policies bypass and drop-flow: free the bytes buffered (block data;
+ * message units keep the messages held) and track offsets only from now on,
+ * as with cfg.buffer_data == 0: the sequence still advances, ends and
+ * reports holes (state machines keep working), but delivers no data. */
+void rg_seq_bypass(rg_seq *s);
+RG_INLINE int rg_seq_bypassed(const rg_seq *s)
+{
+    return (s->flags & RG_SEQF_BYPASS) != 0;
+}
+
 /* Set next explicitly (e.g. to an ISN + 1); drops anything buffered. */
 void rg_seq_set_base(rg_seq *s, uint32_t next);
 
@@ -285,7 +342,7 @@ RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
             if ((f & RG_SEQF_INIT) && (nowin || rg_sdiff(win->left, s->next) <= 0))
                 return res ? res->flags : 0;
         } else if (takeup == len && data != NULL &&
-                   (s->nblk | (f & RG_SEQF_END) | s->borrow_len) == 0 &&
+                   (s->nblk | (f & (RG_SEQF_END | RG_SEQF_BYPASS)) | s->borrow_len) == 0 &&
                    seq == (((f & RG_SEQF_INIT) || cfg->zero_based) ? s->next : seq) &&
                    ((iflags & RG_SEQ_BORROW) || !cfg->buffer_data) &&
                    len <= (cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg) : RG_SEQ_MAX_SPAN) &&
@@ -308,7 +365,7 @@ RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
  * the borrowed bytes, if any). */
 RG_INLINE rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 {
-    if (RG_LIKELY(((s->flags & (RG_SEQF_END | RG_SEQF_FLOOR)) | s->nblk) == 0)) {
+    if (RG_LIKELY(((s->flags & (RG_SEQF_END | RG_SEQF_FLOOR | RG_SEQF_BYPASS)) | s->nblk) == 0)) {
         const uint32_t n = s->borrow_len;
         rg_bytes out;
         out.ptr = (cfg->buffer_data && n) ? s->borrow : rg_empty_byte;
@@ -410,7 +467,8 @@ RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const 
                           rg_seq_res *res)
 {
     uint16_t f = s->flags;
-    if (RG_UNLIKELY(s->nblk | s->borrow_len | (f & (RG_SEQF_END | RG_SEQF_FLOOR | RG_SEQF_SHRINK))))
+    if (RG_UNLIKELY(s->nblk | s->borrow_len |
+                    (f & (RG_SEQF_END | RG_SEQF_FLOOR | RG_SEQF_SHRINK | RG_SEQF_BYPASS))))
         return 0;
     if (RG_UNLIKELY(takeup != len || !data)) return 0;
     if (f & RG_SEQF_INIT) {

@@ -58,6 +58,28 @@ typedef struct rg_seq_stats {
     uint64_t bytes_delivered;
 } rg_seq_stats;
 
+/* Memory caps (issue 14): what a context does when an allocation would pass
+ * its reassembly or flow-table memcap (rg_seq_heap in rg_seq.h).  The
+ * values are the order of RG_MEMCAP_POLICY_NAMES. */
+enum rg_memcap_policy {
+    RG_MEMCAP_DROP_FLOW = 0,    /* stop inspecting the instance (buffers freed) */
+    RG_MEMCAP_EVICT_OLDEST = 1, /* evict least recently active instances first */
+    RG_MEMCAP_BYPASS = 2,       /* stop reassembling, keep the instance's state */
+    RG_MEMCAP_IGNORE = 3,       /* count only: the allocation proceeds */
+    RG_MEMCAP_POLICIES = 4
+};
+#define RG_MEMCAP_POLICY_NAMES {"drop-flow", "evict-oldest", "bypass", "ignore"}
+
+/* Per-layer memory accounting and what the memcaps did (bytes unless noted). */
+typedef struct rg_mem_stats {
+    uint64_t seq_bytes, seq_peak;   /* reassembly buffers of the layer's sequences */
+    uint64_t flow_bytes, flow_peak; /* instance records touched + the key index */
+    uint64_t cap_hits;              /* allocations that would have passed a memcap */
+    uint64_t act[RG_MEMCAP_POLICIES]; /* policy actions (per policy; instances or allocations) */
+    uint64_t evicted;               /* instances of the layer evicted to make room */
+    uint64_t dropped_pkts;          /* packets of dropped (drop-flow) instances */
+} rg_mem_stats;
+
 typedef struct rg_layer_stats {
     const char *name;
     uint64_t packets; /* packets that reached this layer */
@@ -71,6 +93,7 @@ typedef struct rg_layer_stats {
     uint64_t dropped_by_verdict; /* RG_DROP_FLOW: dropped */
     uint64_t bypassed;           /* RG_BYPASS_FLOW: passed without inspection */
     uint64_t checksum_bad; /* checksums that did not verify (--checksums; rg_csum.h) */
+    rg_mem_stats mem; /* memcaps (appended: issue 14) */
 } rg_layer_stats;
 
 typedef struct rg_stats {
@@ -86,6 +109,11 @@ typedef struct rg_stats {
     const char *const *rule_name;
     const char *const *rule_action;
     uint64_t *rule_hits;
+    /* memcaps (rg_seq_heap; appended: issue 14): the caps in force (bytes, 0 = none), the
+     * policy, and the context's peaks of accounted bytes */
+    uint64_t mem_cap_seq, mem_cap_flows;
+    int mem_policy;
+    uint64_t mem_seq_peak, mem_flow_peak;
 } rg_stats;
 
 /* Allocate counters for nlayers layers; names may be NULL (layers then print
