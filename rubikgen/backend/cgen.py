@@ -1066,10 +1066,8 @@ class CGen:
 
 
 def memcap_limits(sd: Any) -> dict[str, str]:
-    """The stack's memcap defaults for the template: spec `limits:` or the built-in ones."""
-    from rubikgen.sema.limits import resolved_limits
-
-    lim = resolved_limits(getattr(sd, "limits", None))
+    """The stack's memcap defaults for the template (the IR's resolved `limits:`)."""
+    lim = sd.limits
     return {
         "reassembly": str(lim.reassembly),
         "flows": str(lim.flows),

@@ -251,7 +251,9 @@ class StackDesc:
     user_reasons: list[str] = field(default_factory=list)
     # user-defined events (stack `events:`), name -> layer, in declaration order
     udes: dict[str, str] = field(default_factory=dict)
-    limits: Any = None  # the stack's `limits:` (models.stack.Limits) or None: built-in defaults
+    # the memcaps per context: the stack's `limits:` with the built-in defaults filled in
+    # (sema.limits.ResolvedLimits: reassembly and flows in bytes, UINT64_MAX = none; policy)
+    limits: Any = None
 
     def exprs(self) -> list[Expr]:
         out = [a.expr for h in self.handlers.values() for a in h.args]

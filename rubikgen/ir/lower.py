@@ -204,7 +204,7 @@ class Lowerer:
             close_reasons=CLOSE_REASONS,
             transforms=dict(TRANSFORMS),
             user_reasons=user_reasons(),
-            limits=self.stack.limits,
+            limits=resolved_limits(self.stack.limits),
         )
         for hn, h in self.stack.handlers.items():
             x = self.prog.exprs[h.layer]
