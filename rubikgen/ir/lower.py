@@ -24,6 +24,7 @@ from rubikgen.models.common import Callback, Transform, TypedArg, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
 from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS, lifecycle_hooks
+from rubikgen.sema.limits import resolved_limits
 from rubikgen.sema.resolve import Resolution, resolve_stack
 from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
 from rubikgen.sema.transforms import TRANSFORMS, user_reasons
