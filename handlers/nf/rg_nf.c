@@ -121,6 +121,24 @@ static int fwd_clock_jump(void *self, const rg_nf_ev *ev, void *st)
     return RG_PASS;
 }
 
+static int fwd_memcap(void *self, const rg_nf_ev *ev, void *st)
+{
+    (void)st;
+    const rg_obs *o = self;
+    if (o->on_memcap)
+        o->on_memcap(o->self, ev->flow, ev->layer, ev->reason, ev->asked, ev->ts_ns);
+    return RG_PASS;
+}
+
+static int fwd_overlap(void *self, const rg_nf_ev *ev, void *st)
+{
+    (void)st;
+    const rg_obs *o = self;
+    if (o->on_overlap)
+        o->on_overlap(o->self, ev->flow, ev->dir, ev->seq, ev->len, ev->new_bytes, ev->ts_ns);
+    return RG_PASS;
+}
+
 static const rg_nf_sub stock_subs[] = {
     {"*", "*", fwd_call, 0},
     {"*", RG_NF_OPEN, fwd_open, 0},
@@ -128,6 +146,8 @@ static const rg_nf_sub stock_subs[] = {
     {"*", RG_NF_CLOSE, fwd_close, 0},
     {"*", RG_NF_GAP, fwd_gap, 0},
     {NULL, RG_NF_CLOCK_JUMP, fwd_clock_jump, 0},
+    {"*", RG_NF_MEMCAP, fwd_memcap, 0},
+    {"*", RG_NF_OVERLAP, fwd_overlap, 0},
 };
 
 static int cfg_true(const char *v)

@@ -293,8 +293,10 @@ static void recompute_wants(rg_chain *ch)
 
 static int builtin_kind(const char *ev)
 {
-    static const char *const names[] = {NULL,         RG_NF_OPEN, RG_NF_PACKET,
-                                        RG_NF_CLOSE,  RG_NF_GAP,  RG_NF_CLOCK_JUMP};
+    /* indexed by enum rg_nf_ev_kind */
+    static const char *const names[] = {NULL,      RG_NF_OPEN,       RG_NF_PACKET,
+                                        RG_NF_CLOSE, RG_NF_GAP,      RG_NF_CLOCK_JUMP,
+                                        RG_NF_MEMCAP, RG_NF_OVERLAP};
     for (int k = 1; k < (int)(sizeof names / sizeof names[0]); k++)
         if (!strcmp(ev, names[k])) return k;
     return 0;
@@ -373,7 +375,9 @@ static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
             if (!layer_matches(ld, lw)) continue;
             nl++;
             if (kind) {
-                if (!ld->has_instance || (kind == RG_NF_EV_GAP && !ld->has_seq)) continue;
+                if (!ld->has_instance ||
+                    ((kind == RG_NF_EV_GAP || kind == RG_NF_EV_OVERLAP) && !ld->has_seq))
+                    continue;
                 int16_t *b = &sl->bsub[(size_t)kind * s->nlayers + l];
                 if (*b < 0) *b = (int16_t)k;
                 matched++;
@@ -399,7 +403,9 @@ static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
             snprintf(err, errlen,
                      "subscription %u (%s.%s): no layer '%s' of stack %s has %s", k, lw, ew,
                      lw ? lw : "*", s->name,
-                     kind == RG_NF_EV_GAP ? "reassembly (gap events)" : "instances (a selector)");
+                     kind == RG_NF_EV_GAP       ? "reassembly (gap events)"
+                     : kind == RG_NF_EV_OVERLAP ? "reassembly (overlap events)"
+                                                : "instances (a selector)");
         } else if (strcmp(ew, "*")) {
             list_handlers(s, lw, list, sizeof list);
             snprintf(err, errlen,
@@ -786,6 +792,31 @@ static void c_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64
     e->ev.fwd = fwd;
 }
 
+static void c_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy,
+                     uint64_t asked, uint64_t ts_ns)
+{
+    rg_chain *ch = self;
+    if (!want_b(ch, RG_NF_EV_MEMCAP, layer)) return;
+    qev *e = push(ch, RG_NF_EV_MEMCAP, f, ts_ns);
+    if (!e) return;
+    e->ev.layer = (uint16_t)layer; /* f is NULL when a new instance was asked for */
+    e->ev.reason = policy;
+    e->ev.asked = asked;
+}
+
+static void c_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
+                      uint32_t new_bytes, uint64_t ts_ns)
+{
+    rg_chain *ch = self;
+    if (!want_b(ch, RG_NF_EV_OVERLAP, f->layer)) return;
+    qev *e = push(ch, RG_NF_EV_OVERLAP, f, ts_ns);
+    if (!e) return;
+    e->ev.dir = (uint8_t)dir;
+    e->ev.seq = seq;
+    e->ev.len = len;
+    e->ev.new_bytes = new_bytes;
+}
+
 rg_obs rg_chain_obs(rg_chain *ch)
 {
     rg_obs o;
@@ -797,6 +828,8 @@ rg_obs rg_chain_obs(rg_chain *ch)
     o.on_close = c_close;
     o.on_gap = c_gap;
     o.on_clock_jump = c_clock_jump;
+    o.on_memcap = c_memcap;
+    o.on_overlap = c_overlap;
     return o;
 }
 

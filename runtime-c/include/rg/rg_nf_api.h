@@ -58,6 +58,11 @@ extern "C" {
 #define RG_NF_CLOSE      "close"      /* an instance ended: ev->reason, ev->complete */
 #define RG_NF_GAP        "gap"        /* a reassembly hole was skipped: seq, len, at */
 #define RG_NF_CLOCK_JUMP "clock_jump" /* a packet beyond the clock guard (no layer) */
+#define RG_NF_MEMCAP     "memcap"     /* a memcap was hit: ev->reason = the policy applied
+                                         (enum rg_memcap_policy), ev->asked bytes; ev->flow
+                                         NULL when a new instance was asked for */
+#define RG_NF_OVERLAP    "overlap"    /* overlapping bytes differed: dir, seq, len, new_bytes
+                                         (how many now hold the new copy) */
 
 enum rg_nf_ev_kind {
     RG_NF_EV_CALL = 0, /* a handler call: ev->call */
@@ -66,7 +71,6 @@ enum rg_nf_ev_kind {
     RG_NF_EV_CLOSE = 3,
     RG_NF_EV_GAP = 4,
     RG_NF_EV_CLOCK_JUMP = 5,
-    /* reserved for the memcap / overlap observer callbacks (rg_obs) */
     RG_NF_EV_MEMCAP = 6,
     RG_NF_EV_OVERLAP = 7,
     RG_NF_EV_KINDS
@@ -97,6 +101,10 @@ typedef struct rg_nf_ev {
     /* the driver's handle for this event (rg_nf_host functions take the event) */
     const rg_nf_host *host;
     void *host_ref;
+    /* MEMCAP: the bytes the refused or forced allocation asked for (reason: the
+     * policy).  OVERLAP: new_bytes of the len differing bytes hold the new copy. */
+    uint64_t asked;
+    uint32_t new_bytes;
 } rg_nf_ev;
 
 /* An event callback.  nf: what init returned; fstate: this NF's state for
