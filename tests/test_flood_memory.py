@@ -183,9 +183,14 @@ def test_far_ahead_policies(tmp_path: Path, policy: str) -> None:
     mem = tcp["memory"]
     assert mem["cap_hits"] > 0
     assert tcp["closed"]["accept"] == (frames - count) // CONN_FRAMES  # normal ones complete
-    # drop-flow's verdict: the packet that hit the cap and the dropped flows' later ones do not
-    # pass (--write); the other policies drop no packet
-    dropped = mem["dropped_packets"] + mem["actions"]["drop-flow"] if policy == "drop-flow" else 0
+    # drop-flow's verdict (RG_DROP_FLOW): the packet that hit the cap does not pass (--write),
+    # nor do the dropped flows' later ones, stopped at the instance lookup (dropped_by_verdict)
+    # or, before the mark, counted by the memcap (dropped_packets); the other policies drop none
+    dropped = (
+        mem["dropped_packets"] + mem["actions"]["drop-flow"] + tcp["dropped_by_verdict"]
+        if policy == "drop-flow"
+        else 0
+    )
     assert pcap_frames(written) == frames - dropped
     events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
     memcap = [e for e in events if e.get("event") == "memcap"]
@@ -203,5 +208,5 @@ def test_far_ahead_policies(tmp_path: Path, policy: str) -> None:
     state = "dropped" if policy == "drop-flow" else "bypassed"
     flows = {e["flow"] for e in memcap if e["flow_state"] == state}
     assert len(flows) == mem["actions"][policy] > 0  # each instance once
-    if policy == "drop-flow":  # later packets of a dropped flow are counted, not inspected
-        assert mem["dropped_packets"] > 0
+    if policy == "drop-flow":  # later packets of a dropped flow stop at the lookup, counted
+        assert mem["dropped_packets"] + tcp["dropped_by_verdict"] > 0
