@@ -2,7 +2,7 @@
 # Fuzz smoke: build the libFuzzer harnesses of runtime-c/fuzz (ASan + UBSan + LSan) and run each
 # for a bounded time from seeds cut out of real captures; any finding fails.
 #
-#   bash ci/fuzz-smoke.sh              every harness for RG_FUZZ_SECONDS (default 20) seconds
+#   bash ci/fuzz-smoke.sh              every harness for RG_FUZZ_SECONDS (default 30) seconds
 #   RG_FUZZ_SECONDS=3600 RG_FUZZ_STACKS="tcp_ip sctp" bash ci/fuzz-smoke.sh    a long run
 #
 # Harnesses: fuzz_pcap (the capture reader), ci/fuzz_specs.py (the spec front-end, atheris) and
@@ -14,7 +14,7 @@
 # crashes land in build/fuzz/NAME-crash-* with the command to replay them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECS=${RG_FUZZ_SECONDS:-20}
+SECS=${RG_FUZZ_SECONDS:-30}
 STACKS=${RG_FUZZ_STACKS:-"tcp_ip sctp quic"}
 RSS_MB=${RG_FUZZ_RSS_MB:-2048}
 PY=${PYTHON:-python3}

@@ -565,7 +565,20 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.errors += lost;
         s.n = &total.n;
         s.live_per = live_per;
-        s.st = stack->stats ? stack->stats(ws[0].ctx) : NULL; /* record sizes */
+        /* the workers' counters added up (in a copy of worker 0's: --stats prints each) */
+        const rg_stats *st0 = stack->stats ? stack->stats(ws[0].ctx) : NULL;
+        rg_stats merged;
+        rg_layer_stats *mlayers = NULL;
+        if (st0) {
+            merged = *st0;
+            mlayers = malloc((st0->nlayers ? st0->nlayers : 1) * sizeof *mlayers);
+            if (mlayers) {
+                memcpy(mlayers, st0->layer, st0->nlayers * sizeof *mlayers);
+                merged.layer = mlayers;
+                for (unsigned i = 1; i < nw; i++) rg_stats_add(&merged, stack->stats(ws[i].ctx));
+            }
+        }
+        s.st = mlayers ? &merged : st0;
         for (unsigned i = 1; s.st && i < nw; i++) rg_rules_add(s.st, stack->stats(ws[i].ctx));
         if (!s.linktype_what) s.linktype_what = "";
         s.gaps = total.n.gaps;
@@ -578,6 +591,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.nworkers = nw;
         s.worker_pkts = per;
         rg_print_summary(o, stack, &s);
+        free(mlayers);
         fflush(stdout);
         for (unsigned i = 0; o->stats && stack->stats && i < nw; i++) {
             fprintf(stderr, "worker %u:\n", i);

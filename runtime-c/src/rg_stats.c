@@ -28,6 +28,51 @@ rg_stats *rg_stats_new(uint32_t nlayers, const char *const *names)
     return s;
 }
 
+static void add_layer(rg_layer_stats *a, const rg_layer_stats *b)
+{
+    a->packets += b->packets;
+    a->bytes += b->bytes;
+    a->errors += b->errors;
+    for (unsigned r = 0; r < RG_REASON_MAX; r++)
+        a->error[r] += b->error[r];
+    a->events += b->events;
+    const uint64_t rec = a->inst.record_bytes; /* the same in every worker: not a count */
+    uint64_t *ai = &a->inst.live;
+    const uint64_t *bi = &b->inst.live;
+    for (size_t k = 0; k < sizeof a->inst / sizeof(uint64_t); k++)
+        ai[k] += bi[k];
+    a->inst.record_bytes = rec;
+    uint64_t *as = &a->seq.inserts;
+    const uint64_t *bs = &b->seq.inserts;
+    for (size_t k = 0; k < sizeof a->seq / sizeof(uint64_t); k++)
+        as[k] += bs[k];
+    a->dropped_by_verdict += b->dropped_by_verdict;
+    a->bypassed += b->bypassed;
+    a->checksum_bad += b->checksum_bad;
+    uint64_t *am = &a->mem.seq_bytes;
+    const uint64_t *bm = &b->mem.seq_bytes;
+    for (size_t k = 0; k < sizeof a->mem / sizeof(uint64_t); k++)
+        am[k] += bm[k];
+}
+
+/* the counter structs are arrays of uint64_t (what add_layer walks) */
+_Static_assert(sizeof(rg_inst_stats) % sizeof(uint64_t) == 0, "rg_inst_stats: uint64_t only");
+_Static_assert(sizeof(rg_seq_stats) % sizeof(uint64_t) == 0, "rg_seq_stats: uint64_t only");
+_Static_assert(sizeof(rg_mem_stats) % sizeof(uint64_t) == 0, "rg_mem_stats: uint64_t only");
+
+void rg_stats_add(rg_stats *into, const rg_stats *from)
+{
+    if (!into || !from) return;
+    into->packets += from->packets;
+    into->bytes += from->bytes;
+    into->clock_jumps_fwd += from->clock_jumps_fwd;
+    into->clock_jumps_back += from->clock_jumps_back;
+    for (uint32_t i = 0; i < into->nlayers && i < from->nlayers; i++)
+        add_layer(&into->layer[i], &from->layer[i]);
+    into->mem_seq_peak += from->mem_seq_peak;
+    into->mem_flow_peak += from->mem_flow_peak;
+}
+
 void rg_stats_free(rg_stats *s)
 {
     if (!s) return;

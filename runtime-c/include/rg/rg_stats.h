@@ -120,6 +120,10 @@ typedef struct rg_stats {
  * as "layerN").  The name pointers are kept, not copied. */
 rg_stats *rg_stats_new(uint32_t nlayers, const char *const *names);
 void rg_stats_free(rg_stats *s);
+/* Add from's per-layer counters and memory peaks to into's (both of the same stack): the
+ * totals of several workers' contexts.  Names, record sizes, caps and rules are into's; peaks
+ * (live instances, accounted bytes) add up to a bound of the workers' peak together. */
+void rg_stats_add(rg_stats *into, const rg_stats *from);
 void rg_stats_reset(rg_stats *s);
 void rg_stats_set_reason_name(rg_stats *s, unsigned reason, const char *name);
 const char *rg_stats_reason_name(const rg_stats *s, unsigned reason);
