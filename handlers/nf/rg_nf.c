@@ -181,7 +181,7 @@ static int stock_fini(void *self, char *err, size_t errlen)
     }                                                                                          \
     static const rg_nf_abi var = {RG_NF_ABI_VERSION,                                           \
                                   sizeof(rg_nf_abi),                                           \
-                                  #var + 4,                                                    \
+                                  &(#var)[4], /* var without abi_ */                           \
                                   help_,                                                       \
                                   stock_subs,                                                  \
                                   sizeof stock_subs / sizeof stock_subs[0],                    \
