@@ -111,6 +111,42 @@ def test_dpdk_inline_forwards_what_passes(binary: Path, tmp_path: Path, name: st
     assert _tx_line(r.stdout) == {"sent": len(passed), "withheld": n - len(passed), "failed": 0}
 
 
+def test_readme_middlebox_inline_on_dpdk_vdevs(tmp_path: Path) -> None:
+    """The README's rules (docs/examples/middlebox.rules.yaml) inline between two DPDK pcap
+    vdevs forward exactly what `--write` writes offline on the same capture, byte for byte (the
+    offline output is checked against tshark by tests/test_rules.py::test_readme_middlebox):
+    telnet withheld, the web connection on 8080 both ways, VoIP marked, checksums fixed up."""
+    if not _has_dpdk():
+        pytest.skip("DPDK is not installed (pkg-config finds no libdpdk)")
+    from tests.test_rules import _voip_capture
+
+    capture = tmp_path / "voip.pcap"
+    _voip_capture(capture)
+    rules = REPO / "docs" / "examples" / "middlebox.rules.yaml"
+    out = tmp_path / "b"
+    argv = [sys.executable, "-m", "rubikgen", "build", str(STACK), "-o", str(out)]
+    argv += ["--rules", str(rules), "--io", "dpdk"]
+    subprocess.run(argv, cwd=REPO, check=True, capture_output=True)
+    binary = out / "tcp_ip"
+    offline = tmp_path / "offline.pcap"
+    r = subprocess.run([str(binary), str(capture), "--write", str(offline)], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    n = len(read_pcap(capture))
+    out0, out1 = tmp_path / "out0.pcap", tmp_path / "out1.pcap"
+    vdevs = (
+        f"net_pcap0,rx_pcap={capture},tx_pcap={out0}",
+        f"net_pcap1,rx_pcap={_empty_pcap(tmp_path / 'empty.pcap')},tx_pcap={out1}",
+    )
+    cmd = [str(binary), "--io", "dpdk", "--inline", "--count", str(n), "--duration", "60"]
+    cmd += ["--no-timeouts", "--", *_eal(tmp_path, *vdevs)]
+    r2 = subprocess.run(cmd, capture_output=True, text=True)
+    assert r2.returncode == 0, r2.stderr
+    written = [b for _, b in read_pcap(offline)]
+    assert 0 < len(written) < n  # telnet dropped, the rest passed
+    assert [b for _, b in read_pcap(out1)] == written
+    assert _tx_line(r2.stdout) == {"sent": len(written), "withheld": n - len(written), "failed": 0}
+
+
 def test_dpdk_inline_needs_port_pairs(binary: Path, capture: Path, tmp_path: Path) -> None:
     if not _has_dpdk():
         pytest.skip("DPDK is not installed (pkg-config finds no libdpdk)")
