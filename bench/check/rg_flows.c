@@ -100,7 +100,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: out of memory\n", argv[0]);
         return 1;
     }
-    rg_obs obs = {&k, on_call, on_open, NULL, on_close, NULL, NULL};
+    rg_obs obs = {.self = &k, .on_call = on_call, .on_open = on_open, .on_close = on_close};
     rg_ctx_cfg cfg = {.seed = 1, .obs = &obs};
     void *ctx = s->ctx_new(&cfg);
     if (!ctx) {

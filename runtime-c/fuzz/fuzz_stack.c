@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1) return 0;
     const int entry = s->entry[data[0] % RG_LINK_KINDS];
     if (entry < 0) return -1; /* the stack has no entry for this link kind: not interesting */
-    static const rg_obs obs = {NULL, on_call, on_open, NULL, on_close, NULL, NULL, NULL, NULL};
+    static const rg_obs obs = {.on_call = on_call, .on_open = on_open, .on_close = on_close};
     rg_ctx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.inst_cap = 16;

@@ -69,6 +69,10 @@ void rg_counter_free(rg_counter *c)
 
 rg_obs rg_counter_obs(rg_counter *c, int calls)
 {
-    rg_obs o = {c, calls ? on_call : NULL, on_open, NULL, on_close, on_gap, NULL, NULL, NULL};
+    rg_obs o = {.self = c,
+                .on_call = calls ? on_call : NULL,
+                .on_open = on_open,
+                .on_close = on_close,
+                .on_gap = on_gap};
     return o;
 }
