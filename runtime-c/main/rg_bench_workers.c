@@ -68,13 +68,7 @@ static void *bworker_main(void *arg)
     void *ctx = NULL;
     if (rg_counter_init(&counter, w->stack) == RG_OK) {
         rg_obs obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
-        rg_ctx_cfg cfg = {.inst_cap = (uint32_t)o->cap,
-                      .seed = o->seed,
-                      .obs = &obs,
-                      .no_timeouts = o->no_timeouts,
-                      .layer_cap = o->layer_cap,
-                      .max_clock_jump_ns = o->max_clock_jump_ns,
-                      .checksums = o->checksums};
+        rg_ctx_cfg cfg = rg_ctx_cfg_of(o, &obs);
         ctx = w->stack->ctx_new(&cfg);
         if (ctx) {
             feeder fd;

@@ -66,6 +66,22 @@ typedef struct opts {
     int checksums; /* --checksums: rg_ctx_cfg.checksums */
 } opts;
 
+/* The stack context's configuration the options ask for, with observer obs: the one place
+ * the driver's runs (one context, workers, --bench) build it. */
+static inline rg_ctx_cfg rg_ctx_cfg_of(const opts *o, const rg_obs *obs)
+{
+    return (rg_ctx_cfg){.inst_cap = (uint32_t)o->cap,
+                        .seed = o->seed,
+                        .obs = obs,
+                        .no_timeouts = o->no_timeouts,
+                        .layer_cap = o->layer_cap,
+                        .max_clock_jump_ns = o->max_clock_jump_ns,
+                        .checksums = o->checksums,
+                        .memcap_reassembly = o->memcap_reassembly,
+                        .memcap_flows = o->memcap_flows,
+                        .memcap_policy = o->memcap_policy};
+}
+
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
 int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o);
 

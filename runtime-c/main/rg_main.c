@@ -179,16 +179,7 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
     }
     if (!r->chain)
         *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
-    rg_ctx_cfg cfg = {.inst_cap = (uint32_t)o->cap,
-                      .seed = o->seed,
-                      .obs = obs,
-                      .no_timeouts = o->no_timeouts,
-                      .layer_cap = o->layer_cap,
-                      .max_clock_jump_ns = o->max_clock_jump_ns,
-                      .checksums = o->checksums,
-                      .memcap_reassembly = o->memcap_reassembly,
-                      .memcap_flows = o->memcap_flows,
-                      .memcap_policy = o->memcap_policy};
+    rg_ctx_cfg cfg = rg_ctx_cfg_of(o, obs);
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
     if (!r->ctx || !r->live_per) {
@@ -386,16 +377,7 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     } else {
         obs = rg_make_observer(&counter, NULL, strcmp(o->nf, RG_NF_NONE) != 0, NULL);
     }
-    rg_ctx_cfg cfg = {.inst_cap = (uint32_t)o->cap,
-                      .seed = o->seed,
-                      .obs = &obs,
-                      .no_timeouts = o->no_timeouts,
-                      .layer_cap = o->layer_cap,
-                      .max_clock_jump_ns = o->max_clock_jump_ns,
-                      .checksums = o->checksums,
-                      .memcap_reassembly = o->memcap_reassembly,
-                      .memcap_flows = o->memcap_flows,
-                      .memcap_policy = o->memcap_policy};
+    rg_ctx_cfg cfg = rg_ctx_cfg_of(o, &obs);
     void *ctx = stack->ctx_new(&cfg);
     if (!ctx) {
         fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,

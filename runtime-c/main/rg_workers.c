@@ -315,16 +315,7 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, int mq,
                        shim_close, shim_gap, shim_clock_jump, shim_memcap, shim_overlap};
     w->obs = rg_make_observer(&w->counter, snf->nf ? &w->shim : NULL,
                               strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
-    rg_ctx_cfg cfg = {.inst_cap = (uint32_t)o->cap,
-                      .seed = o->seed,
-                      .obs = &w->obs,
-                      .no_timeouts = o->no_timeouts,
-                      .layer_cap = o->layer_cap,
-                      .max_clock_jump_ns = o->max_clock_jump_ns,
-                      .checksums = o->checksums,
-                      .memcap_reassembly = o->memcap_reassembly,
-                      .memcap_flows = o->memcap_flows,
-                      .memcap_policy = o->memcap_policy};
+    rg_ctx_cfg cfg = rg_ctx_cfg_of(o, &w->obs);
     w->ctx = stack->ctx_new(&cfg);
     w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
     if (!w->ctx || !w->live_per) {
