@@ -556,6 +556,7 @@ def _records(out: Path, name: str) -> list[str]:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
             rec.pop("uid", None)
+            rec.pop("worker", None)  # --workers: the worker that processed the flow
             file = rec.pop("file", None)
             if file:
                 rec["content"] = hashlib.sha256((path.parent / file).read_bytes()).hexdigest()

@@ -7,7 +7,11 @@
  *     list
  * The reply is "ok\n" followed by text (list: "NAME\tSOURCE" lines), or
  * "error: MESSAGE\n".  The thread only moves bytes: the chain changes on the
- * packet loop's thread, between two packets, so the chain needs no lock. */
+ * packet loop's thread, between two packets, so the chain needs no lock.
+ *
+ * --workers N: every worker has its own chain and applies every request to it between two of
+ * its packets (rg_control_poll_worker: an atomic load when none is pending); the reply goes
+ * when the last worker has applied it (worker 0's reply, or the first error). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,6 +33,10 @@ struct rg_control {
     pthread_t th;
     int th_ok;
     atomic_int pending; /* a request waits for the packet loop */
+    _Atomic uint64_t gen; /* the pending request's number (1, 2, ...) */
+    unsigned nw;          /* the workers that apply each request */
+    unsigned acks;        /* the workers that applied it (under mu) */
+    uint64_t *seen;       /* per worker: the last request it applied (its own) */
     atomic_int stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -79,6 +87,8 @@ static void *serve(void *arg)
         if (read_request(c, fd) == 0) {
             pthread_mutex_lock(&c->mu);
             c->done = 0;
+            c->acks = 0;
+            atomic_fetch_add(&c->gen, 1);
             atomic_store(&c->pending, 1);
             while (!c->done && !atomic_load(&c->stop))
                 pthread_cond_wait(&c->cv, &c->mu);
@@ -93,11 +103,19 @@ static void *serve(void *arg)
 
 rg_control *rg_control_open(const char *path, char *err, size_t errlen)
 {
+    return rg_control_open_workers(path, 1, err, errlen);
+}
+
+rg_control *rg_control_open_workers(const char *path, unsigned nw, char *err, size_t errlen)
+{
     rg_control *c = calloc(1, sizeof *c);
-    if (!c) {
+    if (c) c->seen = calloc(nw ? nw : 1, sizeof *c->seen);
+    if (!c || !c->seen) {
+        if (c) free(c);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    c->nw = nw ? nw : 1;
     c->lfd = -1;
     if (strlen(path) >= sizeof c->addr.sun_path) {
         snprintf(err, errlen, "the socket path is too long (%zu bytes at most)",
@@ -114,6 +132,7 @@ rg_control *rg_control_open(const char *path, char *err, size_t errlen)
                  errno == EADDRINUSE ? " (a socket left by a run that did not end? remove it)"
                                      : "");
         if (c->lfd >= 0) close(c->lfd);
+        free(c->seen);
         free(c);
         return NULL;
     }
@@ -128,13 +147,13 @@ rg_control *rg_control_open(const char *path, char *err, size_t errlen)
     return c;
 }
 
-/* Apply c->req to ch, the reply into c->reply. */
-static void apply(rg_control *c, rg_chain *ch)
+/* Apply request req (split in place) to ch, the reply into reply[REPLY_MAX]. */
+static void apply(char *req, char *reply, rg_chain *ch)
 {
     char *f[3 + MAX_KV];
     unsigned n = 0;
     /* strtok_r would merge empty fields (an empty NAME): split by hand */
-    for (char *s = c->req; n < sizeof f / sizeof f[0];) {
+    for (char *s = req; n < sizeof f / sizeof f[0];) {
         f[n++] = s;
         char *t = strchr(s, '\t');
         if (!t) break;
@@ -143,43 +162,62 @@ static void apply(rg_control *c, rg_chain *ch)
     }
     char err[2048];
     if (!strcmp(f[0], "list") && n == 1) {
-        int k = snprintf(c->reply, sizeof c->reply, "ok\n");
-        rg_chain_list(ch, c->reply + k, sizeof c->reply - (size_t)k);
+        int k = snprintf(reply, REPLY_MAX, "ok\n");
+        rg_chain_list(ch, reply + k, REPLY_MAX - (size_t)k);
     } else if (!strcmp(f[0], "detach") && n == 2) {
         if (rg_chain_detach(ch, f[1], err, sizeof err))
-            snprintf(c->reply, sizeof c->reply, "error: %s\n", err);
+            snprintf(reply, REPLY_MAX, "error: %s\n", err);
         else
-            snprintf(c->reply, sizeof c->reply, "ok\ndetached %s\n", f[1]);
+            snprintf(reply, REPLY_MAX, "ok\ndetached %s\n", f[1]);
     } else if (!strcmp(f[0], "attach") && n >= 3) {
         rg_nf_kv kv[MAX_KV];
         unsigned m = 0;
         for (unsigned i = 3; i < n; i++) {
             char *eq = strchr(f[i], '=');
             if (!eq || eq == f[i]) {
-                snprintf(c->reply, sizeof c->reply, "error: '%s' is not KEY=VALUE\n", f[i]);
+                snprintf(reply, REPLY_MAX, "error: '%s' is not KEY=VALUE\n", f[i]);
                 return;
             }
             *eq = 0;
             kv[m++] = (rg_nf_kv){f[i], eq + 1};
         }
         if (rg_chain_attach(ch, f[1], f[2][0] ? f[2] : NULL, kv, m, err, sizeof err))
-            snprintf(c->reply, sizeof c->reply, "error: %s\n", err);
+            snprintf(reply, REPLY_MAX, "error: %s\n", err);
         else
-            snprintf(c->reply, sizeof c->reply, "ok\nattached %s\n", f[1]);
+            snprintf(reply, REPLY_MAX, "ok\nattached %s\n", f[1]);
     } else {
-        snprintf(c->reply, sizeof c->reply,
+        snprintf(reply, REPLY_MAX,
                  "error: unknown request (attach NF NAME [KEY=VALUE]..., detach NAME, list)\n");
     }
 }
 
 void rg_control_poll(rg_control *c, rg_chain *ch)
 {
+    rg_control_poll_worker(c, ch, 0);
+}
+
+void rg_control_poll_worker(rg_control *c, rg_chain *ch, unsigned worker)
+{
     if (!atomic_load_explicit(&c->pending, memory_order_acquire)) return;
+    uint64_t gen = atomic_load_explicit(&c->gen, memory_order_acquire);
+    if (c->seen[worker] == gen) return; /* applied: the others have not yet */
+    c->seen[worker] = gen;
+    /* the request is not written while it is pending: each worker splits its own copy */
+    char req[REQ_MAX], reply[REPLY_MAX];
+    memcpy(req, c->req, sizeof req);
+    apply(req, reply, ch);
     pthread_mutex_lock(&c->mu);
-    apply(c, ch);
-    c->done = 1;
-    atomic_store(&c->pending, 0);
-    pthread_cond_signal(&c->cv);
+    if (c->acks == 0 || (!strncmp(reply, "error", 5) && strncmp(c->reply, "error", 5))) {
+        if (c->nw > 1 && c->acks && !strncmp(reply, "error", 5))
+            snprintf(c->reply, sizeof c->reply, "error: worker %u: %.8000s", worker, reply + 7);
+        else
+            memcpy(c->reply, reply, sizeof reply);
+    }
+    if (++c->acks == c->nw) {
+        c->done = 1;
+        atomic_store(&c->pending, 0);
+        pthread_cond_signal(&c->cv);
+    }
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -199,5 +237,6 @@ void rg_control_close(rg_control *c)
         close(c->lfd);
         unlink(c->addr.sun_path);
     }
+    free(c->seen);
     free(c);
 }

@@ -64,6 +64,7 @@ typedef struct opts {
     int inline_mode;  /* --inline: frames go on to the peer unless a verdict drops it */
     const char *peer; /* --peer IF: live, the inline peer interface */
     int checksums; /* --checksums: rg_ctx_cfg.checksums */
+    int workers_set; /* --workers given (even 1): NF outputs merged as N workers' are */
 } opts;
 
 /* The stack context's configuration the options ask for, with observer obs: the one place
@@ -207,6 +208,12 @@ void rg_layers_json(const rg_stack_desc *stack, const rg_counts *n, const uint64
 
 /* ---- --workers N (rg_workers.c) ---- */
 
+/* --workers N > 1, or --workers 1 given (its NF outputs then are those of N workers, in the
+ * same order; --write and --inline run on this thread). */
+static inline int rg_wants_workers(const opts *o)
+{
+    return o->workers > 1 || (o->workers_set && !o->write && !o->inline_mode);
+}
 /* The run with o->workers threads; stop: set by SIGINT/SIGTERM. */
 int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomic_t *stop);
 /* --bench --workers N (rg_bench_workers.c): the loaded capture split by the

@@ -90,8 +90,8 @@ static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
 }
 
 /* The run's NFs form a chain: --nf NAME (stock) or PATH.so, --chain,
- * --control, on one worker (--nf count/none alone: the counters only;
- * --workers N keeps its shared stock NF, rg_workers.c; a registered NF
+ * --control, on one context (--nf count/none alone: the counters only;
+ * --workers N: a chain per worker, rg_workers.c; a registered NF
  * without an ABI descriptor runs as a plain observer, alone). */
 static int rg_uses_chain(const opts *o)
 {
@@ -460,7 +460,7 @@ int rg_main(int argc, char **argv, const rg_stack_desc *stack)
      * the end of the summary */
     struct sigaction old_sig[2];
     catch_stop_signals(old_sig);
-    rc = o.workers > 1 ? rg_run_workers(&o, stack, &stop_flag) : run_capture(&o, stack);
+    rc = rg_wants_workers(&o) ? rg_run_workers(&o, stack, &stop_flag) : run_capture(&o, stack);
     restore_stop_signals(old_sig);
     return rc;
 }

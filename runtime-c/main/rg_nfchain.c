@@ -223,6 +223,10 @@ struct rg_chain {
     int verdict;
     rg_verdict_slot *slot; /* the context's verdict slot (rg_call.verdict): one per context */
     rg_nf_host host;
+    /* --workers: the input's frame number of the packet (rg_chain_set_pkt), 0: the context's */
+    uint64_t gpkt;
+    rg_wdirs *wdirs; /* --workers: the directories to merge (rg_chain_set_worker) */
+    char wsub[32];   /* --workers: this worker's subdirectory of every "out" */
 };
 
 typedef struct dispatch_ref {
@@ -246,7 +250,7 @@ rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
     ch->want_b = calloc((size_t)RG_NF_EV_KINDS * (stack->nlayers + 1u), 1);
     ch->data_arg = rg_obs_data_args(stack);
     ch->host = (rg_nf_host){RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe,
-                            host_no_more_bytes};
+                            host_no_more_bytes, 0, 1};
     if (!ch->outdir || !ch->want_call || !ch->want_b || !ch->data_arg) {
         free(ch->data_arg);
         free(ch->outdir);
@@ -421,6 +425,46 @@ static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
     return RG_OK;
 }
 
+/* ---- --workers ---- */
+
+void rg_chain_set_pkt(rg_chain *ch, uint64_t pkt_no)
+{
+    ch->gpkt = pkt_no;
+}
+
+/* out's part for this worker (OUT/.rg-worker-K, created), out remembered in ch->wdirs for the
+ * merge; NULL with err. */
+static char *worker_dir(rg_chain *ch, const char *out, char *err, size_t errlen)
+{
+    size_t n = strlen(out) + strlen(ch->wsub) + 2;
+    char *d = malloc(n);
+    if (!d || rg_wdirs_add(ch->wdirs, out)) {
+        free(d);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    snprintf(d, n, "%s/%s", out, ch->wsub);
+    if (rg_mkdirs(d, err, errlen)) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+int rg_chain_set_worker(rg_chain *ch, unsigned worker, unsigned nworkers, rg_wdirs *dirs,
+                        char *err, size_t errlen)
+{
+    ch->host.worker = worker;
+    ch->host.nworkers = nworkers;
+    ch->wdirs = dirs;
+    snprintf(ch->wsub, sizeof ch->wsub, RG_WORKER_DIR "%u", worker);
+    char *d = worker_dir(ch, ch->outdir, err, errlen);
+    if (!d) return RG_EIO;
+    free(ch->outdir);
+    ch->outdir = d;
+    return RG_OK;
+}
+
 /* ---- attach / detach ---- */
 
 static int is_path(const char *nf)
@@ -543,9 +587,22 @@ int rg_chain_attach(rg_chain *ch, const char *nf, const char *name, const rg_nf_
         kv[i] = cfg[i];
     unsigned n = ncfg;
     if (!rg_nf_cfg_get(cfg, ncfg, "out", NULL)) kv[n++] = (rg_nf_kv){"out", ch->outdir};
+    char *wout = NULL; /* --workers: a given "out" becomes this worker's part of it */
+    if (ch->wdirs && rg_nf_cfg_get(cfg, ncfg, "out", NULL)) {
+        const char *out = rg_nf_cfg_get(cfg, ncfg, "out", NULL);
+        wout = worker_dir(ch, out, why, sizeof why);
+        if (!wout) {
+            snprintf(err, errlen, "NF '%s' (%s): %s", sl->abi->name, nf, why);
+            free(kv);
+            slot_free(sl);
+            return RG_EINVAL;
+        }
+        kv[n++] = (rg_nf_kv){"out", wout};
+    }
     why[0] = 0;
     sl->self = sl->abi->init(s, kv, n, &ch->host, why, sizeof why);
     free(kv);
+    free(wout);
     if (!sl->self) {
         snprintf(err, errlen, "NF '%s' (%s): %s", sl->abi->name, nf,
                  why[0] ? why : "init failed");
@@ -709,10 +766,11 @@ static void c_call(void *self, const rg_call *c)
     if (!e) return;
     const rg_handler_desc *h = &ch->stack->handlers[c->handler];
     e->call = *c;
+    if (ch->gpkt) e->call.pkt_no = ch->gpkt; /* --workers: the input's frame number */
     e->ev.layer = c->layer;
     e->ev.dir = c->dir;
     e->ev.end = c->end;
-    e->ev.pkt_no = c->pkt_no;
+    e->ev.pkt_no = e->call.pkt_no;
     rg_val *args = h->nargs ? arena_alloc(&ch->ar, h->nargs * sizeof *args) : NULL;
     if (h->nargs && !args) goto oom;
     for (unsigned i = 0; i < h->nargs; i++) {

@@ -63,6 +63,29 @@ int rg_chain_verdict(const rg_chain *ch);
  * when an NF's fini failed (printed on stderr with prog). */
 int rg_chain_free(rg_chain *ch, const char *prog);
 
+/* ---- --workers (every worker its own chain) ----
+ * Each worker's NFs write into OUT/.rg-worker-K of every output directory OUT (the chain's,
+ * and every "out" an NF is given); rg_wmerge (rg_wmerge.c) merges them into OUT at the end. */
+#define RG_WORKER_DIR ".rg-worker-"
+enum { RG_WDIRS_MAX = 64 };
+typedef struct rg_wdirs {
+    void *mu; /* a pthread_mutex_t: attach runs on the workers' threads */
+    char *dir[RG_WDIRS_MAX];
+    unsigned n;
+} rg_wdirs;
+/* Remember dir (once); RG_OK or RG_ENOMEM (full or out of memory). */
+int rg_wdirs_add(rg_wdirs *d, const char *dir);
+/* mkdir -p; RG_OK or RG_EIO with a message in err. */
+int rg_mkdirs(const char *dir, char *err, size_t errlen);
+
+/* Make ch worker `worker` of nworkers: its NFs get the numbers (rg_nf_host) and write into
+ * their out directories' worker part (created), the directories remembered in dirs. */
+int rg_chain_set_worker(rg_chain *ch, unsigned worker, unsigned nworkers, rg_wdirs *dirs,
+                        char *err, size_t errlen);
+/* The input's frame number of the packet about to be processed (events carry it as pkt_no
+ * instead of the context's own count: the same numbers with 1 or N workers). */
+void rg_chain_set_pkt(rg_chain *ch, uint64_t pkt_no);
+
 /* ---- the driver's parts ---- */
 
 /* Attach the NFs of a chain file (rg_chainfile.c), in order.  RG_OK, or an
@@ -77,6 +100,10 @@ int rg_chainfile_load(rg_chain *ch, const char *path, char *err, size_t errlen);
 typedef struct rg_control rg_control;
 rg_control *rg_control_open(const char *path, char *err, size_t errlen);
 void rg_control_poll(rg_control *c, rg_chain *ch);
+/* --workers N: nw workers apply every request, each to its own chain; a request is answered
+ * when all have applied it. */
+rg_control *rg_control_open_workers(const char *path, unsigned nw, char *err, size_t errlen);
+void rg_control_poll_worker(rg_control *c, rg_chain *ch, unsigned worker);
 void rg_control_close(rg_control *c);
 
 #endif /* RG_NFCHAIN_H */

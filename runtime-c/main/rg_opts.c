@@ -330,6 +330,7 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             uint64_t v;
             if (parse_num(optarg, 1, 64, &v)) bad = "--workers";
             o->workers = (unsigned)v;
+            o->workers_set = 1;
             break;
         }
         case O_PIN:
@@ -493,8 +494,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         fprintf(stderr, "%s: --passes needs --bench\n", o->prog);
         return EXIT_USAGE;
     }
-    if ((o->nf_is_path || o->chain_file || o->control) && o->workers > 1) {
-        fprintf(stderr, "%s: --nf PATH.so, --chain and --control run on one worker\n", o->prog);
+    if ((o->nf_is_path || o->chain_file) && o->bench && o->workers_set) {
+        fprintf(stderr, "%s: --bench --workers runs without NFs (--nf PATH.so, --chain)\n",
+                o->prog);
         return EXIT_USAGE;
     }
     if (o->control && o->bench) {

@@ -15,10 +15,13 @@
  * only.  Every instance so sees the expire calls at the same points among
  * its own packets as in a single context, and ends the same way.
  *
- * One NF for all workers, so that its files are those of one context: every
- * observer call reaches it under a mutex, with the instance's uid made
- * unique across workers ((uid - 1) * N + W + 1: the worker is uid - 1
- * modulo N).  The stack work runs in parallel; the NF's is serialised.
+ * NFs: every worker runs its own chain (rg_nfchain.h: --nf, --chain, and the
+ * --control requests, which every worker applies between two of its packets),
+ * with its per-flow NF state in it: nothing is locked on the packet path.
+ * The ring records carry the input's frame number, which the NFs see as the
+ * packet number, and each worker notes the frame that created each of its
+ * instances; the NFs write into OUT/.rg-worker-K, merged at the end into the
+ * files of one context with the uids one context gives (rg_wmerge.c).
  *
  * Multi-queue sources (DPDK, rg_source_ops.queues): the source opens one
  * queue per worker and runs the workers on its own cores (lcores).  With
@@ -44,17 +47,12 @@
 #include "rg/rg_rss.h"
 #include "rg/rg_timer.h"
 #include "rg_driver.h"
+#include "rg_nfchain.h"
 #include "rg_rules_out.h"
+#include "rg_wmerge.h"
 
 #define TICK_DLT  (-1)        /* a ring record that is a clock tick, not a frame */
 #define RING_SIZE (16u << 20) /* bytes per worker */
-
-/* The NF the workers share. */
-typedef struct shared_nf {
-    rg_obs *nf;
-    pthread_mutex_t mu;
-    unsigned n; /* workers */
-} shared_nf;
 
 typedef struct worker {
     const opts *o;
@@ -65,8 +63,10 @@ typedef struct worker {
     _Atomic int done; /* the reader has pushed everything */
     rg_counter counter;
     int counter_ok;
-    shared_nf *snf;
-    rg_obs shim; /* forwards to snf->nf */
+    rg_chain *chain; /* this worker's NFs (NULL: the counters alone) */
+    rg_control *ctl; /* --control: shared by the workers, each applies every request */
+    rg_wuids uids;   /* the creation of each of this context's instances (rg_wmerge.h) */
+    int uids_oom;
     obs_chain ch;
     rg_obs obs;
     void *ctx;
@@ -91,117 +91,38 @@ typedef struct qshared {
     int hw;         /* RG_SRCQ_HW: workers poll the NIC and claim frames */
 } qshared;
 
-/* f with its uid unique across workers. */
-static rg_flow_info remap(const worker *w, const rg_flow_info *f)
+/* A clock jump the reader saw at a frame: told to the NFs of the worker that gets the frame,
+ * as the stack of one context would (ring record with dlt CLOCK_DLT, ts_ns = the flow clock). */
+#define CLOCK_DLT (-2)
+typedef struct clock_rec {
+    uint64_t pkt_ts;
+    uint32_t fwd, pad;
+} clock_rec;
+
+/* After a packet: the instances it created, dated by key (the merge's uid order). */
+static void note_uids(worker *w, uint64_t key)
 {
-    rg_flow_info g = *f;
-    g.uid = (f->uid - 1) * w->snf->n + w->id + 1;
-    return g;
+    if (w->chain && w->uids.n < w->counter.n.uid_max &&
+        rg_wuids_note(&w->uids, w->counter.n.uid_max, key))
+        w->uids_oom = 1;
 }
 
-static void shim_call(void *self, const rg_call *c)
+/* One ring record; seq: the input's frame number (a tick: the frames before it). */
+static void process(worker *w, const rg_frame *f, uint64_t seq)
 {
-    worker *w = self;
-    const rg_obs *nf = w->snf->nf;
-    if (!nf->on_call) return;
-    rg_call c2 = *c;
-    rg_flow_info g;
-    if (c->flow) {
-        g = remap(w, c->flow);
-        c2.flow = &g;
-    }
-    pthread_mutex_lock(&w->snf->mu);
-    nf->on_call(nf->self, &c2);
-    pthread_mutex_unlock(&w->snf->mu);
-}
-
-static void shim_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
-{
-    worker *w = self;
-    const rg_obs *nf = w->snf->nf;
-    if (!nf->on_open) return;
-    rg_flow_info g = remap(w, f);
-    pthread_mutex_lock(&w->snf->mu);
-    nf->on_open(nf->self, &g, ts_ns);
-    pthread_mutex_unlock(&w->snf->mu);
-}
-
-static void shim_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
-{
-    worker *w = self;
-    const rg_obs *nf = w->snf->nf;
-    if (!nf->on_packet) return;
-    rg_flow_info g = remap(w, f);
-    pthread_mutex_lock(&w->snf->mu);
-    nf->on_packet(nf->self, &g, dir, len, ts_ns);
-    pthread_mutex_unlock(&w->snf->mu);
-}
-
-static void shim_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
-{
-    worker *w = self;
-    const rg_obs *nf = w->snf->nf;
-    if (!nf->on_close) return;
-    rg_flow_info g = remap(w, f);
-    pthread_mutex_lock(&w->snf->mu);
-    nf->on_close(nf->self, &g, reason, complete, ts_ns);
-    pthread_mutex_unlock(&w->snf->mu);
-}
-
-static void shim_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
-                     uint32_t at, uint64_t ts_ns)
-{
-    worker *w = self;
-    const rg_obs *nf = w->snf->nf;
-    if (!nf->on_gap) return;
-    rg_flow_info g = remap(w, f);
-    pthread_mutex_lock(&w->snf->mu);
-    nf->on_gap(nf->self, &g, dir, seq, len, at, ts_ns);
-    pthread_mutex_unlock(&w->snf->mu);
-}
-
-static void shim_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64_t clock_ns,
-                            int fwd)
-{
-    worker *w = self;
-    const rg_obs *nf = w->snf->nf;
-    if (!nf->on_clock_jump) return;
-    pthread_mutex_lock(&w->snf->mu);
-    nf->on_clock_jump(nf->self, pkt_no, pkt_ts_ns, clock_ns, fwd);
-    pthread_mutex_unlock(&w->snf->mu);
-}
-
-static void shim_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy,
-                        uint64_t asked, uint64_t ts_ns)
-{
-    worker *w = self;
-    const rg_obs *nf = w->snf->nf;
-    if (!nf->on_memcap) return;
-    rg_flow_info g;
-    if (f) g = remap(w, f);
-    pthread_mutex_lock(&w->snf->mu);
-    nf->on_memcap(nf->self, f ? &g : NULL, layer, policy, asked, ts_ns);
-    pthread_mutex_unlock(&w->snf->mu);
-}
-
-static void shim_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
-                         uint32_t new_bytes, uint64_t ts_ns)
-{
-    worker *w = self;
-    const rg_obs *nf = w->snf->nf;
-    if (!nf->on_overlap) return;
-    rg_flow_info g = remap(w, f);
-    pthread_mutex_lock(&w->snf->mu);
-    nf->on_overlap(nf->self, &g, dir, seq, len, new_bytes, ts_ns);
-    pthread_mutex_unlock(&w->snf->mu);
-}
-
-static void process(worker *w, const rg_frame *f)
-{
-    if (f->dlt == TICK_DLT)
+    if (f->dlt == TICK_DLT) {
+        if (w->chain) rg_chain_set_pkt(w->chain, seq);
         w->stack->expire(w->ctx, f->ts_ns);
-    else
+        if (w->chain) rg_chain_batch_end(w->chain);
+    } else if (f->dlt == CLOCK_DLT) {
+        clock_rec c;
+        memcpy(&c, f->data, sizeof c);
+        if (w->obs.on_clock_jump) w->obs.on_clock_jump(w->obs.self, seq, c.pkt_ts, f->ts_ns, (int)c.fwd);
+    } else {
+        if (w->chain) rg_chain_set_pkt(w->chain, seq);
         rg_feed(&w->fd, f);
+        note_uids(w, seq);
+    }
 }
 
 static void *worker_main(void *arg)
@@ -212,9 +133,15 @@ static void *worker_main(void *arg)
         int fin = atomic_load_explicit(&w->done, memory_order_acquire);
         unsigned got = 0;
         rg_frame f;
-        while (rg_ring_peek(&w->ring, &f)) {
-            process(w, &f);
-            if (++got % RG_BURST == 0) rg_ring_release(&w->ring);
+        uint64_t seq;
+        /* chain changes apply here, between packets (an idle worker gets here too) */
+        if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id);
+        while (rg_ring_peek_seq(&w->ring, &f, &seq)) {
+            process(w, &f, seq);
+            if (++got % RG_BURST == 0) {
+                rg_ring_release(&w->ring);
+                if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id);
+            }
         }
         rg_ring_release(&w->ring);
         if (!got) {
@@ -237,6 +164,7 @@ static int qworker_main(void *arg)
         /* done first: with software distribution, what was handed over before it is drained */
         int fin = atomic_load_explicit(&qs->done, memory_order_acquire);
         if (fin && qs->hw) break; /* the NIC's queues are not ours to drain */
+        if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id);
         int n = w->io->next_burst_q(w->src, w->id, burst, RG_BURST);
         if (n < 0) {
             w->failed = n == RG_SRC_ERROR;
@@ -252,7 +180,10 @@ static int qworker_main(void *arg)
             uint64_t t = atomic_fetch_add(&qs->taken, (uint64_t)n);
             use = t >= qs->limit ? 0 : qs->limit - t < use ? (unsigned)(qs->limit - t) : use;
         }
-        for (unsigned i = 0; i < use; i++) rg_feed(&w->fd, &burst[i]);
+        for (unsigned i = 0; i < use; i++) {
+            rg_feed(&w->fd, &burst[i]);
+            note_uids(w, burst[i].ts_ns); /* no frame numbers: the source's one clock */
+        }
     }
     return 0;
 }
@@ -295,8 +226,40 @@ static void pin(pthread_t t, const cpu_set_t *allowed, unsigned k)
         }
 }
 
-static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, int mq, char *err,
-                       size_t errlen)
+/* The worker's chain: --nf, then --chain's NFs, writing into the worker's part of --out. */
+static int open_chain(worker *w, rg_wdirs *dirs, char *err, size_t errlen)
+{
+    const opts *o = w->o;
+    char why[1024];
+    w->chain = rg_chain_new(w->stack, o->out);
+    if (!w->chain) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    if (rg_chain_set_worker(w->chain, w->id, o->workers, dirs, why, sizeof why)) {
+        snprintf(err, errlen, "--out: %s", why);
+        return 1;
+    }
+    if (o->nfd && !o->nfd->abi) {
+        snprintf(err, errlen, "--nf %s is no NF of rg_nf_api.h: it runs on one context", o->nf);
+        return 1;
+    }
+    if (o->nfd || o->nf_is_path) {
+        rg_nf_kv flag = {"all", "1"}; /* the stock NF's flag (--flowstats-all) */
+        if (rg_chain_attach(w->chain, o->nf, NULL, &flag, o->nf_flag ? 1 : 0, why, sizeof why)) {
+            snprintf(err, errlen, "--nf %s: %s", o->nf, why);
+            return 1;
+        }
+    }
+    if (o->chain_file && rg_chainfile_load(w->chain, o->chain_file, why, sizeof why)) {
+        snprintf(err, errlen, "%s", why);
+        return 1;
+    }
+    return 0;
+}
+
+static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_linkinfo *li, int mq,
+                       char *err, size_t errlen)
 {
     const opts *o = w->o;
     const rg_stack_desc *stack = w->stack;
@@ -310,10 +273,13 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, int mq,
         snprintf(err, errlen, "%s: link type %d is not supported", o->capture, li->dlt);
         return 1;
     }
-    w->snf = snf;
-    w->shim = (rg_obs){w,        shim_call,       shim_open,   shim_packet,
-                       shim_close, shim_gap, shim_clock_jump, shim_memcap, shim_overlap};
-    w->obs = rg_make_observer(&w->counter, snf->nf ? &w->shim : NULL,
+    w->ctl = ctl;
+    if ((o->nfd || o->nf_is_path || o->chain_file || o->control) &&
+        open_chain(w, dirs, err, errlen))
+        return 1;
+    rg_obs cobs;
+    if (w->chain) cobs = rg_chain_obs(w->chain);
+    w->obs = rg_make_observer(&w->counter, w->chain ? &cobs : NULL,
                               strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
     rg_ctx_cfg cfg = rg_ctx_cfg_of(o, &w->obs);
     w->ctx = stack->ctx_new(&cfg);
@@ -327,11 +293,17 @@ static int worker_open(worker *w, shared_nf *snf, const rg_linkinfo *li, int mq,
     rg_feeder_init(&w->fd, stack, &w->lm, w->ctx, mq ? o->no_timeouts : 1, &w->counter.n);
     w->fd.prog = w->id == 0 ? o->prog : NULL; /* warnings once */
     w->fd.capture = o->capture;
+    if (w->chain) {
+        w->fd.batch_end = rg_chain_batch_end;
+        w->fd.batch_self = w->chain;
+    }
     return 0;
 }
 
 static void worker_free(worker *w)
 {
+    if (w->chain) rg_chain_free(w->chain, w->o->prog); /* a failed start: close what it wrote */
+    rg_wuids_free(&w->uids);
     if (w->ctx) w->stack->ctx_free(w->ctx);
     free(w->live_per);
     if (w->counter_ok) rg_counter_free(&w->counter);
@@ -340,10 +312,10 @@ static void worker_free(worker *w)
 
 /* Hand one record to a worker, waiting while its ring is full; 0 or
  * RG_EINVAL (a frame larger than half a ring). */
-static int push(worker *w, const rg_frame *f)
+static int push(worker *w, const rg_frame *f, uint64_t seq)
 {
     int rc;
-    while ((rc = rg_ring_push(&w->ring, f)) == 0) sched_yield();
+    while ((rc = rg_ring_push_seq(&w->ring, f, seq)) == 0) sched_yield();
     return rc == 1 ? 0 : rc;
 }
 
@@ -357,7 +329,7 @@ static uint64_t mono_ns(void)
 /* Read the source and distribute; the source's status (RG_SRC_END/ERROR). */
 static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, worker *ws,
                       unsigned nw, volatile sig_atomic_t *stop, uint64_t *per, uint64_t *lost,
-                      rg_clock *clk, shared_nf *snf)
+                      rg_clock *clk)
 {
     static const uint8_t none = 0;
     rg_rss_dist dist;
@@ -378,22 +350,23 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
              * follows the same time whichever packets it gets */
             rg_frame *f = &burst[i];
             frames++;
-            if (RG_UNLIKELY(rg_clock_packet(clk, f->ts_ns)) && snf->nf && snf->nf->on_clock_jump) {
-                pthread_mutex_lock(&snf->mu);
-                snf->nf->on_clock_jump(snf->nf->self, frames, f->ts_ns, clk->now, clk->last_fwd);
-                pthread_mutex_unlock(&snf->mu);
+            unsigned k = rg_rss_dist_worker(&dist, f);
+            if (RG_UNLIKELY(rg_clock_packet(clk, f->ts_ns))) { /* told to the frame's worker */
+                clock_rec c = {f->ts_ns, (uint32_t)clk->last_fwd, 0};
+                rg_frame cr = {.data = (const uint8_t *)&c, .caplen = sizeof c,
+                               .ts_ns = clk->now, .dlt = CLOCK_DLT};
+                push(&ws[k], &cr, frames);
             }
             f->ts_ns += clk->off;
             if (f->ts_ns >= next_expire) { /* the feeder's expiry rule (rg_feed) */
                 if (expire_on) {
                     rg_frame tick = {.data = &none, .ts_ns = f->ts_ns, .dlt = TICK_DLT};
-                    for (unsigned k = 0; k < nw; k++) push(&ws[k], &tick);
+                    for (unsigned j = 0; j < nw; j++) push(&ws[j], &tick, frames - 1);
                 }
                 expire_on = 1;
                 next_expire = f->ts_ns + NS_PER_S;
             }
-            unsigned k = rg_rss_dist_worker(&dist, f);
-            if (push(&ws[k], f))
+            if (push(&ws[k], f, frames))
                 (*lost)++; /* larger than half a ring (8 MB): cannot be handed over */
             else
                 per[k]++;
@@ -420,7 +393,7 @@ static void add_counts(rg_counts *t, const rg_counts *c, unsigned nlayers)
 
 int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomic_t *stop)
 {
-    char err[512];
+    char err[2048];
     const rg_source_ops *io = rg_source_find(o->io);
     rg_source_cfg scfg = {.name = o->capture,
                           .filter = o->filter,
@@ -448,20 +421,14 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     uint64_t *live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *live_per);
     rg_counter total;
     int total_ok = rg_counter_init(&total, stack) == RG_OK;
-    shared_nf snf = {.n = nw};
-    pthread_mutex_init(&snf.mu, NULL);
+    pthread_mutex_t dirs_mu;
+    pthread_mutex_init(&dirs_mu, NULL);
+    rg_wdirs dirs = {.mu = &dirs_mu};
+    rg_control *ctl = NULL;
     int status = 0;
     if (!ws || !per || !live_per || !total_ok) {
         fprintf(stderr, "%s: out of memory\n", o->prog);
         status = 1;
-    }
-    if (!status && o->nfd) {
-        rg_nf_cfg ncfg = {o->out, o->nf_flag};
-        snf.nf = o->nfd->create(stack, &ncfg, err, sizeof err);
-        if (!snf.nf) {
-            fprintf(stderr, "%s: --nf %s: %s\n", o->prog, o->nf, err);
-            status = 1;
-        }
     }
     for (unsigned i = 0; !status && i < nw; i++) {
         ws[i].o = o;
@@ -473,10 +440,19 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             ws[i].src = src;
             ws[i].qs = &qs;
         }
-        if (worker_open(&ws[i], &snf, io->link(src), mq, err, sizeof err)) {
+        if (worker_open(&ws[i], &dirs, NULL, io->link(src), mq, err, sizeof err)) {
             fprintf(stderr, "%s: %s\n", o->prog, err);
             status = 1;
         }
+    }
+    if (!status && o->control) { /* every worker applies each request (rg_control.c) */
+        ctl = rg_control_open_workers(o->control, nw, err, sizeof err);
+        if (!ctl) {
+            fprintf(stderr, "%s: --control %s: %s\n", o->prog, o->control, err);
+            status = 1;
+        }
+        for (unsigned i = 0; ctl && i < nw; i++)
+            ws[i].ctl = ctl;
     }
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
@@ -506,7 +482,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     rg_clock_init(&clk, o->max_clock_jump_ns);
     int n = status ? RG_SRC_END
             : mq   ? pump_queues(o, io, src, &qs, stop)
-                   : distribute(o, io, src, ws, nw, stop, per, &lost, &clk, &snf);
+                   : distribute(o, io, src, ws, nw, stop, per, &lost, &clk);
     atomic_store_explicit(&qs.done, 1, memory_order_release);
     for (unsigned i = 0; ws && i < nw; i++) {
         atomic_store_explicit(&ws[i].done, 1, memory_order_release);
@@ -524,6 +500,10 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         status = 1;
     }
     if (lost) fprintf(stderr, "%s: %" PRIu64 " frames too large for a worker's ring\n", o->prog, lost);
+    if (ctl) rg_control_close(ctl); /* no more changes: the workers have stopped */
+    ctl = NULL;
+    uint64_t frames = lost; /* the input's frames: the NFs' packet number at the final flush */
+    for (unsigned i = 0; ws && i < nw; i++) frames += mq ? ws[i].fd.pkts : per[i];
     if (!status || n == RG_SRC_ERROR) {
         summary s = {.skipped = lost};
         uint64_t live = 0;
@@ -533,7 +513,17 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             live += c->opened - c->closed;
             rg_live_before_flush(stack, &w->counter.n, w->live_per);
             for (unsigned l = 0; l < stack->nlayers; l++) live_per[l] += w->live_per[l];
+            if (w->chain && !mq) rg_chain_set_pkt(w->chain, frames);
             stack->flush(w->ctx);
+            if (w->chain) {
+                rg_chain_batch_end(w->chain); /* the flush's events */
+                if (rg_chain_free(w->chain, o->prog)) status = 1;
+                w->chain = NULL;
+            }
+            if (w->uids_oom) {
+                fprintf(stderr, "%s: worker %u: out of memory noting its flows\n", o->prog, i);
+                status = 1;
+            }
             add_counts(&total.n, c, stack->nlayers);
             s.pkts += w->fd.pkts;
             s.bytes += w->fd.bytes;
@@ -543,8 +533,16 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             const rg_stats *st = stack->stats ? stack->stats(w->ctx) : NULL;
             s.errors += (st ? rg_stats_total_errors(st) : 0) + w->fd.skipped;
         }
-        if (snf.nf && o->nfd->finish(snf.nf)) status = 1;
-        snf.nf = NULL;
+        if (dirs.n) { /* every NF has written its files: merge them */
+            rg_wuids *uids = calloc(nw, sizeof *uids);
+            for (unsigned i = 0; uids && i < nw; i++) {
+                uids[i] = ws[i].uids;
+                memset(&ws[i].uids, 0, sizeof ws[i].uids);
+            }
+            if (!uids || rg_wmerge(&dirs, nw, uids, o->prog)) status = 1;
+            for (unsigned i = 0; uids && i < nw; i++) rg_wuids_free(&uids[i]);
+            free(uids);
+        }
         rg_source_stats sst;
         io->stats(src, &sst);
         s.link = ws[0].lm.m[0].li.name;
@@ -590,8 +588,9 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         }
     }
     for (unsigned i = 0; ws && i < nw; i++) worker_free(&ws[i]);
-    if (snf.nf) o->nfd->finish(snf.nf); /* a failed start: close what it wrote */
-    pthread_mutex_destroy(&snf.mu);
+    if (ctl) rg_control_close(ctl);
+    for (unsigned i = 0; i < dirs.n; i++) free(dirs.dir[i]);
+    pthread_mutex_destroy(&dirs_mu);
     free(ws);
     free(per);
     free(live_per);

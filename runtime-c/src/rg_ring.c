@@ -12,6 +12,7 @@ typedef struct rec {
     uint64_t ts_ns;
     int32_t dlt;
     uint32_t kind;
+    uint64_t seq; /* the producer's number for the frame (rg_ring_push_seq) */
 } rec;
 
 #define REC_HDR ((uint64_t)sizeof(rec))
@@ -44,6 +45,11 @@ static uint64_t rec_size(uint32_t caplen)
 
 int rg_ring_push(rg_ring *r, const rg_frame *f)
 {
+    return rg_ring_push_seq(r, f, 0);
+}
+
+int rg_ring_push_seq(rg_ring *r, const rg_frame *f, uint64_t seq)
+{
     uint64_t need = rec_size(f->caplen);
     if (need > r->size / 2) return RG_EINVAL;
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -58,7 +64,7 @@ int rg_ring_push(rg_ring *r, const rg_frame *f)
         } /* shorter than a header: the consumer skips it without a marker */
         pos = 0;
     }
-    rec h = {f->caplen, f->len, f->ts_ns, f->dlt, REC_FRAME};
+    rec h = {f->caplen, f->len, f->ts_ns, f->dlt, REC_FRAME, seq};
     memcpy(r->buf + pos, &h, sizeof h);
     memcpy(r->buf + pos + REC_HDR, f->data, f->caplen);
     atomic_store_explicit(&r->head, head + skip + need, memory_order_release);
@@ -66,6 +72,12 @@ int rg_ring_push(rg_ring *r, const rg_frame *f)
 }
 
 int rg_ring_peek(rg_ring *r, rg_frame *f)
+{
+    uint64_t seq;
+    return rg_ring_peek_seq(r, f, &seq);
+}
+
+int rg_ring_peek_seq(rg_ring *r, rg_frame *f, uint64_t *seq)
 {
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
@@ -88,6 +100,7 @@ int rg_ring_peek(rg_ring *r, rg_frame *f)
         f->len = h.len;
         f->ts_ns = h.ts_ns;
         f->dlt = h.dlt;
+        *seq = h.seq;
         r->peeked += rec_size(h.caplen);
         return 1;
     }

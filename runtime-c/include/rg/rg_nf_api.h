@@ -156,6 +156,11 @@ struct rg_nf_host {
      * the flow.  RG_OK, or RG_EINVAL (no flow, or a layer without
      * reassembly). */
     int (*no_more_bytes)(const rg_nf_ev *ev, int dir);
+    /* --workers N: every worker runs its own instance of every NF (init once per worker,
+     * per-flow state in that worker's context): this instance's worker (0..nworkers-1).
+     * One context: worker 0 of 1.  An NF that wants state shared by its instances keeps it
+     * itself, with its own locking.  (Appended: read them when size covers them.) */
+    uint32_t worker, nworkers;
 };
 
 /* The descriptor (RG_NF_EXPORT). */

@@ -38,6 +38,10 @@ int rg_ring_push(rg_ring *r, const rg_frame *f);
 
 /* Consumer: the next frame (valid until rg_ring_release), 1; 0 if empty. */
 int rg_ring_peek(rg_ring *r, rg_frame *f);
+/* The same with a number the producer gives each record (--workers: the input's frame
+ * number), read back by the consumer. */
+int rg_ring_push_seq(rg_ring *r, const rg_frame *f, uint64_t seq);
+int rg_ring_peek_seq(rg_ring *r, rg_frame *f, uint64_t *seq);
 /* Consumer: give back every frame peeked so far. */
 void rg_ring_release(rg_ring *r);
 
