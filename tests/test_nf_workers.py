@@ -1,0 +1,157 @@
+"""NFs and chains on every worker (--workers N): each worker runs its own chain, and the
+workers' outputs are merged into the files one context writes.
+
+For captures of the tshark comparison, with `--nf streams`, `--nf events`, `--nf flowstats`
+and a chain of three NFs (streams, flowstats and the sample out-of-tree NF
+examples/nf/flowbytes_nf.c, compiled here):
+
+- `--workers 1` and `--workers 2` write the same files, byte for byte, but for the "worker"
+  member of the flows' records;
+- every record (uids and packet numbers included) and every stream file is the
+  single-threaded run's: the merge gives each instance the uid one context gives it;
+- each flow's "worker" is the one a symmetric-RSS NIC would give its addresses (the Toeplitz
+  hash written in test_multicore.py from Microsoft's specification), and both workers had some;
+- the streams equal tshark's (`follow`) for every TCP direction tshark reassembled whole.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.oracle.tshark import REPO, TRACES, reference_streams, tshark_available
+from tests.test_multicore import SYMMETRIC_KEY, toeplitz
+from tests.test_sources import stack_bin  # noqa: F401 (fixture)
+
+CAPTURES = [
+    "mixed-android-mobile.pcap",
+    "ipv4-frag-socks5-http.pcap",
+    "http-ooo-lost-rst-tlpw1.pcap",
+    "ipv6-http-gquic.pcap",
+    "quic-v1-chromium.pcap",
+]
+
+
+@pytest.fixture(scope="module")
+def flowbytes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    so = tmp_path_factory.mktemp("nf") / "flowbytes.so"
+    src = REPO / "examples" / "nf" / "flowbytes_nf.c"
+    cmd = ["cc", "-shared", "-fPIC", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
+    subprocess.run(
+        [*cmd, f"-I{REPO / 'runtime-c' / 'include'}", str(src), "-o", str(so)], check=True
+    )
+    return so
+
+
+def _run(binary: Path, capture: Path, out: Path, nf: list[str], workers: int | None) -> str:
+    cmd = [str(binary), str(capture), *nf, "--out", str(out)]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    """Every file under out, the "worker" member of .jsonl records dropped."""
+    got = {}
+    for p in sorted(out.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            if p.suffix == ".jsonl":
+                data = re.sub(rb',"worker":\d+\}$', b"}", data, flags=re.M)
+            got[str(p.relative_to(out))] = data
+    return got
+
+
+def _as_set(files: dict[str, bytes]) -> dict[str, object]:
+    """The files with each .jsonl as its sorted lines (the merge has its own record order)."""
+    return {k: sorted(v.splitlines()) if k.endswith(".jsonl") else v for k, v in files.items()}
+
+
+def _chain(tmp: Path, flowbytes: Path) -> Path:
+    chain = tmp / "chain.yaml"
+    chain.write_text(
+        "chain:\n"
+        "  - nf: streams\n"
+        "  - nf: flowstats\n"
+        "    params: {all: true}\n"
+        f"  - nf: {flowbytes}\n"
+    )
+    return chain
+
+
+def _worker_of(src: str, dst: str, n: int) -> int:
+    import ipaddress
+
+    data = ipaddress.ip_address(src).packed + ipaddress.ip_address(dst).packed
+    return (toeplitz(SYMMETRIC_KEY, data) & 127) % n
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_workers_write_what_one_context_writes(
+    stack_bin: Path,  # noqa: F811
+    flowbytes: Path,
+    tmp_path: Path,
+    name: str,
+) -> None:
+    capture = TRACES / name
+    setups = {
+        "streams": ["--nf", "streams"],
+        "events": ["--nf", "events"],
+        "flowstats": ["--nf", "flowstats"],
+        "chain": ["--chain", str(_chain(tmp_path, flowbytes))],
+    }
+    workers_seen: set[int] = set()
+    for label, nf in setups.items():
+        one = _run(stack_bin, capture, tmp_path / f"{label}-plain", nf, None)
+        runs = {w: tmp_path / f"{label}-w{w}" for w in (1, 2)}
+        summaries = {w: _run(stack_bin, capture, out, nf, w) for w, out in runs.items()}
+        w1, w2 = _files(runs[1]), _files(runs[2])
+        assert w1, label
+        assert w1 == w2, f"{label}: --workers 1 and 2 differ"
+        # no worker part left behind; the records are the single-threaded run's, uids and all
+        assert not list(runs[2].glob(".rg-worker-*"))
+        assert _as_set(w2) == _as_set(_files(tmp_path / f"{label}-plain")), label
+        # the summary: one context's, plus the frames per worker
+        m = re.search(r"^workers +2 +\(frames per worker: (\d+) (\d+)\)", summaries[2], re.M)
+        assert m, summaries[2]
+        assert re.search(r"^packets +(\d+)", one, re.M)[1] == str(int(m[1]) + int(m[2]))  # type: ignore[index]
+        # each flow record names the worker its addresses hash to
+        for rec_file in ("flows.jsonl", "flowstats.jsonl"):
+            path = runs[2] / rec_file
+            if not path.is_file():
+                continue
+            for line in path.read_text().splitlines():
+                rec = json.loads(line)
+                if rec.get("src") and rec.get("dst"):
+                    assert rec["worker"] == _worker_of(rec["src"], rec["dst"], 2), rec
+                workers_seen.add(rec["worker"])
+    if name in ("mixed-android-mobile.pcap", "ipv6-http-gquic.pcap"):
+        assert workers_seen == {0, 1}
+
+
+@pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
+@pytest.mark.parametrize("name", ["mixed-android-mobile.pcap", "ipv4-frag-socks5-http.pcap"])
+def test_worker_streams_equal_tshark(stack_bin: Path, tmp_path: Path, name: str) -> None:  # noqa: F811
+    capture = TRACES / name
+    out = tmp_path / "w2"
+    _run(stack_bin, capture, out, ["--nf", "streams"], 2)
+    ours = {}
+    for line in (out / "flows.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        ours[(r["proto"], r["src"], r["sport"], r["dst"], r["dport"])] = r
+    checked = 0
+    for s in reference_streams(capture):
+        for d in s.directions:
+            if d.flow.proto != "tcp" or not d.flow.bytes or d.gaps or not d.flow.handshake:
+                continue
+            rec = ours[d.flow.key]
+            assert (rec["bytes"], rec["sha256"]) == (d.flow.bytes, d.flow.sha256), d.flow.key
+            assert (out / rec["file"]).read_bytes() == d.data
+            checked += 1
+    assert checked >= 1
