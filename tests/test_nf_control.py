@@ -5,6 +5,9 @@ a pause between records, so the test can change the chain mid-capture: a recorde
 recorder_nf.c) runs from the start, a second one is attached after a third of the frames and
 detached after two thirds, and a bad .so is refused in between while the chain keeps running.
 
+Run on one context and on two workers (each worker its own chain: the requests reach every
+worker's, which applies it between two of its packets before the reply).
+
 Checked: every frame is accounted for (the summary's counts equal a run without changes); the
 first recorder's log equals its log of a run without changes (the refused .so and the changes
 did not disturb it); the second recorder saw exactly a contiguous window of the first one's
@@ -61,7 +64,24 @@ def _strip_seq(line: str) -> str:
     return " ".join(f[:5] + f[6:])
 
 
-def test_attach_detach_while_replaying(binary: Path, tmp_path: Path) -> None:  # noqa: F811
+def _logs(path: Path, workers: int | None) -> list[list[str]]:
+    """The recorder's log: one, or one per worker (LOG.K)."""
+    paths = [path] if not workers else [Path(f"{path}.{k}") for k in range(workers)]
+    return [p.read_text().splitlines() for p in paths]
+
+
+def _strip_uid(line: str) -> str:
+    """A log line without its uid (each worker numbers its own instances)."""
+    f = line.split(" ")
+    return " ".join(f[:4] + f[5:])
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+def test_attach_detach_while_replaying(
+    binary: Path,  # noqa: F811
+    tmp_path: Path,
+    workers: int | None,
+) -> None:
     if not CAPTURE.is_file():
         pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
     rec = _cc(REPO / "tests" / "nf" / "recorder_nf.c", tmp_path / "recorder.so")
@@ -87,6 +107,7 @@ def test_attach_detach_while_replaying(binary: Path, tmp_path: Path) -> None:  #
     fifo, sock = tmp_path / "in.pcap", tmp_path / "ctl.sock"
     os.mkfifo(fifo)
     argv = [str(binary), str(fifo), "--chain", str(chain), "--control", str(sock)]
+    argv += ["--workers", str(workers)] if workers else []
     proc = subprocess.Popen(
         [*argv, "--out", str(tmp_path), "--summary", "json"],
         stdout=subprocess.PIPE,
@@ -146,27 +167,37 @@ def test_attach_detach_while_replaying(binary: Path, tmp_path: Path) -> None:  #
     assert got["packets"] == len(records)
     assert not sock.exists()  # removed at the end
 
-    a = log_a.read_text().splitlines()
-    assert a == ref_log.read_text().splitlines()
-    b = log_b.read_text().splitlines()
-    assert b[-1] == "b fini" and len(b) > 20, b[-3:]
-    b = b[:-1]
-    a_lines = [x[2:] for x in a if x.startswith("a ") and x != "a fini"]
-    b_lines = [x[2:] for x in b]
-    stripped = [_strip_seq(x) for x in a_lines]
-    want = [_strip_seq(x) for x in b_lines]
-    starts = [i for i in range(len(stripped)) if stripped[i : i + len(want)] == want]
-    assert starts, "b's events are not a window of a's"
-    i = starts[0]
-    assert 0 < i and i + len(want) < len(
-        stripped
-    )  # attached after the start, detached before the end
-    # mid-flow: a flow a had seen before b was attached starts at 1 in b's per-flow state
-    seen_before = {x.split(" ")[3] for x in a_lines[:i]} - {"0"}
-    first_b: dict[str, int] = {}
-    for x in b_lines:
-        f = x.split(" ")
-        first_b.setdefault(f[3], int(f[5]))
-    carried = [u for u in first_b if u in seen_before]
-    assert carried, "no flow spans the attach"
-    assert all(first_b[u] == 1 for u in carried)
+    ref_lines = ref_log.read_text().splitlines()
+    logs_a, logs_b = _logs(log_a, workers), _logs(log_b, workers)
+    if not workers:
+        assert logs_a[0] == ref_lines
+    else:
+        # every worker's recorder: together, the events of the run without changes (each
+        # flow's on its worker, with that worker's uids)
+        assert all(la[-1] == "a fini" for la in logs_a)
+        got_a = sorted(_strip_uid(x) for la in logs_a for x in la[:-1])
+        assert got_a == sorted(_strip_uid(x) for x in ref_lines[:-1])
+    carried: list[bool] = []
+    for a, b in zip(logs_a, logs_b, strict=True):
+        # on every worker: b attached and detached between two packets, a window of a's events
+        assert b[-1] == "b fini" and len(b) > 5, b[-3:]
+        b = b[:-1]
+        a_lines = [x[2:] for x in a if x.startswith("a ") and x != "a fini"]
+        b_lines = [x[2:] for x in b]
+        stripped = [_strip_seq(x) for x in a_lines]
+        want = [_strip_seq(x) for x in b_lines]
+        starts = [i for i in range(len(stripped)) if stripped[i : i + len(want)] == want]
+        assert starts, "b's events are not a window of a's"
+        i = starts[0]
+        # attached after the start, detached before the end
+        assert 0 < i and i + len(want) < len(stripped)
+        # mid-flow: a flow a had seen before b was attached starts at 1 in b's per-flow state
+        seen_before = {x.split(" ")[3] for x in a_lines[:i]} - {"0"}
+        first_b: dict[str, int] = {}
+        for x in b_lines:
+            f = x.split(" ")
+            first_b.setdefault(f[3], int(f[5]))
+        spanning = [u for u in first_b if u in seen_before]
+        assert all(first_b[u] == 1 for u in spanning)
+        carried.append(bool(spanning))
+    assert any(carried), "no flow spans the attach"

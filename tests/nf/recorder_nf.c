@@ -13,7 +13,8 @@
  * unsub_after (bytes: once the flow delivered that many data bytes, both
  * directions together, the NF unsubscribes from the handler events of this
  * flow), nobytes_after (bytes: once a direction delivered that many, the NF
- * asks for no more bytes of that direction; it stays subscribed). */
+ * asks for no more bytes of that direction; it stays subscribed).  With
+ * --workers N > 1 each worker's instance logs to LOG.K (K: its worker). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +86,6 @@ static const rg_nf_sub subs[] = {
 static void *init(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
                   const rg_nf_host *host, char *err, size_t errlen)
 {
-    (void)host;
     const char *log = rg_nf_cfg_get(cfg, ncfg, "log", NULL);
     if (!log) {
         snprintf(err, errlen, "the parameter 'log' is required");
@@ -102,6 +102,13 @@ static void *init(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg
         char *end;
         n->drop[n->ndrop++] = strtoull(d, &end, 10);
         d = *end == ',' ? end + 1 : end + strlen(end);
+    }
+    /* --workers N > 1: one instance per worker, each its own log (LOG.K) */
+    char wlog[4096];
+    if (host && host->size >= offsetof(rg_nf_host, nworkers) + sizeof host->nworkers &&
+        host->nworkers > 1) {
+        snprintf(wlog, sizeof wlog, "%s.%u", log, (unsigned)host->worker);
+        log = wlog;
     }
     n->log = fopen(log, "a");
     if (!n->log) {
