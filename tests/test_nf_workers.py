@@ -155,3 +155,18 @@ def test_worker_streams_equal_tshark(stack_bin: Path, tmp_path: Path, name: str)
             assert (out / rec["file"]).read_bytes() == d.data
             checked += 1
     assert checked >= 1
+
+
+def test_summary_counts_per_worker(stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
+    capture = TRACES / "mixed-android-mobile.pcap"
+    nf = ["--nf", "flowstats", "--flowstats-all", "--summary", "json"]
+    one = json.loads(_run(stack_bin, capture, tmp_path / "one", nf, None).splitlines()[-1])
+    two = json.loads(_run(stack_bin, capture, tmp_path / "two", nf, 2).splitlines()[-1])
+    assert sum(two["workers"]) == one["packets"]
+    assert sum(two["worker_flows"]) == one["flows_opened"] == two["flows_opened"]
+    # each worker's instances: its flowstats records (one per instance with --flowstats-all)
+    recs = [
+        json.loads(x) for x in (tmp_path / "two" / "flowstats.jsonl").read_text().split("\n")[:-1]
+    ]
+    assert [sum(r["worker"] == k for r in recs) for k in (0, 1)] == two["worker_flows"]
+    assert all(n > 0 for n in two["worker_flows"])

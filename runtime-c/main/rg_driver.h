@@ -191,6 +191,7 @@ typedef struct summary {
     const uint64_t *worker_pkts;
     const rg_writer *writer; /* --write: what was written; NULL = no --write */
     const rg_source_stats *tx; /* --inline: what went on to the peer; NULL = not inline */
+    const uint64_t *worker_flows; /* --workers: the instances each worker opened, or NULL */
 } summary;
 
 uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);

@@ -186,6 +186,12 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
         for (unsigned w = 0; w < s->nworkers; w++)
             printf("%s%" PRIu64, w ? "," : "", s->worker_pkts[w]);
         fputs("],", stdout);
+        if (s->worker_flows) {
+            fputs("\"worker_flows\":[", stdout);
+            for (unsigned w = 0; w < s->nworkers; w++)
+                printf("%s%" PRIu64, w ? "," : "", s->worker_flows[w]);
+            fputs("],", stdout);
+        }
     }
     printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},", s->clock_fwd,
            s->clock_back);
@@ -252,6 +258,11 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
         printf("workers        %u  (frames per worker:", s->nworkers);
         for (unsigned w = 0; w < s->nworkers; w++) printf(" %" PRIu64, s->worker_pkts[w]);
         fputs(")\n", stdout);
+        if (s->worker_flows) {
+            fputs("workers flows ", stdout);
+            for (unsigned w = 0; w < s->nworkers; w++) printf(" %" PRIu64, s->worker_flows[w]);
+            fputs("  (instances each worker opened)\n", stdout);
+        }
     }
     layers_text(stack, s->n, s->live_per, s->st);
     rg_rules_text(s->st);

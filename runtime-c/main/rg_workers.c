@@ -579,8 +579,12 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.clock_back = clk.jumps_back;
         s.nworkers = nw;
         s.worker_pkts = per;
+        uint64_t *wflows = calloc(nw, sizeof *wflows);
+        for (unsigned i = 0; wflows && i < nw; i++) wflows[i] = ws[i].counter.n.opened;
+        s.worker_flows = wflows;
         rg_print_summary(o, stack, &s);
         free(mlayers);
+        free(wflows);
         fflush(stdout);
         for (unsigned i = 0; o->stats && stack->stats && i < nw; i++) {
             fprintf(stderr, "worker %u:\n", i);
