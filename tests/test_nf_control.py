@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -201,3 +202,48 @@ def test_attach_detach_while_replaying(
         assert all(first_b[u] == 1 for u in spanning)
         carried.append(bool(spanning))
     assert any(carried), "no flow spans the attach"
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+def test_requests_on_an_idle_live_source(
+    binary: Path,  # noqa: F811
+    tmp_path: Path,
+    workers: int | None,
+) -> None:
+    """No packet arrives (the loopback of a fresh network namespace): requests are still
+    applied (the loop wakes up on its own; idle workers poll the socket), while the run goes on."""
+    if os.geteuid() != 0:
+        pytest.skip("a network namespace needs root")
+    ns = f"rgidle{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
+        pytest.skip("the kernel refuses network namespaces")
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
+        rec = _cc(REPO / "tests" / "nf" / "recorder_nf.c", tmp_path / "recorder.so")
+        sock = tmp_path / "ctl.sock"
+        argv = ["ip", "netns", "exec", ns, str(binary), "--io", "live", "--iface", "lo"]
+        argv += ["--duration", "120", "--control", str(sock), "--out", str(tmp_path)]
+        argv += ["--workers", str(workers)] if workers else []
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not sock.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            log = tmp_path / "b.txt"
+            p = _ctl(sock, "attach", str(rec), "--name", "b", "tag=b", f"log={log}")
+            assert p.returncode == 0 and "attached" in p.stdout, p.stderr
+            p = _ctl(sock, "list")
+            assert p.returncode == 0 and p.stdout == f"b\t{rec}\n", (p.stdout, p.stderr)
+            p = _ctl(sock, "detach", "b")
+            assert p.returncode == 0 and "detached b" in p.stdout, p.stderr
+            assert proc.poll() is None  # answered while the run goes on, not at its end
+        finally:
+            proc.send_signal(2)
+            out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert re.search(r"^packets +0$", out, re.M), out
+        # every worker's instance ran its fini at the detach
+        for lg in _logs(log, workers):
+            assert lg == ["b fini"], lg
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
