@@ -1,6 +1,7 @@
 """`--write OUT.pcap` and handler verdicts (rg_verdict_give) on real captures.
 
-The driver writes every packet whose verdict is a pass, after the stack ran, in input order.
+The driver writes every packet whose verdict is a pass, after the stack ran, in input order (with
+--workers N too: the workers give the verdicts, the reading thread writes).
 Checked against references written elsewhere: scapy's pcap reader (frames and timestamps of the
 input and the output, byte for byte) and tshark's own dissection of the input (which frames
 carry a UDP datagram to or from port 53: the frames a handler file dropping DNS must drop).
@@ -8,6 +9,7 @@ carry a UDP datagram to or from port 53: the frames a handler file dropping DNS 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,22 +98,26 @@ def dns_frames(cap: Path) -> set[int]:
     return {int(n) - 1 for n in p.stdout.split()}
 
 
+@pytest.mark.parametrize("workers", [None, 2, 3])
 @pytest.mark.parametrize("name", DNS_CAPTURES)
 def test_drop_verdict_removes_exactly_the_dns_frames(
-    drop_dns: Path, tmp_path: Path, name: str
+    drop_dns: Path, tmp_path: Path, name: str, workers: int | None
 ) -> None:
+    # --workers N: the workers give the verdicts, the reading thread writes in input order
     cap = trace(name)
     drop = dns_frames(cap)
     assert drop, "the capture should carry DNS"
     out = tmp_path / "out.pcap"
-    p = run(drop_dns, cap, out)
+    p = run(drop_dns, cap, out, *(["--workers", str(workers)] if workers else []))
     assert p.returncode == 0, p.stderr
     expected = [f for i, f in enumerate(frames(cap)) if i not in drop]
     assert frames(out) == expected
+    if workers:
+        assert re.search(rf"^workers +{workers} ", p.stdout, re.M), p.stdout
 
 
-def test_write_refuses_workers_and_bench(plain: Path, tmp_path: Path) -> None:
-    for extra in (["--workers", "2"], ["--bench"]):
+def test_write_refuses_bench(plain: Path, tmp_path: Path) -> None:
+    for extra in (["--bench"],):
         p = run(plain, BUNDLED, tmp_path / "o.pcap", *extra)
         assert p.returncode == 2 and "--write" in p.stderr, p.stderr
 

@@ -461,9 +461,14 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
                         "pinned already\n", o->prog);
         return EXIT_USAGE;
     }
-    if (o->write && (o->bench || o->workers > 1)) {
-        fprintf(stderr, "%s: --write runs with one worker, not with --bench or --workers\n",
-                o->prog);
+    if (o->write && o->bench) {
+        fprintf(stderr, "%s: --write runs on a capture run, not with --bench\n", o->prog);
+        return EXIT_USAGE;
+    }
+    if (o->write && o->workers > 1 && o->io && !strcmp(o->io, "dpdk")) {
+        /* DPDK workers read their own queues: no reader sees the input's order */
+        fprintf(stderr, "%s: --write with --workers reads files and interfaces, not DPDK "
+                        "queues (no input order)\n", o->prog);
         return EXIT_USAGE;
     }
     if (o->inline_mode || o->peer) {
@@ -479,7 +484,10 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         else if (strcmp(o->io, "live") && o->peer)
             why = "--peer applies to --io live (DPDK pairs its ports: 0<->1, 2<->3...)";
         else if (o->workers > 1)
-            why = "--inline runs with one worker";
+            /* the sources forward a burst right after reading it, before workers could give
+             * its verdicts */
+            why = "--inline runs with one worker (frames are forwarded in the burst they were "
+                  "read in, before workers give their verdicts)";
         else if (o->snaplen)
             why = "--inline forwards whole frames: no --snaplen";
         if (why) {

@@ -66,6 +66,7 @@ typedef struct worker {
     rg_chain *chain; /* this worker's NFs (NULL: the counters alone) */
     rg_control *ctl; /* --control: shared by the workers, each applies every request */
     rg_wuids uids;   /* the creation of each of this context's instances (rg_wmerge.h) */
+    _Atomic uint8_t *wv; /* --write: the verdict slots (wwrite), NULL: none */
     int uids_oom;
     obs_chain ch;
     rg_obs obs;
@@ -99,6 +100,42 @@ typedef struct clock_rec {
     uint32_t fwd, pad;
 } clock_rec;
 
+/* --write with workers: the reading thread keeps a copy of every frame in input order (pend)
+ * and writes each once its worker has set its verdict slot: the frames that pass, in input
+ * order, as one context writes them.  The slots outnumber the frames pend can hold (16 MB of
+ * records of 32 bytes at least), so a slot is free again before its next use. */
+enum { WV_SIZE = 1u << 20, WV_PASS = 1, WV_DROP = 2, WV_NONE = 3 /* too large: not kept */ };
+typedef struct wwrite {
+    rg_writer w;
+    rg_ring pend;
+    _Atomic uint8_t *v;
+    uint64_t next; /* the frame number to write next */
+    uint64_t last; /* the last frame number handed over */
+} wwrite;
+
+/* Write the frames whose verdicts are in, in order; wait: until the last one handed over. */
+static void write_ready(wwrite *ww, int wait)
+{
+    while (ww->next <= ww->last) {
+        _Atomic uint8_t *slot = &ww->v[ww->next & (WV_SIZE - 1)];
+        uint8_t v = atomic_load_explicit(slot, memory_order_acquire);
+        if (!v) {
+            if (!wait) return;
+            sched_yield();
+            continue;
+        }
+        if (v != WV_NONE) {
+            rg_frame f;
+            uint64_t seq;
+            rg_ring_peek_seq(&ww->pend, &f, &seq); /* pushed before its worker got it */
+            if (v == WV_PASS) rg_writer_put(&ww->w, &f);
+            rg_ring_release(&ww->pend);
+        }
+        atomic_store_explicit(slot, 0, memory_order_relaxed);
+        ww->next++;
+    }
+}
+
 /* After a packet: the instances it created, dated by key (the merge's uid order). */
 static void note_uids(worker *w, uint64_t key)
 {
@@ -120,8 +157,14 @@ static void process(worker *w, const rg_frame *f, uint64_t seq)
         if (w->obs.on_clock_jump) w->obs.on_clock_jump(w->obs.self, seq, c.pkt_ts, f->ts_ns, (int)c.fwd);
     } else {
         if (w->chain) rg_chain_set_pkt(w->chain, seq);
-        rg_feed(&w->fd, f);
+        int fed = rg_feed(&w->fd, f);
         note_uids(w, seq);
+        if (w->wv) { /* the verdict one context gives (run_capture) */
+            int v = fed && w->stack->verdict ? w->stack->verdict(w->ctx) : RG_PASS;
+            if (fed && w->chain && rg_chain_verdict(w->chain) > v) v = rg_chain_verdict(w->chain);
+            atomic_store_explicit(&w->wv[seq & (WV_SIZE - 1)], v >= RG_DROP ? WV_DROP : WV_PASS,
+                                  memory_order_release);
+        }
     }
 }
 
@@ -329,7 +372,7 @@ static uint64_t mono_ns(void)
 /* Read the source and distribute; the source's status (RG_SRC_END/ERROR). */
 static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, worker *ws,
                       unsigned nw, volatile sig_atomic_t *stop, uint64_t *per, uint64_t *lost,
-                      rg_clock *clk)
+                      rg_clock *clk, wwrite *ww)
 {
     static const uint8_t none = 0;
     rg_rss_dist dist;
@@ -349,6 +392,7 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
              * frames dated in it, so a jump is decided once, here, and every worker's clock
              * follows the same time whichever packets it gets */
             rg_frame *f = &burst[i];
+            const uint64_t ts0 = f->ts_ns; /* --write writes the frame as read */
             frames++;
             unsigned k = rg_rss_dist_worker(&dist, f);
             if (RG_UNLIKELY(rg_clock_packet(clk, f->ts_ns))) { /* told to the frame's worker */
@@ -366,12 +410,29 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
                 expire_on = 1;
                 next_expire = f->ts_ns + NS_PER_S;
             }
+            if (ww) { /* the writer's copy first: its verdict may come at once */
+                int rc;
+                rg_frame g = *f;
+                g.ts_ns = ts0;
+                while ((rc = rg_ring_push_seq(&ww->pend, &g, frames)) == 0) {
+                    write_ready(ww, 0);
+                    sched_yield();
+                }
+                ww->last = frames;
+                if (rc != 1) { /* larger than half a ring: not handed over either */
+                    atomic_store_explicit(&ww->v[frames & (WV_SIZE - 1)], WV_NONE,
+                                          memory_order_release);
+                    (*lost)++;
+                    continue;
+                }
+            }
             if (push(&ws[k], f, frames))
                 (*lost)++; /* larger than half a ring (8 MB): cannot be handed over */
             else
                 per[k]++;
         }
         left -= (uint64_t)n;
+        if (ww) write_ready(ww, 0);
     }
 }
 
@@ -424,6 +485,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     pthread_mutex_t dirs_mu;
     pthread_mutex_init(&dirs_mu, NULL);
     rg_wdirs dirs = {.mu = &dirs_mu};
+    wwrite ww = {.next = 1};
+    int ww_ok = 0;
     rg_control *ctl = NULL;
     int status = 0;
     if (!ws || !per || !live_per || !total_ok) {
@@ -480,9 +543,26 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     uint64_t lost = 0;
     rg_clock clk;
     rg_clock_init(&clk, o->max_clock_jump_ns);
+    if (!status && o->write) {
+        if (mq) {
+            fprintf(stderr, "%s: --write with --workers: not on DPDK queues (no input order)\n",
+                    o->prog);
+            status = 1;
+        } else if (rg_ring_init(&ww.pend, RING_SIZE) ||
+                   !(ww.v = calloc(WV_SIZE, sizeof *ww.v))) {
+            fprintf(stderr, "%s: out of memory\n", o->prog);
+            status = 1;
+        } else if (rg_writer_open(&ww.w, o->write, io->link(src)->dlt, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", o->prog, err);
+            status = 1;
+        } else {
+            ww_ok = 1;
+        }
+        for (unsigned i = 0; i < nw; i++) ws[i].wv = ww.v;
+    }
     int n = status ? RG_SRC_END
             : mq   ? pump_queues(o, io, src, &qs, stop)
-                   : distribute(o, io, src, ws, nw, stop, per, &lost, &clk);
+                   : distribute(o, io, src, ws, nw, stop, per, &lost, &clk, ww_ok ? &ww : NULL);
     atomic_store_explicit(&qs.done, 1, memory_order_release);
     for (unsigned i = 0; ws && i < nw; i++) {
         atomic_store_explicit(&ws[i].done, 1, memory_order_release);
@@ -500,6 +580,10 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         status = 1;
     }
     if (lost) fprintf(stderr, "%s: %" PRIu64 " frames too large for a worker's ring\n", o->prog, lost);
+    if (ww_ok) { /* the workers are done: every verdict is in */
+        write_ready(&ww, 1);
+        if (rg_writer_close(&ww.w, o->prog)) status = 1;
+    }
     if (ctl) rg_control_close(ctl); /* no more changes: the workers have stopped */
     ctl = NULL;
     uint64_t frames = lost; /* the input's frames: the NFs' packet number at the final flush */
@@ -578,6 +662,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.clock_fwd = clk.jumps_fwd; /* the reading thread's clock decided them */
         s.clock_back = clk.jumps_back;
         s.nworkers = nw;
+        s.writer = ww_ok ? &ww.w : NULL;
         s.worker_pkts = per;
         uint64_t *wflows = calloc(nw, sizeof *wflows);
         for (unsigned i = 0; wflows && i < nw; i++) wflows[i] = ws[i].counter.n.opened;
@@ -592,6 +677,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         }
     }
     for (unsigned i = 0; ws && i < nw; i++) worker_free(&ws[i]);
+    if (ww.pend.buf) rg_ring_free(&ww.pend);
+    free((void *)ww.v);
     if (ctl) rg_control_close(ctl);
     for (unsigned i = 0; i < dirs.n; i++) free(dirs.dir[i]);
     pthread_mutex_destroy(&dirs_mu);
