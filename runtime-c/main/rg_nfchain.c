@@ -458,6 +458,14 @@ int rg_chain_set_worker(rg_chain *ch, unsigned worker, unsigned nworkers, rg_wdi
     ch->host.nworkers = nworkers;
     ch->wdirs = dirs;
     snprintf(ch->wsub, sizeof ch->wsub, RG_WORKER_DIR "%u", worker);
+    /* a part left by a run that did not end must not be merged into this one's */
+    size_t n = strlen(ch->outdir) + strlen(ch->wsub) + 2;
+    char *stale = malloc(n);
+    if (stale) {
+        snprintf(stale, n, "%s/%s", ch->outdir, ch->wsub);
+        rg_rmtree(stale);
+        free(stale);
+    }
     char *d = worker_dir(ch, ch->outdir, err, errlen);
     if (!d) return RG_EIO;
     free(ch->outdir);

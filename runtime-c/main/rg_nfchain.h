@@ -75,6 +75,8 @@ typedef struct rg_wdirs {
 } rg_wdirs;
 /* Remember dir (once); RG_OK or RG_ENOMEM (full or out of memory). */
 int rg_wdirs_add(rg_wdirs *d, const char *dir);
+/* rm -r (what a run that did not end left), quietly. */
+void rg_rmtree(const char *dir);
 /* mkdir -p; RG_OK or RG_EIO with a message in err. */
 int rg_mkdirs(const char *dir, char *err, size_t errlen);
 

@@ -60,6 +60,13 @@ int rg_mkdirs(const char *dir, char *err, size_t errlen)
     return RG_OK;
 }
 
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw);
+
+void rg_rmtree(const char *dir)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int rg_wdirs_add(rg_wdirs *d, const char *dir)
 {
     int rc = RG_OK;
