@@ -107,6 +107,9 @@ typedef struct clock_rec {
 enum { WV_SIZE = 1u << 20, WV_PASS = 1, WV_DROP = 2, WV_NONE = 3 /* too large: not kept */ };
 typedef struct wwrite {
     rg_writer w;
+    int write;                /* --write: w is open */
+    const rg_source_ops *io;  /* --inline: the frames go on through io->forward_one */
+    rg_source *src;
     rg_ring pend;
     _Atomic uint8_t *v;
     uint64_t next; /* the frame number to write next */
@@ -128,7 +131,8 @@ static void write_ready(wwrite *ww, int wait)
             rg_frame f;
             uint64_t seq;
             rg_ring_peek_seq(&ww->pend, &f, &seq); /* pushed before its worker got it */
-            if (v == WV_PASS) rg_writer_put(&ww->w, &f);
+            if (v == WV_PASS && ww->write) rg_writer_put(&ww->w, &f);
+            if (ww->io) ww->io->forward_one(ww->src, &f, (unsigned)(seq >> 63), v != WV_PASS);
             rg_ring_release(&ww->pend);
         }
         atomic_store_explicit(slot, 0, memory_order_relaxed);
@@ -414,7 +418,9 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
                 int rc;
                 rg_frame g = *f;
                 g.ts_ns = ts0;
-                while ((rc = rg_ring_push_seq(&ww->pend, &g, frames)) == 0) {
+                /* the frame's interface (inline) in the record's top bit */
+                uint64_t tag = ww->io ? (uint64_t)(io->origin(src, (unsigned)i) & 1) << 63 : 0;
+                while ((rc = rg_ring_push_seq(&ww->pend, &g, frames | tag)) == 0) {
                     write_ready(ww, 0);
                     sched_yield();
                 }
@@ -464,7 +470,9 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
                           .argc = o->eal_argc,
                           .argv = o->eal_argv,
                           .stop = stop,
-                          .queues = io->next_burst_q ? o->workers : 0};
+                          .queues = io->next_burst_q ? o->workers : 0,
+                          .inline_mode = o->inline_mode,
+                          .peer = o->peer};
     rg_source *src = io->open(&scfg, err, sizeof err);
     if (!src) {
         fprintf(stderr, "%s: %s\n", o->prog, err);
@@ -543,20 +551,26 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     uint64_t lost = 0;
     rg_clock clk;
     rg_clock_init(&clk, o->max_clock_jump_ns);
-    if (!status && o->write) {
-        if (mq) {
-            fprintf(stderr, "%s: --write with --workers: not on DPDK queues (no input order)\n",
-                    o->prog);
+    if (!status && (o->write || o->inline_mode)) {
+        if (mq || (o->inline_mode && (!io->origin || !io->forward_one))) {
+            fprintf(stderr, "%s: %s with --workers: not on %s (no input order)\n", o->prog,
+                    o->write ? "--write" : "--inline", io->name);
             status = 1;
         } else if (rg_ring_init(&ww.pend, RING_SIZE) ||
                    !(ww.v = calloc(WV_SIZE, sizeof *ww.v))) {
             fprintf(stderr, "%s: out of memory\n", o->prog);
             status = 1;
-        } else if (rg_writer_open(&ww.w, o->write, io->link(src)->dlt, err, sizeof err)) {
+        } else if (o->write &&
+                   rg_writer_open(&ww.w, o->write, io->link(src)->dlt, err, sizeof err)) {
             fprintf(stderr, "%s: %s\n", o->prog, err);
             status = 1;
         } else {
             ww_ok = 1;
+            ww.write = o->write != NULL;
+            if (o->inline_mode) {
+                ww.io = io;
+                ww.src = src;
+            }
         }
         for (unsigned i = 0; i < nw; i++) ws[i].wv = ww.v;
     }
@@ -582,7 +596,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     if (lost) fprintf(stderr, "%s: %" PRIu64 " frames too large for a worker's ring\n", o->prog, lost);
     if (ww_ok) { /* the workers are done: every verdict is in */
         write_ready(&ww, 1);
-        if (rg_writer_close(&ww.w, o->prog)) status = 1;
+        if (ww.write && rg_writer_close(&ww.w, o->prog)) status = 1;
     }
     if (ctl) rg_control_close(ctl); /* no more changes: the workers have stopped */
     ctl = NULL;
@@ -662,7 +676,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.clock_fwd = clk.jumps_fwd; /* the reading thread's clock decided them */
         s.clock_back = clk.jumps_back;
         s.nworkers = nw;
-        s.writer = ww_ok ? &ww.w : NULL;
+        s.writer = ww_ok && ww.write ? &ww.w : NULL;
+        s.tx = ww_ok && ww.io ? &sst : NULL;
         s.worker_pkts = per;
         uint64_t *wflows = calloc(nw, sizeof *wflows);
         for (unsigned i = 0; wflows && i < nw; i++) wflows[i] = ws[i].counter.n.opened;

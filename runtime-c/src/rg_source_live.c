@@ -304,6 +304,24 @@ static void live_forward(rg_source *s, const uint8_t *drop, unsigned n)
     l->last_n = 0;
 }
 
+static unsigned live_origin(const rg_source *s, unsigned i)
+{
+    const live_src *l = (const live_src *)s;
+    return l->nifs > 1 && i < RG_BURST ? l->from[i] : 0;
+}
+
+static void live_forward_one(rg_source *s, const rg_frame *f, unsigned from, int drop)
+{
+    live_src *l = (live_src *)s;
+    if (l->nifs < 2) return;
+    if (drop)
+        l->st.tx_withheld++;
+    else if (f->caplen == f->len && live_inject(&l->ifs[1 - (from & 1)], f) == 0)
+        l->st.tx_frames++;
+    else
+        l->st.tx_failed++;
+}
+
 static const rg_linkinfo *live_link(const rg_source *s)
 {
     return &((const live_src *)s)->li;
@@ -335,4 +353,6 @@ const rg_source_ops rg_source_live = {
     .error = live_error,
     .close = live_close,
     .forward = live_forward,
+    .origin = live_origin,
+    .forward_one = live_forward_one,
 };

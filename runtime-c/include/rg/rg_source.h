@@ -105,6 +105,12 @@ typedef struct rg_source_ops {
      * sources that forward without copying (DPDK: the same mbufs) hand the
      * frames over here.  NULL: the source cannot forward. */
     void (*forward)(rg_source *s, const uint8_t *drop, unsigned n);
+    /* Inline mode with workers (the verdicts come after the next bursts): the
+     * interface frame i of the last burst came from, and one frame, kept by the
+     * caller, sent on to the peer of interface `from` (drop: counted withheld).
+     * Called by the thread that reads.  NULL: not supported. */
+    unsigned (*origin)(const rg_source *s, unsigned i);
+    void (*forward_one)(rg_source *s, const rg_frame *f, unsigned from, int drop);
 } rg_source_ops;
 
 enum { RG_SRCQ_ONE = 0, RG_SRCQ_HW = 1, RG_SRCQ_SW = 2 };
