@@ -154,7 +154,8 @@ def test_worker_streams_equal_tshark(stack_bin: Path, tmp_path: Path, name: str)
             assert (rec["bytes"], rec["sha256"]) == (d.flow.bytes, d.flow.sha256), d.flow.key
             assert (out / rec["file"]).read_bytes() == d.data
             checked += 1
-    assert checked >= 1
+    # the directions tshark reassembled whole (41 and 2 today)
+    assert checked >= {"mixed-android-mobile.pcap": 40, "ipv4-frag-socks5-http.pcap": 2}[name]
 
 
 def test_summary_counts_per_worker(stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
