@@ -22,6 +22,9 @@
  * packet number, and each worker notes the frame that created each of its
  * instances; the NFs write into OUT/.rg-worker-K, merged at the end into the
  * files of one context with the uids one context gives (rg_wmerge.c).
+ * --write and --inline (live): the reading thread keeps a copy of every frame
+ * and writes / sends on those that pass, in input order, once their workers
+ * have stored their verdicts (wwrite).
  *
  * Multi-queue sources (DPDK, rg_source_ops.queues): the source opens one
  * queue per worker and runs the workers on its own cores (lcores).  With
