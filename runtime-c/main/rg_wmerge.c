@@ -414,7 +414,7 @@ static int merge_jsonl(merge *m, const part *p, size_t k, const char *to)
         }
     }
     if (!rc) {
-        qsort(rs, nr, sizeof *rs, rec_cmp);
+        if (nr) qsort(rs, nr, sizeof *rs, rec_cmp); /* rs is NULL without records */
         FILE *f = fopen(to, "wb");
         if (!f) rc = RG_EIO;
         for (size_t i = 0; f && i < nr; i++)
@@ -575,7 +575,7 @@ static int merge_dir(merge *m, const char *out, unsigned nw)
             m->failed = 1;
         }
     }
-    qsort(m->parts, m->n, sizeof *m->parts, part_cmp);
+    if (m->n) qsort(m->parts, m->n, sizeof *m->parts, part_cmp);
     for (size_t i = 0, j; i < m->n; i = j) {
         for (j = i + 1; j < m->n && !strcmp(m->parts[j].rel, m->parts[i].rel); j++) {
         }
