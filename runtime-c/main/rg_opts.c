@@ -483,9 +483,6 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
                   "back)";
         else if (strcmp(o->io, "live") && o->peer)
             why = "--peer applies to --io live (DPDK pairs its ports: 0<->1, 2<->3...)";
-        else if (o->workers > 1 && !strcmp(o->io, "dpdk"))
-            /* DPDK workers read their own queues: no thread sees the input's order */
-            why = "--inline --io dpdk runs with one worker (--workers N: --io live)";
         else if (o->snaplen)
             why = "--inline forwards whole frames: no --snaplen";
         if (why) {

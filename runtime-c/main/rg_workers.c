@@ -230,10 +230,19 @@ static int qworker_main(void *arg)
             uint64_t t = atomic_fetch_add(&qs->taken, (uint64_t)n);
             use = t >= qs->limit ? 0 : qs->limit - t < use ? (unsigned)(qs->limit - t) : use;
         }
+        uint8_t drop[RG_BURST];
         for (unsigned i = 0; i < use; i++) {
-            rg_feed(&w->fd, &burst[i]);
+            int fed = rg_feed(&w->fd, &burst[i]);
             note_uids(w, burst[i].ts_ns); /* no frame numbers: the source's one clock */
+            if (w->o->inline_mode) { /* the verdict one context gives (run_capture) */
+                int v = fed && w->stack->verdict ? w->stack->verdict(w->ctx) : RG_PASS;
+                if (fed && w->chain && rg_chain_verdict(w->chain) > v)
+                    v = rg_chain_verdict(w->chain);
+                drop[i] = v >= RG_DROP;
+            }
         }
+        /* inline: this worker's frames go on through its own TX queue */
+        if (w->o->inline_mode) w->io->forward_q(w->src, w->id, drop, use);
     }
     return 0;
 }
@@ -554,7 +563,11 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     uint64_t lost = 0;
     rg_clock clk;
     rg_clock_init(&clk, o->max_clock_jump_ns);
-    if (!status && (o->write || o->inline_mode)) {
+    if (!status && o->inline_mode && mq && !io->forward_q) {
+        fprintf(stderr, "%s: --inline with --workers: the %s source cannot\n", o->prog, io->name);
+        status = 1;
+    }
+    if (!status && (o->write || (o->inline_mode && !mq))) {
         if (mq || (o->inline_mode && (!io->origin || !io->forward_one))) {
             fprintf(stderr, "%s: %s with --workers: not on %s (no input order)\n", o->prog,
                     o->write ? "--write" : "--inline", io->name);
@@ -680,7 +693,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.clock_back = clk.jumps_back;
         s.nworkers = nw;
         s.writer = ww_ok && ww.write ? &ww.w : NULL;
-        s.tx = ww_ok && ww.io ? &sst : NULL;
+        s.tx = o->inline_mode ? &sst : NULL;
         s.worker_pkts = per;
         uint64_t *wflows = calloc(nw, sizeof *wflows);
         for (unsigned i = 0; wflows && i < nw; i++) wflows[i] = ws[i].counter.n.opened;

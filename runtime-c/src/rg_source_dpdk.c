@@ -203,7 +203,8 @@ static int port_start(dpdk_src *d, uint16_t port, int promisc)
         /* addresses only: as rg_rss's RG_RSS_L3 (fragments with their connection) */
         conf.rx_adv_conf.rss_conf.rss_hf = RTE_ETH_RSS_IP & di.flow_type_rss_offloads;
     }
-    const uint16_t ntxq = d->inline_mode ? 1 : 0;
+    /* inline: a TX queue per worker, so that each sends its own frames on (no lock) */
+    const uint16_t ntxq = d->inline_mode ? (uint16_t)d->nq : 0;
     int rc = rte_eth_dev_configure(port, (uint16_t)nrxq, ntxq, &conf);
     if (rc < 0) {
         snprintf(d->err, sizeof d->err, "dpdk: port %u: configure: %s", port, rte_strerror(-rc));
@@ -221,10 +222,10 @@ static int port_start(dpdk_src *d, uint16_t port, int promisc)
             return -1;
         }
     }
-    if (ntxq) {
-        rc = rte_eth_tx_queue_setup(port, 0, ntx, socket < 0 ? 0 : (unsigned)socket, NULL);
+    for (uint16_t qi = 0; qi < ntxq; qi++) {
+        rc = rte_eth_tx_queue_setup(port, qi, ntx, socket < 0 ? 0 : (unsigned)socket, NULL);
         if (rc < 0) {
-            snprintf(d->err, sizeof d->err, "dpdk: port %u: TX queue: %s", port,
+            snprintf(d->err, sizeof d->err, "dpdk: port %u: TX queue %u: %s", port, qi,
                      rte_strerror(-rc));
             return -1;
         }
@@ -496,18 +497,31 @@ static int dpdk_pump(rg_source *s, unsigned max)
     return n;
 }
 
-/* Inline mode, one queue: the last burst's frames out of the peer port, except dropped ones. */
-static void dpdk_forward(rg_source *s, const uint8_t *drop, unsigned n)
+/* The peer of port id `port` (ports pair in list order: 0<->1, 2<->3...). */
+static uint16_t peer_of(const dpdk_src *d, uint16_t port)
+{
+    for (unsigned i = 0; i < d->nports; i++)
+        if (d->ports[i] == port) return d->ports[i ^ 1u];
+    return d->ports[1];
+}
+
+/* Inline mode: queue qi's last burst out of the peer ports on TX queue qi, except dropped
+ * frames.  One queue or NIC RSS: a burst came from one port; the software distributor's
+ * rings mix ports, so there each mbuf's own port decides (runs of one peer sent in order). */
+static void dpdk_forward_q(rg_source *s, unsigned qi, const uint8_t *drop, unsigned n)
 {
     dpdk_src *d = (dpdk_src *)s;
-    dpdk_q *q = &d->q[0];
+    if (qi >= d->nq) return;
+    dpdk_q *q = &d->q[qi];
     if (!d->inline_mode || !q->nheld) return;
     if (n > q->nframes) n = q->nframes;
     /* the burst's mbufs in frame order: passed ones to tx[], the others freed (an mbuf no
      * frame refers to, a jumbo frame not linearised, was counted as dropped on RX) */
     struct rte_mbuf *tx[RG_BURST];
+    uint16_t to[RG_BURST];
     uint16_t ntx = 0;
     uint8_t sent[RG_BURST] = {0};
+    const uint16_t burst_peer = d->ports[q->held_port ^ 1u];
     for (unsigned k = 0; k < n; k++) {
         const unsigned i = q->frame_mbuf[k];
         sent[i] = 1;
@@ -515,19 +529,30 @@ static void dpdk_forward(rg_source *s, const uint8_t *drop, unsigned n)
             q->tx_withheld++;
             rte_pktmbuf_free(q->held[i]);
         } else {
+            to[ntx] = d->mode == RG_SRCQ_SW ? peer_of(d, q->held[i]->port) : burst_peer;
             tx[ntx++] = q->held[i];
         }
     }
     for (unsigned i = 0; i < q->nheld; i++)
         if (!sent[i]) rte_pktmbuf_free(q->held[i]);
     q->nheld = 0; /* handed over: dpdk_free_held must not free them again */
-    const uint16_t peer = d->ports[q->held_port ^ 1u];
-    uint16_t done = 0;
-    for (int tries = 0; done < ntx && tries < RG_DPDK_TX_TRIES; tries++)
-        done += rte_eth_tx_burst(peer, 0, tx + done, (uint16_t)(ntx - done));
-    q->tx_frames += done;
-    q->tx_failed += (uint64_t)(ntx - done);
-    if (done < ntx) rte_pktmbuf_free_bulk(tx + done, (unsigned)(ntx - done));
+    for (uint16_t a = 0, b; a < ntx; a = b) {
+        for (b = a; b < ntx && to[b] == to[a]; b++) {
+        }
+        const uint16_t cnt = (uint16_t)(b - a);
+        uint16_t done = 0;
+        for (int tries = 0; done < cnt && tries < RG_DPDK_TX_TRIES; tries++)
+            done += rte_eth_tx_burst(to[a], (uint16_t)qi, tx + a + done, (uint16_t)(cnt - done));
+        q->tx_frames += done;
+        q->tx_failed += (uint64_t)(cnt - done);
+        if (done < cnt) rte_pktmbuf_free_bulk(tx + a + done, (unsigned)(cnt - done));
+    }
+}
+
+/* Inline mode, one queue. */
+static void dpdk_forward(rg_source *s, const uint8_t *drop, unsigned n)
+{
+    dpdk_forward_q(s, 0, drop, n);
 }
 
 static int dpdk_queues(const rg_source *s)
@@ -620,4 +645,5 @@ const rg_source_ops rg_source_dpdk = {
     .join = dpdk_join,
     .queue_frames = dpdk_queue_frames,
     .forward = dpdk_forward,
+    .forward_q = dpdk_forward_q,
 };

@@ -111,6 +111,10 @@ typedef struct rg_source_ops {
      * Called by the thread that reads.  NULL: not supported. */
     unsigned (*origin)(const rg_source *s, unsigned i);
     void (*forward_one)(rg_source *s, const rg_frame *f, unsigned from, int drop);
+    /* Inline mode on a multi-queue source: as forward, for the last burst of
+     * queue q (next_burst_q), called by that queue's worker (DPDK: TX queue q
+     * of the peer ports).  NULL: not supported. */
+    void (*forward_q)(rg_source *s, unsigned q, const uint8_t *drop, unsigned n);
 } rg_source_ops;
 
 enum { RG_SRCQ_ONE = 0, RG_SRCQ_HW = 1, RG_SRCQ_SW = 2 };
