@@ -24,7 +24,8 @@
  * files of one context with the uids one context gives (rg_wmerge.c).
  * --write and --inline (live): the reading thread keeps a copy of every frame
  * and writes / sends on those that pass, in input order, once their workers
- * have stored their verdicts (wwrite).
+ * have stored their verdicts (wwrite).  --inline on DPDK queues: each worker
+ * sends its own burst on through its TX queue (rg_source_ops.forward_q).
  *
  * Multi-queue sources (DPDK, rg_source_ops.queues): the source opens one
  * queue per worker and runs the workers on its own cores (lcores).  With
