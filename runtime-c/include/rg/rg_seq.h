@@ -400,7 +400,8 @@ RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
  * bytes, if any; at the end marker, consume the phantom bytes). */
 RG_INLINE rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 {
-    if (RG_LIKELY(((s->flags & (RG_SEQF_FLOOR | RG_SEQF_BYPASS)) | s->nblk) == 0)) {
+    const uint32_t f = s->flags;
+    if (RG_LIKELY(((f & (RG_SEQF_FLOOR | RG_SEQF_BYPASS)) | s->nblk) == 0)) {
         const uint32_t n = s->borrow_len;
         rg_bytes out;
         out.ptr = (cfg->buffer_data && n) ? s->borrow : rg_empty_byte;
@@ -409,10 +410,9 @@ RG_INLINE rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res 
         s->borrow = NULL;
         s->borrow_len = 0;
         if (res) res->adv_bytes += n;
-        if (RG_UNLIKELY((s->flags & (RG_SEQF_END | RG_SEQF_DONE)) == RG_SEQF_END) &&
-            s->next == s->end) {
+        if (RG_UNLIKELY(f & RG_SEQF_END) && !(f & RG_SEQF_DONE) && s->next == s->end) {
             s->next = s->lend;
-            s->flags |= RG_SEQF_DONE;
+            s->flags = (uint16_t)(f | RG_SEQF_DONE);
             if (res) res->flags |= RG_SEQ_EV_DONE;
         }
         return out;
