@@ -40,3 +40,38 @@ def test_virtual_atoms_test_their_latches_inline_before_the_call() -> None:
     )
     # ip's one-direction atom (v.header.more_frag) likewise
     assert "((inst_ip->vl[0][0]) && L_ip_vtest(inst_ip, 0))" in body
+
+
+GTP = str(REPO / "specs" / "stacks" / "gtp.yaml")
+
+
+def test_resets_nobody_reads_are_dropped_from_enter() -> None:
+    c2, c0 = process_body(gen_c(GTP)), process_body(gen_c(GTP, 0))
+    # layers without a sequence: nothing fills or reads their results
+    for layer in ("eth", "udp", "gtp"):
+        assert f"memset(&sres_{layer}, 0, sizeof sres_{layer});" in c0
+        assert f"memset(&sres_{layer}," not in c2
+    # the reassembling layers read theirs (the insert accumulates into it)
+    for layer in ("ip1", "ip2", "tcp"):
+        assert f"memset(&sres_{layer}, 0, sizeof sres_{layer});" in c2
+    # tcp's event flags are only stored (const-prop decided every test on them)
+    assert "memset(ev_tcp, 0, sizeof ev_tcp);" in c0
+    assert "memset(ev_tcp," not in c2
+    # loopback's temp is read (family): its clear stays
+    assert "t_loopback = L_loopback_tmp_init;" in c2
+
+
+def test_reset_pruning_tells_reads_from_stores() -> None:
+    from rubikgen.backend.prune import Resets
+
+    r = Resets()
+    reset = r.add("ev_x", "memset(ev_x, 0, sizeof ev_x);")
+    stores = f"{reset}\nev_x[1] = 1;\nif (a) ev_x[2] = 1;\n{{ ev_x[0] = 1; }}"
+    assert r.unread(stores, "ev_x")
+    assert r.prune(stores).count("memset") == 0
+    for read in ("if (ev_x[1]) f();", "ev_x[1] |= 1;", "g(&ev_x);", "y = ev_x[0] == 1;"):
+        body = f"{stores}\n{read}"
+        assert not r.unread(body, "ev_x"), read
+        assert r.prune(body) == body
+    # another variable whose name ends the same is no mention
+    assert r.unread(f"{reset}\nif (prev_x[1]) f();\nif (s.ev_x) f();", "ev_x")

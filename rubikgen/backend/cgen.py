@@ -32,6 +32,7 @@ from rubikgen.rules.ir import RuleSet
 
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
+from .prune import Resets
 from .rules_c import RulesC, depths
 from .setters import Setters
 
@@ -117,6 +118,7 @@ class CGen:
             name: {call: i + 1 for i, (call, _) in enumerate(lir.callers)}
             for name, lir in prog.layers.items()
         }
+        self.resets = Resets()  # per-layer clears, dropped where nothing reads them (prune.py)
         # layers whose lookup was rendered: each gets a verdict exit (V_<layer>)
         self.verdict_exits: list[str] = []
 
@@ -490,7 +492,8 @@ class CGen:
         if self.rules:
             out.append(self.rules.hook())
         out.append("    return rc;")
-        return "\n".join(out)
+        body = "\n".join(out)
+        return self.resets.prune(body) if self.opt >= 1 else body
 
     def _targets(self) -> set[str]:
         t: set[str] = set()
@@ -585,10 +588,11 @@ class CGen:
             lines += lc.zero_conditional()
         else:
             lines.append(f"h_{n} = {lc.t('hdr_init')};")
+        rz = self.resets.add
         lines += [
-            f"t_{n} = {lc.t('tmp_init')};",
-            f"memset(ev_{n}, 0, sizeof ev_{n});",
-            f"memset(&sres_{n}, 0, sizeof sres_{n});",
+            rz(f"t_{n}", f"t_{n} = {lc.t('tmp_init')};"),
+            rz(f"ev_{n}", f"memset(ev_{n}, 0, sizeof ev_{n});"),
+            rz(f"sres_{n}", f"memset(&sres_{n}, 0, sizeof sres_{n});"),
             f"psm_{n} = 0; cur_{n} = 0; err_{n} = 0; loop_{n} = 0;",
             f"has_inst_{n} = 0; dir_{n} = 0; inst_{n} = &ctx->scratch_{n};",
             f"sdu_{n} = rg_bytes_empty();",
