@@ -49,11 +49,11 @@ def test_resets_nobody_reads_are_dropped_from_enter() -> None:
     c2, c0 = process_body(gen_c(GTP)), process_body(gen_c(GTP, 0))
     # layers without a sequence: nothing fills or reads their results
     for layer in ("eth", "udp", "gtp"):
-        assert f"memset(&sres_{layer}, 0, sizeof sres_{layer});" in c0
-        assert f"memset(&sres_{layer}," not in c2
+        assert f"rg_zero(&sres_{layer}, sizeof sres_{layer});" in c0
+        assert f"rg_zero(&sres_{layer}," not in c2
     # the reassembling layers read theirs (the insert accumulates into it)
     for layer in ("ip1", "ip2", "tcp"):
-        assert f"memset(&sres_{layer}, 0, sizeof sres_{layer});" in c2
+        assert f"rg_zero(&sres_{layer}, sizeof sres_{layer});" in c2
     # tcp's event flags are only stored (const-prop decided every test on them)
     assert "memset(ev_tcp, 0, sizeof ev_tcp);" in c0
     assert "memset(ev_tcp," not in c2
@@ -75,3 +75,11 @@ def test_reset_pruning_tells_reads_from_stores() -> None:
         assert r.prune(body) == body
     # another variable whose name ends the same is no mention
     assert r.unread(f"{reset}\nif (prev_x[1]) f();\nif (s.ev_x) f();", "ev_x")
+
+
+def test_records_are_zeroed_in_vector_sized_pieces() -> None:
+    c = gen_c()
+    # the lazily created IPv4 datagram (fast-destroy) and a layer's scratch record
+    assert "rg_zero(inst_ip, sizeof *inst_ip);" in c
+    assert "rg_zero(&sres_tcp, sizeof sres_tcp);" in c
+    assert not re.search(r"memset\((inst_|&sres_)", c)

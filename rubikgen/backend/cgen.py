@@ -592,7 +592,7 @@ class CGen:
         lines += [
             rz(f"t_{n}", f"t_{n} = {lc.t('tmp_init')};"),
             rz(f"ev_{n}", f"memset(ev_{n}, 0, sizeof ev_{n});"),
-            rz(f"sres_{n}", f"memset(&sres_{n}, 0, sizeof sres_{n});"),
+            rz(f"sres_{n}", f"rg_zero(&sres_{n}, sizeof sres_{n});"),
             f"psm_{n} = 0; cur_{n} = 0; err_{n} = 0; loop_{n} = 0;",
             f"has_inst_{n} = 0; dir_{n} = 0; inst_{n} = &ctx->scratch_{n};",
             f"sdu_{n} = rg_bytes_empty();",
@@ -689,7 +689,7 @@ class CGen:
                 [
                     "{ /* created lazily (fast-destroy) */",
                     f"    inst_{n} = &ctx->scratch_{n};",
-                    f"    memset(inst_{n}, 0, sizeof *inst_{n});",
+                    f"    rg_zero(inst_{n}, sizeof *inst_{n});",
                     f"    lazy_{n} = 1;",
                     f"    has_inst_{n} = 1;",
                     f"    dir_{n} = 0;",
@@ -709,7 +709,7 @@ class CGen:
             f"    rg_stats_error(&ctx->stats->layer[{lc.index}], RG_REASON_CAP);",
             "    rc = RG_PKT_ERROR;",
             f"    inst_{n} = &ctx->scratch_{n};",
-            f"    memset(inst_{n}, 0, sizeof *inst_{n});",
+            f"    rg_zero(inst_{n}, sizeof *inst_{n});",
             f"    inst_{n}->fi.state = {lc.start_state};",
             f"    has_inst_{n} = 0;",
             "} else {",
@@ -736,7 +736,7 @@ class CGen:
         return "\n".join(
             [
                 f"inst_{n} = &ctx->scratch_{n};",
-                f"memset(inst_{n}, 0, sizeof *inst_{n});",
+                f"rg_zero(inst_{n}, sizeof *inst_{n});",
                 f"inst_{n}->fi.state = {lc.start_state};",
                 f"has_inst_{n} = 0;",
             ]
