@@ -83,3 +83,45 @@ def test_records_are_zeroed_in_vector_sized_pieces() -> None:
     assert "rg_zero(inst_ip, sizeof *inst_ip);" in c
     assert "rg_zero(&sres_tcp, sizeof sres_tcp);" in c
     assert not re.search(r"memset\((inst_|&sres_)", c)
+
+
+def test_spans_are_recorded_only_when_setters_may_read_them(tmp_path: Path) -> None:
+    from rubikgen.build import spans_define
+
+    c = "\n".join(ln.strip() for ln in gen_c().splitlines())  # (directives are indented)
+    # the store sits behind the switch; --checksums writes the spans it verifies with
+    store_tcp = "ctx->span[8] = (rg_span){(uint8_t *)(uintptr_t)in_tcp.ptr"
+    tcp_hook = c[c.index("if (err_tcp == 0) {\n#if tcp_ip_SPANS") :]
+    tcp_hook = tcp_hook[: tcp_hook.index("\n}\n}\n")]
+    assert tcp_hook.count(store_tcp) == 2
+    assert "#if !tcp_ip_SPANS" in tcp_hook and "tcp_ip__csum_check(ctx, 8u);" in tcp_hook
+    # eth has no checksum and lends no pseudo-header: no span without setters
+    eth_hook = c[c.index("if (err_eth == 0) {\n#if tcp_ip_SPANS") :]
+    assert "checksums" not in eth_hook[: eth_hook.index("#endif") + 30]
+    # ipv6 has no checksum but lends tcp6's pseudo-header: --checksums records it
+    v6 = c[c.index("if (err_ipv6 == 0) {\n#if tcp_ip_SPANS") :]
+    assert "if (RG_UNLIKELY(ctx->checksums)) {\n#if !tcp_ip_SPANS" in v6[:600]
+    assert "#ifndef tcp_ip_SPANS\n#define tcp_ip_SPANS 1" in c  # on unless the build says
+
+    # the build: off for a handler file that names no setter, on for one that does
+    stub = tmp_path / "h.c"
+    stub.write_text("void tcp_data(void *a, void *h) { (void)a; (void)h; }\n")
+    assert spans_define("tcp_ip", stub) == ["-Dtcp_ip_SPANS=0"]
+    for call in ("tcp_ip_set_ip_ttl(h->ctx, 1);", "tcp_ip_tcp_strip_option(h->ctx, 2);"):
+        stub.write_text(f"void f(rg_hctx *h) {{ {call} }}\n")
+        assert spans_define("tcp_ip", stub) == []
+    # another stack's setters are no reason
+    stub.write_text("void f(rg_hctx *h) { gtp_set_ip1_ttl(h->ctx, 1); }\n")
+    assert spans_define("tcp_ip", stub) == ["-Dtcp_ip_SPANS=0"]
+
+
+def test_rules_that_rewrite_keep_the_spans(tmp_path: Path) -> None:
+    rules = tmp_path / "r.yaml"
+    rules.write_text(
+        'rules:\n  - {name: a, match: "tcp.dport == 1", action: {rewrite: {ip.ttl: 9}}}\n'
+    )
+    c = Compilation(TCP_IP, rules=rules).generated.files["tcp_ip_gen.c"]
+    assert "#undef tcp_ip_SPANS\n#define tcp_ip_SPANS 1" in c
+    rules.write_text('rules:\n  - {name: a, match: "tcp.dport == 1", action: drop}\n')
+    c = Compilation(TCP_IP, rules=rules).generated.files["tcp_ip_gen.c"]
+    assert "#ifndef tcp_ip_SPANS\n#define tcp_ip_SPANS 1" in c

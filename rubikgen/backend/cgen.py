@@ -108,7 +108,9 @@ class CGen:
             hs += [u for u, ul in self.sd.udes.items() if ul == name]  # their fired flags
             lc.prepare(hs, xfs.get(name))
         self.handlers = self._handlers()
-        self.setters = Setters(self.S, list(self.layers.values()))  # checksums, field setters
+        rewrites = rules is not None and any(r.action == "rewrite" for r in rules.rules)
+        # checksums, field setters (spans always when rules rewrite fields)
+        self.setters = Setters(self.S, list(self.layers.values()), always=rewrites)
         # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
         self.rules = RulesC(rules, self.S, self.layers, depths(prog)) if rules else None
         for name, lc in self.layers.items():
