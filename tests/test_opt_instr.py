@@ -125,3 +125,20 @@ def test_rules_that_rewrite_keep_the_spans(tmp_path: Path) -> None:
     rules.write_text('rules:\n  - {name: a, match: "tcp.dport == 1", action: drop}\n')
     c = Compilation(TCP_IP, rules=rules).generated.files["tcp_ip_gen.c"]
     assert "#ifndef tcp_ip_SPANS\n#define tcp_ip_SPANS 1" in c
+
+
+def test_a_created_instance_skips_the_drop_flow_test() -> None:
+    body = process_body(gen_c())
+
+    def block(label: str) -> str:
+        start = re.search(rf"\n{label}_\d+: ", body)
+        assert start, label
+        end = re.compile(r"\nB_\w+: ").search(body, start.end())
+        assert end, label
+        return body[start.end() : end.start()]
+
+    created, found = block("B_tcp_create"), block("B_tcp_found")
+    assert "RG_FLOW_MEMCAP_DROPPED" not in created
+    assert "ctx->obs->on_packet(" in created  # observers still see the packet
+    assert "RG_FLOW_MEMCAP_DROPPED" in found  # a later packet of a dropped flow is counted
+    assert "RG_FLOW_MEMCAP_DROPPED" not in block("B_ip_create")
