@@ -142,3 +142,26 @@ def test_a_created_instance_skips_the_drop_flow_test() -> None:
     assert "ctx->obs->on_packet(" in created  # observers still see the packet
     assert "RG_FLOW_MEMCAP_DROPPED" in found  # a later packet of a dropped flow is counted
     assert "RG_FLOW_MEMCAP_DROPPED" not in block("B_ip_create")
+
+
+def test_a_setter_call_the_scan_misses_fails_to_link(tmp_path: Path) -> None:
+    """Without spans a setter could only do nothing: it is not defined, so a call hidden from
+    the build's scan of the handler file (here in a file it includes) is a link error."""
+    from rubikgen.build import BuildError, build
+
+    stub = Compilation(TCP_IP).generated.handlers_stub
+    (tmp_path / "more.c").write_text(
+        "static void ttl(rg_hctx *h) { tcp_ip_set_ip_ttl(h->ctx, 1); }\n"
+    )
+    hfile = tmp_path / "h.c"
+    hfile.write_text(
+        stub.replace(
+            '#include "tcp_ip_gen.h"\n', f'#include "tcp_ip_gen.h"\n#include "{tmp_path}/more.c"\n'
+        ).replace("    (void)h;\n}", "    ttl(h);\n}", 1)
+    )
+    try:
+        build(TCP_IP, tmp_path / "out", handlers=hfile, quiet=True)
+    except BuildError as e:
+        assert "tcp_ip_set_ip_ttl" in str(e)
+    else:
+        raise AssertionError("linked a setter without spans")

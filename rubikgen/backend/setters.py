@@ -177,12 +177,16 @@ class Setters:
             "    }",
             "}",
         ]
+        # without spans a setter could only do nothing: not defined, so that a call the
+        # build's scan of the handler file missed fails to link instead
+        out += ["", f"#if {S}_SPANS"]
         for s in self.setters:
             out.append("")
             out.append(s.proto)
             out.append("{")
             out += s.body
             out.append("}")
+        out.append(f"#endif /* {S}_SPANS */")
         return "\n".join(out)
 
     # -- setters ------------------------------------------------------------------------------
