@@ -267,6 +267,19 @@ def binary_path(out_dir: Path, stack: str, sanitize: bool) -> Path:
     return out_dir / (f"{stack}-asan" if sanitize else stack)
 
 
+def spans_define(stack: str, handlers: Path) -> list[str]:
+    """`-DS_SPANS=0` when the handler file names no setter of the stack (`S_set_*`,
+    `S_*_strip_option`): the generated code then records where each header is only for
+    `--checksums` (backend/setters.py). Any mention keeps them, so it errs on recording."""
+    try:
+        text = handlers.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    if f"{stack}_set_" in text or re.search(rf"\b{re.escape(stack)}_\w+_strip_option\b", text):
+        return []
+    return [f"-D{stack}_SPANS=0"]
+
+
 def compile_command(
     gen: Generated,
     out_dir: Path,
@@ -287,6 +300,7 @@ def compile_command(
         f"-I{out_dir}",
         f"-I{RUNTIME_DIR / 'include'}",
         f"-I{NF_DIR}",
+        *spans_define(gen.stack, handlers),
         *map(str, sources),
         "-o",
         str(binary_path(out_dir, gen.stack, sanitize)),

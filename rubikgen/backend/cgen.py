@@ -32,6 +32,7 @@ from rubikgen.rules.ir import RuleSet
 
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
+from .prune import Resets
 from .rules_c import RulesC, depths
 from .setters import Setters
 
@@ -107,7 +108,9 @@ class CGen:
             hs += [u for u, ul in self.sd.udes.items() if ul == name]  # their fired flags
             lc.prepare(hs, xfs.get(name))
         self.handlers = self._handlers()
-        self.setters = Setters(self.S, list(self.layers.values()))  # checksums, field setters
+        rewrites = rules is not None and any(r.action == "rewrite" for r in rules.rules)
+        # checksums, field setters (spans always when rules rewrite fields)
+        self.setters = Setters(self.S, list(self.layers.values()), always=rewrites)
         # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
         self.rules = RulesC(rules, self.S, self.layers, depths(prog)) if rules else None
         for name, lc in self.layers.items():
@@ -117,6 +120,8 @@ class CGen:
             name: {call: i + 1 for i, (call, _) in enumerate(lir.callers)}
             for name, lir in prog.layers.items()
         }
+        self._created: str | None = None
+        self.resets = Resets()  # per-layer clears, dropped where nothing reads them (prune.py)
         # layers whose lookup was rendered: each gets a verdict exit (V_<layer>)
         self.verdict_exits: list[str] = []
 
@@ -477,10 +482,13 @@ class CGen:
             else:
                 out.append(f"    /* {name}{src} */")
             out.append("    {")
+            self._created = None  # the layer whose Create this block rendered last
             for ins in b.instrs:
                 if ins.src is not None and ins.src != b.src:
                     out.append(f"        /* {c_comment(str(ins.src))} */")
-                for line in self.instr(ins).splitlines():
+                text = self.instr(ins)
+                self._created = ins.layer if isinstance(ins, I.Create) else None
+                for line in text.splitlines():
                     out.append(f"        {line}" if line else "")
             out.append("    }")
             out += ["    " + x for x in self.term(b)]
@@ -490,7 +498,8 @@ class CGen:
         if self.rules:
             out.append(self.rules.hook())
         out.append("    return rc;")
-        return "\n".join(out)
+        body = "\n".join(out)
+        return self.resets.prune(body) if self.opt >= 1 else body
 
     def _targets(self) -> set[str]:
         t: set[str] = set()
@@ -585,10 +594,11 @@ class CGen:
             lines += lc.zero_conditional()
         else:
             lines.append(f"h_{n} = {lc.t('hdr_init')};")
+        rz = self.resets.add
         lines += [
-            f"t_{n} = {lc.t('tmp_init')};",
-            f"memset(ev_{n}, 0, sizeof ev_{n});",
-            f"memset(&sres_{n}, 0, sizeof sres_{n});",
+            rz(f"t_{n}", f"t_{n} = {lc.t('tmp_init')};"),
+            rz(f"ev_{n}", f"memset(ev_{n}, 0, sizeof ev_{n});"),
+            rz(f"sres_{n}", f"rg_zero(&sres_{n}, sizeof sres_{n});"),
             f"psm_{n} = 0; cur_{n} = 0; err_{n} = 0; loop_{n} = 0;",
             f"has_inst_{n} = 0; dir_{n} = 0; inst_{n} = &ctx->scratch_{n};",
             f"sdu_{n} = rg_bytes_empty();",
@@ -685,7 +695,7 @@ class CGen:
                 [
                     "{ /* created lazily (fast-destroy) */",
                     f"    inst_{n} = &ctx->scratch_{n};",
-                    f"    memset(inst_{n}, 0, sizeof *inst_{n});",
+                    f"    rg_zero(inst_{n}, sizeof *inst_{n});",
                     f"    lazy_{n} = 1;",
                     f"    has_inst_{n} = 1;",
                     f"    dir_{n} = 0;",
@@ -705,7 +715,7 @@ class CGen:
             f"    rg_stats_error(&ctx->stats->layer[{lc.index}], RG_REASON_CAP);",
             "    rc = RG_PKT_ERROR;",
             f"    inst_{n} = &ctx->scratch_{n};",
-            f"    memset(inst_{n}, 0, sizeof *inst_{n});",
+            f"    rg_zero(inst_{n}, sizeof *inst_{n});",
             f"    inst_{n}->fi.state = {lc.start_state};",
             f"    has_inst_{n} = 0;",
             "} else {",
@@ -732,7 +742,7 @@ class CGen:
         return "\n".join(
             [
                 f"inst_{n} = &ctx->scratch_{n};",
-                f"memset(inst_{n}, 0, sizeof *inst_{n});",
+                f"rg_zero(inst_{n}, sizeof *inst_{n});",
                 f"inst_{n}->fi.state = {lc.start_state};",
                 f"has_inst_{n} = 0;",
             ]
@@ -740,14 +750,21 @@ class CGen:
 
     def i_observe(self, ins: I.Observe, lc: LayerC) -> str:
         n = lc.name
+        packet = (
+            f"if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
+            f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
+        )
+        if self._created == n:
+            # right after its creation: no drop-flow mark yet (only a reassembly memcap hit of
+            # one of its packets sets it)
+            return "/* created by this packet: not marked dropped */\n" + packet
         return (
             # memcap drop-flow: the instance's later packets are counted, not shown to observers
             f"if (has_inst_{n} && RG_UNLIKELY(inst_{n}->fi.memcap & RG_FLOW_MEMCAP_DROPPED)) {{\n"
             f"    ctx->stats->layer[{lc.index}].mem.dropped_pkts++;\n"
             f"    rg_verdict_give(&ctx->verdict, &inst_{n}->fi, RG_DROP_FLOW);\n"
             "}\n"
-            f"else if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
-            f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
+            f"else {packet}"
         )
 
     def i_assign(self, ins: I.Assign, lc: LayerC) -> str:

@@ -488,7 +488,11 @@ class LayerEnv:
         if k == "state":
             return CRef(lit(lc.states.index(x)), r.type)
         if k == "atom":
-            return CRef(f"{lc.t('vtest')}({lc.v('inst')}, {x})", BOOL)
+            # the latches first, inline: until an atom held on some packet (a FIN for tcp's
+            # v.temp.afin) the test is a load, not a call that asks the sequences
+            inst = lc.v("inst")
+            latched = " | ".join(f"{inst}->vl[{x}][{d}]" for d in range(lc.ndirs))
+            return CRef(f"(({latched}) && {lc.t('vtest')}({inst}, {x}))", BOOL)
         if k == "option":  # the layer's value, else the protocol's default
             is_bool, val = lc.d.options[x]
             if is_bool:

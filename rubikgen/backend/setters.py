@@ -4,7 +4,10 @@ From each layer's description (ir/layout.py: the fields at a fixed place, the ch
 the pseudo-header fields it lends) this renders:
 
 - the per-layer spans (rg_csum.h): where each layer's header is in the current packet, one
-  struct store when the header parsed;
+  struct store when the header parsed. Only setters and `--checksums` read them: `rubikgen
+  build` compiles with `-DS_SPANS=0` when the handler file names no setter (build.py
+  `spans_define`), and then only `--checksums` writes the spans it verifies with, behind the
+  test of the flag it does anyway; a rules file with rewrites keeps them always;
 - the checksum table and the per-layer verification that `--checksums` turns on;
 - `void S_set_<layer>_<field>(void *ctx, uint64_t value)` for every number at a fixed place
   (bit fields too), `void S_set_<layer>_<field>(void *ctx, const uint8_t *value)` for every
@@ -37,8 +40,9 @@ class _Setter:
 class Setters:
     """The C of checksums and setters for one stack."""
 
-    def __init__(self, S: str, layers: list[LayerC]) -> None:
+    def __init__(self, S: str, layers: list[LayerC], always: bool = False) -> None:
         self.S = S
+        self.always = always  # spans whatever the build says (rules rewrite fields)
         self.layers = layers
         self.by_name = {lc.name: lc for lc in layers}
         self.setters = [s for lc in layers for s in self._layer_setters(lc)]
@@ -60,22 +64,44 @@ class Setters:
         # the frame is the driver's writable copy: setters write into it
         return "    ctx->frame = (uint8_t *)(uintptr_t)data;\n    ctx->caplen = caplen;"
 
+    def spans_macro(self) -> str:
+        """The switch of the spans: on unless the build says no setter is called."""
+        m = f"{self.S}_SPANS"
+        if self.always:
+            return f"#undef {m}\n#define {m} 1 /* rules rewrite fields */"
+        return (
+            f"#ifndef {m}\n#define {m} 1 /* build.py: 0 when no handler calls a setter */\n#endif"
+        )
+
+    def _lends(self, lc: LayerC) -> bool:
+        return any(cs.pseudo_layer == lc.name for x in self.layers for cs in x.d.checksums)
+
     def parsed(self, lc: LayerC) -> list[str]:
         """After layer lc's header parsed (err_L == 0): its span, its checksums verified."""
-        n, i = lc.name, lc.index
-        out = [
-            f"if (err_{n} == 0) {{",
-            f"    ctx->span[{i}] = (rg_span){{(uint8_t *)(uintptr_t)in_{n}.ptr, cur_{n}, "
-            f"(uint32_t)in_{n}.len, ctx->pkt_no, 0}};",
-        ]
+        n, i, S = lc.name, lc.index, self.S
+        store = (
+            f"ctx->span[{i}] = (rg_span){{(uint8_t *)(uintptr_t)in_{n}.ptr, cur_{n}, "
+            f"(uint32_t)in_{n}.len, ctx->pkt_no, 0}};"
+        )
+        out = [f"if (err_{n} == 0) {{", f"#if {S}_SPANS", f"    {store}"]
         for ph in sorted({cs.pseudo_layer for cs in lc.d.checksums if cs.pseudo_layer}):
             # a setter rewrote the pseudo-header's addresses before this layer was parsed
             pi = self.by_name[ph].index
             out.append(
-                f"    if (RG_UNLIKELY(ctx->span[{pi}].ph_delta != 0)) {self.S}__csum_pend(ctx, {i}u);"
+                f"    if (RG_UNLIKELY(ctx->span[{pi}].ph_delta != 0)) {S}__csum_pend(ctx, {i}u);"
             )
-        if lc.d.checksums:
-            out.append(f"    if (ctx->checksums) {self.S}__csum_check(ctx, {i}u);")
+        out.append("#endif")
+        if lc.d.checksums or self._lends(lc):
+            # --checksums reads the spans of the layer and of the one lending its pseudo-header
+            out += [
+                "    if (RG_UNLIKELY(ctx->checksums)) {",
+                f"#if !{S}_SPANS",
+                f"        {store}",
+                "#endif",
+            ]
+            if lc.d.checksums:
+                out.append(f"        {S}__csum_check(ctx, {i}u);")
+            out.append("    }")
         out.append("}")
         return out
 
@@ -104,6 +130,8 @@ class Setters:
         S = self.S
         rows = self._desc_rows()
         out = [
+            self.spans_macro(),
+            "",
             "/* Checksums the specs declare (protocol `checksums:`), by layer: rg_csum.h. */",
             f"static const rg_csum_desc {S}__csums[] = {{",
             *(rows or ["    {0, 0, 0, 0, 0, 0, -1, 0, 0, 0, -1, 0, NULL},"]),
@@ -149,12 +177,16 @@ class Setters:
             "    }",
             "}",
         ]
+        # without spans a setter could only do nothing: not defined, so that a call the
+        # build's scan of the handler file missed fails to link instead
+        out += ["", f"#if {S}_SPANS"]
         for s in self.setters:
             out.append("")
             out.append(s.proto)
             out.append("{")
             out += s.body
             out.append("}")
+        out.append(f"#endif /* {S}_SPANS */")
         return "\n".join(out)
 
     # -- setters ------------------------------------------------------------------------------

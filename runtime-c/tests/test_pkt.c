@@ -332,6 +332,22 @@ static void test_strerror(void **state)
     assert_true(rg_random_seed() != rg_random_seed());
 }
 
+/* rg_zero clears exactly [p, p + n), for sizes around its 64-byte pieces */
+static void test_zero(void **state)
+{
+    (void)state;
+    uint8_t buf[400];
+    for (size_t n = 0; n <= 300; n++)
+        for (size_t off = 0; off < 9; off += 4) {
+            memset(buf, 0xA5, sizeof buf);
+            rg_zero(buf + 8 + off, n);
+            for (size_t i = 0; i < sizeof buf; i++) {
+                const int inside = i >= 8 + off && i < 8 + off + n;
+                assert_int_equal(buf[i], inside ? 0 : 0xA5);
+            }
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_slices),      cmocka_unit_test(test_varint),
         cmocka_unit_test(test_bytes_store), cmocka_unit_test(test_expr_ops),
         cmocka_unit_test(test_checksum),    cmocka_unit_test(test_strerror),
+        cmocka_unit_test(test_zero),
     };
     return cmocka_run_group_tests_name("rg_pkt", tests, NULL, NULL);
 }

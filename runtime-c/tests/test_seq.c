@@ -1802,6 +1802,11 @@ static void test_fast_vs_slow_cases(void **state)
                         {I + 2997, 1024, 1024, 0},
                         {I + 4021, 0, 1, 1},
                         {I + 4022, 0, 0, 1}};
+    /* tcp.yaml's numbering: the SYN takes no number (takeup 0, first insert), FINs with and
+     * without data (phantom byte) at next */
+    const seg conn0[] = {{I, 0, 0, 1},       {I, 0, 0, 1},       {I, 100, 100, 1},
+                         {I + 100, 50, 51, 1}, {I + 151, 0, 0, 1}};
+    const seg conn1[] = {{I, 0, 0, 0}, {I, 200, 200, 1}, {I + 200, 0, 1, 1}, {I + 201, 0, 0, 0}};
     /* out of order, then the hole filled */
     const seg ooo[] = {{100, 10, 10, 0}, {120, 10, 10, 0}, {110, 10, 10, 0}, {130, 5, 5, 1}};
     /* retransmission and partial overlap of delivered data */
@@ -1822,6 +1827,10 @@ static void test_fast_vs_slow_cases(void **state)
     case_run(&C1, conn, N(conn), 0, 0); /* copying */
     case_run(&FT, conn, N(conn), RG_SEQ_BORROW, 1);
     case_run(&FT, conn, N(conn), 0, 1); /* offsets only: no store without the flag either */
+    case_run(&C1, conn0, N(conn0), RG_SEQ_BORROW, 1);
+    case_run(&FT, conn0, N(conn0), 0, 1);
+    case_run(&C2, conn1, N(conn1), RG_SEQ_BORROW, 1);
+    case_run(&FT, conn1, N(conn1), RG_SEQ_BORROW, 1);
     case_run(&Z1, first0, N(first0), RG_SEQ_BORROW, 1);
     case_run(&Z0, first0, N(first0), 0, 1);
     const rg_seq_cfg *all[] = {&C1, &C2, &FT};

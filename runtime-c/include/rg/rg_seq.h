@@ -325,11 +325,15 @@ RG_INLINE uint32_t rg_seq_cfg_max_bytes(const rg_seq_cfg *cfg)
  *   - no logical bytes (a pure ACK) into an initialised sequence with no
  *     window left edge past next: nothing happens (rg_seq__insert would only
  *     copy borrowed bytes early);
+ *   - no logical bytes as the first insert (a SYN numbered past its own
+ *     number), window left edge not past it: it sets next;
  *   - data exactly at next (or the first insert, which sets next) into an
  *     empty sequence without end marker, no phantom bytes, within the byte
  *     cap and the window, left edge not past next: the bytes are borrowed
  *     (RG_SEQ_BORROW), or without buffering just counted (no pointer is
- *     kept; assemble delivers the offsets). */
+ *     kept; assemble delivers the offsets);
+ *   - the same with phantom bytes after the data (a FIN) into a started
+ *     sequence, the window not trimming them: the end marker is set too. */
 RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
                                  const uint8_t *data, uint32_t len, uint32_t takeup,
                                  const rg_seq_win *win, unsigned iflags, rg_seq_res *res)
@@ -339,8 +343,17 @@ RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
         const int nowin = !win || !(win->left | win->right);
         if (takeup == 0) {
             /* (a pending borrow may stay: assemble or settle must follow anyway) */
-            if ((f & RG_SEQF_INIT) && (nowin || rg_sdiff(win->left, s->next) <= 0))
-                return res ? res->flags : 0;
+            if (f & RG_SEQF_INIT) {
+                if (nowin || rg_sdiff(win->left, s->next) <= 0) return res ? res->flags : 0;
+            } else {
+                /* nothing buffered or borrowed before the first insert */
+                const uint32_t first = cfg->zero_based ? s->next : seq;
+                if (nowin || rg_sdiff(win->left, first) <= 0) {
+                    s->next = first;
+                    s->flags = (uint16_t)(f | RG_SEQF_INIT);
+                    return res ? res->flags : 0;
+                }
+            }
         } else if (takeup == len && data != NULL &&
                    (s->nblk | (f & (RG_SEQF_END | RG_SEQF_BYPASS)) | s->borrow_len) == 0 &&
                    seq == (((f & RG_SEQF_INIT) || cfg->zero_based) ? s->next : seq) &&
@@ -355,17 +368,40 @@ RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
             if (!res) return 0;
             res->new_bytes += len;
             return res->flags;
+        } else if (takeup > len && takeup - len <= RG_SEQ_MAX_SPAN && (data != NULL || len == 0) &&
+                   (f & (RG_SEQF_INIT | RG_SEQF_STARTED)) == (RG_SEQF_INIT | RG_SEQF_STARTED) &&
+                   (s->nblk | (f & (RG_SEQF_END | RG_SEQF_FLOOR | RG_SEQF_BYPASS)) |
+                    s->borrow_len) == 0 &&
+                   seq == s->next &&
+                   (len == 0 || (((iflags & RG_SEQ_BORROW) || !cfg->buffer_data) &&
+                                 len <= (cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg)
+                                                          : RG_SEQ_MAX_SPAN))) &&
+                   (nowin || (rg_sdiff(win->left, seq) <= 0 &&
+                              (int64_t)rg_sdiff(win->right, seq) >= (int64_t)takeup))) {
+            /* the data (if any) borrowed as above, then the end marker */
+            if (len) {
+                s->borrow = cfg->buffer_data ? data : rg_empty_byte;
+                s->borrow_len = len;
+            }
+            s->end = seq + len;
+            s->lend = seq + takeup;
+            s->flags = (uint16_t)(f | RG_SEQF_END);
+            if (!res) return RG_SEQ_EV_END;
+            res->new_bytes += len;
+            res->flags |= RG_SEQ_EV_END;
+            return res->flags;
         }
     }
     return rg_seq__insert(s, cfg, seq, data, len, takeup, win, iflags, res);
 }
 
 /* Take the contiguous bytes at next (empty view if none), advance next.
- * Inline: no buffered blocks, no end marker, no gap skipping armed (deliver
- * the borrowed bytes, if any). */
+ * Inline: no buffered blocks, no gap skipping armed (deliver the borrowed
+ * bytes, if any; at the end marker, consume the phantom bytes). */
 RG_INLINE rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 {
-    if (RG_LIKELY(((s->flags & (RG_SEQF_END | RG_SEQF_FLOOR | RG_SEQF_BYPASS)) | s->nblk) == 0)) {
+    const uint32_t f = s->flags;
+    if (RG_LIKELY(((f & (RG_SEQF_FLOOR | RG_SEQF_BYPASS)) | s->nblk) == 0)) {
         const uint32_t n = s->borrow_len;
         rg_bytes out;
         out.ptr = (cfg->buffer_data && n) ? s->borrow : rg_empty_byte;
@@ -374,6 +410,11 @@ RG_INLINE rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res 
         s->borrow = NULL;
         s->borrow_len = 0;
         if (res) res->adv_bytes += n;
+        if (RG_UNLIKELY(f & RG_SEQF_END) && !(f & RG_SEQF_DONE) && s->next == s->end) {
+            s->next = s->lend;
+            s->flags = (uint16_t)(f | RG_SEQF_DONE);
+            if (res) res->flags |= RG_SEQ_EV_DONE;
+        }
         return out;
     }
     return rg_seq__assemble(s, cfg, res);
