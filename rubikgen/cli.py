@@ -255,6 +255,12 @@ def _build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rules", metavar="R.yaml", help="compile this rules file into the stack (docs/rules.md)"
     )
+    p.add_argument(
+        "--rules-reload",
+        action="store_true",
+        help="rule sets swappable at run time: `rubikgen ctl SOCKET rules reload R.yaml`, "
+        "SIGHUP (docs/rules.md)",
+    )
 
 
 def _wire_options(p: argparse.ArgumentParser) -> None:
@@ -496,6 +502,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         check_ir=args.check_ir or None,  # else RUBIKGEN_CHECK_IR decides
         timings=timings,
         rules=args.rules,
+        rules_reload=args.rules_reload,
     )
     out_dir = _build_dir(comp, args.out_dir)
     try:
@@ -596,7 +603,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             render(chain_diags, sources, "text", stream=sys.stderr)
             if any(d.severity == "error" for d in chain_diags):
                 return EXIT_ERRORS
-    comp = Compilation(args.stack, rules=args.rules)
+    comp = Compilation(args.stack, rules=args.rules, rules_reload=args.rules_reload)
     try:
         res = build_compilation(
             comp,

@@ -392,6 +392,35 @@ class RulesC:
     def _where(self, r: RuleIR) -> str:
         return f"{self.rs.file}:{r.line} rule {r.name}: {r.match_text}"
 
+    def inst_lookup(self) -> list[str]:
+        """The deepest instance of the packet (or one that ended in it): its recorded rule
+        (rec_), where it keeps it (slot_), the packet's direction (pdir_), its flow (fi_)."""
+        out = ["        uint32_t *slot_ = NULL, rec_ = 0, pdir_ = 0;",
+               "        rg_flow_info *fi_ RG_MAYBE_UNUSED = NULL;"]  # fmt: skip
+        for ly in self.inst:  # deepest first: the first instance (or ended one) decides
+            lc = self.lcs[ly]
+            tmo = lc.timeout_ns or 60_000_000_000
+            out += [
+                f"        if (ctx->rl_{ly}->nlive) rg_flow_expire(ctx->rl_{ly}, ctx->clock.now, "
+                f"UINT64_C({tmo}));",
+                f"        if (!slot_ && !rec_ && has_inst_{ly}) {{",
+                f"            slot_ = &inst_{ly}->rule__;",
+                f"            fi_ = &inst_{ly}->fi;",
+                f"            pdir_ = (uint32_t)({lc.dir_expr()});",
+                "            rec_ = *slot_;",
+                f"        }} else if (!slot_ && !rec_ && kb_{ly} && ctx->rl_{ly}->nlive) {{",
+                "            int d_ = 0;",
+                f"            rg_flow_set_time(ctx->rl_{ly}, ctx->clock.now);",
+                f"            struct {self.S}__rl_rec *p_ = (struct {self.S}__rl_rec *)"
+                f"rg_flow_lookup_n(ctx->rl_{ly}, kf_{ly}, {lc.key_len}, &d_);",
+                "            if (p_) { /* an instance a stateful rule took, ended */",
+                "                rec_ = p_->rule;",
+                "                pdir_ = d_ != 0;",
+                "            }",
+                "        }",
+            ]
+        return out
+
     # -- the hook ---------------------------------------------------------------------------
     def hook(self) -> str:
         n = self.n
@@ -403,31 +432,7 @@ class RulesC:
         out.append(f"        unsigned best_ = {n}u;")
         slot_lines: list[str] = []
         if self.inst:
-            # the deepest instance of the packet (or one that ended in it): its recorded rule
-            out.append("        uint32_t *slot_ = NULL, rec_ = 0, pdir_ = 0;")
-            out.append("        rg_flow_info *fi_ RG_MAYBE_UNUSED = NULL;")
-            for ly in self.inst:  # deepest first: the first instance (or ended one) decides
-                lc = self.lcs[ly]
-                tmo = lc.timeout_ns or 60_000_000_000
-                out += [
-                    f"        if (ctx->rl_{ly}->nlive) rg_flow_expire(ctx->rl_{ly}, ctx->clock.now, "
-                    f"UINT64_C({tmo}));",
-                    f"        if (!slot_ && !rec_ && has_inst_{ly}) {{",
-                    f"            slot_ = &inst_{ly}->rule__;",
-                    f"            fi_ = &inst_{ly}->fi;",
-                    f"            pdir_ = (uint32_t)({lc.dir_expr()});",
-                    "            rec_ = *slot_;",
-                    f"        }} else if (!slot_ && !rec_ && kb_{ly} && ctx->rl_{ly}->nlive) {{",
-                    "            int d_ = 0;",
-                    f"            rg_flow_set_time(ctx->rl_{ly}, ctx->clock.now);",
-                    f"            struct {self.S}__rl_rec *p_ = (struct {self.S}__rl_rec *)"
-                    f"rg_flow_lookup_n(ctx->rl_{ly}, kf_{ly}, {lc.key_len}, &d_);",
-                    "            if (p_) { /* an instance a stateful rule took, ended */",
-                    "                rec_ = p_->rule;",
-                    "                pdir_ = d_ != 0;",
-                    "            }",
-                    "        }",
-                ]
+            out += self.inst_lookup()
             # bit 31 of a record: the direction of the packet that matched (replies: mirrors)
             out.append("        const int rev_ RG_MAYBE_UNUSED = rec_ && (rec_ >> 31) != pdir_;")
             out.append(f"        if (rec_ != 0 && (rec_ & 0x7fffffffu) <= {n}u) {{")

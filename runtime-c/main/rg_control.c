@@ -5,6 +5,7 @@
  *     attach \t NF \t NAME-or-empty [\t KEY=VALUE]...
  *     detach \t NAME
  *     list
+ *     rules \t info | rules \t load \t SO   (rg_rules_ctl.h)
  * The reply is "ok\n" followed by text (list: "NAME\tSOURCE" lines), or
  * "error: MESSAGE\n".  The thread only moves bytes: the chain changes on the
  * packet loop's thread, between two packets, so the chain needs no lock. */
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "rg_nfchain.h"
+#include "rg_rules_ctl.h"
 
 enum { REQ_MAX = 8192, REPLY_MAX = 8192, MAX_KV = 64 };
 
@@ -142,7 +144,9 @@ static void apply(rg_control *c, rg_chain *ch)
         s = t + 1;
     }
     char err[2048];
-    if (!strcmp(f[0], "list") && n == 1) {
+    if (!strcmp(f[0], "rules")) { /* rule sets (rg_rules_load.c) */
+        rg_rules_control(f, n, c->reply, sizeof c->reply);
+    } else if (!strcmp(f[0], "list") && n == 1) {
         int k = snprintf(c->reply, sizeof c->reply, "ok\n");
         rg_chain_list(ch, c->reply + k, sizeof c->reply - (size_t)k);
     } else if (!strcmp(f[0], "detach") && n == 2) {

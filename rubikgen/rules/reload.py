@@ -1,0 +1,133 @@
+"""Rule sets swapped while a stack runs (docs/rules.md, reload): the build side of
+`--rules-reload`, a rules file compiled to a shared object for a stack, and the requests of
+`rubikgen ctl SOCKET rules info|reload R.yaml` (runtime-c/main/rg_rules_load.c)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rubikgen.diagnostics import Diagnostic
+
+if TYPE_CHECKING:
+    from rubikgen.backend.rules_so import Reloadable
+    from rubikgen.rules.ir import RuleSet
+
+
+def reloadable(
+    hash_: str, rules: RuleSet | None, stack_path: str, prog: Any
+) -> tuple[str, Reloadable]:
+    """The spec hash of a `--rules-reload` build (not the compiled-in one's) and what the
+    back-end takes."""
+    from rubikgen.backend.rules_so import Reloadable
+
+    h = hashlib.sha256(f"{hash_} rules-reload".encode()).hexdigest()[:16]
+    return h, Reloadable(rules, os.path.abspath(stack_path))
+
+
+def unreadable_diags(rs: RuleSet, unit: Any) -> list[Diagnostic]:
+    """Fields a reloadable rule set cannot read (not at a fixed place in their header)."""
+    return [
+        Diagnostic(
+            "RG010",
+            f"rule {r.name}: {f.dotted} is not at a fixed place in its header: a reloadable "
+            "rule set cannot read it",
+            rs.file,
+            r.line,
+            1,
+            hint="match on fields at a fixed place, or build without --rules-reload",
+        )
+        for r, f in unit.unreadable()
+    ]
+
+
+@dataclass
+class Compiled:
+    so: Path | None
+    fingerprint: str
+    diagnostics: list[Diagnostic]
+    error: str = ""
+
+
+def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") -> Compiled:
+    """The rules file checked against the stack and compiled into out_dir/rules.so (a unit of
+    rubikgen/backend/rules_so.py). Diagnostics (file:line:col) when the rules have errors."""
+    from rubikgen.backend.emit import CGen, GenerateError
+    from rubikgen.backend.rules_so import Reloadable, RulesHost
+    from rubikgen.build import BASE_CFLAGS, RUNTIME_DIR
+    from rubikgen.pipeline import Compilation
+    from rubikgen.rules.check import StackFields, check, load
+
+    comp = Compilation(stack_path)
+    try:
+        prog = comp.program
+    except GenerateError as e:
+        return Compiled(None, "", list(e.diagnostics), "the stack has errors")
+    loaded, diags = load(rules_path)
+    rs = None
+    if loaded is not None and not any(d.severity == "error" for d in diags):
+        rs, diags = check(loaded, StackFields.of_program(prog))
+    if rs is None:
+        return Compiled(None, "", diags, "the rules file has errors")
+    cg = CGen(prog, "0", comp.options.opt_level, Reloadable(rs, os.path.abspath(stack_path)))
+    host = cg.rules
+    assert isinstance(host, RulesHost)
+    bad = unreadable_diags(rs, host.unit_)
+    if bad:
+        return Compiled(None, host.itf.fingerprint(), bad, "the rules file has errors")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    src = out_dir / "rules.c"
+    src.write_text(host.unit_.source(), encoding="utf-8")
+    so = out_dir / "rules.so"
+    cmd = [cc, *BASE_CFLAGS, "-fPIC", "-shared", "-fvisibility=hidden",
+           f"-I{RUNTIME_DIR / 'include'}", str(src), "-o", str(so)]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return Compiled(
+            None, host.itf.fingerprint(), [], "cannot compile the rule set:\n" + p.stderr
+        )
+    return Compiled(so, host.itf.fingerprint(), [])
+
+
+def info(sock: str, timeout: float = 30.0) -> dict[str, str]:
+    """`rules info` of a running binary: stack, fingerprint, rules, nrules, reloads, packets.
+    RuntimeError with the binary's message when it cannot reload."""
+    from rubikgen.chain_cli import request
+
+    ok, text = request(sock, ["rules", "info"], timeout)
+    if not ok:
+        raise RuntimeError(text)
+    return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+
+
+def reload(
+    sock: str, rules_path: str, timeout: float = 30.0, cc: str = "cc"
+) -> tuple[bool, str, list[Diagnostic]]:
+    """Compile rules_path for the binary behind sock and have it swap it in. (ok, the binary's
+    reply or why not, diagnostics of the rules file)."""
+    from rubikgen.chain_cli import request
+
+    try:
+        got = info(sock, timeout)
+    except RuntimeError as e:
+        return False, str(e), []
+    tmp = Path(tempfile.mkdtemp(prefix="rubikgen-rules-"))
+    try:
+        c = compile_so(got["stack"], rules_path, tmp, cc)
+        if c.so is None:
+            return False, c.error + " (the rules in force are kept)", c.diagnostics
+        if c.fingerprint != got.get("fingerprint"):
+            return False, (
+                f"{got['stack']} changed since the binary was built (rule sets compiled from it "
+                "no longer fit the binary): rebuild and restart it; the rules in force are kept"
+            ), []  # fmt: skip
+        ok, text = request(sock, ["rules", "load", str(c.so)], timeout)
+        return ok, text, []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the binary has it mapped already

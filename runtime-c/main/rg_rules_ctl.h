@@ -1,0 +1,13 @@
+/* rg_rules_ctl.h - the control socket's `rules` requests (rg_rules_load.c).
+ *     rules \t info          the stack, its fingerprint, the rules in force
+ *     rules \t load \t SO    swap in the rule set of a shared object (rg_rules.h)
+ * f: the request's fields (f[0] is "rules"); the reply ("ok\n..." or "error: ...\n") into
+ * reply.  Returns 0. */
+#ifndef RG_RULES_CTL_H
+#define RG_RULES_CTL_H
+
+#include <stddef.h>
+
+int rg_rules_control(char **f, unsigned n, char *reply, size_t size);
+
+#endif /* RG_RULES_CTL_H */

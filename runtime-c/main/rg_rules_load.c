@@ -1,0 +1,194 @@
+/* rg_rules_load.c - swapping a context's rule set (rg_rules.h): global ids of rule names,
+ * loading a rule set's shared object, the control socket's `rules` requests.
+ *
+ * Everything here runs on the packet loop's thread, between two packets (the control
+ * socket's requests are applied there, rg_control_poll): the per-packet code reads the
+ * active set without a lock. */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rg/rg_rules.h"
+#include "rg/rg_stats.h"
+#include "rg_rules_ctl.h"
+
+static rg_rules_rt *all_rt; /* every live context's */
+
+rg_rules_rt *rg_rules_rt_first(void)
+{
+    return all_rt;
+}
+
+/* The global id of name, given when first seen; UINT32_MAX when out of memory. */
+static uint32_t gid_of(rg_rules_rt *rt, const char *name)
+{
+    for (uint32_t i = 0; i < rt->ngid; i++)
+        if (!strcmp(rt->gname[i], name)) return i;
+    char **g = realloc(rt->gname, (rt->ngid + 1u) * sizeof *g);
+    if (!g) return UINT32_MAX;
+    rt->gname = g;
+    if (!(g[rt->ngid] = strdup(name))) return UINT32_MAX;
+    return rt->ngid++;
+}
+
+int rg_rules_rt_install(rg_rules_rt *rt, const rg_rules_desc *d, void *dl, char *err,
+                        unsigned errlen)
+{
+    if (d->abi != RG_RULES_ABI) {
+        snprintf(err, errlen, "rule set ABI %u, this binary's is %u (rebuild one of them)",
+                 d->abi, RG_RULES_ABI);
+        return -1;
+    }
+    if (strcmp(d->fingerprint, rt->fingerprint) != 0) {
+        snprintf(err, errlen,
+                 "the rule set was compiled for another stack (fingerprint %.16s, this "
+                 "binary's %.16s): compile it against %s",
+                 d->fingerprint, rt->fingerprint, rt->stack_spec);
+        return -1;
+    }
+    uint32_t *gid = calloc(d->n ? d->n : 1u, sizeof *gid);
+    uint64_t *hits = calloc(d->n ? d->n : 1u, sizeof *hits);
+    int32_t *lidx = NULL;
+    if (!gid || !hits) goto oom;
+    for (uint32_t i = 0; i < d->n; i++)
+        if ((gid[i] = gid_of(rt, d->name[i])) == UINT32_MAX) goto oom;
+    lidx = malloc((rt->ngid ? rt->ngid : 1u) * sizeof *lidx);
+    if (!lidx) goto oom;
+    for (uint32_t i = 0; i < rt->ngid; i++)
+        lidx[i] = -1;
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->stateful[i]) lidx[gid[i]] = (int32_t)i; /* only stateful rules keep decisions */
+    /* the swap: the next packet runs d */
+    if (rt->d) rt->reloads++;
+    if (rt->dl) dlclose(rt->dl);
+    free(rt->gid);
+    free(rt->lidx);
+    free(rt->hits);
+    rt->d = d;
+    rt->dl = dl;
+    rt->gid = gid;
+    rt->lidx = lidx;
+    rt->hits = hits;
+    if (rt->stats) {
+        rt->stats->nrules = d->n;
+        rt->stats->rule_name = d->name;
+        rt->stats->rule_action = d->action;
+        rt->stats->rule_hits = hits;
+        rt->stats->rule_reloads = rt->reloads;
+    }
+    return 0;
+oom:
+    free(gid);
+    free(hits);
+    free(lidx);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
+rg_rules_rt *rg_rules_rt_new(const rg_rules_desc *d, struct rg_stats *st,
+                             const uint64_t *pkt_no, const char *fingerprint,
+                             const char *stack_spec)
+{
+    rg_rules_rt *rt = calloc(1, sizeof *rt);
+    if (!rt) return NULL;
+    rt->stats = st;
+    rt->pkt_no = pkt_no;
+    rt->fingerprint = fingerprint;
+    rt->stack_spec = stack_spec;
+    char err[256];
+    if (rg_rules_rt_install(rt, d, NULL, err, sizeof err)) {
+        free(rt);
+        return NULL;
+    }
+    rt->next = all_rt;
+    all_rt = rt;
+    return rt;
+}
+
+void rg_rules_rt_free(rg_rules_rt *rt)
+{
+    if (!rt) return;
+    for (rg_rules_rt **p = &all_rt; *p; p = &(*p)->next)
+        if (*p == rt) {
+            *p = rt->next;
+            break;
+        }
+    if (rt->stats) { /* the names die with the set: the summary is printed before */
+        rt->stats->nrules = 0;
+        rt->stats->rule_hits = NULL;
+    }
+    if (rt->dl) dlclose(rt->dl);
+    for (uint32_t i = 0; i < rt->ngid; i++)
+        free(rt->gname[i]);
+    free(rt->gname);
+    free(rt->gid);
+    free(rt->lidx);
+    free(rt->hits);
+    free(rt);
+}
+
+/* Load the rule set of a shared object into every context; 0 or -1 (err). */
+static int load_so(const char *so, char *err, size_t errlen)
+{
+    if (!all_rt) {
+        snprintf(err, errlen, "this binary's rules cannot be reloaded (build it with "
+                              "--rules-reload)");
+        return -1;
+    }
+    for (rg_rules_rt *rt = all_rt; rt; rt = rt->next) {
+        /* a handle per context: each install owns (and closes) its own */
+        void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+            const char *why = dlerror();
+            snprintf(err, errlen, "%s: cannot load: %s", so, why ? why : "dlopen failed");
+            return -1;
+        }
+        const rg_rules_desc *d = (const rg_rules_desc *)dlsym(dl, RG_RULES_SYMBOL);
+        if (!d) {
+            snprintf(err, errlen, "%s: no %s: not a rule set", so, RG_RULES_SYMBOL);
+            dlclose(dl);
+            return -1;
+        }
+        char why[512];
+        if (rg_rules_rt_install(rt, d, dl, why, sizeof why)) {
+            snprintf(err, errlen, "%s: %s", so, why);
+            dlclose(dl);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int rg_rules_control(char **f, unsigned n, char *reply, size_t size)
+{
+    rg_rules_rt *rt = all_rt;
+    if (n == 2 && !strcmp(f[1], "info")) {
+        if (!rt) {
+            snprintf(reply, size, "error: this binary's rules cannot be reloaded (build it "
+                                  "with --rules-reload)\n");
+            return 0;
+        }
+        snprintf(reply, size,
+                 "ok\nstack\t%s\nfingerprint\t%s\nrules\t%s\nnrules\t%" PRIu32
+                 "\nreloads\t%" PRIu64 "\npackets\t%" PRIu64 "\n",
+                 rt->stack_spec, rt->fingerprint, rt->d->file, rt->d->n, rt->reloads,
+                 *rt->pkt_no);
+        return 0;
+    }
+    if (n == 3 && !strcmp(f[1], "load")) {
+        char err[1024];
+        if (load_so(f[2], err, sizeof err)) {
+            snprintf(reply, size, "error: %s (the rules in force are kept)\n", err);
+            return 0;
+        }
+        /* packets: the last packet judged by the old set (the new one takes the next) */
+        snprintf(reply, size, "ok\nloaded %" PRIu32 " rules of %s after packet %" PRIu64
+                 " (reload %" PRIu64 ")\n",
+                 rt->d->n, rt->d->file, *rt->pkt_no, rt->reloads);
+        return 0;
+    }
+    snprintf(reply, size, "error: unknown request (rules info, rules load SO)\n");
+    return 0;
+}
