@@ -15,16 +15,30 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from oracle import TRACES, tshark_available
 from test_nf_control import PAUSE, TRICKLE, _records
-from test_rules import pcap_frames, tshark_numbers
+from test_rules import (
+    CAPTURES,
+    DROP_CAPTURES,
+    DROP_FILTER,
+    DROPS,
+    PREDICATES,
+    RULES,
+    expected_rule,
+    pcap_frames,
+    run_json,
+    tshark_frames,
+    tshark_numbers,
+)
 
 from captures import REPO
 
@@ -72,6 +86,20 @@ def _summary(out: str) -> dict[str, object]:
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def check_written(out: Path, boundary: int, n: int) -> int:
+    """The written capture: the input without A's frames up to the boundary and B's after it
+    (tshark's filters), byte for byte; nothing lost. Returns the number of B's drops."""
+    drop_a = {k for k in tshark_numbers(CAPTURE, FILTER_A) if k <= boundary}
+    drop_b = {k for k in tshark_numbers(CAPTURE, FILTER_B) if k > boundary}
+    assert drop_a and drop_b, "nothing to drop on one side: the test would prove nothing"
+    frames_in = pcap_frames(CAPTURE)
+    want = [f for i, f in enumerate(frames_in, 1) if i not in drop_a and i not in drop_b]
+    got = pcap_frames(out)
+    assert got == want  # every other frame, byte for byte, in order
+    assert len(got) + len(drop_a) + len(drop_b) == n  # nothing lost
+    return len(drop_b)
+
+
 @pytest.mark.skipif(not tshark_available(), reason="needs tshark")
 def test_reload_mid_replay_swaps_at_a_packet_boundary(
     reload_binary: tuple[Path, Path], tmp_path: Path
@@ -112,13 +140,14 @@ def test_reload_mid_replay_swaps_at_a_packet_boundary(
                 written[0] += 1
                 time.sleep(TRICKLE if i >= third and not done.is_set() else PAUSE)
 
-    t = threading.Thread(target=writer)
+    t = threading.Thread(target=writer, daemon=True)  # blocked on the FIFO if the run died
     t.start()
     try:
         deadline = time.monotonic() + 30
         while not sock.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         while written[0] < third:
+            assert proc.poll() is None, proc.communicate()
             time.sleep(0.01)
         # an error in the rules: refused with its position, A keeps running
         p = rubikgen("ctl", str(sock), "rules", "reload", str(bad))
@@ -134,23 +163,17 @@ def test_reload_mid_replay_swaps_at_a_packet_boundary(
         assert p.returncode == 0 and "reloads\t1\n" in p.stdout, p.stdout
     finally:
         done.set()
-        t.join()
+        if proc.poll() is None:
+            t.join()
         so, se = proc.communicate(timeout=120)
     assert proc.returncode == 0, se
     assert third <= boundary < len(records)
 
-    drop_a = {n for n in tshark_numbers(CAPTURE, FILTER_A) if n <= boundary}
-    drop_b = {n for n in tshark_numbers(CAPTURE, FILTER_B) if n > boundary}
-    assert drop_a and drop_b, "nothing to drop on one side: the test would prove nothing"
-    frames_in = pcap_frames(CAPTURE)
-    want = [f for i, f in enumerate(frames_in, 1) if i not in drop_a and i not in drop_b]
-    got = pcap_frames(out)
-    assert got == want  # every other frame, byte for byte, in order
-    assert len(got) + len(drop_a) + len(drop_b) == len(records)  # nothing lost
+    got = check_written(out, boundary, len(records))
     s = _summary(so)
     assert s["packets"] == len(records)
     # the set in force at the end, counted from the reload on; the reloads
-    assert s["rules"] == [{"name": "dns", "action": "drop", "hits": len(drop_b)}]
+    assert s["rules"] == [{"name": "dns", "action": "drop", "hits": got}]
     assert s["rule_reloads"] == 1
     # flows spanning the reload kept their state: the same streams as without reload
     ref_files = sorted(p.relative_to(ref_dir) for p in ref_dir.rglob("*") if p.is_file())
@@ -158,3 +181,145 @@ def test_reload_mid_replay_swaps_at_a_packet_boundary(
     assert ref_files == run_files and len(ref_files) > 3
     for rel in ref_files:
         assert (ref_dir / rel).read_bytes() == (run_dir / rel).read_bytes(), rel
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+def test_sighup_recompiles_the_rules_file(tmp_path: Path) -> None:
+    """`rubikgen run --rules R.yaml --rules-reload`: R.yaml edited, SIGHUP to rubikgen: an
+    error is reported with its position and A keeps running; then B is swapped in."""
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    rules = tmp_path / "r.rules.yaml"
+    rules.write_text(RULES_A, encoding="utf-8")
+    head, records = _records(CAPTURE)
+    fifo, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rubikgen", "run", str(STACK), str(fifo), "--rules", str(rules),
+         "--rules-reload", "--build-dir", str(tmp_path / "b"), "--nf", "count", "--out",
+         str(tmp_path / "o"), "--write", str(out), "--summary", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+    )  # fmt: skip
+    err_lines: list[str] = []
+    seen = threading.Condition()
+
+    def reader() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            with seen:
+                err_lines.append(line)
+                seen.notify_all()
+
+    def wait_for(text: str) -> str:
+        with seen:
+            ok = seen.wait_for(lambda: any(text in x for x in err_lines), timeout=120)
+        assert ok, "".join(err_lines)
+        return next(x for x in err_lines if text in x)
+
+    written = [0]
+    third = len(records) // 3
+    done = threading.Event()
+
+    def writer() -> None:
+        with open(fifo, "wb", buffering=0) as f:  # opens once the binary reads the FIFO
+            f.write(head)
+            for i, r in enumerate(records):
+                f.write(r)
+                written[0] += 1
+                time.sleep(TRICKLE if i >= third and not done.is_set() else PAUSE)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (reader, writer)]
+    for t in threads:
+        t.start()
+    try:
+        while written[0] < third:
+            assert proc.poll() is None, "".join(err_lines)
+            time.sleep(0.01)
+        rules.write_text(RULES_BAD.replace("udp.dprt", "udp.dprt "), encoding="utf-8")
+        proc.send_signal(signal.SIGHUP)
+        wait_for("SIGHUP: the rules in force are kept")
+        assert any(f"{rules}:2:25: error[RG011]" in x for x in err_lines), err_lines
+        rules.write_text(RULES_B, encoding="utf-8")
+        proc.send_signal(signal.SIGHUP)
+        line = wait_for("rules: SIGHUP: loaded 1 rules")
+    finally:
+        done.set()
+        alive = proc.poll() is None
+        so, _ = proc.communicate(timeout=120)
+        for t in threads if alive else ():
+            t.join()
+    assert proc.returncode == 0, "".join(err_lines)
+    words = line.split()
+    boundary = int(words[words.index("packet") + 1])
+    assert third <= boundary < len(records)
+    got = check_written(out, boundary, len(records))
+    s = _summary(so)
+    assert s["rules"] == [{"name": "dns", "action": "drop", "hits": got}]
+    assert s["rule_reloads"] == 1
+
+
+# -- a rule set compiled to a shared object judges like the compiled-in one (and tshark) --------
+
+
+@pytest.fixture(scope="module")
+def bare_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A --rules-reload build without rules: every set comes from --rules-so."""
+    d = tmp_path_factory.mktemp("rules-bare")
+    p = rubikgen("build", str(STACK), "--rules-reload", "-o", str(d / "b"))
+    assert p.returncode == 0, p.stderr
+    return d / "b" / "tcp_ip"
+
+
+def _so(rules: str, tmp: Path) -> Path:
+    from rubikgen.rules.reload import compile_so
+
+    r = tmp / "r.rules.yaml"
+    r.write_text(rules.format(stack=STACK), encoding="utf-8")
+    c = compile_so(str(STACK), str(r), tmp / "so")
+    assert c.so is not None, (c.error, c.diagnostics)
+    return c.so
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+@pytest.mark.parametrize("name", CAPTURES)
+def test_shared_object_hits_match_tshark(name: str, bare_binary: Path, tmp_path: Path) -> None:
+    """tests/test_rules.py's exact groups, prefixes, range groups and linear rules, from a
+    shared object: the hits of the rule each frame falls under by tshark's fields."""
+    pcap = TRACES / name
+    if not pcap.is_file():
+        pytest.skip(f"{name} is not in {TRACES}")
+    want = Counter(expected_rule(f) for f in tshark_frames(pcap))
+    got = run_json(bare_binary, pcap, "--rules-so", str(_so(RULES, tmp_path)))
+    hits = {r["name"]: r["hits"] for r in got["rules"]}  # type: ignore[attr-defined]
+    assert hits == {n: want.get(n, 0) for n, _ in PREDICATES}, (hits, want)
+    assert sum(hits.values()) > 0 and "rule_reloads" not in got
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+@pytest.mark.parametrize("name", DROP_CAPTURES)
+def test_shared_object_drops_match_tshark(name: str, bare_binary: Path, tmp_path: Path) -> None:
+    pcap = TRACES / name
+    if not pcap.is_file():
+        pytest.skip(f"{name} is not in {TRACES}")
+    out = tmp_path / "out.pcap"
+    run_json(bare_binary, pcap, "--rules-so", str(_so(DROPS, tmp_path)), "--write", str(out))
+    drop = tshark_numbers(pcap, DROP_FILTER)
+    assert drop
+    assert pcap_frames(out) == [f for i, f in enumerate(pcap_frames(pcap), 1) if i not in drop]
+
+
+def test_a_set_for_another_stack_is_refused(bare_binary: Path, tmp_path: Path) -> None:
+    """The fingerprint: a rule set compiled for another stack does not load."""
+    from rubikgen.rules.reload import compile_so
+
+    r = tmp_path / "r.rules.yaml"
+    r.write_text('rules:\n  - {name: x, match: "ip.ttl == 1", action: drop}\n')
+    other = REPO / "specs" / "stacks" / "sctp.yaml"
+    c = compile_so(str(other), str(r), tmp_path / "so")
+    assert c.so is not None, c.diagnostics
+    p = subprocess.run(
+        [str(bare_binary), str(CAPTURE), "--nf", "count", "--rules-so", str(c.so)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert p.returncode != 0
+    assert "the rule set was compiled for another stack" in p.stderr, p.stderr

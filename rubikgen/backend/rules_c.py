@@ -137,6 +137,9 @@ class RulesC:
         out = [f"if (err_{layer} == 0) {{ /* rules */", f"    ctx->rs_{layer} = ctx->pkt_no;"]
         for f in self.fields.get(layer, []):
             n = f.width // 8
+            if f.width > 64:  # an IPv6 address: its bytes (compared by pred)
+                out.append(f"    memcpy(ctx->rf_{layer}_{f.field}, h_{layer}.{f.field}.ptr, {n}u);")
+                continue
             load = {1: "rg_load_u8({p})", 2: "rg_load_be16({p})", 4: "rg_load_be32({p})",
                     8: "rg_load_be64({p})"}.get(n, "rg_load_ben({p}, " + str(n) + ")")  # fmt: skip
             v = (f"(uint64_t)h_{layer}.{f.field}" if f.kind == "num"
@@ -183,7 +186,7 @@ class RulesC:
             if not isinstance(a, Name):
                 continue
             fa = r.ref(a)
-            if not isinstance(fa, FieldRef):
+            if not isinstance(fa, FieldRef) or fa.width > 64:  # IPv6 addresses: pred tests them
                 continue
             if isinstance(b, Num):
                 return fa, mask, b.value & (mask if mask is not None else ~0)
@@ -357,6 +360,11 @@ class RulesC:
         if isinstance(e, Binary) and e.op in ("==", "!="):
             for a, b in ((e.left, e.right), (e.right, e.left)):
                 lit = r.ref(b) if isinstance(b, Name) else None
+                fa = r.ref(a) if isinstance(a, Name) else None
+                if isinstance(lit, Lit) and lit.bits == 128 and isinstance(fa, FieldRef):
+                    core = self._eq128(self._bytes(fa), lit)  # FIELD == IPv6 address or prefix
+                    core = core if e.op == "==" else f"!{core}"
+                    return "(" + " && ".join([*guards, core]) + ")"
                 if isinstance(lit, Lit) and lit.prefix is not None:  # FIELD == a.b.c.d/n
                     core = f"(({self._val(r, a)} & {lit.mask:#x}u) {e.op} {lit.value:#x}u)"
                     return "(" + " && ".join([*guards, core]) + ")"
@@ -368,6 +376,24 @@ class RulesC:
         else:
             core = f"({self._val(r, e)} != 0)"
         return "(" + " && ".join([*guards, core]) + ")"
+
+    def _bytes(self, f: FieldRef) -> str:
+        """The C pointer to the copy of a 16-byte field (an IPv6 address)."""
+        return f"ctx->rf_{f.layer}_{f.field}"
+
+    @staticmethod
+    def _eq128(p: str, lit: Lit) -> str:
+        """16 bytes at p against an IPv6 address or prefix: two 64-bit halves, masked."""
+        m, v = lit.mask, lit.value & lit.mask
+        parts = []
+        for k, sh in ((0, 64), (8, 0)):
+            mk, vk = (m >> sh) & (2**64 - 1), (v >> sh) & (2**64 - 1)
+            if mk == 0:
+                continue
+            load = f"rg_load_be64({p}{' + 8' if k else ''})"
+            x = load if mk == 2**64 - 1 else f"({load} & UINT64_C({mk:#x}))"
+            parts.append(f"{x} == UINT64_C({vk:#x})")
+        return "(" + (" && ".join(parts) or "1") + ")"
 
     def _fold(self, r: RuleIR, e: Binary) -> str | None:
         """ "1"/"0" when `FIELD op CONST` has the same value for every value of the field."""
@@ -547,7 +573,9 @@ class RulesC:
         out += [f"    uint64_t rs_{n}; /* rules: the packet in which layer {n} last parsed */"
                 for n in self.used]  # fmt: skip
         out += [f"    uint64_t rf_{f.layer}_{f.field}; /* rules: its value then */"
-                for fs in self.fields.values() for f in fs]  # fmt: skip
+                for fs in self.fields.values() for f in fs if f.width <= 64]  # fmt: skip
+        out += [f"    uint8_t rf_{f.layer}_{f.field}[{f.width // 8}]; /* rules: its bytes then */"
+                for fs in self.fields.values() for f in fs if f.width > 64]  # fmt: skip
         out += [f"    rg_flow *rl_{n}; /* rules: ended instances stateful rules took */"
                 for n in self.inst]  # fmt: skip
         return "\n".join(out)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rubikgen.expr.ast import Expr, Name
-from rubikgen.rules.ir import FieldRef, RuleIR, RuleSet
+from rubikgen.rules.ir import FieldRef, Lit, RuleIR, RuleSet
 
 from .layer_c import c_comment, c_string
 from .rules_c import VERDICT, RulesC
@@ -124,6 +124,14 @@ class RulesUnit(RulesC):
                 return f"rf_{x.layer}_{x.field}"
         return super()._val(r, e)
 
+    def _bytes(self, f: FieldRef) -> str:
+        return f"rf_{f.layer}_{f.field}"
+
+    @staticmethod
+    def _eq128(p: str, lit: Lit) -> str:
+        # the copy may be short only if the header was: then the layer's guard is not enough
+        return f"(rs16_{p[3:]} && {RulesC._eq128(p, lit)})"
+
     def _set(self, f: FieldRef, value: int) -> str:
         if f.kind == "num":
             k = self.itf.set_num.index((f.layer, f.field))
@@ -157,6 +165,7 @@ class RulesUnit(RulesC):
             "",
             f"static unsigned {p}match(const rg_rules_view *v)",
             "{",
+            "    (void)v; /* a set without rules */",
         ]
         for ly in self.used:
             i = self.lcs[ly].index
@@ -165,6 +174,16 @@ class RulesUnit(RulesC):
             for f in fs:
                 pl = self.itf.places[(f.layer, f.field)]
                 end = (pl.bit + pl.width + 7) // 8
+                if f.width > 64:  # an IPv6 address: where its bytes are in the copy
+                    out.append(
+                        f"    const uint8_t *const rf_{ly}_{f.field} RG_MAYBE_UNUSED = "
+                        f"v->hdr[{pl.layer}] + {pl.bit // 8}u;"
+                    )
+                    out.append(
+                        f"    const int rs16_{ly}_{f.field} RG_MAYBE_UNUSED = "
+                        f"rs_{ly} && v->len[{pl.layer}] >= {end}u;"
+                    )
+                    continue
                 if f.kind == "num":
                     get = f"rg_rules_get(v->hdr[{pl.layer}], {pl.bit}u, {pl.width}u, {int(pl.little)})"
                 else:  # an address: its big-endian value (8 bytes at most: rules/check.py)
@@ -221,6 +240,7 @@ class RulesUnit(RulesC):
             "#include <stdint.h>",
             "#include <stddef.h>",
             "",
+            "#include \"rg/rg_pkt.h\"",
             "#include \"rg/rg_rules.h\"",
             "",
             "#define RG_RULES_EXPORT __attribute__((visibility(\"default\")))",

@@ -30,15 +30,17 @@ class LayerRef:
 
 @dataclass(frozen=True)
 class Lit:
-    """An IPv4 literal (prefix: its length, None for an address)."""
+    """An IPv4 (bits 32) or IPv6 (bits 128) literal (prefix: its length, None for an
+    address)."""
 
     value: int
     prefix: int | None = None
+    bits: int = 32
 
     @property
     def mask(self) -> int:
-        n = 32 if self.prefix is None else self.prefix
-        return ((1 << n) - 1) << (32 - n) if n else 0
+        n = self.bits if self.prefix is None else self.prefix
+        return ((1 << n) - 1) << (self.bits - n) if n else 0
 
 
 Resolved = FieldRef | LayerRef | Lit

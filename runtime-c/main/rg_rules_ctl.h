@@ -10,4 +10,9 @@
 
 int rg_rules_control(char **f, unsigned n, char *reply, size_t size);
 
+/* --rules-so PATH: the contexts created from now on run the rule set of PATH instead of the
+ * compiled-in one, and every context reloads PATH on SIGHUP (at its next packet; the outcome
+ * on stderr, a set that does not load leaves the old one running). */
+void rg_rules_so_option(const char *path);
+
 #endif /* RG_RULES_CTL_H */

@@ -5,16 +5,26 @@
  * socket's requests are applied there, rg_control_poll): the per-packet code reads the
  * active set without a lock. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rg/rg_rules.h"
 #include "rg/rg_stats.h"
 #include "rg_rules_ctl.h"
 
 static rg_rules_rt *all_rt; /* every live context's */
+static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER; /* workers create contexts */
+static const char *so_path;  /* --rules-so */
+volatile sig_atomic_t rg_rules_hup;
+
+static int load_one(rg_rules_rt *rt, const char *so, char *err, size_t errlen);
 
 rg_rules_rt *rg_rules_rt_first(void)
 {
@@ -102,19 +112,31 @@ rg_rules_rt *rg_rules_rt_new(const rg_rules_desc *d, struct rg_stats *st,
         free(rt);
         return NULL;
     }
+    rt->hup_seen = rg_rules_hup;
+    if (so_path && load_one(rt, so_path, err, sizeof err)) { /* --rules-so */
+        fprintf(stderr, "--rules-so: %s\n", err);
+        rg_rules_rt_free(rt);
+        return NULL;
+    }
+    rt->reloads = 0; /* the set the run starts with */
+    if (st) st->rule_reloads = 0;
+    pthread_mutex_lock(&all_mu);
     rt->next = all_rt;
     all_rt = rt;
+    pthread_mutex_unlock(&all_mu);
     return rt;
 }
 
 void rg_rules_rt_free(rg_rules_rt *rt)
 {
     if (!rt) return;
+    pthread_mutex_lock(&all_mu);
     for (rg_rules_rt **p = &all_rt; *p; p = &(*p)->next)
         if (*p == rt) {
             *p = rt->next;
             break;
         }
+    pthread_mutex_unlock(&all_mu);
     if (rt->stats) { /* the names die with the set: the summary is printed before */
         rt->stats->nrules = 0;
         rt->stats->rule_hits = NULL;
@@ -129,6 +151,62 @@ void rg_rules_rt_free(rg_rules_rt *rt)
     free(rt);
 }
 
+/* dlopen of a private copy of so: dlopen hands back the object already loaded for a path,
+ * so a file rewritten in place (SIGHUP) would never be read again; NULL (err) on failure. */
+static void *open_copy(const char *so, char *err, size_t errlen)
+{
+    int in = open(so, O_RDONLY);
+    if (in < 0) {
+        snprintf(err, errlen, "%s: %s", so, strerror(errno));
+        return NULL;
+    }
+    const char *tmp = getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rg-rules-XXXXXX.so", tmp && *tmp ? tmp : "/tmp");
+    int out = mkstemps(path, 3);
+    if (out < 0) {
+        snprintf(err, errlen, "%s: cannot copy it: %s", so, strerror(errno));
+        close(in);
+        return NULL;
+    }
+    char buf[65536];
+    ssize_t k;
+    int bad = 0;
+    while ((k = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)k) != k) bad = 1;
+    if (k < 0) bad = 1;
+    close(in);
+    if (close(out)) bad = 1;
+    void *dl = bad ? NULL : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *why = bad ? "cannot copy it" : dlerror();
+        snprintf(err, errlen, "%s: cannot load: %s", so, why ? why : "dlopen failed");
+    }
+    unlink(path); /* mapped: the copy's name is not needed any more */
+    return dl;
+}
+
+/* Load the rule set of a shared object into rt; 0 or -1 (err). */
+static int load_one(rg_rules_rt *rt, const char *so, char *err, size_t errlen)
+{
+    /* a handle per context: each install owns (and closes) its own */
+    void *dl = open_copy(so, err, errlen);
+    if (!dl) return -1;
+    const rg_rules_desc *d = (const rg_rules_desc *)dlsym(dl, RG_RULES_SYMBOL);
+    if (!d) {
+        snprintf(err, errlen, "%s: no %s: not a rule set", so, RG_RULES_SYMBOL);
+        dlclose(dl);
+        return -1;
+    }
+    char why[512];
+    if (rg_rules_rt_install(rt, d, dl, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", so, why);
+        dlclose(dl);
+        return -1;
+    }
+    return 0;
+}
+
 /* Load the rule set of a shared object into every context; 0 or -1 (err). */
 static int load_so(const char *so, char *err, size_t errlen)
 {
@@ -137,28 +215,39 @@ static int load_so(const char *so, char *err, size_t errlen)
                               "--rules-reload)");
         return -1;
     }
-    for (rg_rules_rt *rt = all_rt; rt; rt = rt->next) {
-        /* a handle per context: each install owns (and closes) its own */
-        void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-        if (!dl) {
-            const char *why = dlerror();
-            snprintf(err, errlen, "%s: cannot load: %s", so, why ? why : "dlopen failed");
-            return -1;
-        }
-        const rg_rules_desc *d = (const rg_rules_desc *)dlsym(dl, RG_RULES_SYMBOL);
-        if (!d) {
-            snprintf(err, errlen, "%s: no %s: not a rule set", so, RG_RULES_SYMBOL);
-            dlclose(dl);
-            return -1;
-        }
-        char why[512];
-        if (rg_rules_rt_install(rt, d, dl, why, sizeof why)) {
-            snprintf(err, errlen, "%s: %s", so, why);
-            dlclose(dl);
-            return -1;
-        }
-    }
+    for (rg_rules_rt *rt = all_rt; rt; rt = rt->next)
+        if (load_one(rt, so, err, errlen)) return -1;
     return 0;
+}
+
+static void on_hup(int sig)
+{
+    (void)sig;
+    rg_rules_hup++;
+}
+
+void rg_rules_so_option(const char *path)
+{
+    so_path = path;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_hup;
+    sa.sa_flags = SA_RESTART; /* reading the capture goes on */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+void rg_rules_hup_reload(rg_rules_rt *rt)
+{
+    rt->hup_seen = rg_rules_hup;
+    if (!so_path) return;
+    char err[1024];
+    if (load_one(rt, so_path, err, sizeof err))
+        fprintf(stderr, "rules: SIGHUP: %s (the rules in force are kept)\n", err);
+    else
+        fprintf(stderr, "rules: SIGHUP: loaded %" PRIu32 " rules of %s after packet %" PRIu64
+                        " (reload %" PRIu64 ")\n",
+                rt->d->n, rt->d->file, *rt->pkt_no - 1u, rt->reloads);
 }
 
 int rg_rules_control(char **f, unsigned n, char *reply, size_t size)

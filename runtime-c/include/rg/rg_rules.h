@@ -18,6 +18,7 @@
 #ifndef RG_RULES_H
 #define RG_RULES_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "rg/rg_api.h"
@@ -74,7 +75,12 @@ typedef struct rg_rules_rt {
     const char *fingerprint; /* the stack's */
     const char *stack_spec;  /* the stack spec the binary was built from */
     struct rg_rules_rt *next; /* every context's (the control socket reloads them all) */
+    sig_atomic_t hup_seen;    /* rg_rules_hup when this context last reloaded --rules-so */
 } rg_rules_rt;
+
+/* SIGHUPs received (--rules-so: each context reloads the file at its next packet) */
+extern volatile sig_atomic_t rg_rules_hup;
+void rg_rules_hup_reload(rg_rules_rt *rt);
 
 /* A context's rule sets, starting with d (the compiled-in one); NULL: out of memory. */
 rg_rules_rt *rg_rules_rt_new(const rg_rules_desc *d, struct rg_stats *st,
@@ -116,6 +122,7 @@ static inline uint64_t rg_rules_get(const uint8_t *h, unsigned bit, unsigned wid
 static inline void rg_rules_run(rg_rules_rt *rt, const rg_rules_view *v, uint32_t *slot,
                                 uint32_t rec, uint32_t pdir)
 {
+    if (RG_UNLIKELY(rt->hup_seen != rg_rules_hup)) rg_rules_hup_reload(rt);
     const rg_rules_desc *d = rt->d;
     unsigned best;
     int rev = 0;
