@@ -323,3 +323,113 @@ def test_a_set_for_another_stack_is_refused(bare_binary: Path, tmp_path: Path) -
     )  # fmt: skip
     assert p.returncode != 0
     assert "the rule set was compiled for another stack" in p.stderr, p.stderr
+
+
+# -- stateful decisions across a reload: kept by rule name, forgotten otherwise ------------------
+
+STATEFUL_A = """\
+rules:
+  - {name: keep, stateful: true, action: drop,
+     match: "tcp.syn && !tcp.ack && ip.daddr == 216.239.38.120"}
+  - {name: gone, stateful: true, action: drop,
+     match: "tcp.syn && !tcp.ack && (ip.daddr == 172.217.168.206 || ip.daddr == 172.217.21.202)"}
+"""
+STATEFUL_B = """\
+rules:
+  - {name: keep, stateful: true, action: drop,
+     match: "tcp.syn && !tcp.ack && ip.daddr == 216.239.38.120"}
+"""
+SYN = "tcp.flags.syn == 1 && tcp.flags.ack == 0 && !ipv6 && "
+
+
+def _streams(flt: str) -> dict[int, set[int]]:
+    """tcp.stream -> its frame numbers, for the streams whose SYN the filter selects."""
+    from oracle.tshark import _tshark
+
+    syns = _tshark(["-r", str(CAPTURE), "-Y", SYN + flt, "-T", "fields", "-e", "tcp.stream"])
+    ids = {int(x) for x in syns.split()}
+    rows = _tshark(["-r", str(CAPTURE), "-Y", "tcp && !ipv6", "-T", "fields", "-e",
+                    "frame.number", "-e", "tcp.stream"])  # fmt: skip
+    out: dict[int, set[int]] = {i: set() for i in ids}
+    for ln in rows.splitlines():
+        n, s = ln.split("\t")
+        if int(s) in out:
+            out[int(s)].add(int(n))
+    return out
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+def test_reload_keeps_stateful_decisions_by_rule_name(bare_binary: Path, tmp_path: Path) -> None:
+    """Connections a stateful `keep` took before the reload stay dropped after it (their
+    later packets match no rule of B: only the kept decision drops them); those `gone` took
+    pass after it (B has no rule of that name: forgotten)."""
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    binary = bare_binary  # no rules until the first reload
+    a, b = tmp_path / "a.rules.yaml", tmp_path / "b.rules.yaml"
+    a.write_text(STATEFUL_A, encoding="utf-8")
+    b.write_text(STATEFUL_B, encoding="utf-8")
+    head, records = _records(CAPTURE)
+    fifo, sock, out = tmp_path / "in.pcap", tmp_path / "ctl.sock", tmp_path / "out.pcap"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [str(binary), str(fifo), "--nf", "count", "--control", str(sock), "--write", str(out),
+         "--summary", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    written = [0]
+    start = 230  # long connections of both rules are open here (tshark: tcp.stream spans)
+    loaded, done = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with open(fifo, "wb", buffering=0) as f:
+            f.write(head)
+            for i, r in enumerate(records):
+                f.write(r)
+                written[0] += 1
+                # slowly while a reload is under way: the boundaries stay near 0 and `start`
+                slow = not loaded.is_set() or (i >= start and not done.is_set())
+                time.sleep(0.08 if slow else PAUSE)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        # A, as the first reload (the first packets go by without rules)
+        while not sock.exists():
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.01)
+        p = rubikgen("ctl", str(sock), "rules", "reload", str(a))
+        assert p.returncode == 0, p.stderr
+        first = int(p.stdout.split()[p.stdout.split().index("packet") + 1])
+        loaded.set()
+        while written[0] < start:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.01)
+        p = rubikgen("ctl", str(sock), "rules", "reload", str(b))
+        assert p.returncode == 0, p.stderr
+        boundary = int(p.stdout.split()[p.stdout.split().index("packet") + 1])
+    finally:
+        loaded.set()
+        done.set()
+        if proc.poll() is None:
+            t.join()
+        so, se = proc.communicate(timeout=120)
+    assert proc.returncode == 0, se
+    keep = _streams("ip.dst == 216.239.38.120")
+    gone = _streams("(ip.dst == 172.217.168.206 || ip.dst == 172.217.21.202)")
+    # A took its connections whose SYN came after `first`
+    keep = {s: fs for s, fs in keep.items() if min(fs) > first}
+    gone = {s: fs for s, fs in gone.items() if min(fs) > first}
+    spans = [fs for fs in keep.values() if min(fs) <= boundary < max(fs)]
+    assert spans, f"no kept connection spans the reload at {boundary}: the test proves nothing"
+    assert any(min(fs) <= boundary < max(fs) for fs in gone.values()), boundary
+    drop = set().union(*keep.values())  # before: A's keep; after: the decision kept, B's keep
+    drop |= {n for fs in gone.values() if min(fs) <= boundary for n in fs if n <= boundary}
+    frames = pcap_frames(CAPTURE)
+    assert pcap_frames(out) == [f for i, f in enumerate(frames, 1) if i not in drop]
+    s = _summary(so)
+    # B's keep counts the packets it decided from the reload on (kept decisions included)
+    assert s["rules"] == [
+        {"name": "keep", "action": "drop", "hits": len({n for n in drop if n > boundary})}
+    ]
+    assert s["rule_reloads"] == 2
