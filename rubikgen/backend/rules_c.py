@@ -137,6 +137,8 @@ class RulesC:
         out = [f"if (err_{layer} == 0) {{ /* rules */", f"    ctx->rs_{layer} = ctx->pkt_no;"]
         for f in self.fields.get(layer, []):
             n = f.width // 8
+            if f.virtual:  # checksum_bad: verified when a rule reads it (_val)
+                continue
             if f.width > 64:  # an IPv6 address: its bytes (compared by pred)
                 out.append(f"    memcpy(ctx->rf_{layer}_{f.field}, h_{layer}.{f.field}.ptr, {n}u);")
                 continue
@@ -320,6 +322,8 @@ class RulesC:
                 return f"UINT64_C({x.value})"
             if isinstance(x, LayerRef):
                 return f"(uint64_t)rs_{x.layer}"
+            if x.virtual:  # checksum_bad: the layer's checksums verified now (its span)
+                return f"{self.S}__rules_csum_bad(ctx, {self.lcs[x.layer].index}u)"
             return f"ctx->rf_{x.layer}_{x.field}"
         if isinstance(e, Unary):
             a = self._val(r, e.operand)
@@ -573,7 +577,7 @@ class RulesC:
         out += [f"    uint64_t rs_{n}; /* rules: the packet in which layer {n} last parsed */"
                 for n in self.used]  # fmt: skip
         out += [f"    uint64_t rf_{f.layer}_{f.field}; /* rules: its value then */"
-                for fs in self.fields.values() for f in fs if f.width <= 64]  # fmt: skip
+                for fs in self.fields.values() for f in fs if f.width <= 64 and not f.virtual]  # fmt: skip
         out += [f"    uint8_t rf_{f.layer}_{f.field}[{f.width // 8}]; /* rules: its bytes then */"
                 for fs in self.fields.values() for f in fs if f.width > 64]  # fmt: skip
         out += [f"    rg_flow *rl_{n}; /* rules: ended instances stateful rules took */"
@@ -607,8 +611,28 @@ class RulesC:
     def ctx_free(self) -> str:
         return "\n".join(f"    if (ctx->rl_{n}) rg_flow_free(ctx->rl_{n});" for n in self.inst)
 
+    def csum_support(self) -> str:
+        """`S__rules_csum_bad(ctx, layer)`: 1 when a checksum of the layer's header, parsed in
+        this packet, does not verify (rg_csum_verify 0; not verifiable counts as good, like
+        tshark's unverified status)."""
+        S = self.S
+        return "\n".join([
+            f"struct {S}_ctx;",
+            f"static void {S}__csum_pkt(struct {S}_ctx *ctx, rg_csum_pkt *c); /* below */",
+            f"static RG_MAYBE_UNUSED uint64_t {S}__rules_csum_bad(void *vctx, unsigned layer)",
+            "{",
+            "    rg_csum_pkt c;",
+            f"    {S}__csum_pkt((struct {S}_ctx *)vctx, &c);",
+            "    for (unsigned i = 0; i < c.ndesc; i++)",
+            "        if (c.desc[i].layer == layer && rg_csum_verify(&c, &c.desc[i]) == 0) return 1;",
+            "    return 0;",
+            "}",
+        ])  # fmt: skip
+
     def support(self) -> str:
-        rec = (f"/* an ended instance a stateful rule took (rules' linger table) */\n"
+        virt = any(f.virtual for fs in self.fields.values() for f in fs)
+        csum = self.csum_support() + "\n" if virt else ""
+        rec = csum + (f"/* an ended instance a stateful rule took (rules' linger table) */\n"
                f"struct {self.S}__rl_rec {{\n    uint32_t rule; /* 1 + rule | dir << 31 */\n}};\n")  # fmt: skip
         return rec + self._support()
 

@@ -114,12 +114,16 @@ class RulesUnit(RulesC):
             (r, v)
             for r in self.rs.rules
             for v in r.refs.values()
-            if isinstance(v, FieldRef) and (v.layer, v.field) not in self.itf.places
+            if isinstance(v, FieldRef)
+            and not v.virtual
+            and (v.layer, v.field) not in self.itf.places
         ]
 
     def _val(self, r: RuleIR, e: Expr) -> str:
         if isinstance(e, Name):
             x = r.ref(e)
+            if isinstance(x, FieldRef) and x.virtual:  # checksum_bad: the stack verifies
+                return f"v->csum_bad(v->ctx, {self.lcs[x.layer].index}u)"
             if isinstance(x, FieldRef):
                 return f"rf_{x.layer}_{x.field}"
         return super()._val(r, e)
@@ -172,6 +176,8 @@ class RulesUnit(RulesC):
             out.append(f"    const int rs_{ly} = v->stamp[{i}] == v->pkt_no;")
         for ly, fs in self.fields.items():
             for f in fs:
+                if f.virtual:
+                    continue
                 pl = self.itf.places[(f.layer, f.field)]
                 end = (pl.bit + pl.width + 7) // 8
                 if f.width > 64:  # an IPv6 address: where its bytes are in the copy
@@ -302,11 +308,15 @@ class RulesHost(RulesC):
         out += [
             "        const rg_rules_view v_ = {ctx, ctx->rv_stamp, ctx->rv_len,",
             "            (const uint8_t *const *)ctx->rv_hdrs, ctx->pkt_no, &ctx->verdict, fi_,",
-            f"            {S}__rv_set_num, {S}__rv_set_bytes}};",
+            f"            {S}__rv_set_num, {S}__rv_set_bytes, {self._csum_fn()}}};",
             "        rg_rules_run(ctx->rules, &v_, slot_, rec_, pdir_);",
             "    }",
         ]
         return "\n".join(out)
+
+    def _csum_fn(self) -> str:
+        summed = any(lc.d.checksums for lc in self.lcs.values())
+        return f"{self.S}__rules_csum_bad" if summed else "NULL"
 
     def ctx_fields(self) -> str:
         nl = max(1, len(self.lcs))
@@ -372,6 +382,7 @@ class RulesHost(RulesC):
             f"static const char {S}__rules_spec[] = {c_string(self.stack_spec)};",
             f"static void (*const {S}__rv_set_num[])(void *, uint64_t) = {{{num}}};",
             f"static void (*const {S}__rv_set_bytes[])(void *, const uint8_t *) = {{{byt}}};",
+            self.csum_support() if self._csum_fn() != "NULL" else "",
             self.unit_.unit(None),
         ])  # fmt: skip
 

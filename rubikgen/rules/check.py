@@ -13,7 +13,7 @@ import difflib
 import hashlib
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from .model import RulesFile
 
 LOGICAL = ("&&", "||")
 MAX_KEY_BYTES = 8  # fields compared as numbers: up to 8 bytes
+CHECKSUM_BAD = "checksum_bad"  # LAYER.checksum_bad: a checksum of the header does not verify
 ADDR6_BYTES = 16  # IPv6 addresses: compared with == / != to an IPv6 address or prefix only
 
 # an IPv6 literal: hex groups and at least two colons (`::` included), an optional /n; what it
@@ -51,6 +52,8 @@ class StackFields:
     # fields the generated setters can write (backend/setters.py): at a fixed place in the
     # header, not a constant tag, of a fixed size
     settable: dict[str, set[str]]
+    # layers whose protocol declares checksums: `LAYER.checksum_bad` (docs/rules.md)
+    checksummed: set[str] = field(default_factory=set)
 
     @classmethod
     def of_program(cls, prog: Any) -> StackFields:
@@ -62,7 +65,8 @@ class StackFields:
                 and not (lir.desc.fields[f].kind != "num" and lir.desc.fields[f].size is None)}
             for n, lir in prog.layers.items()
         }  # fmt: skip
-        return cls(prog.stack, layers, protos, settable)
+        summed = {n for n, lir in prog.layers.items() if lir.desc.checksums}
+        return cls(prog.stack, layers, protos, settable, summed)
 
 
 def load(path: str, text: str | None = None) -> tuple[Loaded | None, list[Diagnostic]]:
@@ -127,6 +131,13 @@ class _Checker:
                      f"write LAYER.header.FIELD or LAYER.FIELD (e.g. {lay}.header.FIELD)")  # fmt: skip
             return None
         fields = layers[lay]
+        if fname == CHECKSUM_BAD and fname not in fields:
+            if lay in self.sf.checksummed:
+                return FieldRef(lay, fname, "num", 1, virtual=True)
+            self.err("RG011", f"layer '{lay}' ({self.sf.protocols[lay]}) declares no checksum: "
+                     f"'{CHECKSUM_BAD}' is for layers whose protocol has `checksums:`", path,
+                     text, span)  # fmt: skip
+            return None
         if fname not in fields:
             proto = self.sf.protocols[lay]
             self.err("RG011", f"layer '{lay}' ({proto}) has no header field '{fname}'", path,

@@ -17,6 +17,9 @@ class FieldRef:
     field: str
     kind: str  # "num" | "bytes"
     width: int  # bits of the value compared (bytes fields: 8 * size)
+    # not a header field: `LAYER.checksum_bad`, 1 when a checksum of the layer's header does
+    # not verify in this packet (computed when a rule reads it)
+    virtual: bool = False
 
     @property
     def dotted(self) -> str:

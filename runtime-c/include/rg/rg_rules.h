@@ -42,6 +42,9 @@ typedef struct rg_rules_view {
     const rg_flow_info *fi;      /* the deepest instance of the packet (drop-flow), or NULL */
     void (*const *set_num)(void *, uint64_t);          /* the stack's setters, by number */
     void (*const *set_bytes)(void *, const uint8_t *); /* ... of byte fields */
+    /* LAYER.checksum_bad: 1 when a checksum of the layer's header does not verify (NULL: the
+     * stack declares no checksums, and no set can name one) */
+    uint64_t (*csum_bad)(void *ctx, unsigned layer);
 } rg_rules_view;
 
 /* A rule set (a unit generated from a rules file). */
