@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from oracle import TRACES, tshark_available
-from test_nf_control import PAUSE, TRICKLE, _records
+from test_nf_control import PAUSE, _records
 from test_rules import (
     CAPTURES,
     DROP_CAPTURES,
@@ -47,6 +47,7 @@ pytestmark = pytest.mark.serial  # paced input (ci/test.sh runs these alone)
 STACK = REPO / "specs" / "stacks" / "tcp_ip.yaml"
 ENV = dict(os.environ, PYTHONPATH=str(REPO))
 CAPTURE = TRACES / "mixed-android-mobile.pcap"
+SLOW = 0.1  # seconds between records while a reload is under way (the capture must outlast it)
 
 RULES_A = """\
 rules:
@@ -138,7 +139,8 @@ def test_reload_mid_replay_swaps_at_a_packet_boundary(
             for i, r in enumerate(records):
                 f.write(r)
                 written[0] += 1
-                time.sleep(TRICKLE if i >= third and not done.is_set() else PAUSE)
+                # slowly while the reloads are under way (two compiles: seconds on a busy machine)
+                time.sleep(SLOW if i >= third and not done.is_set() else PAUSE)
 
     t = threading.Thread(target=writer, daemon=True)  # blocked on the FIFO if the run died
     t.start()
@@ -167,7 +169,8 @@ def test_reload_mid_replay_swaps_at_a_packet_boundary(
             t.join()
         so, se = proc.communicate(timeout=120)
     assert proc.returncode == 0, se
-    assert third <= boundary < len(records)
+    # the binary reads behind the writer (the FIFO buffers): the boundary may precede `third`
+    assert 0 < boundary < len(records)
 
     got = check_written(out, boundary, len(records))
     s = _summary(so)
@@ -226,7 +229,7 @@ def test_sighup_recompiles_the_rules_file(tmp_path: Path) -> None:
             for i, r in enumerate(records):
                 f.write(r)
                 written[0] += 1
-                time.sleep(TRICKLE if i >= third and not done.is_set() else PAUSE)
+                time.sleep(SLOW if i >= third and not done.is_set() else PAUSE)
 
     threads = [threading.Thread(target=f, daemon=True) for f in (reader, writer)]
     for t in threads:
@@ -251,7 +254,8 @@ def test_sighup_recompiles_the_rules_file(tmp_path: Path) -> None:
     assert proc.returncode == 0, "".join(err_lines)
     words = line.split()
     boundary = int(words[words.index("packet") + 1])
-    assert third <= boundary < len(records)
+    # the binary reads behind the writer (the FIFO buffers): the boundary may precede `third`
+    assert 0 < boundary < len(records)
     got = check_written(out, boundary, len(records))
     s = _summary(so)
     assert s["rules"] == [{"name": "dns", "action": "drop", "hits": got}]
@@ -274,7 +278,11 @@ def _so(rules: str, tmp: Path) -> Path:
     from rubikgen.rules.reload import compile_so
 
     r = tmp / "r.rules.yaml"
-    r.write_text(rules.format(stack=STACK), encoding="utf-8")
+    try:  # tests/test_rules.py's texts are format strings (doubled braces); ours are not
+        text = rules.format(stack=STACK)
+    except (KeyError, IndexError):
+        text = rules
+    r.write_text(text, encoding="utf-8")
     c = compile_so(str(STACK), str(r), tmp / "so")
     assert c.so is not None, (c.error, c.diagnostics)
     return c.so
@@ -365,21 +373,20 @@ def test_reload_keeps_stateful_decisions_by_rule_name(bare_binary: Path, tmp_pat
     pass after it (B has no rule of that name: forgotten)."""
     if not CAPTURE.is_file():
         pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
-    binary = bare_binary  # no rules until the first reload
-    a, b = tmp_path / "a.rules.yaml", tmp_path / "b.rules.yaml"
-    a.write_text(STATEFUL_A, encoding="utf-8")
+    a = _so(STATEFUL_A, tmp_path)  # A from the start (--rules-so), B through the socket
+    b = tmp_path / "b.rules.yaml"
     b.write_text(STATEFUL_B, encoding="utf-8")
     head, records = _records(CAPTURE)
     fifo, sock, out = tmp_path / "in.pcap", tmp_path / "ctl.sock", tmp_path / "out.pcap"
     os.mkfifo(fifo)
     proc = subprocess.Popen(
-        [str(binary), str(fifo), "--nf", "count", "--control", str(sock), "--write", str(out),
-         "--summary", "json"],
+        [str(bare_binary), str(fifo), "--nf", "count", "--rules-so", str(a), "--control",
+         str(sock), "--write", str(out), "--summary", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     written = [0]
     start = 230  # long connections of both rules are open here (tshark: tcp.stream spans)
-    loaded, done = threading.Event(), threading.Event()
+    done = threading.Event()
 
     def writer() -> None:
         with open(fifo, "wb", buffering=0) as f:
@@ -387,21 +394,11 @@ def test_reload_keeps_stateful_decisions_by_rule_name(bare_binary: Path, tmp_pat
             for i, r in enumerate(records):
                 f.write(r)
                 written[0] += 1
-                # slowly while a reload is under way: the boundaries stay near 0 and `start`
-                slow = not loaded.is_set() or (i >= start and not done.is_set())
-                time.sleep(0.08 if slow else PAUSE)
+                time.sleep(SLOW if i >= start and not done.is_set() else PAUSE)
 
     t = threading.Thread(target=writer, daemon=True)
     t.start()
     try:
-        # A, as the first reload (the first packets go by without rules)
-        while not sock.exists():
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.01)
-        p = rubikgen("ctl", str(sock), "rules", "reload", str(a))
-        assert p.returncode == 0, p.stderr
-        first = int(p.stdout.split()[p.stdout.split().index("packet") + 1])
-        loaded.set()
         while written[0] < start:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.01)
@@ -409,7 +406,6 @@ def test_reload_keeps_stateful_decisions_by_rule_name(bare_binary: Path, tmp_pat
         assert p.returncode == 0, p.stderr
         boundary = int(p.stdout.split()[p.stdout.split().index("packet") + 1])
     finally:
-        loaded.set()
         done.set()
         if proc.poll() is None:
             t.join()
@@ -417,9 +413,6 @@ def test_reload_keeps_stateful_decisions_by_rule_name(bare_binary: Path, tmp_pat
     assert proc.returncode == 0, se
     keep = _streams("ip.dst == 216.239.38.120")
     gone = _streams("(ip.dst == 172.217.168.206 || ip.dst == 172.217.21.202)")
-    # A took its connections whose SYN came after `first`
-    keep = {s: fs for s, fs in keep.items() if min(fs) > first}
-    gone = {s: fs for s, fs in gone.items() if min(fs) > first}
     spans = [fs for fs in keep.values() if min(fs) <= boundary < max(fs)]
     assert spans, f"no kept connection spans the reload at {boundary}: the test proves nothing"
     assert any(min(fs) <= boundary < max(fs) for fs in gone.values()), boundary
@@ -432,4 +425,4 @@ def test_reload_keeps_stateful_decisions_by_rule_name(bare_binary: Path, tmp_pat
     assert s["rules"] == [
         {"name": "keep", "action": "drop", "hits": len({n for n in drop if n > boundary})}
     ]
-    assert s["rule_reloads"] == 2
+    assert s["rule_reloads"] == 1

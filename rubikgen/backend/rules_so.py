@@ -304,7 +304,11 @@ class RulesHost(RulesC):
             f"    /* rules: the active rule set (rg_rules.h; {c_comment(self.rs.file)} first) */"
         ]
         out.append("    {")
-        out += self.inst_lookup()
+        look = self.inst_lookup()
+        out += look[:2]  # the declarations; the lookup only for sets that can use it
+        out.append("        if (ctx->rules->need_inst) {")
+        out += ["    " + x for x in look[2:]]
+        out.append("        }")
         out += [
             "        const rg_rules_view v_ = {ctx, ctx->rv_stamp, ctx->rv_len,",
             "            (const uint8_t *const *)ctx->rv_hdrs, ctx->pkt_no, &ctx->verdict, fi_,",

@@ -64,9 +64,9 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
     from rubikgen.pipeline import Compilation
     from rubikgen.rules.check import StackFields, check, load
 
-    comp = Compilation(stack_path)
+    comp = Compilation(stack_path, opt_level=0)
     try:
-        prog = comp.program
+        prog = comp.lowered  # the interface (fingerprint) is the same at every -O level
     except GenerateError as e:
         return Compiled(None, "", list(e.diagnostics), "the stack has errors")
     loaded, diags = load(rules_path)

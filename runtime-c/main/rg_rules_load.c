@@ -36,9 +36,14 @@ static uint32_t gid_of(rg_rules_rt *rt, const char *name)
 {
     for (uint32_t i = 0; i < rt->ngid; i++)
         if (!strcmp(rt->gname[i], name)) return i;
+    if (rt->ngid >= RG_RULES_MAX_NAMES) return UINT32_MAX;
     char **g = realloc(rt->gname, (rt->ngid + 1u) * sizeof *g);
     if (!g) return UINT32_MAX;
     rt->gname = g;
+    uint16_t *gg = realloc(rt->ggen, (rt->ngid + 1u) * sizeof *gg);
+    if (!gg) return UINT32_MAX;
+    rt->ggen = gg;
+    gg[rt->ngid] = 0;
     if (!(g[rt->ngid] = strdup(name))) return UINT32_MAX;
     return rt->ngid++;
 }
@@ -68,8 +73,14 @@ int rg_rules_rt_install(rg_rules_rt *rt, const rg_rules_desc *d, void *dl, char 
     if (!lidx) goto oom;
     for (uint32_t i = 0; i < rt->ngid; i++)
         lidx[i] = -1;
-    for (uint32_t i = 0; i < d->n; i++)
+    int need_inst = 0;
+    for (uint32_t i = 0; i < d->n; i++) {
         if (d->stateful[i]) lidx[gid[i]] = (int32_t)i; /* only stateful rules keep decisions */
+        if (d->stateful[i] || !strcmp(d->action[i], "drop-flow")) need_inst = 1;
+    }
+    /* names without a stateful rule in d: their recorded decisions are forgotten for good */
+    for (uint32_t i = 0; i < rt->ngid; i++)
+        if (lidx[i] < 0) rt->ggen[i] = (uint16_t)((rt->ggen[i] + 1u) & 0x7fffu);
     /* the swap: the next packet runs d */
     if (rt->d) rt->reloads++;
     if (rt->dl) dlclose(rt->dl);
@@ -81,6 +92,7 @@ int rg_rules_rt_install(rg_rules_rt *rt, const rg_rules_desc *d, void *dl, char 
     rt->gid = gid;
     rt->lidx = lidx;
     rt->hits = hits;
+    rt->need_inst = need_inst;
     if (rt->stats) {
         rt->stats->nrules = d->n;
         rt->stats->rule_name = d->name;
@@ -93,7 +105,8 @@ oom:
     free(gid);
     free(hits);
     free(lidx);
-    snprintf(err, errlen, "out of memory");
+    snprintf(err, errlen, "out of memory (or more than %u rule names since the start)",
+             RG_RULES_MAX_NAMES);
     return -1;
 }
 
@@ -145,6 +158,7 @@ void rg_rules_rt_free(rg_rules_rt *rt)
     for (uint32_t i = 0; i < rt->ngid; i++)
         free(rt->gname[i]);
     free(rt->gname);
+    free(rt->ggen);
     free(rt->gid);
     free(rt->lidx);
     free(rt->hits);

@@ -70,6 +70,9 @@ typedef struct rg_rules_rt {
     int32_t *lidx;   /* by global id: the stateful rule of d with that name, -1 */
     uint32_t ngid;   /* global ids given so far */
     char **gname;    /* by global id: the name */
+    /* by global id: bumped by every set installed without a stateful rule of that name, so
+     * that decisions recorded before are forgotten for good, even if a later set has one */
+    uint16_t *ggen;
     uint64_t *hits;  /* by rule of d, since it became active */
     uint64_t reloads;
     void *dl;        /* the dlopen handle of d (NULL: compiled in) */
@@ -79,6 +82,9 @@ typedef struct rg_rules_rt {
     const char *stack_spec;  /* the stack spec the binary was built from */
     struct rg_rules_rt *next; /* every context's (the control socket reloads them all) */
     sig_atomic_t hup_seen;    /* rg_rules_hup when this context last reloaded --rules-so */
+    /* d has stateful or drop-flow rules: the stack looks up the packet's instance and its
+     * recorded decision (otherwise no decision can apply: skipped) */
+    int need_inst;
 } rg_rules_rt;
 
 /* SIGHUPs received (--rules-so: each context reloads the file at its next packet) */
@@ -119,9 +125,15 @@ static inline uint64_t rg_rules_get(const uint8_t *h, unsigned bit, unsigned wid
     return width >= 64u ? v : v & ((UINT64_C(1) << width) - 1u);
 }
 
-/* The packet's rules: the recorded decision of its instance (rec: 1 + global id, bit 31
- * the direction that took it; slot: where the instance keeps it, NULL for an ended one),
- * else the first match.  Runs the action and counts the hit. */
+/* A recorded decision: 1 + global id (bits 0-15), its generation (16-30), the direction of
+ * the packet that took it (31). */
+#define RG_RULES_REC(gid, gen, dir) \
+    (((uint32_t)(gid) + 1u) | ((uint32_t)(gen) << 16) | ((uint32_t)(dir) << 31))
+#define RG_RULES_MAX_NAMES 65535u
+
+/* The packet's rules: the recorded decision of its instance (rec, RG_RULES_REC; slot: where
+ * the instance keeps it, NULL for an ended one), else the first match.  Runs the action and
+ * counts the hit. */
 static inline void rg_rules_run(rg_rules_rt *rt, const rg_rules_view *v, uint32_t *slot,
                                 uint32_t rec, uint32_t pdir)
 {
@@ -130,8 +142,9 @@ static inline void rg_rules_run(rg_rules_rt *rt, const rg_rules_view *v, uint32_
     unsigned best;
     int rev = 0;
     if (rec) {
-        const uint32_t g = (rec & 0x7fffffffu) - 1u;
-        const int32_t l = g < rt->ngid ? rt->lidx[g] : -1;
+        const uint32_t g = (rec & 0xffffu) - 1u;
+        const int32_t l =
+            g < rt->ngid && rt->ggen[g] == ((rec >> 16) & 0x7fffu) ? rt->lidx[g] : -1;
         if (l >= 0) {
             best = (unsigned)l;
             rev = (rec >> 31) != pdir;
@@ -143,7 +156,8 @@ static inline void rg_rules_run(rg_rules_rt *rt, const rg_rules_view *v, uint32_
     }
     best = d->match(v);
     if (best >= d->n) return;
-    if (slot && d->stateful[best]) *slot = (rt->gid[best] + 1u) | (pdir << 31);
+    if (slot && d->stateful[best])
+        *slot = RG_RULES_REC(rt->gid[best], rt->ggen[rt->gid[best]], pdir);
     rt->hits[best]++;
     d->act(v, best, 0);
 }
