@@ -137,7 +137,9 @@ class RulesC:
         out = [f"if (err_{layer} == 0) {{ /* rules */", f"    ctx->rs_{layer} = ctx->pkt_no;"]
         for f in self.fields.get(layer, []):
             n = f.width // 8
-            if f.virtual:  # checksum_bad: verified when a rule reads it (_val)
+            if f.virtual:  # checksum_bad: verified now, while the header's bytes are there
+                i = self.lcs[layer].index
+                out.append(f"    ctx->rf_{layer}_{f.field} = {self.S}__rules_csum_bad(ctx, {i}u);")
                 continue
             if f.width > 64:  # an IPv6 address: its bytes (compared by pred)
                 out.append(f"    memcpy(ctx->rf_{layer}_{f.field}, h_{layer}.{f.field}.ptr, {n}u);")
@@ -322,8 +324,6 @@ class RulesC:
                 return f"UINT64_C({x.value})"
             if isinstance(x, LayerRef):
                 return f"(uint64_t)rs_{x.layer}"
-            if x.virtual:  # checksum_bad: the layer's checksums verified now (its span)
-                return f"{self.S}__rules_csum_bad(ctx, {self.lcs[x.layer].index}u)"
             return f"ctx->rf_{x.layer}_{x.field}"
         if isinstance(e, Unary):
             a = self._val(r, e.operand)
@@ -577,7 +577,7 @@ class RulesC:
         out += [f"    uint64_t rs_{n}; /* rules: the packet in which layer {n} last parsed */"
                 for n in self.used]  # fmt: skip
         out += [f"    uint64_t rf_{f.layer}_{f.field}; /* rules: its value then */"
-                for fs in self.fields.values() for f in fs if f.width <= 64 and not f.virtual]  # fmt: skip
+                for fs in self.fields.values() for f in fs if f.width <= 64]  # fmt: skip
         out += [f"    uint8_t rf_{f.layer}_{f.field}[{f.width // 8}]; /* rules: its bytes then */"
                 for fs in self.fields.values() for f in fs if f.width > 64]  # fmt: skip
         out += [f"    rg_flow *rl_{n}; /* rules: ended instances stateful rules took */"

@@ -99,6 +99,21 @@ class Interface:
         return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()
 
 
+_LOADS = {8: "rg_load_u8", 16: "rg_load_be16", 24: "rg_load_be24", 32: "rg_load_be32",
+          48: "rg_load_be48", 64: "rg_load_be64"}  # fmt: skip
+_LOADS_LE = {16: "rg_load_le16", 24: "rg_load_le24", 32: "rg_load_le32", 48: "rg_load_le48"}
+
+
+def _load(pl: Place) -> str:
+    """C reading a field from its header copy: one load for whole bytes (rg_pkt.h), the bit
+    extraction of rg_rules_get otherwise."""
+    at = f"v->hdr[{pl.layer}] + {pl.bit // 8}u"
+    table = _LOADS_LE if pl.little else _LOADS
+    if pl.bit % 8 == 0 and pl.width in table:
+        return f"(uint64_t){table[pl.width]}({at})"
+    return f"rg_rules_get(v->hdr[{pl.layer}], {pl.bit}u, {pl.width}u, {int(pl.little)})"
+
+
 class RulesUnit(RulesC):
     """One rule set as a unit of C over rg_rules_view (rg_rules.h)."""
 
@@ -115,15 +130,24 @@ class RulesUnit(RulesC):
             for r in self.rs.rules
             for v in r.refs.values()
             if isinstance(v, FieldRef)
-            and not v.virtual
-            and (v.layer, v.field) not in self.itf.places
+            and (
+                self.lcs[v.layer].index >= 64  # csum_mask's bits
+                if v.virtual
+                else (v.layer, v.field) not in self.itf.places
+            )
         ]
+
+    def csum_mask(self) -> int:
+        """The layers whose checksum_bad the set reads: the stack verifies them at the parse."""
+        return sum(
+            1 << self.lcs[f.layer].index for fs in self.fields.values() for f in fs if f.virtual
+        )
 
     def _val(self, r: RuleIR, e: Expr) -> str:
         if isinstance(e, Name):
             x = r.ref(e)
-            if isinstance(x, FieldRef) and x.virtual:  # checksum_bad: the stack verifies
-                return f"v->csum_bad(v->ctx, {self.lcs[x.layer].index}u)"
+            if isinstance(x, FieldRef) and x.virtual:  # checksum_bad: verified at the parse
+                return f"(uint64_t)v->csum_bad[{self.lcs[x.layer].index}]"
             if isinstance(x, FieldRef):
                 return f"rf_{x.layer}_{x.field}"
         return super()._val(r, e)
@@ -190,10 +214,7 @@ class RulesUnit(RulesC):
                         f"rs_{ly} && v->len[{pl.layer}] >= {end}u;"
                     )
                     continue
-                if f.kind == "num":
-                    get = f"rg_rules_get(v->hdr[{pl.layer}], {pl.bit}u, {pl.width}u, {int(pl.little)})"
-                else:  # an address: its big-endian value (8 bytes at most: rules/check.py)
-                    get = f"rg_rules_get(v->hdr[{pl.layer}], {pl.bit}u, {pl.width}u, 0)"
+                get = _load(pl)
                 out.append(
                     f"    const uint64_t rf_{ly}_{f.field} RG_MAYBE_UNUSED = "
                     f"rs_{ly} && v->len[{pl.layer}] >= {end}u ? {get} : 0;"
@@ -233,7 +254,7 @@ class RulesUnit(RulesC):
             f"{decl} = {{",
             f"    RG_RULES_ABI, {c_string(self.itf.fingerprint())}, {c_string(rs.file)},",
             f"    {c_string(rs.digest)}, {n}u, {p}names, {p}actions, {p}stateful,",
-            f"    {p}match, {p}act,",
+            f"    {p}match, {p}act, UINT64_C({self.csum_mask():#x}),",
             "};",
         ]
         return "\n".join(out)
@@ -285,6 +306,11 @@ class RulesHost(RulesC):
             f"if (err_{layer} == 0) {{ /* rules (reloadable): the header, for any rule set */",
             f"    ctx->rv_stamp[{i}] = ctx->pkt_no;",
         ]
+        if lc.d.checksums and i < 64:  # LAYER.checksum_bad, for a set that reads it
+            out.append(
+                f"    if (RG_UNLIKELY(ctx->rules->csum_mask >> {i} & 1u)) "
+                f"ctx->rv_csum[{i}] = (uint8_t){self.S}__rules_csum_bad(ctx, {i}u);"
+            )
         if k:
             out += [
                 f"    if (cur_{layer} >= {k}u) {{",
@@ -312,7 +338,7 @@ class RulesHost(RulesC):
         out += [
             "        const rg_rules_view v_ = {ctx, ctx->rv_stamp, ctx->rv_len,",
             "            (const uint8_t *const *)ctx->rv_hdrs, ctx->pkt_no, &ctx->verdict, fi_,",
-            f"            {S}__rv_set_num, {S}__rv_set_bytes, {self._csum_fn()}}};",
+            f"            {S}__rv_set_num, {S}__rv_set_bytes, ctx->rv_csum}};",
             "        rg_rules_run(ctx->rules, &v_, slot_, rec_, pdir_);",
             "    }",
         ]
@@ -329,6 +355,7 @@ class RulesHost(RulesC):
             f"    uint64_t rv_stamp[{nl}]; /* rules: by layer, the packet its header parsed in */",
             f"    uint32_t rv_len[{nl}]; /* rules: ... the bytes copied */",
             f"    uint8_t *rv_hdrs[{nl}]; /* rules: ... the copy */",
+            f"    uint8_t rv_csum[{nl}]; /* rules: ... a checksum did not verify */",
         ]
         out += [
             f"    uint8_t rv_hdr_{n}[{k}]; /* rules: layer {n}'s header, fixed part */"

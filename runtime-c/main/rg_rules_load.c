@@ -93,6 +93,7 @@ int rg_rules_rt_install(rg_rules_rt *rt, const rg_rules_desc *d, void *dl, char 
     rt->lidx = lidx;
     rt->hits = hits;
     rt->need_inst = need_inst;
+    rt->csum_mask = d->csum_mask;
     if (rt->stats) {
         rt->stats->nrules = d->n;
         rt->stats->rule_name = d->name;

@@ -42,9 +42,9 @@ typedef struct rg_rules_view {
     const rg_flow_info *fi;      /* the deepest instance of the packet (drop-flow), or NULL */
     void (*const *set_num)(void *, uint64_t);          /* the stack's setters, by number */
     void (*const *set_bytes)(void *, const uint8_t *); /* ... of byte fields */
-    /* LAYER.checksum_bad: 1 when a checksum of the layer's header does not verify (NULL: the
-     * stack declares no checksums, and no set can name one) */
-    uint64_t (*csum_bad)(void *ctx, unsigned layer);
+    /* by layer: LAYER.checksum_bad, 1 when a checksum of its header did not verify (set at the
+     * parse for the layers of the active set's csum_mask) */
+    const uint8_t *csum_bad;
 } rg_rules_view;
 
 /* A rule set (a unit generated from a rules file). */
@@ -61,6 +61,7 @@ typedef struct rg_rules_desc {
     unsigned (*match)(const rg_rules_view *v);
     /* the action of rule `rule` (rev: a reply of a stateful rewrite: mirrored fields) */
     void (*act)(const rg_rules_view *v, unsigned rule, int rev);
+    uint64_t csum_mask; /* bit L: the set reads LAYER.checksum_bad of layer index L */
 } rg_rules_desc;
 
 /* The active set of one context and what maps its rules to global ids. */
@@ -85,6 +86,7 @@ typedef struct rg_rules_rt {
     /* d has stateful or drop-flow rules: the stack looks up the packet's instance and its
      * recorded decision (otherwise no decision can apply: skipped) */
     int need_inst;
+    uint64_t csum_mask; /* d's: the layers whose checksums the stack verifies at the parse */
 } rg_rules_rt;
 
 /* SIGHUPs received (--rules-so: each context reloads the file at its next packet) */
