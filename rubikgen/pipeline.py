@@ -220,10 +220,14 @@ class Compilation:
             files.append(self.rules_path)
         hash_ = spec_hash(files, level)
         if self.rules_reload:
-            from rubikgen.rules.reload import reloadable
+            from rubikgen.backend.emit import GenerateError
+            from rubikgen.backend.rules_so import Unreadable, reloadable
 
-            hash_, rl = reloadable(hash_, rules, self.stack_path, prog)
-            gen = CGen(prog, hash_, level, rl).render()
+            hash_, rl = reloadable(hash_, rules, self.stack_path)
+            try:
+                gen = CGen(prog, hash_, level, rl).render()
+            except Unreadable as e:
+                raise GenerateError(e.diagnostics) from None
         else:
             gen = CGen(prog, hash_, level, rules).render()
         gen.dumps = self.optimised.dumps

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr.ast import Expr, Name
 from rubikgen.rules.ir import FieldRef, Lit, RuleIR, RuleSet
 
@@ -280,6 +282,38 @@ class RulesUnit(RulesC):
         ])  # fmt: skip
 
 
+def reloadable(hash_: str, rules: RuleSet | None, stack_path: str) -> tuple[str, Reloadable]:
+    """The spec hash of a `--rules-reload` build (not the compiled-in one's) and what the
+    back-end takes (pipeline.py)."""
+    h = hashlib.sha256(f"{hash_} rules-reload".encode()).hexdigest()[:16]
+    return h, Reloadable(rules, os.path.abspath(stack_path))
+
+
+class Unreadable(Exception):
+    """Rules a reloadable set cannot compile (fields not at a fixed place): pipeline.py turns
+    the diagnostics into a GenerateError."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        super().__init__("; ".join(d.message for d in diagnostics))
+        self.diagnostics = diagnostics
+
+
+def unreadable_diags(rs: RuleSet, unit: RulesUnit) -> list[Diagnostic]:
+    """Fields a reloadable rule set cannot read (not at a fixed place in their header)."""
+    return [
+        Diagnostic(
+            "RG010",
+            f"rule {r.name}: {f.dotted} is not at a fixed place in its header: a reloadable "
+            "rule set cannot read it",
+            rs.file,
+            r.line,
+            1,
+            hint="match on fields at a fixed place, or build without --rules-reload",
+        )
+        for r, f in unit.unreadable()
+    ]
+
+
 def _empty(file: str) -> RuleSet:
     return RuleSet(file, hashlib.sha256(b"").hexdigest(), [])
 
@@ -294,6 +328,9 @@ class RulesHost(RulesC):
         super().__init__(rs, S, layers, depth)
         self.stack_spec = rl.stack_spec
         self.unit_ = RulesUnit(rs, S, layers, depth)
+        bad = unreadable_diags(rs, self.unit_)
+        if bad:
+            raise Unreadable(bad)
         self.itf = self.unit_.itf
         # every layer with an instance keeps a decision slot: a later set may be stateful
         inst = [n for n, lc in layers.items() if lc.has_instance]

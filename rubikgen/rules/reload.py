@@ -1,50 +1,18 @@
-"""Rule sets swapped while a stack runs (docs/rules.md, reload): the build side of
-`--rules-reload`, a rules file compiled to a shared object for a stack, and the requests of
+"""Rule sets swapped while a stack runs (docs/rules.md, reload): a rules file compiled to a
+shared object for a stack (backend/rules_so.py), and the requests of
 `rubikgen ctl SOCKET rules info|reload R.yaml` (runtime-c/main/rg_rules_load.c)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from rubikgen.diagnostics import Diagnostic
-
-if TYPE_CHECKING:
-    from rubikgen.backend.rules_so import Reloadable
-    from rubikgen.rules.ir import RuleSet
-
-
-def reloadable(
-    hash_: str, rules: RuleSet | None, stack_path: str, prog: Any
-) -> tuple[str, Reloadable]:
-    """The spec hash of a `--rules-reload` build (not the compiled-in one's) and what the
-    back-end takes."""
-    from rubikgen.backend.rules_so import Reloadable
-
-    h = hashlib.sha256(f"{hash_} rules-reload".encode()).hexdigest()[:16]
-    return h, Reloadable(rules, os.path.abspath(stack_path))
-
-
-def unreadable_diags(rs: RuleSet, unit: Any) -> list[Diagnostic]:
-    """Fields a reloadable rule set cannot read (not at a fixed place in their header)."""
-    return [
-        Diagnostic(
-            "RG010",
-            f"rule {r.name}: {f.dotted} is not at a fixed place in its header: a reloadable "
-            "rule set cannot read it",
-            rs.file,
-            r.line,
-            1,
-            hint="match on fields at a fixed place, or build without --rules-reload",
-        )
-        for r, f in unit.unreadable()
-    ]
 
 
 @dataclass
@@ -59,7 +27,7 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
     """The rules file checked against the stack and compiled into out_dir/rules.so (a unit of
     rubikgen/backend/rules_so.py). Diagnostics (file:line:col) when the rules have errors."""
     from rubikgen.backend.emit import CGen, GenerateError
-    from rubikgen.backend.rules_so import Reloadable, RulesHost
+    from rubikgen.backend.rules_so import Reloadable, RulesHost, Unreadable
     from rubikgen.build import BASE_CFLAGS, RUNTIME_DIR
     from rubikgen.pipeline import Compilation
     from rubikgen.rules.check import StackFields, check, load
@@ -75,12 +43,12 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
         rs, diags = check(loaded, StackFields.of_program(prog))
     if rs is None:
         return Compiled(None, "", diags, "the rules file has errors")
-    cg = CGen(prog, "0", comp.options.opt_level, Reloadable(rs, os.path.abspath(stack_path)))
+    try:
+        cg = CGen(prog, "0", comp.options.opt_level, Reloadable(rs, os.path.abspath(stack_path)))
+    except Unreadable as e:
+        return Compiled(None, "", e.diagnostics, "the rules file has errors")
     host = cg.rules
     assert isinstance(host, RulesHost)
-    bad = unreadable_diags(rs, host.unit_)
-    if bad:
-        return Compiled(None, host.itf.fingerprint(), bad, "the rules file has errors")
     out_dir.mkdir(parents=True, exist_ok=True)
     src = out_dir / "rules.c"
     src.write_text(host.unit_.source(), encoding="utf-8")
@@ -95,11 +63,26 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
     return Compiled(so, host.itf.fingerprint(), [])
 
 
+def request(sock_path: str, fields: list[str], timeout: float = 30.0) -> tuple[bool, str]:
+    """One request on the control socket (runtime-c/main/rg_control.c: a line of
+    tab-separated fields; the reply "ok\n..." or "error: ..."): (ok, the text after the
+    status line)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(("\t".join(fields) + "\n").encode())
+        chunks = []
+        while b := s.recv(65536):
+            chunks.append(b)
+    head, _, rest = b"".join(chunks).decode(errors="replace").partition("\n")
+    if head == "ok":
+        return True, rest
+    return False, head.removeprefix("error: ") if head else "no reply (the run ended?)"
+
+
 def info(sock: str, timeout: float = 30.0) -> dict[str, str]:
     """`rules info` of a running binary: stack, fingerprint, rules, nrules, reloads, packets.
     RuntimeError with the binary's message when it cannot reload."""
-    from rubikgen.chain_cli import request
-
     ok, text = request(sock, ["rules", "info"], timeout)
     if not ok:
         raise RuntimeError(text)
@@ -111,8 +94,6 @@ def reload(
 ) -> tuple[bool, str, list[Diagnostic]]:
     """Compile rules_path for the binary behind sock and have it swap it in. (ok, the binary's
     reply or why not, diagnostics of the rules file)."""
-    from rubikgen.chain_cli import request
-
     try:
         got = info(sock, timeout)
     except RuntimeError as e:
