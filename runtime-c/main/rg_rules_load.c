@@ -26,11 +26,6 @@ volatile sig_atomic_t rg_rules_hup;
 
 static int load_one(rg_rules_rt *rt, const char *so, char *err, size_t errlen);
 
-rg_rules_rt *rg_rules_rt_first(void)
-{
-    return all_rt;
-}
-
 /* The global id of name, given when first seen; UINT32_MAX when out of memory. */
 static uint32_t gid_of(rg_rules_rt *rt, const char *name)
 {

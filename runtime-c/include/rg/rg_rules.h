@@ -102,8 +102,6 @@ void rg_rules_rt_free(rg_rules_rt *rt);
  * the reason in err (the old set stays). */
 int rg_rules_rt_install(rg_rules_rt *rt, const rg_rules_desc *d, void *dl, char *err,
                         unsigned errlen);
-/* Every live context's rule sets (the first), for the control socket. */
-rg_rules_rt *rg_rules_rt_first(void);
 
 /* A field of a header copy: `width` bits at bit `bit`, big-endian (order 0) or a whole
  * little-endian number of bytes (order 1). */
