@@ -214,7 +214,7 @@ class Compilation:
 
             loaded, diags = load(self.rules_path)
             if loaded is not None and not any(d.severity == "error" for d in diags):
-                rules, diags = check(loaded, StackFields.of_program(prog))
+                rules, diags = check(loaded, StackFields.of_program(prog), self.rules_reload)
             if rules is None:
                 raise GenerateError(diags)
             files.append(self.rules_path)

@@ -426,3 +426,16 @@ def test_reload_keeps_stateful_decisions_by_rule_name(bare_binary: Path, tmp_pat
         {"name": "keep", "action": "drop", "hits": len({n for n in drop if n > boundary})}
     ]
     assert s["rule_reloads"] == 1
+
+
+def test_fields_a_reloadable_set_cannot_read_are_positioned(tmp_path: Path) -> None:
+    """TCP options have no fixed place: a reloadable set cannot read them (RG010 at the name)."""
+    r = tmp_path / "opt.rules.yaml"
+    r.write_text('rules:\n  - {name: mss, match: "tcp.mss == 1460", action: drop}\n')
+    p = rubikgen(
+        "build", str(STACK), "--rules", str(r), "--rules-reload", "-o", str(tmp_path / "b")
+    )
+    assert p.returncode == 1
+    assert f"{r}:2:25: error[RG010]: 'tcp.mss' is not at a fixed place" in p.stderr, p.stderr
+    p = rubikgen("build", str(STACK), "--rules", str(r), "-o", str(tmp_path / "b"))
+    assert p.returncode == 0, p.stderr  # compiled in, the option can be matched

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr.ast import Expr, Name
-from rubikgen.rules.ir import FieldRef, Lit, RuleIR, RuleSet
+from rubikgen.rules.ir import RELOAD_COPY_BYTES, FieldRef, Lit, RuleIR, RuleSet
 
 from .layer_c import c_comment, c_string
 from .rules_c import VERDICT, RulesC
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .layer_c import LayerC
 
 ABI = 1
-MAX_COPY = 64  # bytes of a header's fixed part the context copies (fields beyond: not readable)
+MAX_COPY = RELOAD_COPY_BYTES  # bytes of a header's fixed part copied (fields beyond: unreadable)
 
 
 @dataclass(frozen=True)

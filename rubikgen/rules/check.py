@@ -25,7 +25,7 @@ from rubikgen.expr.parser import ExprSyntaxError, parse_expr
 from rubikgen.ir.layout import HField
 from rubikgen.source import Loaded, SourceMap, load_text
 
-from .ir import COMPARISONS, FieldRef, LayerRef, Lit, Resolved, RuleIR, RuleSet
+from .ir import COMPARISONS, RELOAD_COPY_BYTES, FieldRef, LayerRef, Lit, Resolved, RuleIR, RuleSet
 from .model import RulesFile
 
 LOGICAL = ("&&", "||")
@@ -54,6 +54,9 @@ class StackFields:
     settable: dict[str, set[str]]
     # layers whose protocol declares checksums: `LAYER.checksum_bad` (docs/rules.md)
     checksummed: set[str] = field(default_factory=set)
+    # fields a reloadable rule set can read: at a fixed place in the header's first
+    # RELOAD_COPY_BYTES (backend/rules_so.py copies them)
+    readable: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def of_program(cls, prog: Any) -> StackFields:
@@ -66,7 +69,16 @@ class StackFields:
             for n, lir in prog.layers.items()
         }  # fmt: skip
         summed = {n for n, lir in prog.layers.items() if lir.desc.checksums}
-        return cls(prog.stack, layers, protos, settable, summed)
+        readable: dict[str, set[str]] = {}
+        for n, lir in prog.layers.items():
+            fs = lir.desc.fields
+            readable[n] = {
+                f for f, bit in lir.desc.fixed_bits.items()
+                if 0 < ((fs[f].width or 64) if fs[f].kind == "num" else 8 * (fs[f].size or 0))
+                and bit + ((fs[f].width or 64) if fs[f].kind == "num" else 8 * (fs[f].size or 0))
+                <= 8 * RELOAD_COPY_BYTES
+            }  # fmt: skip
+        return cls(prog.stack, layers, protos, settable, summed, readable)
 
 
 def load(path: str, text: str | None = None) -> tuple[Loaded | None, list[Diagnostic]]:
@@ -97,9 +109,10 @@ def _did_you_mean(name: str, options: list[str]) -> str | None:
 
 
 class _Checker:
-    def __init__(self, smap: SourceMap, sf: StackFields) -> None:
+    def __init__(self, smap: SourceMap, sf: StackFields, reloadable: bool = False) -> None:
         self.smap = smap
         self.sf = sf
+        self.reloadable = reloadable  # --rules-reload: only fields sf.readable
         self.diags: list[Diagnostic] = []
 
     def err(self, code: str, msg: str, path: tuple[Any, ...], text: str | None = None,
@@ -145,6 +158,12 @@ class _Checker:
                      or f"its fields: {', '.join(fields)}")  # fmt: skip
             return None
         hf = fields[fname]
+        if self.reloadable and fname not in self.sf.readable.get(lay, set()):
+            self.err("RG010", f"'{dotted}' is not at a fixed place in the first "
+                     f"{RELOAD_COPY_BYTES} bytes of its header: a reloadable rule set "
+                     "(--rules-reload) cannot read it", path, text, span,
+                     "match on fields at a fixed place, or build without --rules-reload")  # fmt: skip
+            return None
         if hf.kind == "num":
             return FieldRef(lay, fname, "num", hf.width or 64)
         if hf.size == ADDR6_BYTES:  # an IPv6 address: types() restricts how it is compared
@@ -293,10 +312,13 @@ class _Checker:
         return int(v)
 
 
-def check(loaded: Loaded, sf: StackFields) -> tuple[RuleSet | None, list[Diagnostic]]:
-    """The rules of a loaded (model-valid) rules file checked against a stack's fields."""
+def check(
+    loaded: Loaded, sf: StackFields, reloadable: bool = False
+) -> tuple[RuleSet | None, list[Diagnostic]]:
+    """The rules of a loaded (model-valid) rules file checked against a stack's fields (for a
+    reloadable rule set: only the fields it can read)."""
     data, smap = loaded.data, loaded.smap
-    c = _Checker(smap, sf)
+    c = _Checker(smap, sf, reloadable)
     seen: dict[str, int] = {}
     out: list[RuleIR] = []
     for i, r in enumerate(data["rules"]):

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from rubikgen.expr.ast import Expr, Name
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+# a reloadable stack (--rules-reload) copies this much of each header's fixed part: the fields
+# a reloadable rule set can read (backend/rules_so.py)
+RELOAD_COPY_BYTES = 64
 
 
 @dataclass(frozen=True)

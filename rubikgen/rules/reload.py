@@ -40,7 +40,7 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
     loaded, diags = load(rules_path)
     rs = None
     if loaded is not None and not any(d.severity == "error" for d in diags):
-        rs, diags = check(loaded, StackFields.of_program(prog))
+        rs, diags = check(loaded, StackFields.of_program(prog), reloadable=True)
     if rs is None:
         return Compiled(None, "", diags, "the rules file has errors")
     try:
