@@ -1,6 +1,7 @@
 """Cost of rules compiled into the TCP/IP stack (BENCHMARKS.md "Rules").
 
-    python bench/rules.py [--connections 2000] [--sizes 0 1 10 100 1000] [--out FILE.md]
+    python bench/rules.py [--connections 2000] [--sizes 0 1 10 100 1000] [--rewrite] [--reload]
+                          [--out FILE.md]
 
 Generates workload a of bench/gen.py (HTTP-like connections, 9 packets each), builds
 specs/stacks/tcp_ip.yaml -O2 plain and with rule sets of N rules (half exact 5-tuple matches,
@@ -8,7 +9,8 @@ half prefix or range matches; none matches the workload, so every packet pays th
 set: the worst case), and counts instructions per packet with callgrind exactly as
 bench/run.py does: the second pass's processing loop of `BINARY CAPTURE --bench --passes 2
 --nf count` (the dump part between its clock reads) divided by the packets. With a rewrite
-rule (`--rewrite`, needs the generated setters) every packet is also rewritten.
+rule (`--rewrite`, needs the generated setters) every packet is also rewritten. `--reload` also
+builds each size `--rules-reload` (the rule set called through one pointer, docs/rules.md).
 """
 
 from __future__ import annotations
@@ -52,10 +54,12 @@ def rules_text(n: int, seed: int = 1, rewrite: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build(out: Path, rules: Path | None) -> Path:
+def build(out: Path, rules: Path | None, reload: bool = False) -> Path:
     cmd = [sys.executable, "-m", "rubikgen", "build", str(STACK), "-o", str(out)]
     if rules is not None:
         cmd += ["--rules", str(rules)]
+    if reload:
+        cmd.append("--rules-reload")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -89,6 +93,11 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=2000)
     ap.add_argument("--sizes", type=int, nargs="*", default=[0, 1, 10, 100, 1000])
     ap.add_argument("--rewrite", action="store_true", help="also a rewrite on every packet")
+    ap.add_argument(
+        "--reload",
+        action="store_true",
+        help="also each size built --rules-reload (the rule set called through a pointer)",
+    )
     ap.add_argument("--build-dir", default=str(REPO / "build" / "bench-rules"))
     ap.add_argument("--out", help="also write the table here (Markdown)")
     args = ap.parse_args()
@@ -102,17 +111,23 @@ def main() -> int:
     subprocess.run(gen, check=True, capture_output=True)
     capture = cap_dir / "a.pcap"
     rows: list[tuple[str, float]] = []
-    configs: list[tuple[str, int | None, bool]] = [("plain stack", None, False)]
-    configs += [(f"{n} rule{'' if n == 1 else 's'}", n, False) for n in args.sizes]
+    configs: list[tuple[str, int | None, bool, bool]] = [("plain stack", None, False, False)]
+    configs += [(f"{n} rule{'' if n == 1 else 's'}", n, False, False) for n in args.sizes]
     if args.rewrite:
-        configs += [(f"{n} rules + rewrite every packet", n, True) for n in (0, 10)]
-    for label, n, rw in configs:
+        configs += [(f"{n} rules + rewrite every packet", n, True, False) for n in (0, 10)]
+    if args.reload:
+        configs += [
+            (f"{n} rule{'' if n == 1 else 's'}, --rules-reload", n, False, True) for n in args.sizes
+        ]
+    for label, n, rw, rl in configs:
         rules = None
         if n is not None:
             rules = bdir / f"r{n}{'-rw' if rw else ''}.yaml"
             rules.write_text(rules_text(n, rewrite=rw), encoding="utf-8")
-        out = bdir / (f"n{n}{'-rw' if rw else ''}" if n is not None else "plain")
-        ipp, pkts = instructions_per_packet(build(out, rules), capture)
+        out = bdir / (
+            (f"n{n}{'-rw' if rw else ''}" if n is not None else "plain") + ("-rl" if rl else "")
+        )
+        ipp, pkts = instructions_per_packet(build(out, rules, rl), capture)
         rows.append((label, ipp))
         print(f"{label:36} {ipp:9.1f} instructions/packet ({pkts} packets)", flush=True)
     base = rows[0][1]

@@ -1,5 +1,5 @@
-"""`rubikgen ctl SOCKET attach|detach|list`: change a running binary's NF chain through its
-control socket (`--control SOCKET`; protocol in runtime-c/main/rg_control.c)."""
+"""`rubikgen ctl SOCKET attach|detach|list|rules`: change a running binary's NF chain (or its
+rule set: rules/reload_cli.py) through its control socket (`--control SOCKET`; protocol in runtime-c/main/rg_control.c)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,13 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     d = what.add_parser("detach", help="detach an NF (its outputs are written)")
     d.add_argument("name", help="the NF's instance name (see list)")
     what.add_parser("list", help="the NFs in chain order: NAME and what was loaded")
+    r = what.add_parser("rules", help="the rule set (a binary built with --rules-reload)")
+    rw = r.add_subparsers(dest="rules_action", required=True)
+    rw.add_parser("info", help="the stack, its fingerprint, the rules in force, reloads")
+    rl = rw.add_parser(
+        "reload", help="check and compile R.yaml against the stack, swap it in between packets"
+    )
+    rl.add_argument("rules_file", metavar="R.yaml")
     c.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the reply (default 30)"
     )
@@ -59,6 +66,10 @@ def request(sock_path: str, fields: list[str], timeout: float = 30.0) -> tuple[b
 
 
 def command(args: argparse.Namespace) -> int:
+    if args.action == "rules":
+        from rubikgen.rules.reload_cli import rules_command
+
+        return rules_command(args)
     if args.action == "attach":
         nf = args.nf
         if ("/" in nf or nf.endswith(".so")) and not os.path.isabs(nf):

@@ -45,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
         help="output format (default: text, or github under GitHub Actions)",
     )
     v.add_argument("--strict", action="store_true", help="warnings fail too")
+    v.add_argument(
+        "--rules",
+        metavar="R.yaml",
+        action="append",
+        default=[],
+        help="also check this rules file against the one STACK given (docs/rules.md)",
+    )
     v.add_argument("--list-codes", action="store_true", help="print the diagnostic codes and exit")
     v.add_argument(
         "-v", "--verbose", action="store_true", help="say which files are skipped as not specs"
@@ -161,6 +168,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--handlers", metavar="F.c", help="the handler file (default: DIR/STACK_handlers.c)"
     )
+    c.add_argument(
+        "--rules", metavar="R.yaml", help="the rules file the build has (checked against STACK)"
+    )
+    c.add_argument("--rules-reload", action="store_true", help="the build is --rules-reload")
     _spec_path(c)
 
     st = sub.add_parser(
@@ -254,6 +265,12 @@ def _build_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--rules", metavar="R.yaml", help="compile this rules file into the stack (docs/rules.md)"
+    )
+    p.add_argument(
+        "--rules-reload",
+        action="store_true",
+        help="rule sets swappable at run time: `rubikgen ctl SOCKET rules reload R.yaml`, "
+        "SIGHUP (docs/rules.md)",
     )
 
 
@@ -377,6 +394,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from rubikgen.rules.front import validate_files
 
         checked += validate_files(rules_files, diags, res.workspace.sources)
+    if args.rules:  # `validate STACK --rules R.yaml`: the rules against that stack
+        from rubikgen.rules.front import validate_files
+
+        if len(paths) != 1 or not os.path.isfile(paths[0]):
+            sys.stderr.write("rubikgen: error: --rules checks rules against one STACK file\n")
+            return EXIT_USAGE
+        checked += validate_files(args.rules, diags, res.workspace.sources, paths[0])
     render(diags, res.workspace.sources, fmt)
     if internal:
         return EXIT_INTERNAL
@@ -496,6 +520,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         check_ir=args.check_ir or None,  # else RUBIKGEN_CHECK_IR decides
         timings=timings,
         rules=args.rules,
+        rules_reload=args.rules_reload,
     )
     out_dir = _build_dir(comp, args.out_dir)
     try:
@@ -581,7 +606,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     src_args, eal, stem = source
     args.extra = [*_inline_args(args), *args.extra]  # before a '--' the extra may hold
     capture = Path(args.capture or "-")
-    if args.capture not in (None, "-") and not capture.is_file():  # '-': standard input
+    # '-': standard input; a FIFO: input paced by its writer
+    if args.capture not in (None, "-") and not (capture.is_file() or capture.is_fifo()):
         what = "is a directory, not a capture file" if capture.is_dir() else "no such capture file"
         sys.stderr.write(f"rubikgen: error: {capture}: {what}\n")
         return EXIT_ERRORS
@@ -596,7 +622,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             render(chain_diags, sources, "text", stream=sys.stderr)
             if any(d.severity == "error" for d in chain_diags):
                 return EXIT_ERRORS
-    comp = Compilation(args.stack, rules=args.rules)
+    # --rules-reload: the rules run from a shared object the binary reloads on SIGHUP
+    so_rules = args.rules if args.rules_reload else None
+    comp = Compilation(
+        args.stack, rules=None if so_rules else args.rules, rules_reload=args.rules_reload
+    )
     try:
         res = build_compilation(
             comp,
@@ -630,19 +660,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     cmd += ["--summary", args.summary, *(["--checksums"] if args.checksums else [])]
     cmd += _memcap_args(args)
     cmd += [*(["--write", args.write] if args.write else []), *args.extra]
+    if so_rules:
+        from rubikgen.rules.reload_cli import compile_for_run, run_reloading
+
+        so = compile_for_run(args.stack, so_rules, res.binary.parent)
+        if so is None:
+            return EXIT_ERRORS
+        cmd += ["--rules-so", str(so)]
     if eal:
         cmd += ["--", *eal]
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        proc = subprocess.run(cmd)
+        if so_rules:
+            rc = run_reloading(cmd, args.stack, so_rules, res.binary.parent)
+        else:
+            rc = subprocess.run(cmd).returncode
     except OSError as e:
         sys.stderr.write(f"rubikgen: error: cannot run {res.binary}: {e}\n")
         return EXIT_ERRORS
-    if proc.returncode < 0:
-        name = signal.Signals(-proc.returncode).name
+    if rc < 0:
+        name = signal.Signals(-rc).name
         sys.stderr.write(f"rubikgen: {res.binary} was killed by {name}\n")
-    return _exit_status(proc.returncode)
+    return _exit_status(rc)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -650,7 +690,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from rubikgen.build import check
     from rubikgen.pipeline import Compilation
 
-    comp = Compilation(args.stack)
+    comp = Compilation(args.stack, rules=args.rules, rules_reload=args.rules_reload)
     out = _build_dir(comp, args.out_dir)
     try:
         hfile = Path(args.handlers) if args.handlers else None

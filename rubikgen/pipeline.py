@@ -61,9 +61,11 @@ class Compilation:
         timings: dict[str, float] | None = None,
         workspace: Workspace | None = None,
         rules: str | os.PathLike[str] | None = None,
+        rules_reload: bool = False,
     ) -> None:
         self.stack_path = str(stack_path)
         self.rules_path = str(rules) if rules is not None else None  # compiled in (docs/rules.md)
+        self.rules_reload = rules_reload  # rule sets swappable at run time (backend/rules_so.py)
         if check_ir is None:  # a debugging switch for every build of a session (tests, CI)
             check_ir = os.environ.get("RUBIKGEN_CHECK_IR", "") not in ("", "0")
         self.options = Options(opt_level, tuple(disable), tuple(dump_after), check_ir)
@@ -83,6 +85,7 @@ class Compilation:
             check_ir=self.options.check_ir,
             workspace=self.workspace,
             rules=self.rules_path,
+            rules_reload=self.rules_reload,
         )
         if "document" in self.__dict__:
             other.__dict__["document"] = self.document
@@ -211,11 +214,22 @@ class Compilation:
 
             loaded, diags = load(self.rules_path)
             if loaded is not None and not any(d.severity == "error" for d in diags):
-                rules, diags = check(loaded, StackFields.of_program(prog))
+                rules, diags = check(loaded, StackFields.of_program(prog), self.rules_reload)
             if rules is None:
                 raise GenerateError(diags)
             files.append(self.rules_path)
-        gen = CGen(prog, spec_hash(files, level), level, rules).render()
+        hash_ = spec_hash(files, level)
+        if self.rules_reload:
+            from rubikgen.backend.emit import GenerateError
+            from rubikgen.backend.rules_so import Unreadable, reloadable
+
+            hash_, rl = reloadable(hash_, rules, self.stack_path)
+            try:
+                gen = CGen(prog, hash_, level, rl).render()
+            except Unreadable as e:
+                raise GenerateError(e.diagnostics) from None
+        else:
+            gen = CGen(prog, hash_, level, rules).render()
         gen.dumps = self.optimised.dumps
         self.timings["C back-end"] = time.perf_counter() - t0
         return gen

@@ -355,14 +355,20 @@ def test_stateful_rules_drop_whole_connections_both_ways(name: str, tmp_path: Pa
     assert sum(hits.values()) == len(drop)
 
 
-def test_sanitized_rules_survive_hostile_captures(tmp_path: Path) -> None:
-    """ASan + UBSan: every kind of rule (exact groups, ranges, prefixes, stateful lingering
-    instances, drops, rewrites through the setters) on truncated, malformed and crafted
-    captures."""
+@pytest.mark.parametrize("mode", ["compiled-in", "reloadable"])
+def test_sanitized_rules_survive_hostile_captures(mode: str, tmp_path: Path) -> None:
+    """ASan + UBSan: every kind of rule (exact groups, ranges, prefixes, IPv6 prefixes, bad
+    checksums, stateful lingering instances, drops, rewrites through the setters) on truncated,
+    malformed and crafted captures; compiled in and as a reloadable set (`--rules-reload`)."""
     r = tmp_path / "all.rules.yaml"
     more = [x.splitlines()[1:] for x in (STATEFUL, REWRITES, STATEFUL_REWRITE)]  # no `rules:`
+    more.append(['  - {name: v6-net, match: "ipv6.saddr == 2001:db8::/32", action: drop}',
+                 '  - {name: bad, match: "tcp.checksum_bad || ip.checksum_bad", action: drop}'])  # fmt: skip
     r.write_text(RULES.format(stack=STACK) + "\n".join(sum(more, [])) + "\n", encoding="utf-8")
-    proc = rubikgen("build", str(STACK), "--rules", str(r), "-o", str(tmp_path / "b"), "--sanitize")
+    extra = ["--rules-reload"] if mode == "reloadable" else []
+    proc = rubikgen(
+        "build", str(STACK), "--rules", str(r), "-o", str(tmp_path / "b"), "--sanitize", *extra
+    )
     assert proc.returncode == 0, proc.stderr
     binary = tmp_path / "b" / "tcp_ip-asan"
     names = ["udp-bad-length-truncated.pcap", "ipv4-frag-tcp-overlap-ooo-crafted.pcap",

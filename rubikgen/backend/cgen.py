@@ -33,7 +33,8 @@ from rubikgen.rules.ir import RuleSet
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
 from .prune import Resets
-from .rules_c import RulesC, depths
+from .rules_c import depths
+from .rules_so import Reloadable, rules_backend
 from .setters import Setters
 
 TEMPLATES = resources.templates_dir()  # the checkout's templates/ or the installed copy
@@ -84,7 +85,11 @@ def _label(block: str) -> str:
 
 class CGen:
     def __init__(
-        self, prog: Program, hash_: str, opt_level: int, rules: RuleSet | None = None
+        self,
+        prog: Program,
+        hash_: str,
+        opt_level: int,
+        rules: RuleSet | Reloadable | None = None,
     ) -> None:
         self.prog = prog
         assert prog.desc is not None
@@ -108,11 +113,14 @@ class CGen:
             hs += [u for u, ul in self.sd.udes.items() if ul == name]  # their fired flags
             lc.prepare(hs, xfs.get(name))
         self.handlers = self._handlers()
-        rewrites = rules is not None and any(r.action == "rewrite" for r in rules.rules)
-        # checksums, field setters (spans always when rules rewrite fields)
+        # checksums, field setters (spans always when rules rewrite fields, or when a set
+        # loaded at run time may: reloadable builds)
+        rewrites = isinstance(rules, Reloadable) or (
+            rules is not None and any(r.action == "rewrite" for r in rules.rules)
+        )
         self.setters = Setters(self.S, list(self.layers.values()), always=rewrites)
         # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
-        self.rules = RulesC(rules, self.S, self.layers, depths(prog)) if rules else None
+        self.rules = rules_backend(rules, self.S, self.layers, depths(prog))  # or reloadable
         for name, lc in self.layers.items():
             lc.rule_slot = self.rules is not None and self.rules.has_slot(name)
         # one return id per call site of each layer (callers are (call block, ret block))

@@ -137,6 +137,13 @@ class RulesC:
         out = [f"if (err_{layer} == 0) {{ /* rules */", f"    ctx->rs_{layer} = ctx->pkt_no;"]
         for f in self.fields.get(layer, []):
             n = f.width // 8
+            if f.virtual:  # checksum_bad: verified now, while the header's bytes are there
+                i = self.lcs[layer].index
+                out.append(f"    ctx->rf_{layer}_{f.field} = {self.S}__rules_csum_bad(ctx, {i}u);")
+                continue
+            if f.width > 64:  # an IPv6 address: its bytes (compared by pred)
+                out.append(f"    memcpy(ctx->rf_{layer}_{f.field}, h_{layer}.{f.field}.ptr, {n}u);")
+                continue
             load = {1: "rg_load_u8({p})", 2: "rg_load_be16({p})", 4: "rg_load_be32({p})",
                     8: "rg_load_be64({p})"}.get(n, "rg_load_ben({p}, " + str(n) + ")")  # fmt: skip
             v = (f"(uint64_t)h_{layer}.{f.field}" if f.kind == "num"
@@ -183,7 +190,7 @@ class RulesC:
             if not isinstance(a, Name):
                 continue
             fa = r.ref(a)
-            if not isinstance(fa, FieldRef):
+            if not isinstance(fa, FieldRef) or fa.width > 64:  # IPv6 addresses: pred tests them
                 continue
             if isinstance(b, Num):
                 return fa, mask, b.value & (mask if mask is not None else ~0)
@@ -357,6 +364,11 @@ class RulesC:
         if isinstance(e, Binary) and e.op in ("==", "!="):
             for a, b in ((e.left, e.right), (e.right, e.left)):
                 lit = r.ref(b) if isinstance(b, Name) else None
+                fa = r.ref(a) if isinstance(a, Name) else None
+                if isinstance(lit, Lit) and lit.bits == 128 and isinstance(fa, FieldRef):
+                    core = self._eq128(self._bytes(fa), lit)  # FIELD == IPv6 address or prefix
+                    core = core if e.op == "==" else f"!{core}"
+                    return "(" + " && ".join([*guards, core]) + ")"
                 if isinstance(lit, Lit) and lit.prefix is not None:  # FIELD == a.b.c.d/n
                     core = f"(({self._val(r, a)} & {lit.mask:#x}u) {e.op} {lit.value:#x}u)"
                     return "(" + " && ".join([*guards, core]) + ")"
@@ -368,6 +380,24 @@ class RulesC:
         else:
             core = f"({self._val(r, e)} != 0)"
         return "(" + " && ".join([*guards, core]) + ")"
+
+    def _bytes(self, f: FieldRef) -> str:
+        """The C pointer to the copy of a 16-byte field (an IPv6 address)."""
+        return f"ctx->rf_{f.layer}_{f.field}"
+
+    @staticmethod
+    def _eq128(p: str, lit: Lit) -> str:
+        """16 bytes at p against an IPv6 address or prefix: two 64-bit halves, masked."""
+        m, v = lit.mask, lit.value & lit.mask
+        parts = []
+        for k, sh in ((0, 64), (8, 0)):
+            mk, vk = (m >> sh) & (2**64 - 1), (v >> sh) & (2**64 - 1)
+            if mk == 0:
+                continue
+            load = f"rg_load_be64({p}{' + 8' if k else ''})"
+            x = load if mk == 2**64 - 1 else f"({load} & UINT64_C({mk:#x}))"
+            parts.append(f"{x} == UINT64_C({vk:#x})")
+        return "(" + (" && ".join(parts) or "1") + ")"
 
     def _fold(self, r: RuleIR, e: Binary) -> str | None:
         """ "1"/"0" when `FIELD op CONST` has the same value for every value of the field."""
@@ -392,6 +422,35 @@ class RulesC:
     def _where(self, r: RuleIR) -> str:
         return f"{self.rs.file}:{r.line} rule {r.name}: {r.match_text}"
 
+    def inst_lookup(self) -> list[str]:
+        """The deepest instance of the packet (or one that ended in it): its recorded rule
+        (rec_), where it keeps it (slot_), the packet's direction (pdir_), its flow (fi_)."""
+        out = ["        uint32_t *slot_ = NULL, rec_ = 0, pdir_ = 0;",
+               "        rg_flow_info *fi_ RG_MAYBE_UNUSED = NULL;"]  # fmt: skip
+        for ly in self.inst:  # deepest first: the first instance (or ended one) decides
+            lc = self.lcs[ly]
+            tmo = lc.timeout_ns or 60_000_000_000
+            out += [
+                f"        if (ctx->rl_{ly}->nlive) rg_flow_expire(ctx->rl_{ly}, ctx->clock.now, "
+                f"UINT64_C({tmo}));",
+                f"        if (!slot_ && !rec_ && has_inst_{ly}) {{",
+                f"            slot_ = &inst_{ly}->rule__;",
+                f"            fi_ = &inst_{ly}->fi;",
+                f"            pdir_ = (uint32_t)({lc.dir_expr()});",
+                "            rec_ = *slot_;",
+                f"        }} else if (!slot_ && !rec_ && kb_{ly} && ctx->rl_{ly}->nlive) {{",
+                "            int d_ = 0;",
+                f"            rg_flow_set_time(ctx->rl_{ly}, ctx->clock.now);",
+                f"            struct {self.S}__rl_rec *p_ = (struct {self.S}__rl_rec *)"
+                f"rg_flow_lookup_n(ctx->rl_{ly}, kf_{ly}, {lc.key_len}, &d_);",
+                "            if (p_) { /* an instance a stateful rule took, ended */",
+                "                rec_ = p_->rule;",
+                "                pdir_ = d_ != 0;",
+                "            }",
+                "        }",
+            ]
+        return out
+
     # -- the hook ---------------------------------------------------------------------------
     def hook(self) -> str:
         n = self.n
@@ -403,31 +462,7 @@ class RulesC:
         out.append(f"        unsigned best_ = {n}u;")
         slot_lines: list[str] = []
         if self.inst:
-            # the deepest instance of the packet (or one that ended in it): its recorded rule
-            out.append("        uint32_t *slot_ = NULL, rec_ = 0, pdir_ = 0;")
-            out.append("        rg_flow_info *fi_ RG_MAYBE_UNUSED = NULL;")
-            for ly in self.inst:  # deepest first: the first instance (or ended one) decides
-                lc = self.lcs[ly]
-                tmo = lc.timeout_ns or 60_000_000_000
-                out += [
-                    f"        if (ctx->rl_{ly}->nlive) rg_flow_expire(ctx->rl_{ly}, ctx->clock.now, "
-                    f"UINT64_C({tmo}));",
-                    f"        if (!slot_ && !rec_ && has_inst_{ly}) {{",
-                    f"            slot_ = &inst_{ly}->rule__;",
-                    f"            fi_ = &inst_{ly}->fi;",
-                    f"            pdir_ = (uint32_t)({lc.dir_expr()});",
-                    "            rec_ = *slot_;",
-                    f"        }} else if (!slot_ && !rec_ && kb_{ly} && ctx->rl_{ly}->nlive) {{",
-                    "            int d_ = 0;",
-                    f"            rg_flow_set_time(ctx->rl_{ly}, ctx->clock.now);",
-                    f"            struct {self.S}__rl_rec *p_ = (struct {self.S}__rl_rec *)"
-                    f"rg_flow_lookup_n(ctx->rl_{ly}, kf_{ly}, {lc.key_len}, &d_);",
-                    "            if (p_) { /* an instance a stateful rule took, ended */",
-                    "                rec_ = p_->rule;",
-                    "                pdir_ = d_ != 0;",
-                    "            }",
-                    "        }",
-                ]
+            out += self.inst_lookup()
             # bit 31 of a record: the direction of the packet that matched (replies: mirrors)
             out.append("        const int rev_ RG_MAYBE_UNUSED = rec_ && (rec_ >> 31) != pdir_;")
             out.append(f"        if (rec_ != 0 && (rec_ & 0x7fffffffu) <= {n}u) {{")
@@ -542,7 +577,9 @@ class RulesC:
         out += [f"    uint64_t rs_{n}; /* rules: the packet in which layer {n} last parsed */"
                 for n in self.used]  # fmt: skip
         out += [f"    uint64_t rf_{f.layer}_{f.field}; /* rules: its value then */"
-                for fs in self.fields.values() for f in fs]  # fmt: skip
+                for fs in self.fields.values() for f in fs if f.width <= 64]  # fmt: skip
+        out += [f"    uint8_t rf_{f.layer}_{f.field}[{f.width // 8}]; /* rules: its bytes then */"
+                for fs in self.fields.values() for f in fs if f.width > 64]  # fmt: skip
         out += [f"    rg_flow *rl_{n}; /* rules: ended instances stateful rules took */"
                 for n in self.inst]  # fmt: skip
         return "\n".join(out)
@@ -574,8 +611,28 @@ class RulesC:
     def ctx_free(self) -> str:
         return "\n".join(f"    if (ctx->rl_{n}) rg_flow_free(ctx->rl_{n});" for n in self.inst)
 
+    def csum_support(self) -> str:
+        """`S__rules_csum_bad(ctx, layer)`: 1 when a checksum of the layer's header, parsed in
+        this packet, does not verify (rg_csum_verify 0; not verifiable counts as good, like
+        tshark's unverified status)."""
+        S = self.S
+        return "\n".join([
+            f"struct {S}_ctx;",
+            f"static void {S}__csum_pkt(struct {S}_ctx *ctx, rg_csum_pkt *c); /* below */",
+            f"static RG_MAYBE_UNUSED uint64_t {S}__rules_csum_bad(void *vctx, unsigned layer)",
+            "{",
+            "    rg_csum_pkt c;",
+            f"    {S}__csum_pkt((struct {S}_ctx *)vctx, &c);",
+            "    for (unsigned i = 0; i < c.ndesc; i++)",
+            "        if (c.desc[i].layer == layer && rg_csum_verify(&c, &c.desc[i]) == 0) return 1;",
+            "    return 0;",
+            "}",
+        ])  # fmt: skip
+
     def support(self) -> str:
-        rec = (f"/* an ended instance a stateful rule took (rules' linger table) */\n"
+        virt = any(f.virtual for fs in self.fields.values() for f in fs)
+        csum = self.csum_support() + "\n" if virt else ""
+        rec = csum + (f"/* an ended instance a stateful rule took (rules' linger table) */\n"
                f"struct {self.S}__rl_rec {{\n    uint32_t rule; /* 1 + rule | dir << 31 */\n}};\n")  # fmt: skip
         return rec + self._support()
 

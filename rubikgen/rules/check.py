@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,20 @@ from rubikgen.expr.parser import ExprSyntaxError, parse_expr
 from rubikgen.ir.layout import HField
 from rubikgen.source import Loaded, SourceMap, load_text
 
-from .ir import COMPARISONS, FieldRef, LayerRef, Lit, Resolved, RuleIR, RuleSet
+from .ir import COMPARISONS, RELOAD_COPY_BYTES, FieldRef, LayerRef, Lit, Resolved, RuleIR, RuleSet
 from .model import RulesFile
 
 LOGICAL = ("&&", "||")
-MAX_KEY_BYTES = 8  # fields compared as numbers: up to 8 bytes (IPv6 addresses are not)
+MAX_KEY_BYTES = 8  # fields compared as numbers: up to 8 bytes
+CHECKSUM_BAD = "checksum_bad"  # LAYER.checksum_bad: a checksum of the header does not verify
+ADDR6_BYTES = 16  # IPv6 addresses: compared with == / != to an IPv6 address or prefix only
 
+# an IPv6 literal: hex groups and at least two colons (`::` included), an optional /n; what it
+# means is ipaddress's (RFC 4291 text forms, embedded IPv4 included)
+_IPV6 = re.compile(
+    r"(?<![\w.:])((?:[0-9A-Fa-f]{0,4}:){2,9}(?:[0-9A-Fa-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?)"
+    r"(?:/(\d{1,3}))?(?![\w.:])"
+)
 _IPV4 = re.compile(r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:/(\d{1,3}))?(?![\w.])")
 
 
@@ -43,6 +52,11 @@ class StackFields:
     # fields the generated setters can write (backend/setters.py): at a fixed place in the
     # header, not a constant tag, of a fixed size
     settable: dict[str, set[str]]
+    # layers whose protocol declares checksums: `LAYER.checksum_bad` (docs/rules.md)
+    checksummed: set[str] = field(default_factory=set)
+    # fields a reloadable rule set can read: at a fixed place in the header's first
+    # RELOAD_COPY_BYTES (backend/rules_so.py copies them)
+    readable: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def of_program(cls, prog: Any) -> StackFields:
@@ -54,7 +68,17 @@ class StackFields:
                 and not (lir.desc.fields[f].kind != "num" and lir.desc.fields[f].size is None)}
             for n, lir in prog.layers.items()
         }  # fmt: skip
-        return cls(prog.stack, layers, protos, settable)
+        summed = {n for n, lir in prog.layers.items() if lir.desc.checksums}
+        readable: dict[str, set[str]] = {}
+        for n, lir in prog.layers.items():
+            fs = lir.desc.fields
+            readable[n] = {
+                f for f, bit in lir.desc.fixed_bits.items()
+                if 0 < ((fs[f].width or 64) if fs[f].kind == "num" else 8 * (fs[f].size or 0))
+                and bit + ((fs[f].width or 64) if fs[f].kind == "num" else 8 * (fs[f].size or 0))
+                <= 8 * RELOAD_COPY_BYTES
+            }  # fmt: skip
+        return cls(prog.stack, layers, protos, settable, summed, readable)
 
 
 def load(path: str, text: str | None = None) -> tuple[Loaded | None, list[Diagnostic]]:
@@ -85,9 +109,10 @@ def _did_you_mean(name: str, options: list[str]) -> str | None:
 
 
 class _Checker:
-    def __init__(self, smap: SourceMap, sf: StackFields) -> None:
+    def __init__(self, smap: SourceMap, sf: StackFields, reloadable: bool = False) -> None:
         self.smap = smap
         self.sf = sf
+        self.reloadable = reloadable  # --rules-reload: only fields sf.readable
         self.diags: list[Diagnostic] = []
 
     def err(self, code: str, msg: str, path: tuple[Any, ...], text: str | None = None,
@@ -119,6 +144,13 @@ class _Checker:
                      f"write LAYER.header.FIELD or LAYER.FIELD (e.g. {lay}.header.FIELD)")  # fmt: skip
             return None
         fields = layers[lay]
+        if fname == CHECKSUM_BAD and fname not in fields:
+            if lay in self.sf.checksummed:
+                return FieldRef(lay, fname, "num", 1, virtual=True)
+            self.err("RG011", f"layer '{lay}' ({self.sf.protocols[lay]}) declares no checksum: "
+                     f"'{CHECKSUM_BAD}' is for layers whose protocol has `checksums:`", path,
+                     text, span)  # fmt: skip
+            return None
         if fname not in fields:
             proto = self.sf.protocols[lay]
             self.err("RG011", f"layer '{lay}' ({proto}) has no header field '{fname}'", path,
@@ -126,13 +158,22 @@ class _Checker:
                      or f"its fields: {', '.join(fields)}")  # fmt: skip
             return None
         hf = fields[fname]
+        if self.reloadable and fname not in self.sf.readable.get(lay, set()):
+            self.err("RG010", f"'{dotted}' is not at a fixed place in the first "
+                     f"{RELOAD_COPY_BYTES} bytes of its header: a reloadable rule set "
+                     "(--rules-reload) cannot read it", path, text, span,
+                     "match on fields at a fixed place, or build without --rules-reload")  # fmt: skip
+            return None
         if hf.kind == "num":
             return FieldRef(lay, fname, "num", hf.width or 64)
+        if hf.size == ADDR6_BYTES:  # an IPv6 address: types() restricts how it is compared
+            return FieldRef(lay, fname, "bytes", 128)
         if hf.size is None or hf.size > MAX_KEY_BYTES:
             what = "a variable-length" if hf.size is None else f"a {hf.size}-byte"
             self.err("RG012", f"'{dotted}' is {what} field: rules compare fields of at most "
                      f"{MAX_KEY_BYTES} bytes", path, text, span,
-                     "IPv6 addresses and variable-length fields cannot be matched yet")  # fmt: skip
+                     "variable-length fields cannot be matched; 16-byte fields (IPv6 "
+                     "addresses) only with == or != to an address or prefix")  # fmt: skip
             return None
         return FieldRef(lay, fname, "bytes", hf.size * 8)
 
@@ -161,7 +202,25 @@ class _Checker:
             lits[ph] = Lit(v, p)
             return ph
 
-        src = _IPV4.sub(sub, text)  # placeholders even for bad literals: names still checked
+        def sub6(m: re.Match[str]) -> str:
+            whole, pre = m.group(0), m.group(2)
+            try:
+                net = ipaddress.IPv6Network(whole, strict=True)
+            except ValueError as x:
+                hint = (
+                    "write the network address (host bits zero)" if "host bits" in str(x) else None
+                )
+                self.err("RG015", f"bad IPv6 literal '{whole}': {x}", path, text,
+                         (m.start(), m.end()), hint)  # fmt: skip
+                net = ipaddress.IPv6Network("::/128")
+            ph = f"_ip{len(lits)}"
+            ph = ph + "_" * (len(whole) - len(ph))
+            p = None if pre is None else net.prefixlen
+            lits[ph] = Lit(int(net.network_address), p, 128)
+            return ph
+
+        src = _IPV6.sub(sub6, text)
+        src = _IPV4.sub(sub, src)  # placeholders even for bad literals: names still checked
         try:
             e = parse_expr(src)
         except ExprSyntaxError as x:
@@ -191,13 +250,18 @@ class _Checker:
         """CIDR literals only as `FIELD == a.b.c.d/n` (or !=), against a 4-byte field; a
         constant compared with a field must fit it (a warning otherwise, like RG016)."""
         ok_cidr: set[tuple[int, int]] = set()
+        ok_v6: set[tuple[int, int]] = set()  # 16-byte fields and IPv6 literals, paired by ==/!=
         for n in walk(e):
             if not isinstance(n, Binary) or n.op not in COMPARISONS:
                 continue
             for a, b in ((n.left, n.right), (n.right, n.left)):
                 ra = refs.get((a.start, a.end)) if isinstance(a, Name) else None
                 rb = refs.get((b.start, b.end)) if isinstance(b, Name) else None
-                if isinstance(rb, Lit) and rb.prefix is not None:
+                if (n.op in ("==", "!=") and isinstance(ra, FieldRef) and ra.width == 128
+                        and isinstance(rb, Lit) and rb.bits == 128):  # fmt: skip
+                    ok_v6 |= {(a.start, a.end), (b.start, b.end)}
+                    continue
+                if isinstance(rb, Lit) and rb.prefix is not None and rb.bits == 32:
                     if n.op in ("==", "!=") and isinstance(ra, FieldRef) and ra.width == 32:
                         ok_cidr.add((b.start, b.end))
                 if isinstance(ra, FieldRef) and isinstance(b, Num) and b.value >> ra.width:
@@ -205,7 +269,17 @@ class _Checker:
                              "the comparison is constant", path, text, (n.start, n.end),
                              severity="warning")  # fmt: skip
         for span, r in refs.items():
-            if isinstance(r, Lit) and r.prefix is not None and span not in ok_cidr:
+            if isinstance(r, FieldRef) and r.width == 128 and span not in ok_v6:
+                self.err("RG012", f"'{r.dotted}' is a 16-byte field: it is only compared with "
+                         "== or != to an IPv6 address or prefix", path, text, span,
+                         "IPv6 addresses: e.g. ipv6.saddr == 2001:db8::1, "
+                         "ipv6.daddr != 2001:db8::/32")  # fmt: skip
+            elif isinstance(r, Lit) and r.bits == 128 and span not in ok_v6:
+                self.err("RG012", "an IPv6 address or prefix is only compared with == or != to "
+                         "a 16-byte field", path, text, span, "e.g. ipv6.saddr == 2001:db8::1")  # fmt: skip
+            elif (
+                isinstance(r, Lit) and r.prefix is not None and span not in ok_cidr and r.bits == 32
+            ):
                 self.err("RG012", "a prefix (a.b.c.d/n) is only compared with == or != against "
                          "a 4-byte field", path, text, span, "e.g. ip.saddr == 10.0.0.0/8")  # fmt: skip
         for n in walk(e):
@@ -213,6 +287,12 @@ class _Checker:
                 self.err("RG010", f"unknown operator {n.op}", path, text, (n.start, n.end))
 
     def value(self, v: Any, target: FieldRef, path: tuple[Any, ...]) -> int | None:
+        if isinstance(v, str) and target.width == 128:  # an IPv6 address
+            try:
+                return int(ipaddress.IPv6Address(v.strip()))
+            except ValueError as x:
+                self.err("RG015", f"bad IPv6 address '{v}': {x}", path)
+                return None
         if isinstance(v, str):
             m = _IPV4.fullmatch(v.strip())
             if m is None or m.group(5) is not None or target.width != 32:
@@ -232,10 +312,13 @@ class _Checker:
         return int(v)
 
 
-def check(loaded: Loaded, sf: StackFields) -> tuple[RuleSet | None, list[Diagnostic]]:
-    """The rules of a loaded (model-valid) rules file checked against a stack's fields."""
+def check(
+    loaded: Loaded, sf: StackFields, reloadable: bool = False
+) -> tuple[RuleSet | None, list[Diagnostic]]:
+    """The rules of a loaded (model-valid) rules file checked against a stack's fields (for a
+    reloadable rule set: only the fields it can read)."""
     data, smap = loaded.data, loaded.smap
-    c = _Checker(smap, sf)
+    c = _Checker(smap, sf, reloadable)
     seen: dict[str, int] = {}
     out: list[RuleIR] = []
     for i, r in enumerate(data["rules"]):

@@ -12,15 +12,22 @@ from rubikgen.diagnostics import Diagnostic, SourceCache
 from .check import StackFields, check, load
 
 
-def validate(path: str) -> tuple[list[Diagnostic], int]:
-    """`rubikgen validate` of a rules file: the model, then (with `spec:`) the rules against
-    that stack. Returns the diagnostics and 1 (one file checked)."""
+def validate(path: str, stack: str | None = None) -> tuple[list[Diagnostic], int]:
+    """`rubikgen validate` of a rules file: the model, then (with `spec:`, or against `stack`
+    when given: `validate STACK --rules R.yaml`) the rules against that stack. Returns the
+    diagnostics and 1 (one file checked)."""
     from rubikgen.backend.emit import GenerateError
     from rubikgen.pipeline import Compilation
 
     loaded, diags = load(path)
     if loaded is None or any(d.severity == "error" for d in diags):
         return diags, 1
+    if stack is not None:
+        try:
+            sf = StackFields.of_program(Compilation(stack, opt_level=0).lowered)
+        except GenerateError as e:
+            return diags + list(e.diagnostics), 1
+        return diags + check(loaded, sf)[1], 1
     ref = loaded.data.get("spec")
     if ref is None:
         hint = "add `spec: STACK.yaml` so that the fields the rules name are checked"
@@ -55,11 +62,14 @@ def validate(path: str) -> tuple[list[Diagnostic], int]:
     return diags + more, 1
 
 
-def validate_files(files: list[str], diags: list[Diagnostic], sources: SourceCache) -> int:
-    """`rubikgen validate` of rules files: diagnostics appended, texts added to sources (for
-    the source lines of the rendering); returns the number of files checked."""
+def validate_files(
+    files: list[str], diags: list[Diagnostic], sources: SourceCache, stack: str | None = None
+) -> int:
+    """`rubikgen validate` of rules files (against `stack` when given): diagnostics appended,
+    texts added to sources (for the source lines of the rendering); returns the number of
+    files checked."""
     for f in files:
-        got, _ = validate(f)
+        got, _ = validate(f, stack)
         diags += got
         for name in {d.file for d in got}:
             try:

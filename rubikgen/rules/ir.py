@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from rubikgen.expr.ast import Expr, Name
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+# a reloadable stack (--rules-reload) copies this much of each header's fixed part: the fields
+# a reloadable rule set can read (backend/rules_so.py)
+RELOAD_COPY_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -17,6 +20,9 @@ class FieldRef:
     field: str
     kind: str  # "num" | "bytes"
     width: int  # bits of the value compared (bytes fields: 8 * size)
+    # not a header field: `LAYER.checksum_bad`, 1 when a checksum of the layer's header does
+    # not verify in this packet (computed when a rule reads it)
+    virtual: bool = False
 
     @property
     def dotted(self) -> str:
@@ -30,15 +36,17 @@ class LayerRef:
 
 @dataclass(frozen=True)
 class Lit:
-    """An IPv4 literal (prefix: its length, None for an address)."""
+    """An IPv4 (bits 32) or IPv6 (bits 128) literal (prefix: its length, None for an
+    address)."""
 
     value: int
     prefix: int | None = None
+    bits: int = 32
 
     @property
     def mask(self) -> int:
-        n = 32 if self.prefix is None else self.prefix
-        return ((1 << n) - 1) << (32 - n) if n else 0
+        n = self.bits if self.prefix is None else self.prefix
+        return ((1 << n) - 1) << (self.bits - n) if n else 0
 
 
 Resolved = FieldRef | LayerRef | Lit

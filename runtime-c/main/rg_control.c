@@ -5,6 +5,7 @@
  *     attach \t NF \t NAME-or-empty [\t KEY=VALUE]...
  *     detach \t NAME
  *     list
+ *     rules \t info | rules \t load \t SO   (rg_rules_ctl.h)
  * The reply is "ok\n" followed by text (list: "NAME\tSOURCE" lines), or
  * "error: MESSAGE\n".  The thread only moves bytes: the chain changes on the
  * packet loop's thread, between two packets, so the chain needs no lock.
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "rg_nfchain.h"
+#include "rg_rules_ctl.h"
 
 enum { REQ_MAX = 8192, REPLY_MAX = 8192, MAX_KV = 64 };
 
@@ -147,8 +149,9 @@ rg_control *rg_control_open_workers(const char *path, unsigned nw, char *err, si
     return c;
 }
 
-/* Apply request req (split in place) to ch, the reply into reply[REPLY_MAX]. */
-static void apply(char *req, char *reply, rg_chain *ch)
+/* Apply request req (split in place) to ch and the rule sets of the context whose
+ * counters are st (NULL: every context), the reply into reply[REPLY_MAX]. */
+static void apply(char *req, char *reply, rg_chain *ch, const struct rg_stats *st)
 {
     char *f[3 + MAX_KV];
     unsigned n = 0;
@@ -161,7 +164,9 @@ static void apply(char *req, char *reply, rg_chain *ch)
         s = t + 1;
     }
     char err[2048];
-    if (!strcmp(f[0], "list") && n == 1) {
+    if (!strcmp(f[0], "rules")) { /* rule sets (rg_rules_load.c): this context's only */
+        rg_rules_control(f, n, reply, REPLY_MAX, st);
+    } else if (!strcmp(f[0], "list") && n == 1) {
         int k = snprintf(reply, REPLY_MAX, "ok\n");
         rg_chain_list(ch, reply + k, REPLY_MAX - (size_t)k);
     } else if (!strcmp(f[0], "detach") && n == 2) {
@@ -193,10 +198,11 @@ static void apply(char *req, char *reply, rg_chain *ch)
 
 void rg_control_poll(rg_control *c, rg_chain *ch)
 {
-    rg_control_poll_worker(c, ch, 0);
+    rg_control_poll_worker(c, ch, 0, NULL);
 }
 
-void rg_control_poll_worker(rg_control *c, rg_chain *ch, unsigned worker)
+void rg_control_poll_worker(rg_control *c, rg_chain *ch, unsigned worker,
+                            const struct rg_stats *st)
 {
     if (!atomic_load_explicit(&c->pending, memory_order_acquire)) return;
     uint64_t gen = atomic_load_explicit(&c->gen, memory_order_acquire);
@@ -205,7 +211,7 @@ void rg_control_poll_worker(rg_control *c, rg_chain *ch, unsigned worker)
     /* the request is not written while it is pending: each worker splits its own copy */
     char req[REQ_MAX], reply[REPLY_MAX];
     memcpy(req, c->req, sizeof req);
-    apply(req, reply, ch);
+    apply(req, reply, ch, st);
     pthread_mutex_lock(&c->mu);
     if (c->acks == 0 || (!strncmp(reply, "error", 5) && strncmp(c->reply, "error", 5))) {
         if (c->nw > 1 && c->acks && !strncmp(reply, "error", 5))

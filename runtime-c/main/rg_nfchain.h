@@ -102,10 +102,13 @@ int rg_chainfile_load(rg_chain *ch, const char *path, char *err, size_t errlen);
 typedef struct rg_control rg_control;
 rg_control *rg_control_open(const char *path, char *err, size_t errlen);
 void rg_control_poll(rg_control *c, rg_chain *ch);
-/* --workers N: nw workers apply every request, each to its own chain; a request is answered
+/* --workers N: nw workers apply every request, each to its own chain (and `rules` requests
+ * to the rule sets of its own context, the one whose counters are st); a request is answered
  * when all have applied it. */
 rg_control *rg_control_open_workers(const char *path, unsigned nw, char *err, size_t errlen);
-void rg_control_poll_worker(rg_control *c, rg_chain *ch, unsigned worker);
+struct rg_stats;
+void rg_control_poll_worker(rg_control *c, rg_chain *ch, unsigned worker,
+                            const struct rg_stats *st);
 void rg_control_close(rg_control *c);
 
 #endif /* RG_NFCHAIN_H */

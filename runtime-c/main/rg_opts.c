@@ -8,6 +8,7 @@
 
 #include "rg/rg_obs.h"
 #include "rg_driver.h"
+#include "rg_rules_ctl.h"
 
 enum { MAX_NF_FLAGS = 32 };
 
@@ -72,7 +73,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
         fprintf(out, "                     %-12s %s\n", (*d)->name, (*d)->help);
     fputs("  --nf PATH.so     an NF built as a shared object (rg_nf_api.h)\n"
           "  --chain FILE     a chain of NFs (YAML: docs/nf.md), run after --nf's in order\n"
-          "  --control PATH   a UNIX socket: rubikgen ctl PATH attach|detach|list\n",
+          "  --control PATH   a UNIX socket: rubikgen ctl PATH attach|detach|list|rules\n"
+          "  --rules-so PATH  (a --rules-reload build) run this rule set, reloaded on SIGHUP\n",
           out);
     fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
           "  --write FILE     write the packets that pass (the verdict of handlers and NFs:\n"
@@ -194,6 +196,7 @@ enum {
     O_MEMCAP_RA,
     O_MEMCAP_FL,
     O_MEMCAP_POL,
+    O_RULES_SO, /* rg_rules_ctl.h */
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -232,6 +235,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"memcap-reassembly", required_argument, NULL, O_MEMCAP_RA},
         {"memcap-flows", required_argument, NULL, O_MEMCAP_FL},
         {"memcap-policy", required_argument, NULL, O_MEMCAP_POL},
+        {"rules-so", required_argument, NULL, O_RULES_SO},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -288,6 +292,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             break;
         case O_CONTROL:
             o->control = optarg;
+            break;
+        case O_RULES_SO:
+            rg_rules_so_option(optarg);
             break;
         case O_IO:
             o->io = optarg;

@@ -8,6 +8,8 @@
 
 void rg_rules_json(const rg_stats *st)
 {
+    /* rule sets swapped in (rg_rules.h): the hits are the last set's, since its reload */
+    if (st && st->rule_reloads) printf("\"rule_reloads\":%" PRIu64 ",", st->rule_reloads);
     if (st == NULL || st->nrules == 0 || st->rule_hits == NULL) return;
     fputs("\"rules\":[", stdout);
     for (uint32_t i = 0; i < st->nrules; i++) {
@@ -22,6 +24,9 @@ void rg_rules_json(const rg_stats *st)
 
 void rg_rules_text(const rg_stats *st)
 {
+    if (st && st->rule_reloads)
+        printf("rules reloaded %" PRIu64 " time(s): the hits below count from the last reload\n",
+               st->rule_reloads);
     if (st == NULL || st->nrules == 0 || st->rule_hits == NULL) return;
     printf("rules (first match wins; hits: packets each rule decided)\n"
            "  %-24s %-10s %12s\n",

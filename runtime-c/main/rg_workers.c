@@ -186,12 +186,12 @@ static void *worker_main(void *arg)
         rg_frame f;
         uint64_t seq;
         /* chain changes apply here, between packets (an idle worker gets here too) */
-        if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id);
+        if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id, w->stack->stats(w->ctx));
         while (rg_ring_peek_seq(&w->ring, &f, &seq)) {
             process(w, &f, seq);
             if (++got % RG_BURST == 0) {
                 rg_ring_release(&w->ring);
-                if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id);
+                if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id, w->stack->stats(w->ctx));
             }
         }
         rg_ring_release(&w->ring);
@@ -215,7 +215,7 @@ static int qworker_main(void *arg)
         /* done first: with software distribution, what was handed over before it is drained */
         int fin = atomic_load_explicit(&qs->done, memory_order_acquire);
         if (fin && qs->hw) break; /* the NIC's queues are not ours to drain */
-        if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id);
+        if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id, w->stack->stats(w->ctx));
         int n = w->io->next_burst_q(w->src, w->id, burst, RG_BURST);
         if (n < 0) {
             w->failed = n == RG_SRC_ERROR;

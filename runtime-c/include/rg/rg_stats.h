@@ -114,6 +114,7 @@ typedef struct rg_stats {
     uint64_t mem_cap_seq, mem_cap_flows;
     int mem_policy;
     uint64_t mem_seq_peak, mem_flow_peak;
+    uint64_t rule_reloads; /* rule sets swapped in since the start (rg_rules.h; appended) */
 } rg_stats;
 
 /* Allocate counters for nlayers layers; names may be NULL (layers then print
