@@ -439,3 +439,46 @@ def test_fields_a_reloadable_set_cannot_read_are_positioned(tmp_path: Path) -> N
     assert f"{r}:2:25: error[RG010]: 'tcp.mss' is not at a fixed place" in p.stderr, p.stderr
     p = rubikgen("build", str(STACK), "--rules", str(r), "-o", str(tmp_path / "b"))
     assert p.returncode == 0, p.stderr  # compiled in, the option can be matched
+
+
+@pytest.mark.skipif(not tshark_available(), reason="needs tshark")
+def test_reload_on_two_workers_swaps_every_context(
+    reload_binary: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """--workers 2: each worker swaps its own context's set on its own thread. The writer
+    stops after a third of the capture (the input idles, the workers take the request while
+    no packet arrives), the reload is acknowledged, then the rest follows: every frame up to
+    the third is judged by A, every later one by B, on whichever worker its flow hashes to."""
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    binary, _ = reload_binary
+    b = tmp_path / "b.rules.yaml"
+    b.write_text(RULES_B, encoding="utf-8")
+    head, records = _records(CAPTURE)
+    third = len(records) // 3
+    fifo, sock, out = tmp_path / "in.pcap", tmp_path / "ctl.sock", tmp_path / "out.pcap"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [str(binary), str(fifo), "--workers", "2", "--nf", "streams", "--out",
+         str(tmp_path / "run"), "--control", str(sock), "--write", str(out), "--summary",
+         "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        with open(fifo, "wb", buffering=0) as f:
+            f.write(head + b"".join(records[:third]))
+            deadline = time.monotonic() + 30
+            while not sock.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(1.0)  # the binary takes in what was written (milliseconds of work)
+            p = rubikgen("ctl", str(sock), "rules", "reload", str(b))
+            assert p.returncode == 0, p.stderr
+            assert p.stdout.split()[:4] == ["loaded", "1", "rules", "of"], p.stdout
+            f.write(b"".join(records[third:]))
+    finally:
+        so, se = proc.communicate(timeout=120)
+    assert proc.returncode == 0, se
+    got_b = check_written(out, third, len(records))
+    s = _summary(so)
+    assert s["packets"] == len(records)
+    assert s["rule_reloads"] == 1  # one reload (every worker applied it: the frames above)
+    assert s["rules"] == [{"name": "dns", "action": "drop", "hits": got_b}]

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pcap/pcap.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,7 @@ struct rg_pcap {
     ng_reader *ng; /* pcapng, or NULL */
     rg_linkinfo link;
     uint32_t snaplen;
+    int poll_fd; /* a pipe, FIFO or terminal (read unbuffered: rg_pcap_ready polls it), -1 */
     char err[PCAP_ERRBUF_SIZE];
 };
 
@@ -472,6 +474,14 @@ rg_pcap *rg_pcap_open(const char *path, char *err, size_t errlen)
         free(c);
         return NULL;
     }
+    /* Paced input (a FIFO, a pipe, stdin): read without stdio's buffer, so that whether the
+     * next frame is there is a poll of the descriptor (rg_pcap_ready: a burst is not held
+     * back waiting for frames the writer has not written yet). */
+    c->poll_fd = -1;
+    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+        setvbuf(f, NULL, _IONBF, 0);
+        c->poll_fd = fileno(f);
+    }
     /* pcapng starts with 0x0A (the SHB type), classic pcap never does */
     int first = getc(f);
     if (first != EOF) ungetc(first, f);
@@ -503,6 +513,13 @@ static uint64_t ts_ns(const struct pcap_pkthdr *h)
      * unsigned 32-bit field (valid until 2106) that libpcap reads as signed 32 bits: the low 32
      * bits of tv_sec are the file's value either way. */
     return (uint64_t)(uint32_t)h->ts.tv_sec * UINT64_C(1000000000) + (uint64_t)h->ts.tv_usec;
+}
+
+int rg_pcap_ready(const rg_pcap *c)
+{
+    if (c->poll_fd < 0) return 1;
+    struct pollfd p = {.fd = c->poll_fd, .events = POLLIN};
+    return poll(&p, 1, 0) != 0; /* data, the writer gone (EOF) or an error: no wait */
 }
 
 int rg_pcap_next(rg_pcap *c, rg_frame *f)

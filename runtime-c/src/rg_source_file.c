@@ -66,6 +66,8 @@ static int file_next_burst(rg_source *src, rg_frame *out, unsigned max)
     unsigned n = 0;
     size_t used = 0;
     while (n < max) {
+        /* paced input: hand over what arrived rather than wait for a whole burst */
+        if (n && !rg_pcap_ready(s->cap)) break;
         int rc = rg_pcap_next(s->cap, &out[n]);
         if (rc != 1) {
             s->state = rc == 0 ? RG_SRC_END : RG_SRC_ERROR;

@@ -82,6 +82,9 @@ rg_pcap *rg_pcap_open(const char *path, char *err, size_t errlen);
 /* Next frame: 1 = a frame (valid until the next call), 0 = end of file,
  * RG_EIO on a read error (message from rg_pcap_error). */
 int rg_pcap_next(rg_pcap *c, rg_frame *f);
+/* 1 when rg_pcap_next would not wait for a writer (a regular file always; a FIFO, pipe or
+ * stdin when bytes, the end or an error are waiting), 0 when it would. */
+int rg_pcap_ready(const rg_pcap *c);
 const rg_linkinfo *rg_pcap_link(const rg_pcap *c);
 uint32_t rg_pcap_snaplen(const rg_pcap *c);
 const char *rg_pcap_error(const rg_pcap *c);
