@@ -370,6 +370,28 @@ RG_INLINE void *rg_flow_lookup(rg_flow *t, const void *key, int *dir)
     return rg_flow_lookup_n(t, key, t->key_len, dir);
 }
 
+/* Bytes of index and live records from which a table is taken to have left
+ * the L2 cache: burst stage 1 runs only when a table of the stack is that big
+ * (below it, parsing twice costs more than the misses it hides). */
+#define RG_FLOW_PREFETCH_MIN_BYTES (UINT64_C(1) << 20)
+RG_INLINE int rg_flow_cold(const rg_flow *t)
+{
+    return (uint64_t)t->nlive * t->stride + ((uint64_t)t->mask + 1) * sizeof(uint64_t) >=
+           RG_FLOW_PREFETCH_MIN_BYTES;
+}
+
+/* Burst stage 1: prefetch the index slot where a key's probe starts (the
+ * lookup itself follows in stage 2).  Hashes the key; touches nothing. */
+RG_INLINE void rg_flow_prefetch(const rg_flow *t, const void *key, size_t key_len)
+{
+    const uint64_t h = rg_hash_bytes(key, key_len, t->seed);
+#if defined(__GNUC__)
+    __builtin_prefetch(&t->slot[rg_flow_tag(h) & t->mask]);
+#else
+    (void)h;
+#endif
+}
+
 /* Create an instance for a key that is not in the table (the caller looked
  * it up first; duplicates are not detected).  rev is read only for
  * bidirectional tables.  hf / hr are the keys' hashes (rg_flow_hash).

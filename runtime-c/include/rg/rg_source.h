@@ -24,6 +24,8 @@ extern "C" {
 /* The default burst: what one next_burst call returns at most unless the
  * caller asks for less (DPDK's customary RX burst). */
 #define RG_BURST 32
+/* The most frames a file or live source returns at once (--burst N). */
+#define RG_BURST_MAX 256
 
 /* What a source is asked to open. */
 typedef struct rg_source_cfg {
