@@ -382,14 +382,18 @@ RG_INLINE int rg_flow_cold(const rg_flow *t)
 
 /* Burst stage 1: prefetch the index slot where a key's probe starts (the
  * lookup itself follows in stage 2).  Hashes the key; touches nothing. */
-RG_INLINE void rg_flow_prefetch(const rg_flow *t, const void *key, size_t key_len)
+RG_INLINE void rg_flow_prefetch_h(const rg_flow *t, uint64_t h)
 {
-    const uint64_t h = rg_hash_bytes(key, key_len, t->seed);
 #if defined(__GNUC__)
     __builtin_prefetch(&t->slot[rg_flow_tag(h) & t->mask]);
 #else
+    (void)t;
     (void)h;
 #endif
+}
+RG_INLINE void rg_flow_prefetch(const rg_flow *t, const void *key, size_t key_len)
+{
+    rg_flow_prefetch_h(t, rg_hash_bytes(key, key_len, t->seed));
 }
 
 /* Create an instance for a key that is not in the table (the caller looked
