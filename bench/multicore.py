@@ -279,10 +279,15 @@ def flows1m(binary: Path, capture: Path, rounds: int) -> Json:
     load = _load()
     best: dict[str, tuple[Json, int]] = {}
     for _ in range(rounds):
+        rg_cmd = [str(binary), str(capture), "--bench", "--passes", "1"]
+        rg_cmd += ["--nf", "count", "--seed", "1", "--cap", str(FLOWS_CAP)]
+        ph_cmd = [str(PARSE_HASH), str(capture), "--passes", "1", "--cap", str(FLOWS_CAP)]
+        # bursts of 32 (the default: index slots prefetched) and of 1 (no prefetch), both sides
         runs = {
-            "rubikgen-O2": [str(binary), str(capture), "--bench", "--passes", "1"]
-            + ["--nf", "count", "--seed", "1", "--cap", str(FLOWS_CAP)],
-            "parse_hash": [str(PARSE_HASH), str(capture), "--passes", "1", "--cap", str(FLOWS_CAP)],
+            "rubikgen-O2": rg_cmd + ["--burst", "32"],
+            "parse_hash": ph_cmd + ["--burst", "32"],
+            "rubikgen-O2-burst1": rg_cmd + ["--burst", "1"],
+            "parse_hash-burst1": ph_cmd + ["--burst", "1"],
         }
         for name, cmd in runs.items():
             j, rss = _rss_run(cmd)
@@ -301,6 +306,9 @@ def flows1m(binary: Path, capture: Path, rounds: int) -> Json:
         "rubikgen_flows": rg[0]["flows"],
         "rubikgen_flows_closed": rg[0]["flows_closed"],
         "parse_hash_flows_opened": ph[0].get("flows_opened"),
+        "burst": 32,
+        "burst1_rubikgen_cpu_ns_per_pkt": best["rubikgen-O2-burst1"][0]["cpu_ns_per_pkt"],
+        "burst1_parse_hash_cpu_ns_per_pkt": best["parse_hash-burst1"][0]["cpu_ns_per_pkt"],
     }
 
 

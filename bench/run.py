@@ -145,13 +145,21 @@ ALL_CONFIGS = ["rubikgen-O0", "rubikgen-O2", "nids_da", "rubikgen-FT-O2", "nids_
 ALL_CONFIGS += ["rubikgen-SF-O2", "nids_sf", "parse_only", "parse_hash"]
 
 
-def config_command(c: Config, capture: Path, passes: int, cap: int | None) -> list[str]:
+#: Frames per burst of the rubikgen binaries and the parse bounds (--burst; libnids has none).
+BURST = 32
+
+
+def config_command(
+    c: Config, capture: Path, passes: int, cap: int | None, burst: int = BURST
+) -> list[str]:
     sf = ["--patterns", rel(SF_PATTERNS)] if c.group == "SF" else []
+    # the same burst size for rubikgen and the bounds: ratios stay like for like
+    bursts = ["--burst", str(burst)] if c.build is not None or c.group == "bound" else []
     if c.build is not None:
         cmd = [rel(c.binary()), rel(capture), "--bench", "--passes", str(passes)]
-        cmd += ["--nf", "count", "--seed", str(SEED), *sf]
+        cmd += ["--nf", "count", "--seed", str(SEED), *sf, *bursts]
         return cmd + (["--cap", str(cap)] if cap else [])
-    cmd = [rel(c.binary()), rel(capture), "--passes", str(passes), *sf]
+    cmd = [rel(c.binary()), rel(capture), "--passes", str(passes), *sf, *bursts]
     if cap:
         cmd += ["--cap", str(cap)]
     return cmd
@@ -532,7 +540,7 @@ def run_once(m: Measure, cpu: int | None) -> None:
         m.errors.append(str(e))
 
 
-def callgrind_ir(m: Measure, capture: Capture, cap: int | None) -> None:
+def callgrind_ir(m: Measure, capture: Capture, cap: int | None, burst: int = BURST) -> None:
     """Instructions per packet of the second pass's processing loop (callgrind).
 
     The program runs with --passes 2 under callgrind with --dump-before=clock_gettime*: every
@@ -543,7 +551,7 @@ def callgrind_ir(m: Measure, capture: Capture, cap: int | None) -> None:
     if not shutil.which("valgrind"):
         m.callgrind_note = "valgrind not installed"
         return
-    cmd = config_command(m.config, capture.path, 2, cap)
+    cmd = config_command(m.config, capture.path, 2, cap, burst)
     with tempfile.TemporaryDirectory(prefix="rg-callgrind-") as tmp:
         out = Path(tmp) / "cg.out"
         full = [
@@ -1074,6 +1082,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--cpu", type=int, help="pin every run to this CPU (taskset)")
     ap.add_argument(
+        "--burst",
+        type=int,
+        default=BURST,
+        help=f"frames per burst of rubikgen and the parse bounds (default {BURST}; 1: none)",
+    )
+    ap.add_argument(
         "--cap",
         type=int,
         help="flow-table size of every configuration: rubikgen --cap (live instances per layer, "
@@ -1135,7 +1149,7 @@ def main(argv: list[str] | None = None) -> int:
     measures: dict[str, dict[str, Measure]] = {}
     for c in captures:
         measures[c.workload] = {
-            x.name: Measure(x, config_command(x, c.path, args.passes, args.cap))
+            x.name: Measure(x, config_command(x, c.path, args.passes, args.cap, args.burst))
             for x in plan[c.workload]
         }
     machine = machine_info()
@@ -1167,7 +1181,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in captures:
             for m in measures[c.workload].values():
                 print(f"bench: callgrind {c.workload} {m.config.name}", file=sys.stderr)
-                callgrind_ir(m, c, args.cap)
+                callgrind_ir(m, c, args.cap, args.burst)
 
     workloads: Json = {}
     for c in captures:
@@ -1204,6 +1218,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {
             "passes": args.passes,
             "rounds": args.rounds,
+            "burst": args.burst,
             "callgrind": args.callgrind,
             "callgrind_method": "Ir of the second pass's processing loop (callgrind --dump-before=clock_gettime*, dump part 7 of a --passes 2 run) / packets"
             if args.callgrind

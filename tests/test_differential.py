@@ -113,8 +113,9 @@ def check_equivalent(
     tmp: Path,
     extra: list[str] | None = None,
     variants: tuple[str | int, ...] = LEVELS,
-) -> None:
-    """Every variant (an -O level, or a pass name: -O2 without it) writes what -O0 writes."""
+) -> dict[tuple[str, str | int], str]:
+    """Every variant (an -O level, or a pass name: -O2 without it) writes what -O0 writes.
+    Returns the summaries by (nf, variant)."""
     jobs = list(dict.fromkeys((nf, v) for nf in ("events", "streams") for v in (0, *variants)))
     outs = {j: tmp / f"{pcap.stem}-{j[0]}-{j[1]}" for j in jobs}
     with ThreadPoolExecutor(max_workers=4) as pool:  # the runs are independent
@@ -131,6 +132,7 @@ def check_equivalent(
         assert not diffs, f"{stack} {pcap.name} --nf {nf}: -O0 and {name} differ: {diffs[:10]}"
         a, b = _summary_fields(summaries[(nf, 0)]), _summary_fields(summaries[(nf, v)])
         assert a == b, f"{stack} {pcap.name} --nf {nf}: summaries of -O0 and {name}: {a} != {b}"
+    return summaries
 
 
 @pytest.mark.parametrize(
@@ -225,6 +227,117 @@ def test_hand_made_captures(
 ) -> None:
     pcap, exp = build(case, tmp_path / "cap")
     check_equivalent(binaries, "tcp_ip", pcap, tmp_path, list(exp.args))
+
+
+# ---------------------------------------------------------------------------------------------
+# Several packets of one flow close together, in every order
+
+#: A real connection (every frame captured twice): the frames of each window are permuted in
+#: every order among their positions, each permutation a connection of its own (its client port
+#: rewritten), so packets of one flow that a burst would hold together arrive in every order:
+#: the SYN, SYN-ACK, ACK and first data; a request, its retransmission and the response; the
+#: FINs, their ACK and a retransmitted FIN.
+ORDERS_SOURCE = "http-post-upload.pcap"
+ORDERS_WINDOWS = ([0, 2, 4, 6], [6, 7, 8, 9], [26, 27, 28, 30])
+
+
+def _orders_capture(src: Path, path: Path) -> Path:
+    from itertools import permutations
+
+    from scapy.layers.inet import IP, TCP
+    from scapy.utils import rdpcap, wrpcap
+
+    frames = list(rdpcap(str(src)))
+    client = frames[0][TCP].sport  # the first frame is the client's SYN
+    out = []
+    port = 20000
+    span = frames[-1].time - frames[0].time + 1  # each connection after the one before
+    for window in ORDERS_WINDOWS:
+        for perm in permutations(window):
+            order = list(range(len(frames)))
+            for pos, idx in zip(window, perm, strict=True):
+                order[pos] = idx
+            for pos, idx in enumerate(order):
+                f = frames[idx].copy()
+                f.time = frames[pos].time + (port - 20000) * span
+                tcp = f[TCP]
+                if tcp.sport == client:
+                    tcp.sport = port
+                else:
+                    tcp.dport = port
+                del f[IP].chksum, tcp.chksum  # recomputed
+                out.append(f)
+            port += 1
+    wrpcap(str(path), out)
+    return path
+
+
+def test_flow_packets_in_every_order(binaries: dict[tuple[str, int], Path], tmp_path: Path) -> None:
+    src = TRACES / ORDERS_SOURCE
+    if not src.is_file():
+        pytest.skip(f"{ORDERS_SOURCE} is not in {TRACES}")
+    pcap = _orders_capture(src, tmp_path / "orders.pcap")
+    check_equivalent(binaries, "tcp_ip", pcap, tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Burst sizes: stage 1 (parse to the keys, prefetch) must change nothing
+
+#: --burst sizes compared; --prefetch-always makes stage 1 run on these small captures (it
+#: otherwise waits for a flow table bigger than the cache)
+BURSTS = (1, 7, 32)
+#: (stack, capture): the every-order capture, fragments and overlaps, both IP versions, and
+#: stage 1 through tunnels, a decrypting transform and PPP
+BURST_CASES = [
+    ("tcp_ip", ORDERS_SOURCE),
+    ("tcp_ip", "ipv4-frag-tcp-overlap-ooo-crafted.pcap"),
+    ("tcp_ip", "mixed-android-mobile.pcap"),
+    ("tcp_ip", "ipv6-http-atomic-frag.pcap"),
+    ("gtp", "gtp-u-http-outer-frag.pcap"),
+    ("quic", "quic-v1-chromium.pcap"),
+    ("pptp", "pptp-gre-ppp-udp-dns.pcap"),
+]
+
+
+def _counters(binary: Path, pcap: Path, extra: list[str]) -> str:
+    """The runtime's counters (--stats: per layer packets, errors, instances...)."""
+    argv = [str(binary), str(pcap), "--nf", "none", "--seed", "1", "--stats", *extra]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and not any(s in r.stderr for s in SANITIZER), r.stderr[-3000:]
+    return r.stderr
+
+
+@pytest.mark.parametrize("stack,capture", BURST_CASES, ids=lambda x: str(x))
+def test_burst_sizes(
+    stack: str, capture: str, binaries: dict[tuple[str, int], Path], tmp_path: Path
+) -> None:
+    """At each burst size -O0, -O1 and -O2 agree, and every burst size writes what burst 1
+    (no stage 1) writes."""
+    src = TRACES / capture
+    if not src.is_file():
+        pytest.skip(f"{capture} is not in {TRACES}")
+    pcap = _orders_capture(src, tmp_path / "orders.pcap") if capture == ORDERS_SOURCE else src
+    sums = {}
+    for b in BURSTS:
+        (tmp_path / f"b{b}").mkdir()
+        extra = ["--burst", str(b), "--prefetch-always"]
+        sums[b] = check_equivalent(binaries, stack, pcap, tmp_path / f"b{b}", extra)
+    for b in BURSTS[1:]:
+        for nf in ("events", "streams"):
+            for lv in LEVELS:
+                run = f"{pcap.stem}-{nf}-{lv}"
+                what = f"{stack} {capture} -O{lv} --nf {nf}: --burst 1 and --burst {b}"
+                diffs = _same_dirs(tmp_path / "b1" / run, tmp_path / f"b{b}" / run)
+                assert not diffs, f"{what}: {diffs[:10]}"
+                one, many = (_summary_fields(sums[k][(nf, lv)]) for k in (1, b))
+                assert one == many, f"{what}: summaries {one} != {many}"
+    for lv in (0, 2):
+        counts = {
+            b: _counters(binaries[(stack, lv)], pcap, ["--burst", str(b), "--prefetch-always"])
+            for b in BURSTS
+        }
+        for b in BURSTS[1:]:
+            assert counts[b] == counts[1], f"{stack} {capture} -O{lv}: --stats, --burst {b}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -116,6 +116,7 @@ static void usage(FILE *out, const char *prog, const char *name)
             "  --passes N   passes (the best one counts)\n"
             "  --fork       run every pass in a fresh child process\n"
             "  --cap N      table size (flows) instead of the peer's default\n"
+            "  --burst N    frames per burst (parse_only, parse_hash; default 32)\n"
             "  --patterns FILE  pattern file (signature-matching peers only)\n",
             prog, name);
 }
@@ -137,7 +138,7 @@ int peer_main(int argc, char **argv, const peer_ops *ops)
     const char *capture = NULL;
     uint64_t passes = 3;
     int use_fork = 0;
-    peer_opts o = {0};
+    peer_opts o = {.burst = 32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -151,6 +152,11 @@ int peer_main(int argc, char **argv, const peer_ops *ops)
         } else if (!strcmp(a, "--cap") && i + 1 < argc) {
             if (parse_u64(argv[++i], 1, UINT64_C(1) << 28, &o.cap)) {
                 fprintf(stderr, "%s: invalid --cap '%s'\n", prog, argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--burst") && i + 1 < argc) {
+            if (parse_u64(argv[++i], 1, 256, &o.burst)) {
+                fprintf(stderr, "%s: invalid --burst '%s'\n", prog, argv[i]);
                 return 2;
             }
         } else if (!strcmp(a, "--patterns") && i + 1 < argc && ops->patterns_default) {

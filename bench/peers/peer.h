@@ -43,6 +43,7 @@ void peer_count_set(peer_counts *c, const char *name, uint64_t value);
 typedef struct peer_opts {
     uint64_t cap;         /* --cap N: table size hint (0 = the peer's default) */
     const char *patterns; /* --patterns FILE (peers with patterns_default only) */
+    uint64_t burst;       /* --burst N: frames per burst (parse peers; default 32) */
 } peer_opts;
 
 typedef struct peer_ops {

@@ -30,6 +30,7 @@ from rubikgen.ir.nodes import (
 )
 from rubikgen.rules.ir import RuleSet
 
+from .burst_c import render_stage1
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
 from .prune import Resets
@@ -203,6 +204,7 @@ class CGen:
             "limits": memcap_limits(self.sd),
             "xf": self.transform_support(),
             "setters": self.setters,
+            "stage1": render_stage1(self),  # burst stage 1 (burst_c.py)
         }
         files = {
             f"{self.S}_gen.h": env.get_template("stack_gen.h.j2").render(ctx),

@@ -65,6 +65,8 @@ typedef struct opts {
     const char *peer; /* --peer IF: live, the inline peer interface */
     int checksums; /* --checksums: rg_ctx_cfg.checksums */
     int workers_set; /* --workers given (even 1): NF outputs merged as N workers' are */
+    uint64_t burst; /* --burst N: frames per burst (1..RG_BURST_MAX; default RG_BURST) */
+    int prefetch_always; /* --prefetch-always: rg_ctx_cfg.prefetch_always */
 } opts;
 
 /* The stack context's configuration the options ask for, with observer obs: the one place
@@ -80,7 +82,8 @@ static inline rg_ctx_cfg rg_ctx_cfg_of(const opts *o, const rg_obs *obs)
                         .checksums = o->checksums,
                         .memcap_reassembly = o->memcap_reassembly,
                         .memcap_flows = o->memcap_flows,
-                        .memcap_policy = o->memcap_policy};
+                        .memcap_policy = o->memcap_policy,
+                        .prefetch_always = o->prefetch_always};
 }
 
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
@@ -143,6 +146,24 @@ RG_INLINE int rg_feed(feeder *fd, const rg_frame *f)
     (void)fd->stack->process(fd->ctx, layer, f->data + off, f->caplen - off, f->ts_ns);
     if (fd->batch_end) fd->batch_end(fd->batch_self);
     return 1;
+}
+
+/* Burst stage 1 (--burst): the stack's prefetch on each of n frames, before they are fed in
+ * order with rg_feed (stage 2, unchanged: prefetching changes nothing).  Only frames of the
+ * capture's first link type: finding another's entry map would register it, which rg_feed
+ * must do to report it. */
+RG_INLINE void rg_feed_prefetch(feeder *fd, const rg_frame *f, unsigned n)
+{
+    int (*pf)(void *, unsigned, const uint8_t *, uint32_t) = fd->stack->prefetch;
+    if (!pf || n < 2) return;
+    const rg_entry_map *m = &fd->lm->m[0];
+    for (unsigned i = 0; i < n; i++) {
+        unsigned layer;
+        uint32_t off;
+        if (f[i].dlt == m->li.dlt && rg_entry_pick(m, &f[i], &layer, &off) &&
+            !pf(fd->ctx, layer, f[i].data + off, f[i].caplen - off))
+            return; /* the tables fit in the cache: not worth it */
+    }
 }
 
 /* ---- --write (rg_write.c) ---- */

@@ -105,6 +105,11 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "  --bench          time the processing of the capture loaded in memory; one JSON\n"
             "                   line on stdout (--nf " RG_NF_COUNT " or " RG_NF_NONE ")\n"
             "  --passes N       passes of --bench (default %d; the best one counts)\n"
+            "  --burst N        frames per burst, 1 to 256 (default 32): the stack parses\n"
+            "                   each frame of a burst to its flow-table keys and prefetches\n"
+            "                   them, then processes the frames in order (1: no prefetch;\n"
+            "                   only while a flow table exceeds 1 MiB, unless\n"
+            "                   --prefetch-always)\n"
             "  --help           this text\n",
             size_text(stack->memcap_reassembly, ra, sizeof ra),
             size_text(stack->memcap_flows, fl, sizeof fl), rg_memcap_policy_name(stack->memcap_policy),
@@ -197,6 +202,8 @@ enum {
     O_MEMCAP_FL,
     O_MEMCAP_POL,
     O_RULES_SO, /* rg_rules_ctl.h */
+    O_BURST,
+    O_PREFETCH_ALWAYS,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -236,6 +243,8 @@ static void build_longopts(struct option *lo, size_t n)
         {"memcap-flows", required_argument, NULL, O_MEMCAP_FL},
         {"memcap-policy", required_argument, NULL, O_MEMCAP_POL},
         {"rules-so", required_argument, NULL, O_RULES_SO},
+        {"burst", required_argument, NULL, O_BURST},
+        {"prefetch-always", no_argument, NULL, O_PREFETCH_ALWAYS},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -258,6 +267,7 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     o->nf = RG_NF_COUNT;
     o->out = "rg-out";
     o->passes = DEFAULT_PASSES;
+    o->burst = RG_BURST;
     optind = 0; /* full reset: rg_main may run more than once in a process */
     /* everything after a "--" is the source's (DPDK's EAL arguments): getopt
      * would mix it with CAPTURE */
@@ -428,6 +438,12 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_PASSES:
             if (parse_num(optarg, 1, 1000000, &o->passes)) bad = "--passes";
             o->passes_set = 1;
+            break;
+        case O_BURST:
+            if (parse_num(optarg, 1, RG_BURST_MAX, &o->burst)) bad = "--burst";
+            break;
+        case O_PREFETCH_ALWAYS:
+            o->prefetch_always = 1;
             break;
         default:
             if (c >= O_NF_FLAG && c < O_NF_FLAG + MAX_NF_FLAGS) {

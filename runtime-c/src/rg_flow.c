@@ -143,6 +143,7 @@ void rg_flow_free(rg_flow *t)
     RG_UNPOISON(t->pool, pool_bytes(t));
     big_free(t->slot, index_bytes(t));
     big_free(t->pool, pool_bytes(t));
+    free(t->order);
     free(t);
 }
 
@@ -276,7 +277,7 @@ static int evictable(const rg_flow *t, uint32_t idx)
     if (idx == RG_FLOW_NIL || t->in_cb) return 0;
     const rg_seq_heap *h = t->acct;
     if (h && h->now) return rg_flow__rec(t, idx)->last < *h->now;
-    return idx != t->lru_head;
+    return rg_flow__rec(t, idx)->seq != t->seq - 1u; /* not the last touched */
 }
 
 static void evict_for_memcap(rg_flow *t, uint32_t idx)
@@ -381,7 +382,7 @@ void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev
     memcpy(keys, fwd, t->key_len);
     r->flags = RG_FLOW_F_LIVE;
     r->tag[0] = rg_flow_tag(hf);
-    r->serial = t->serial++;
+    r->seq = t->seq++;
     r->last = t->now;
     index_insert(t, r->tag[0], idx, 0);
     if (t->bidir) {
@@ -421,21 +422,96 @@ void rg_flow_delete(rg_flow *t, void *inst)
     remove_rec(t, idx, r);
 }
 
+/* ---- exact order for expiry and flush ----
+ * The list is ordered by tick only; these sort the instances concerned by
+ * (last touch, touch serial), which is the exact least-recently-used order. */
+typedef struct {
+    uint64_t last;
+    uint32_t seq;
+    uint32_t idx;
+} order_ent;
+
+static int order_cmp(const void *a, const void *b)
+{
+    const order_ent *x = a, *y = b;
+    if (x->last != y->last) return x->last < y->last ? -1 : 1;
+    /* equal times: touched by consecutive packets, so the serials are close
+     * and the wrapping difference orders them */
+    const int32_t d = (int32_t)(x->seq - y->seq);
+    return (d > 0) - (d < 0);
+}
+
+/* The first n records from the list's tail, sorted; NULL when memory is short. */
+static order_ent *order_of(rg_flow *t, uint32_t n)
+{
+    if (n > t->order_cap) {
+        void *p = realloc(t->order, (size_t)n * sizeof(order_ent));
+        if (!p) return NULL;
+        t->order = p;
+        t->order_cap = n;
+    }
+    order_ent *e = t->order;
+    uint32_t idx = t->lru_tail;
+    int sorted = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        const rg_flow_rec *r = rg_flow__rec(t, idx);
+        e[i] = (order_ent){r->last, r->seq, idx};
+        if (i && order_cmp(&e[i - 1], &e[i]) > 0) sorted = 0;
+        idx = r->prev;
+    }
+    if (!sorted) qsort(e, n, sizeof *e, order_cmp);
+    return e;
+}
+
+/* Remove the listed records that are still live (a callback may have deleted
+ * some; none is reused meanwhile, callbacks cannot create) and, for expiry,
+ * still idle (a callback may have touched some). */
+static size_t remove_listed(rg_flow *t, const order_ent *e, uint32_t n, int reason, uint64_t idle_ns)
+{
+    size_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        rg_flow_rec *r = rg_flow__rec(t, e[i].idx);
+        if (!(r->flags & RG_FLOW_F_LIVE)) continue;
+        if (reason == RG_FLOW_EXPIRED) {
+            if (t->now - r->last < idle_ns) continue;
+            t->stats->expired++;
+        }
+        remove_with_cb(t, e[i].idx, reason);
+        k++;
+    }
+    return k;
+}
+
 size_t rg_flow_expire(rg_flow *t, uint64_t now, uint64_t idle_ns)
 {
-    size_t n = 0;
     rg_flow_set_time(t, now);
-    if (idle_ns == 0) return 0;
-    while (t->lru_tail != RG_FLOW_NIL) {
-        uint32_t idx = t->lru_tail;
-        rg_flow_rec *r = rg_flow__rec(t, idx);
-        if (t->now - r->last < idle_ns) break;
-        t->stats->expired++;
-        remove_with_cb(t, idx, RG_FLOW_EXPIRED);
-        if (t->lru_tail == idx) break; /* could not be removed */
+    if (idle_ns == 0 || t->now < idle_ns || t->lru_tail == RG_FLOW_NIL) return 0;
+    /* an instance is due when last <= now - idle: only the ticks up to that
+     * time's hold due instances, and they are the list's tail */
+    const uint64_t lim = (t->now - idle_ns) >> RG_FLOW_TICK_SHIFT;
+    uint32_t n = 0;
+    for (uint32_t idx = t->lru_tail; idx != RG_FLOW_NIL; idx = rg_flow__rec(t, idx)->prev) {
+        if ((rg_flow__rec(t, idx)->last >> RG_FLOW_TICK_SHIFT) > lim) break;
         n++;
     }
-    return n;
+    if (n == 0) return 0;
+    const order_ent *e = order_of(t, n);
+    if (e) return remove_listed(t, e, n, RG_FLOW_EXPIRED, idle_ns);
+    /* no memory for the order: expire in list order (exact times, coarse order) */
+    size_t k = 0;
+    uint32_t saved = t->iter_next, idx = t->lru_tail;
+    while (idx != RG_FLOW_NIL && n--) {
+        rg_flow_rec *r = rg_flow__rec(t, idx);
+        t->iter_next = r->prev;
+        if (t->now - r->last >= idle_ns) {
+            t->stats->expired++;
+            remove_with_cb(t, idx, RG_FLOW_EXPIRED);
+            k++;
+        }
+        idx = t->iter_next;
+    }
+    t->iter_next = saved;
+    return k;
 }
 
 size_t rg_flow_foreach(rg_flow *t, rg_flow_iter_fn fn, void *ctx)
@@ -456,7 +532,10 @@ size_t rg_flow_foreach(rg_flow *t, rg_flow_iter_fn fn, void *ctx)
 
 size_t rg_flow_flush(rg_flow *t)
 {
-    size_t n = 0;
+    const uint32_t live = t->nlive;
+    const order_ent *e = live ? order_of(t, live) : NULL;
+    size_t n = e ? remove_listed(t, e, live, RG_FLOW_FLUSHED, 0) : 0;
+    /* without memory for the order: list order */
     while (t->lru_tail != RG_FLOW_NIL) {
         uint32_t idx = t->lru_tail;
         remove_with_cb(t, idx, RG_FLOW_FLUSHED);

@@ -61,8 +61,8 @@ static int file_next_burst(rg_source *src, rg_frame *out, unsigned max)
 {
     file_source *s = (file_source *)src;
     if (s->state) return s->state;
-    size_t off[RG_BURST]; /* where each copied frame's bytes start (the arena may move) */
-    if (max > RG_BURST) max = RG_BURST;
+    size_t off[RG_BURST_MAX]; /* where each copied frame's bytes start (the arena may move) */
+    if (max > RG_BURST_MAX) max = RG_BURST_MAX;
     unsigned n = 0;
     size_t used = 0;
     while (n < max) {

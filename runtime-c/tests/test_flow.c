@@ -163,8 +163,9 @@ static void test_symmetric_key(void **state)
     rg_flow_free(t);
 }
 
-/* LRU eviction when the cap is hit: the least recently used instance goes,
- * lookups count as use, the callback sees the victim before it is removed. */
+/* Eviction when the cap is hit: the least recently used instance goes (the
+ * touches here are in different ticks, where the order is exact), lookups
+ * count as use, the callback sees the victim before it is removed. */
 static void test_cap_and_eviction(void **state)
 {
     (void)state;
@@ -183,12 +184,13 @@ static void test_cap_and_eviction(void **state)
     for (int i = 0; i < 4; i++) {
         k[i] = k12(100 + i, 200, 1, 2);
         r[i] = k12_rev(&k[i]);
-        rg_flow_set_time(t, (uint64_t)i * 10);
+        rg_flow_set_time(t, (uint64_t)i << RG_FLOW_TICK_SHIFT);
         p[i] = rg_flow_create(t, k[i].b, r[i].b);
         p[i]->id = (uint64_t)i;
     }
     assert_int_equal(st.live, 4);
-    /* use flow 0 (reverse direction): flow 1 is now the LRU */
+    /* use flow 0 (reverse direction) in a later tick: flow 1 is now the LRU */
+    rg_flow_set_time(t, (uint64_t)4 << RG_FLOW_TICK_SHIFT);
     int dir;
     assert_ptr_equal(rg_flow_lookup(t, r[0].b, &dir), p[0]);
     k[4] = k12(104, 200, 1, 2);
@@ -207,6 +209,7 @@ static void test_cap_and_eviction(void **state)
     assert_int_equal(st.destroyed, 1);
     assert_int_equal(st.peak_live, 4);
     /* the victim's record is reused; the others are intact */
+    rg_flow_set_time(t, (uint64_t)5 << RG_FLOW_TICK_SHIFT);
     for (int i = 0; i < 5; i++) {
         if (i == 1) continue;
         assert_ptr_equal(rg_flow_lookup(t, k[i].b, &dir), p[i]);
@@ -227,6 +230,73 @@ static void test_cap_and_eviction(void **state)
     assert_int_equal(log.ids[2], 2);
     assert_int_equal(log.ids[3], 3);
     assert_int_equal(rg_flow_live(t), 4);
+    rg_flow_free(t);
+}
+
+/* Within one tick the list order is the order of the first touch in that
+ * tick: a later touch in the same tick does not move an instance, so the
+ * eviction order is coarse there (documented in rg_flow.h); expiry and flush
+ * still follow the exact order. */
+static void test_coarse_order_within_tick(void **state)
+{
+    (void)state;
+    cblog log = {0};
+    rg_flow *t = mk(3, 1, &log);
+    key12 k[4], r[4];
+    payload *p[4];
+    for (int i = 0; i < 3; i++) {
+        k[i] = k12(300 + (uint32_t)i, 9, 1, 2);
+        r[i] = k12_rev(&k[i]);
+        rg_flow_set_time(t, 100 + (uint64_t)i);
+        p[i] = rg_flow_create(t, k[i].b, r[i].b);
+        p[i]->id = (uint64_t)i;
+    }
+    int dir;
+    rg_flow_set_time(t, 200); /* the same tick */
+    assert_ptr_equal(rg_flow_lookup(t, k[0].b, &dir), p[0]);
+    assert_int_equal(rg_flow_last_seen(t, p[0]), 200);
+    k[3] = k12(303, 9, 1, 2);
+    r[3] = k12_rev(&k[3]);
+    assert_non_null(rg_flow_create(t, k[3].b, r[3].b)); /* evicts 0: first touched in the tick */
+    assert_int_equal(log.n, 1);
+    assert_int_equal(log.ids[0], 0);
+    /* flush: exact order (1 at 101, 2 at 102, 3 at 200 after them) */
+    assert_ptr_equal(rg_flow_lookup(t, k[1].b, &dir), p[1]); /* 1 now at 200, after 3 */
+    assert_int_equal(rg_flow_flush(t), 3);
+    assert_int_equal(log.n, 4);
+    assert_int_equal(log.ids[1], 2);
+    assert_int_equal(log.ids[3], 1);
+    rg_flow_free(t);
+}
+
+/* Expiry is exact across ticks: an instance touched in a later tick but
+ * idle long enough goes, one touched within the idle time stays, however
+ * the list orders them. */
+static void test_expire_across_ticks(void **state)
+{
+    (void)state;
+    cblog log = {0};
+    rg_flow *t = mk(8, 1, &log);
+    const uint64_t T = (uint64_t)1 << RG_FLOW_TICK_SHIFT;
+    key12 k[3], r[3];
+    for (int i = 0; i < 3; i++) {
+        k[i] = k12(400 + (uint32_t)i, 9, 1, 2);
+        r[i] = k12_rev(&k[i]);
+        rg_flow_set_time(t, 10 * T + (uint64_t)i * (T / 4)); /* one tick */
+        payload *p = rg_flow_create(t, k[i].b, r[i].b);
+        p->id = (uint64_t)i;
+    }
+    int dir;
+    rg_flow_set_time(t, 10 * T + 3 * (T / 4)); /* still that tick: 0 stays at the list's tail */
+    assert_non_null(rg_flow_lookup(t, k[0].b, &dir));
+    /* idle T/2 at 10T + 1.1T: due are 1 (10.25T) and 2 (10.5T); 0 (10.75T) is not */
+    const uint64_t now = 11 * T + T / 10;
+    assert_int_equal(rg_flow_expire(t, now, T / 2 + T / 10 - 1), 2);
+    assert_int_equal(log.ids[0], 1);
+    assert_int_equal(log.ids[1], 2);
+    assert_int_equal(rg_flow_live(t), 1);
+    assert_int_equal(rg_flow_expire(t, 11 * T + 3 * (T / 4), T), 1); /* exactly idle T */
+    assert_int_equal(log.ids[2], 0);
     rg_flow_free(t);
 }
 
@@ -646,6 +716,8 @@ int main(void)
         cmocka_unit_test(test_unidirectional),
         cmocka_unit_test(test_symmetric_key),
         cmocka_unit_test(test_cap_and_eviction),
+        cmocka_unit_test(test_coarse_order_within_tick),
+        cmocka_unit_test(test_expire_across_ticks),
         cmocka_unit_test(test_no_evict),
         cmocka_unit_test(test_delete_then_create),
         cmocka_unit_test(test_random_vs_reference),

@@ -121,7 +121,7 @@ static got read_all(const char *path, unsigned max)
     assert_non_null(li);
     got g = {0};
     size_t cap = 0;
-    rg_frame burst[RG_BURST];
+    rg_frame burst[RG_BURST_MAX]; /* a file source fills up to max, at most RG_BURST_MAX */
     int n;
     while ((n = ops->next_burst(s, burst, max)) >= 0) {
         assert_true((unsigned)n <= max);
@@ -171,7 +171,7 @@ static int check_capture(const char *path)
         assert_int_equal(one.f[i].len, ref.f[i].len);
         assert_int_equal(one.f[i].ts_ns, ref.f[i].ts_ns);
     }
-    static const unsigned sizes[] = {7, RG_BURST, RG_BURST + 10 /* clamped */};
+    static const unsigned sizes[] = {7, RG_BURST, RG_BURST + 10, RG_BURST_MAX + 10 /* clamped */};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         got g = read_all(path, sizes[k]);
         assert_int_equal(g.end, RG_SRC_END);

@@ -269,6 +269,8 @@ typedef struct rg_ctx_cfg {
      * stack's default */
     uint64_t memcap_reassembly, memcap_flows;
     int memcap_policy;
+    /* 1: burst stage 1 (rg_stack_desc.prefetch) runs whatever the tables' sizes (tests) */
+    int prefetch_always;
 } rg_ctx_cfg;
 
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`): the one
@@ -316,6 +318,12 @@ typedef struct rg_stack_desc {
      * UINT64_MAX = none */
     uint64_t memcap_reassembly, memcap_flows;
     int memcap_policy; /* enum rg_memcap_policy */
+    /* burst stage 1 (NULL: none): parse one packet up to its flow-table keys and prefetch
+     * their index slots, changing nothing; the driver calls it on every packet of a burst,
+     * then process on each in order.  Returns 0 when no table is big enough for prefetching
+     * to pay (rg_flow_cold; unless rg_ctx_cfg.prefetch_always): the rest of the burst skips
+     * stage 1 */
+    int (*prefetch)(void *ctx, unsigned entry_layer, const uint8_t *data, uint32_t caplen);
 } rg_stack_desc;
 
 /* Built-in memcap defaults per context (worker): see docs/reliability.md. */

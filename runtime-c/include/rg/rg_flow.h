@@ -18,10 +18,18 @@
  * the load would pass 1/2, up to the size the cap needs, so a table with a
  * large cap but few live instances stays in the cache.
  *
- * The table keeps an exact LRU list (touched by rg_flow_lookup/rg_flow_touch
- * and creation).  When the pool is full, rg_flow_create evicts the least
- * recently used instance, calling on_remove(RG_FLOW_EVICTED) first.
- * rg_flow_expire removes idle instances in LRU order (RG_FLOW_EXPIRED).
+ * Recency is coarse: the list of instances is ordered by the tick of their
+ * last touch (lookup, rg_flow_touch, creation; a tick is 2^RG_FLOW_TICK_SHIFT
+ * ns of the packet clock, about 16.8 ms), and a touch moves an instance to
+ * the recent end only when its last touch was in an earlier tick.  Most hits
+ * so store the time and a touch serial in their own record and touch no
+ * other record.  When the pool is full, rg_flow_create evicts the oldest
+ * instance within that coarseness (the least recently touched tick; within
+ * it, the one whose first touch in that tick came first), calling
+ * on_remove(RG_FLOW_EVICTED) first; the memcap evict-oldest policy likewise.
+ * rg_flow_expire and rg_flow_flush are exact: they remove instances in
+ * exact least-recently-used order (last touch time, then touch serial), and
+ * expiry happens at the exact idle time, not a tick later.
  *
  * Removal callbacks receive the payload while it is still valid; the table
  * removes the instance after the callback returns (the callback may also
@@ -83,8 +91,11 @@ typedef struct rg_flow_rec {
     uint32_t tag[2];     /* hash tags of the forward / swapped key */
     uint64_t last;       /* time of the last touch (ns) */
     uint32_t flags;      /* RG_FLOW_F_* */
-    uint32_t serial;     /* creation serial number (low 32 bits) */
+    uint32_t seq;        /* touch serial (rg_flow.seq at the last touch): exact order */
 } rg_flow_rec;
+
+/* Recency granularity of the list order (eviction): 2^24 ns, about 16.8 ms. */
+#define RG_FLOW_TICK_SHIFT 24
 
 #define RG_FLOW_F_LIVE   1u
 #define RG_FLOW_F_SINGLE 2u /* only one key stored */
@@ -105,10 +116,10 @@ typedef struct rg_flow {
     uint32_t nlive;
     uint32_t hwm;       /* records ever used (pool high-water mark) */
     uint32_t free_head; /* free list of released records */
-    uint32_t lru_head;  /* most recently used */
-    uint32_t lru_tail;  /* least recently used */
+    uint32_t lru_head;  /* most recent tick */
+    uint32_t lru_tail;  /* least recent tick */
     uint32_t iter_next; /* fixed up by delete during rg_flow_foreach */
-    uint32_t serial;
+    uint32_t seq;       /* touch serial of the next touch */
     int bidir;
     int no_evict;
     int in_cb; /* inside on_remove: creation refused */
@@ -122,6 +133,8 @@ typedef struct rg_flow {
     struct rg_seq_heap *acct; /* memcaps (rg_flow_cfg.acct) */
     size_t acct_bytes;        /* bytes counted there: hwm records + the index */
     uint16_t layer;
+    void *order;        /* scratch of rg_flow_expire / rg_flow_flush (exact order) */
+    uint32_t order_cap; /* its entries */
 } rg_flow;
 
 /* ---- hashing ---- */
@@ -250,8 +263,8 @@ RG_INLINE uint32_t rg_flow__idx_of(const rg_flow *t, const rg_flow_rec *r)
     return (uint32_t)(((const uint8_t *)r - t->pool) / t->stride);
 }
 
-/* Move a record that is not the head to the head of the LRU list (inline:
- * a lookup hit does this for nearly every packet). */
+/* Move a record that is not the head to the head of the list (inline: a
+ * hit does this for its first touch in a tick). */
 RG_INLINE void rg_flow__lru_move_front(rg_flow *t, uint32_t idx, rg_flow_rec *r)
 {
     const uint32_t prev = r->prev, next = r->next, head = t->lru_head;
@@ -266,10 +279,15 @@ RG_INLINE void rg_flow__lru_move_front(rg_flow *t, uint32_t idx, rg_flow_rec *r)
     t->lru_head = idx;
 }
 
+/* A touch: the list moves only on the first touch in a tick (the list stays
+ * ordered by the tick of the last touch); the serial keeps the exact order. */
 RG_INLINE void rg_flow__touch(rg_flow *t, uint32_t idx, rg_flow_rec *r)
 {
-    r->last = t->now;
-    if (t->lru_head != idx) rg_flow__lru_move_front(t, idx, r);
+    const uint64_t now = t->now;
+    if (((r->last ^ now) >> RG_FLOW_TICK_SHIFT) != 0 && t->lru_head != idx)
+        rg_flow__lru_move_front(t, idx, r);
+    r->last = now;
+    r->seq = t->seq++;
 }
 
 /* ---- API ---- */
@@ -352,6 +370,32 @@ RG_INLINE void *rg_flow_lookup(rg_flow *t, const void *key, int *dir)
     return rg_flow_lookup_n(t, key, t->key_len, dir);
 }
 
+/* Bytes of index and live records from which a table is taken to have left
+ * the L2 cache: burst stage 1 runs only when a table of the stack is that big
+ * (below it, parsing twice costs more than the misses it hides). */
+#define RG_FLOW_PREFETCH_MIN_BYTES (UINT64_C(1) << 20)
+RG_INLINE int rg_flow_cold(const rg_flow *t)
+{
+    return (uint64_t)t->nlive * t->stride + ((uint64_t)t->mask + 1) * sizeof(uint64_t) >=
+           RG_FLOW_PREFETCH_MIN_BYTES;
+}
+
+/* Burst stage 1: prefetch the index slot where a key's probe starts (the
+ * lookup itself follows in stage 2).  Hashes the key; touches nothing. */
+RG_INLINE void rg_flow_prefetch_h(const rg_flow *t, uint64_t h)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(&t->slot[rg_flow_tag(h) & t->mask]);
+#else
+    (void)t;
+    (void)h;
+#endif
+}
+RG_INLINE void rg_flow_prefetch(const rg_flow *t, const void *key, size_t key_len)
+{
+    rg_flow_prefetch_h(t, rg_hash_bytes(key, key_len, t->seed));
+}
+
 /* Create an instance for a key that is not in the table (the caller looked
  * it up first; duplicates are not detected).  rev is read only for
  * bidirectional tables.  hf / hr are the keys' hashes (rg_flow_hash).
@@ -381,25 +425,28 @@ RG_INLINE void rg_flow_touch(rg_flow *t, void *inst)
 }
 
 /* Remove every instance idle for at least idle_ns at time now (least recently
- * used first), calling on_remove(RG_FLOW_EXPIRED).  O(1) when none is due.
+ * used first, exact), calling on_remove(RG_FLOW_EXPIRED).  O(1) when no
+ * instance's tick is due; otherwise it sorts the due ticks' instances.
  * Returns the number removed.  idle_ns == 0 disables. */
 size_t rg_flow_expire(rg_flow *t, uint64_t now, uint64_t idle_ns);
 
-/* Call fn on every live instance, least recently used first.  fn may delete
- * any instance (deleted ones are not visited); instances it creates or looks
- * up move to the MRU end and are visited again.  Returns the count visited. */
+/* Call fn on every live instance in list order (least recent tick first; see
+ * the top).  fn may delete any instance (deleted ones are not visited);
+ * instances it creates, or looks up for the first time in the current tick,
+ * move to the recent end and are visited again.  Returns the count visited. */
 typedef void (*rg_flow_iter_fn)(void *ctx, rg_flow *t, void *inst);
 size_t rg_flow_foreach(rg_flow *t, rg_flow_iter_fn fn, void *ctx);
 
 /* Memcap evict-oldest (rg_seq_heap): evict the least recently active
  * instances of the accountant's tables (on_remove(RG_FLOW_EVICTED)), oldest
- * first across tables, until the reassembly bytes plus `need` fit its cap or
+ * first across tables (within a tick: see the top), until the reassembly bytes plus `need` fit its cap or
  * nothing more may go (instances touched at the current flow clock, tables
  * inside a removal callback; at most 4096 per call).  Returns the number
  * evicted. */
 size_t rg_flow_reclaim(struct rg_seq_heap *h, size_t need);
 
-/* Remove all instances, calling on_remove(RG_FLOW_FLUSHED) for each. */
+/* Remove all instances, calling on_remove(RG_FLOW_FLUSHED) for each, least
+ * recently used first (exact order). */
 size_t rg_flow_flush(rg_flow *t);
 
 /* ---- accessors ---- */

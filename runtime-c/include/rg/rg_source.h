@@ -24,6 +24,10 @@ extern "C" {
 /* The default burst: what one next_burst call returns at most unless the
  * caller asks for less (DPDK's customary RX burst). */
 #define RG_BURST 32
+/* The most frames a file or live source returns at once (--burst N): a
+ * caller's out array holds min(max, RG_BURST_MAX) frames (DPDK and a live
+ * source on several interfaces return at most RG_BURST). */
+#define RG_BURST_MAX 256
 
 /* What a source is asked to open. */
 typedef struct rg_source_cfg {
