@@ -273,14 +273,39 @@ def _rss_run(cmd: list[str]) -> tuple[Json, int]:
     return _json_line(p.stdout), int(rss[1]) if rss else -1
 
 
+def flows_cmd(binary: Path, capture: Path, cap: int) -> list[str]:
+    """The stack's flows1m command line (less --burst). No flow-record memcap: the default
+    256 MiB holds about 1,000,000 TCP records of 256 bytes, and a cap hit evicts the oldest
+    connections, whose later packets open new instances (1,082,656 evicted and 2,000,000 TCP
+    instances for 1,000,000 connections when it was on): the workload measures a table of N
+    concurrent connections, not the memcap."""
+    cmd = [str(binary), str(capture), "--bench", "--passes", "1", "--nf", "count"]
+    return cmd + ["--seed", "1", "--cap", str(cap), "--memcap-flows", "0"]
+
+
+def flow_counts(j: Json) -> Json:
+    """The connection counts of a `--bench` JSON line. Its "flows_opened"/"flows_closed" count
+    the instances of every layer (each IPv4 datagram is one), so the TCP layer's own figures
+    say how many connections the stack tracked and how each ended."""
+    tcp = j["layers"]["tcp"]
+    return {
+        "tcp_instances": tcp["opened"],
+        "tcp_closed_by_fin_or_rst": tcp["closed"]["accept"],
+        "tcp_evicted": tcp["closed"]["evicted"],
+        "tcp_expired": tcp["closed"]["expired"],
+        "tcp_flushed": tcp["closed"]["flushed"],
+        "ip_datagrams": j["layers"]["ip"]["opened"],
+        "instances_closed_all_layers": j["flows_closed"],
+    }
+
+
 def flows1m(binary: Path, capture: Path, rounds: int) -> Json:
     if not capture.is_file():
         return {"error": f"{capture}: run python bench/gen_flows.py first"}
     load = _load()
     best: dict[str, tuple[Json, int]] = {}
     for _ in range(rounds):
-        rg_cmd = [str(binary), str(capture), "--bench", "--passes", "1"]
-        rg_cmd += ["--nf", "count", "--seed", "1", "--cap", str(FLOWS_CAP)]
+        rg_cmd = flows_cmd(binary, capture, FLOWS_CAP)
         ph_cmd = [str(PARSE_HASH), str(capture), "--passes", "1", "--cap", str(FLOWS_CAP)]
         # bursts of 32 (the default: index slots prefetched) and of 1 (no prefetch), both sides
         runs = {
@@ -304,7 +329,7 @@ def flows1m(binary: Path, capture: Path, rounds: int) -> Json:
         "rubikgen_peak_rss_mib": round(rg[1] / 1024, 1),
         "parse_hash_peak_rss_mib": round(ph[1] / 1024, 1),
         "rubikgen_flows": rg[0]["flows"],
-        "rubikgen_flows_closed": rg[0]["flows_closed"],
+        **{f"rubikgen_{k}": v for k, v in flow_counts(rg[0]).items()},
         "parse_hash_flows_opened": ph[0].get("flows_opened"),
         "burst": 32,
         "burst1_rubikgen_cpu_ns_per_pkt": best["rubikgen-O2-burst1"][0]["cpu_ns_per_pkt"],
