@@ -141,6 +141,27 @@ def test_workers_write_what_one_context_writes(
         assert workers_seen == {0, 1}
 
 
+@pytest.mark.parametrize("name", ["mixed-android-mobile.pcap", "ipv4-frag-socks5-http.pcap"])
+def test_workers_burst_stage1_changes_nothing(
+    stack_bin: Path,  # noqa: F811
+    tmp_path: Path,
+    name: str,
+) -> None:
+    """Each worker runs burst stage 1 over the frames it takes from its ring (--prefetch-always:
+    on these small tables too; bursts of 7 and 256, so bursts end mid-connection and ring
+    records of clock ticks fall inside them): the files are those of one context without it."""
+    capture = TRACES / name
+    for label, nf in {"streams": ["--nf", "streams"], "flowstats": ["--nf", "flowstats"]}.items():
+        _run(stack_bin, capture, tmp_path / f"{label}-plain", [*nf, "--burst", "1"], None)
+        plain = _files(tmp_path / f"{label}-plain")
+        assert plain, label
+        for w, burst in ((1, 7), (2, 7), (2, 256)):
+            out = tmp_path / f"{label}-w{w}-b{burst}"
+            extra = ["--burst", str(burst), "--prefetch-always"]
+            _run(stack_bin, capture, out, [*nf, *extra], w)
+            assert _as_set(_files(out)) == _as_set(plain), f"{label} --workers {w} {extra}"
+
+
 @pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
 @pytest.mark.parametrize("name", ["mixed-android-mobile.pcap", "ipv4-frag-socks5-http.pcap"])
 def test_worker_streams_equal_tshark(stack_bin: Path, tmp_path: Path, name: str) -> None:  # noqa: F811

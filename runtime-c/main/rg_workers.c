@@ -176,25 +176,30 @@ static void process(worker *w, const rg_frame *f, uint64_t seq)
     }
 }
 
+/* Bursts of up to --burst ring records, each in the two stages of rg_main (stage 1 over the
+ * frames: ticks and clock records have no link type it takes), released together: a peeked
+ * record stays valid until rg_ring_release. */
 static void *worker_main(void *arg)
 {
     worker *w = arg;
+    rg_frame f[RG_BURST_MAX];
+    uint64_t seq[RG_BURST_MAX];
+    const unsigned nb = (unsigned)w->o->burst;
     for (;;) {
         /* read done first: what was pushed before it was set is drained below */
         int fin = atomic_load_explicit(&w->done, memory_order_acquire);
-        unsigned got = 0;
-        rg_frame f;
-        uint64_t seq;
-        /* chain changes apply here, between packets (an idle worker gets here too) */
-        if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id, w->stack->stats(w->ctx));
-        while (rg_ring_peek_seq(&w->ring, &f, &seq)) {
-            process(w, &f, seq);
-            if (++got % RG_BURST == 0) {
-                rg_ring_release(&w->ring);
-                if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id, w->stack->stats(w->ctx));
-            }
-        }
-        rg_ring_release(&w->ring);
+        unsigned got = 0, n;
+        do {
+            /* chain changes apply here, between bursts (an idle worker gets here too) */
+            if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id, w->stack->stats(w->ctx));
+            n = 0;
+            while (n < nb && rg_ring_peek_seq(&w->ring, &f[n], &seq[n])) n++;
+            rg_feed_prefetch(&w->fd, f, n);
+            for (unsigned i = 0; i < n; i++)
+                process(w, &f[i], seq[i]);
+            rg_ring_release(&w->ring);
+            got += n;
+        } while (n);
         if (!got) {
             if (fin) break;
             sched_yield();
@@ -232,6 +237,7 @@ static int qworker_main(void *arg)
             use = t >= qs->limit ? 0 : qs->limit - t < use ? (unsigned)(qs->limit - t) : use;
         }
         uint8_t drop[RG_BURST];
+        rg_feed_prefetch(&w->fd, burst, use);
         for (unsigned i = 0; i < use; i++) {
             int fed = rg_feed(&w->fd, &burst[i]);
             note_uids(w, burst[i].ts_ns); /* no frame numbers: the source's one clock */
