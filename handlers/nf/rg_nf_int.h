@@ -6,6 +6,7 @@
 
 #include "rg/rg_json.h"
 #include "rg/rg_obs.h"
+#include "rg/rg_uidmap.h"
 #include "rg_nf.h"
 
 /* Every NF starts with this, so an rg_obs * is an rg_nf *. */
@@ -65,26 +66,6 @@ void rg_nf_addr_text(const uint8_t *p, size_t len, char *out, size_t n);
 /* The JSON fields "src":..,"dst":..,"sport":..,"dport":.. (ports omitted
  * when absent), each preceded by a comma. */
 void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep);
-
-/* ---- uid -> pointer map (open addressing, linear probing) ---- */
-typedef struct rg_nf_map {
-    uint64_t *keys; /* 0 = empty slot (uids start at 1) */
-    void **vals;
-    size_t cap; /* power of two */
-    size_t n;
-} rg_nf_map;
-
-int rg_nf_map_init(rg_nf_map *m);
-void rg_nf_map_free(rg_nf_map *m);
-void *rg_nf_map_get(const rg_nf_map *m, uint64_t uid);
-/* RG_OK or RG_ENOMEM; uid must not be present. */
-int rg_nf_map_put(rg_nf_map *m, uint64_t uid, void *val);
-/* Remove and return the value (NULL if absent). */
-void *rg_nf_map_del(rg_nf_map *m, uint64_t uid);
-/* Call fn(ctx, value) for every entry, in uid order (in table order if
- * sorting runs out of memory), then free the map: instances still open at
- * the end are reported, deterministically. */
-void rg_nf_map_drain(rg_nf_map *m, void (*fn)(void *ctx, void *val), void *ctx);
 
 /* The record of instance f in m: the one made at its first sighting, or a
  * new one (size bytes, zeroed; *created = 1) whose endpoints

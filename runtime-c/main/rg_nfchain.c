@@ -9,6 +9,7 @@
 
 #include "rg/rg_nf_registry.h"
 #include "rg/rg_obs.h"
+#include "rg/rg_uidmap.h"
 
 /* ---- an arena for the copies of one batch (chunks never move) ---- */
 
@@ -83,71 +84,22 @@ typedef struct frec {
     fent e[];            /* by slot index */
 } frec;
 
-typedef struct fmap {
-    uint64_t *keys; /* 0 = empty (uids start at 1) */
-    frec **vals;
-    size_t cap, n; /* cap: a power of two */
-} fmap;
-
-static size_t fslot(uint64_t uid, size_t cap)
+static frec *fmap_add(rg_nf_map *m, uint64_t uid)
 {
-    return (size_t)((uid * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (cap - 1);
-}
-
-static size_t ffind(const fmap *m, uint64_t uid)
-{
-    size_t i = fslot(uid, m->cap);
-    while (m->keys[i] && m->keys[i] != uid)
-        i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-static frec *fmap_get(const fmap *m, uint64_t uid)
-{
-    if (!m->cap) return NULL;
-    size_t i = ffind(m, uid);
-    return m->keys[i] ? m->vals[i] : NULL;
-}
-
-static int fmap_grow(fmap *m)
-{
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    fmap big = {calloc(cap, sizeof *big.keys), calloc(cap, sizeof *big.vals), cap, m->n};
-    if (!big.keys || !big.vals) {
-        free(big.keys);
-        free(big.vals);
-        return RG_ENOMEM;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->keys[i]) continue;
-        size_t j = ffind(&big, m->keys[i]);
-        big.keys[j] = m->keys[i];
-        big.vals[j] = m->vals[i];
-    }
-    free(m->keys);
-    free(m->vals);
-    *m = big;
-    return RG_OK;
-}
-
-static frec *fmap_add(fmap *m, uint64_t uid)
-{
-    if ((m->n + 1) * 2 > m->cap && fmap_grow(m)) return NULL;
     frec *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
-    size_t i = ffind(m, uid);
-    m->keys[i] = uid;
-    m->vals[i] = r;
-    m->n++;
+    if (r && rg_nf_map_put(m, uid, r)) {
+        free(r);
+        return NULL;
+    }
     return r;
 }
 
 /* Slot index idx's entry of uid's record, or NULL: none (create = 0) or out of memory. The
  * record is created, or grown to idx + 1 entries, on demand (records stay as small as the
  * chain: a flow costs what the NFs that keep something for it need). */
-static fent *fent_of(fmap *m, uint64_t uid, unsigned idx, int create)
+static fent *fent_of(rg_nf_map *m, uint64_t uid, unsigned idx, int create)
 {
-    frec *r = fmap_get(m, uid);
+    frec *r = rg_nf_map_get(m, uid);
     if (r && idx < r->n) return &r->e[idx];
     if (!create) return NULL;
     if (!r && !(r = fmap_add(m, uid))) return NULL;
@@ -155,29 +107,8 @@ static fent *fent_of(fmap *m, uint64_t uid, unsigned idx, int create)
     if (!big) return NULL;
     memset(&big->e[big->n], 0, (idx + 1 - big->n) * sizeof(fent));
     big->n = (uint8_t)(idx + 1);
-    m->vals[ffind(m, uid)] = big;
+    *rg_nf_map_slot(m, uid) = big;
     return &big->e[idx];
-}
-
-static frec *fmap_del(fmap *m, uint64_t uid)
-{
-    if (!m->cap) return NULL;
-    size_t mask = m->cap - 1, i = ffind(m, uid);
-    if (!m->keys[i]) return NULL;
-    frec *v = m->vals[i];
-    /* backward-shift deletion (no tombstones) */
-    for (size_t j = (i + 1) & mask; m->keys[j]; j = (j + 1) & mask) {
-        size_t home = fslot(m->keys[j], m->cap);
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            m->keys[i] = m->keys[j];
-            m->vals[i] = m->vals[j];
-            i = j;
-        }
-    }
-    m->keys[i] = 0;
-    m->vals[i] = NULL;
-    m->n--;
-    return v;
 }
 
 /* ---- the chain ---- */
@@ -218,7 +149,7 @@ struct rg_chain {
     size_t nq, capq;
     arena ar;
     int oom; /* events lost to memory exhaustion (reported once) */
-    fmap flows;
+    rg_nf_map flows; /* uid -> frec */
     size_t nobytes_flows; /* frecs with nobytes_req set */
     int verdict;
     rg_verdict_slot *slot; /* the context's verdict slot (rg_call.verdict): one per context */
@@ -693,8 +624,7 @@ int rg_chain_free(rg_chain *ch, const char *prog)
     }
     for (size_t i = 0; i < ch->flows.cap; i++)
         if (ch->flows.keys[i]) free(ch->flows.vals[i]);
-    free(ch->flows.keys);
-    free(ch->flows.vals);
+    rg_nf_map_free(&ch->flows);
     arena_free(&ch->ar);
     free(ch->q);
     free(ch->want_call);
@@ -760,7 +690,7 @@ static qev *push(rg_chain *ch, int kind, const rg_flow_info *f, uint64_t ts_ns)
  * (a lazily created instance moves from the scratch record into the table after its packet). */
 static void apply_nobytes(rg_chain *ch, const rg_flow_info *f)
 {
-    const frec *r = fmap_get(&ch->flows, f->uid);
+    const frec *r = rg_nf_map_get(&ch->flows, f->uid);
     if (r && (r->nobytes_req & ~f->no_bytes)) ((rg_flow_info *)f)->no_bytes |= r->nobytes_req;
 }
 
@@ -823,7 +753,7 @@ static void c_close(void *self, const rg_flow_info *f, int reason, int complete,
     rg_chain *ch = self;
     if (!want_b(ch, RG_NF_EV_CLOSE, f->layer)) {
         /* nobody listens, but states may exist (an unsubscription made one) */
-        if (fmap_get(&ch->flows, f->uid) && push(ch, RG_NF_EV_CLOSE, f, ts_ns))
+        if (rg_nf_map_get(&ch->flows, f->uid) && push(ch, RG_NF_EV_CLOSE, f, ts_ns))
             ch->q[ch->nq - 1].ev.reason = reason;
         return;
     }
@@ -917,7 +847,7 @@ static int16_t sub_of(const rg_chain *ch, const slot *sl, const qev *e)
 
 static void free_flow(rg_chain *ch, uint64_t uid)
 {
-    frec *r = fmap_del(&ch->flows, uid);
+    frec *r = rg_nf_map_del(&ch->flows, uid);
     if (!r) return;
     if (r->nobytes_req) ch->nobytes_flows--;
     for (unsigned k = 0; k < ch->n; k++) {
@@ -1044,7 +974,7 @@ static int host_no_more_bytes(const rg_nf_ev *ev, int dir)
     if (l >= ch->stack->nlayers || !ch->stack->layers[l].has_seq) return RG_EINVAL;
     fent *fe = fent_of(&ch->flows, ref->uid, ref->idx, 1);
     if (!fe) return RG_ENOMEM;
-    frec *r = fmap_get(&ch->flows, ref->uid); /* after fent_of: it may have moved */
+    frec *r = rg_nf_map_get(&ch->flows, ref->uid); /* after fent_of: it may have moved */
     ch->slots[ref->pos]->uses_flow_rec = 1;
     fe->nobytes |= (uint8_t)(1u << dir);
     if (r->nobytes_req >> dir & 1) return RG_OK;

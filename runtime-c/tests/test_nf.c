@@ -224,16 +224,19 @@ static void test_json_string(void **state)
     free(j);
 }
 
-/* The uid map against a reference array under random puts and deletes. */
+/* The uid map against a reference array under random puts, deletes and replacements; from
+ * rg_nf_map_init (odd state) or zeroed (even: the NF chain's, no table before the first put). */
 static void test_uid_map(void **state)
 {
-    (void)state;
     enum { N = 5000 };
     static void *ref[N + 1];
     memset(ref, 0, sizeof ref);
-    rg_nf_map m;
-    assert_int_equal(rg_nf_map_init(&m), RG_OK);
-    rg_rng r = {42};
+    rg_nf_map m = {0};
+    if ((uintptr_t)*state & 1) assert_int_equal(rg_nf_map_init(&m), RG_OK);
+    assert_null(rg_nf_map_get(&m, 1));
+    assert_null(rg_nf_map_slot(&m, 1));
+    assert_null(rg_nf_map_del(&m, 1));
+    rg_rng r = {42 + (uintptr_t)*state};
     size_t live = 0;
     for (int i = 0; i < 200000; i++) {
         uint64_t uid = 1 + rng_below(&r, N);
@@ -249,6 +252,10 @@ static void test_uid_map(void **state)
         assert_int_equal(m.n, live);
         uint64_t probe = 1 + rng_below(&r, N);
         assert_ptr_equal(rg_nf_map_get(&m, probe), ref[probe]);
+        if (ref[probe] && i % 7 == 0) { /* replaced in place, as the chain grows its records */
+            ref[probe] = (void *)((uintptr_t)ref[probe] + 8);
+            *rg_nf_map_slot(&m, probe) = ref[probe];
+        }
     }
     for (uint64_t uid = 1; uid <= N; uid++)
         assert_ptr_equal(rg_nf_map_get(&m, uid), ref[uid]);
@@ -728,7 +735,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_fips),  cmocka_unit_test(test_sha256_lengths),
         cmocka_unit_test(test_endpoints),    cmocka_unit_test(test_json_string),
-        cmocka_unit_test(test_uid_map),      cmocka_unit_test(test_create_errors),
+        cmocka_unit_test_prestate(test_uid_map, (void *)1),
+        cmocka_unit_test_prestate(test_uid_map, (void *)2),
+        cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_count),     cmocka_unit_test(test_streams),     cmocka_unit_test(test_streams_sid),
         cmocka_unit_test(test_streams_many), cmocka_unit_test(test_events),
         cmocka_unit_test(test_flowstats),    cmocka_unit_test(test_flowstats_within_packet),    cmocka_unit_test(test_write_error),
