@@ -17,22 +17,7 @@
 #include "rg_nf_int.h"
 
 #include <inttypes.h>
-#include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
-
-typedef struct fx_flow {
-    uint16_t layer;
-    uint64_t packets[2], octets[2];
-    uint64_t start, end;
-    rg_nf_endpoints ep; /* read at open: the keys are gone after on_close */
-} fx_flow;
-
-typedef struct nf_flowexport {
-    rg_nf base;
-    FILE *out;
-    rg_nf_map flows; /* uid -> fx_flow */
-} nf_flowexport;
 
 static int proto_number(const char *p)
 {
@@ -54,25 +39,13 @@ static int end_reason(int reason)
     }
 }
 
-static fx_flow *flow_of(nf_flowexport *nf, const rg_flow_info *f, uint64_t ts_ns)
-{
-    int created;
-    fx_flow *r =
-        rg_nf_flow_of(&nf->base, &nf->flows, f, sizeof *r, offsetof(fx_flow, ep), &created);
-    if (r && created) {
-        r->layer = f->layer;
-        r->start = r->end = ts_ns;
-    }
-    return r;
-}
-
 /* whether the layer's instances are transport flows: both ports in the key */
-static int is_transport(const fx_flow *r)
+static int is_transport(const rg_nf_flowrec *r)
 {
     return r->ep.has_sport && r->ep.has_dport && r->ep.src[0] && r->ep.dst[0];
 }
 
-static void write_flow(nf_flowexport *nf, const fx_flow *r, int reason, const char *close)
+static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, int reason, const char *close)
 {
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, r->layer);
     FILE *out = nf->out;
@@ -90,70 +63,28 @@ static void write_flow(nf_flowexport *nf, const fx_flow *r, int reason, const ch
             ",\"packetDeltaCount\":%" PRIu64 ",\"transportOctetDeltaCount\":%" PRIu64
             ",\"reversePacketDeltaCount\":%" PRIu64
             ",\"reverseTransportOctetDeltaCount\":%" PRIu64 ",\"flowEndReason\":%d,\"layer\":",
-            r->start, r->end, r->packets[0], r->octets[0], r->packets[1], r->octets[1], reason);
+            r->first_ts, r->last_ts, r->packets[0], r->bytes[0], r->packets[1], r->bytes[1],
+            reason);
     rg_json_string(out, l ? l->name : NULL);
     fprintf(out, ",\"closeReason\":\"%s\"}\n", close);
 }
 
-static void on_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
-{
-    flow_of(self, f, ts_ns);
-}
-
-static void on_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
-{
-    fx_flow *r = flow_of(self, f, ts_ns);
-    if (!r) return;
-    r->packets[dir != 0]++;
-    r->octets[dir != 0] += len;
-    r->end = ts_ns;
-}
-
-static void on_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+static void write_rec(rg_nf_flows *nf, const rg_nf_flowrec *r, const rg_flow_info *f, int reason,
+                      int complete)
 {
     (void)complete;
-    nf_flowexport *nf = self;
-    fx_flow *r = flow_of(nf, f, ts_ns);
-    if (!r) return;
-    if (is_transport(r)) write_flow(nf, r, end_reason(reason), rg_close_name(reason));
-    free(rg_nf_map_del(&nf->flows, f->uid));
-}
-
-static void write_open(void *self, void *v)
-{
-    fx_flow *r = v;
-    if (is_transport(r)) write_flow(self, r, 4, "open");
-    free(r);
-}
-
-static int finish(rg_nf *base)
-{
-    nf_flowexport *nf = (nf_flowexport *)base;
-    rg_nf_map_drain(&nf->flows, write_open, nf);
-    rg_nf_close_out(base, nf->out, "flows.ipfix.jsonl");
-    return RG_OK;
+    if (!is_transport(r)) return;
+    if (f)
+        write_flow(nf, r, end_reason(reason), rg_close_name(reason));
+    else /* still open when the run ended: a forced end */
+        write_flow(nf, r, 4, "open");
 }
 
 rg_nf *rg_nf_flowexport_new(const rg_stack_desc *stack, const char *outdir, char *err,
                             size_t errlen)
 {
     (void)stack;
-    if (rg_nf_mkdirs(outdir, err, errlen)) return NULL;
-    nf_flowexport *nf = calloc(1, sizeof *nf);
-    if (!nf || rg_nf_map_init(&nf->flows)) {
-        free(nf);
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    nf->out = rg_nf_open_out(outdir, "flows.ipfix.jsonl", err, errlen);
-    if (!nf->out) {
-        rg_nf_map_free(&nf->flows);
-        free(nf);
-        return NULL;
-    }
-    nf->base.obs.on_open = on_open;
-    nf->base.obs.on_packet = on_packet;
-    nf->base.obs.on_close = on_close;
-    nf->base.finish = finish;
-    return &nf->base;
+    rg_nf_flows *nf =
+        rg_nf_flows_new(sizeof(rg_nf_flows), outdir, "flows.ipfix.jsonl", write_rec, err, errlen);
+    return nf ? &nf->base : NULL;
 }

@@ -74,4 +74,33 @@ void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep);
 void *rg_nf_flow_of(rg_nf *nf, rg_nf_map *m, const rg_flow_info *f, size_t size, size_t ep_off,
                     int *created);
 
+/* ---- flow records (flowstats, flowexport: rg_nf_flows.c) ---- */
+
+/* One instance's counters, by direction (0: from the side that created it). */
+typedef struct rg_nf_flowrec {
+    uint64_t uid;
+    uint16_t layer;
+    uint64_t packets[2], bytes[2]; /* bytes: the layer's length argument of on_packet */
+    uint64_t first_ts, last_ts;
+    rg_nf_endpoints ep; /* read at open: the keys are gone after on_close */
+} rg_nf_flowrec;
+
+typedef struct rg_nf_flows rg_nf_flows;
+/* Write r's line (or not): at its close (f: the instance, with reason and complete) or, f
+ * NULL, still open when the run ends. */
+typedef void (*rg_nf_flows_write)(rg_nf_flows *nf, const rg_nf_flowrec *r, const rg_flow_info *f,
+                                  int reason, int complete);
+struct rg_nf_flows {
+    rg_nf base;
+    FILE *out;
+    const char *file; /* its name in outdir */
+    rg_nf_map flows;  /* uid -> rg_nf_flowrec */
+    rg_nf_flows_write write;
+};
+
+/* A flow-record NF of size bytes (a struct starting with rg_nf_flows) writing outdir/file
+ * with write; NULL with a message in err. */
+rg_nf_flows *rg_nf_flows_new(size_t size, const char *outdir, const char *file,
+                             rg_nf_flows_write write, char *err, size_t errlen);
+
 #endif /* RG_NF_INT_H */

@@ -1,7 +1,7 @@
 /* rg_uidmap.h - a uid -> pointer map (open addressing, linear probing, backward-shift
  * deletion): the stock NFs' per-instance records (handlers/nf) and the NF chain's per-flow
- * records (main/rg_nfchain.c) both keep theirs in one, here in the runtime that both use.  Uids are the instances' (from 1,
- * consecutive within a context: a multiplicative hash spreads them). */
+ * records (main/rg_nfchain.c) both keep theirs in one, here in the runtime that both use.  Uids are
+ * the instances' (from 1, consecutive within a context: a multiplicative hash spreads them). */
 #ifndef RG_UIDMAP_H
 #define RG_UIDMAP_H
 

@@ -1,0 +1,86 @@
+/* rg_nf_flows.c - what the flow-record NFs (flowstats, flowexport) share: a record per
+ * instance with its packets, bytes and first/last time per direction, kept from its first
+ * sighting until it closes, when the NF writes its line; those still open at the end are
+ * written by finish, in uid order (rg_nf_int.h). */
+#include "rg_nf_int.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+
+/* The record of f, created on its first sighting (normally on_open). */
+static rg_nf_flowrec *flow_of(rg_nf_flows *nf, const rg_flow_info *f, uint64_t ts_ns)
+{
+    int created;
+    rg_nf_flowrec *r =
+        rg_nf_flow_of(&nf->base, &nf->flows, f, sizeof *r, offsetof(rg_nf_flowrec, ep), &created);
+    if (r && created) {
+        r->uid = f->uid;
+        r->layer = f->layer;
+        r->first_ts = r->last_ts = ts_ns;
+    }
+    return r;
+}
+
+static void on_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
+{
+    flow_of(self, f, ts_ns);
+}
+
+static void on_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
+{
+    rg_nf_flowrec *r = flow_of(self, f, ts_ns);
+    if (!r) return;
+    r->packets[dir != 0]++;
+    r->bytes[dir != 0] += len;
+    r->last_ts = ts_ns;
+}
+
+static void on_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    rg_nf_flows *nf = self;
+    rg_nf_flowrec *r = flow_of(nf, f, ts_ns);
+    if (!r) return;
+    nf->write(nf, r, f, reason, complete);
+    free(rg_nf_map_del(&nf->flows, f->uid));
+}
+
+/* An instance that never closed (the context was not flushed). */
+static void write_open(void *self, void *r)
+{
+    rg_nf_flows *nf = self;
+    nf->write(nf, r, NULL, 0, 0);
+    free(r);
+}
+
+static int finish(rg_nf *base)
+{
+    rg_nf_flows *nf = (rg_nf_flows *)base;
+    rg_nf_map_drain(&nf->flows, write_open, nf);
+    rg_nf_close_out(base, nf->out, nf->file);
+    return RG_OK;
+}
+
+rg_nf_flows *rg_nf_flows_new(size_t size, const char *outdir, const char *file,
+                             rg_nf_flows_write write, char *err, size_t errlen)
+{
+    if (rg_nf_mkdirs(outdir, err, errlen)) return NULL;
+    rg_nf_flows *nf = calloc(1, size);
+    if (!nf || rg_nf_map_init(&nf->flows)) {
+        free(nf);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    nf->out = rg_nf_open_out(outdir, file, err, errlen);
+    if (!nf->out) {
+        rg_nf_map_free(&nf->flows);
+        free(nf);
+        return NULL;
+    }
+    nf->file = file;
+    nf->write = write;
+    nf->base.obs.on_open = on_open;
+    nf->base.obs.on_packet = on_packet;
+    nf->base.obs.on_close = on_close;
+    nf->base.finish = finish;
+    return nf;
+}
