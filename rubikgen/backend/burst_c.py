@@ -16,18 +16,35 @@ its own locals and the prefetch hints."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rubikgen.ir import instrs as I
 from rubikgen.ir.nodes import Branch
 
 from .layer_c import c_comment
+from .prune import Resets
 
 if TYPE_CHECKING:
-    from rubikgen.ir.nodes import Block, Instr
+    from rubikgen.ir.nodes import Block, Instr, Program
 
-    from .cgen import CGen
     from .layer_c import LayerC
+
+
+class Host(Protocol):
+    """What stage 1 uses of the per-packet function's generator (cgen.CGen; a protocol so that
+    this module does not import cgen, which imports it)."""
+
+    S: str
+    opt: int
+    prog: Program
+    layers: dict[str, LayerC]
+
+    def locals(self) -> str: ...
+    def term(self, b: Block) -> list[str]: ...
+    def instr(self, ins: Instr) -> str: ...
+    def _targets(self) -> set[str]: ...
+    def _store_key(self, buf: str, parts: list[Any], lc: LayerC) -> list[str]: ...
+
 
 #: Effect classes an instruction may write for stage 1 to run it: the packet's own locals.
 _LOCAL = ("HEADER:", "SDU:", "TEMP:", "KEY:", "FIRED:")
@@ -46,8 +63,9 @@ def _local_only(ins: Instr) -> bool:
 
 
 class Stage1:
-    def __init__(self, cg: CGen) -> None:
+    def __init__(self, cg: Host) -> None:
         self.cg = cg
+        self.resets = Resets()  # the enter's clears nothing in stage 1 reads (prune.py)
 
     def instr(self, ins: Instr, lc: LayerC) -> list[str]:
         cg, n = self.cg, lc.name
@@ -55,9 +73,10 @@ class Stage1:
             zero = lc.zero_conditional() if ins.zero == "conditional" else []
             if ins.zero != "conditional":
                 zero = [f"h_{n} = {lc.t('hdr_init')};"]
+            rz = self.resets.add
             return zero + [
-                f"t_{n} = {lc.t('tmp_init')};",
-                f"memset(ev_{n}, 0, sizeof ev_{n});",
+                rz(f"t_{n}", f"t_{n} = {lc.t('tmp_init')};"),
+                rz(f"ev_{n}", f"memset(ev_{n}, 0, sizeof ev_{n});"),
                 f"cur_{n} = 0; err_{n} = 0; loop_{n} = 0;",
                 f"has_inst_{n} = 0; dir_{n} = 0; inst_{n} = &ctx->scratch_{n};",
                 f"sdu_{n} = rg_bytes_empty();",
@@ -140,7 +159,7 @@ class Stage1:
                 "    int rc RG_MAYBE_UNUSED = RG_PKT_OK;",
                 "    const uint64_t ts_ns RG_MAYBE_UNUSED = ctx->clock.now;",
                 self.cg.locals(),
-                self.body(),
+                self.resets.prune(self.body()) if self.cg.opt >= 1 else self.body(),
                 "}",
             ]
         )
@@ -151,6 +170,6 @@ def _rename(line: str) -> str:
     return re.sub(r"goto B_(\w+);", r"goto S1_\1;", line)
 
 
-def render_stage1(cg: CGen) -> str:
+def render_stage1(cg: Host) -> str:
     """The C text of the stack's burst stage 1 (see the module docstring)."""
     return Stage1(cg).render()

@@ -114,14 +114,16 @@ class CGen:
             hs += [u for u, ul in self.sd.udes.items() if ul == name]  # their fired flags
             lc.prepare(hs, xfs.get(name))
         self.handlers = self._handlers()
-        # checksums, field setters (spans always when rules rewrite fields, or when a set
-        # loaded at run time may: reloadable builds)
-        rewrites = isinstance(rules, Reloadable) or (
-            rules is not None and any(r.action == "rewrite" for r in rules.rules)
-        )
-        self.setters = Setters(self.S, list(self.layers.values()), always=rewrites)
         # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
         self.rules = rules_backend(rules, self.S, self.layers, depths(prog))  # or reloadable
+        # checksums, field setters: spans always when rules rewrite fields or verify a
+        # checksum (`checksum_bad` reads the header's span), or when a set loaded at run time
+        # may (reloadable builds)
+        spans = isinstance(rules, Reloadable) or (
+            rules is not None and any(r.action == "rewrite" for r in rules.rules)
+        )
+        spans = spans or (self.rules is not None and self.rules.reads_checksums())
+        self.setters = Setters(self.S, list(self.layers.values()), always=spans)
         for name, lc in self.layers.items():
             lc.rule_slot = self.rules is not None and self.rules.has_slot(name)
         # one return id per call site of each layer (callers are (call block, ret block))

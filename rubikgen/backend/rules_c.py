@@ -629,8 +629,12 @@ class RulesC:
             "}",
         ])  # fmt: skip
 
+    def reads_checksums(self) -> bool:
+        """A rule reads `LAYER.checksum_bad` (verified from the header's span)."""
+        return any(f.virtual for fs in self.fields.values() for f in fs)
+
     def support(self) -> str:
-        virt = any(f.virtual for fs in self.fields.values() for f in fs)
+        virt = self.reads_checksums()
         csum = self.csum_support() + "\n" if virt else ""
         rec = csum + (f"/* an ended instance a stateful rule took (rules' linger table) */\n"
                f"struct {self.S}__rl_rec {{\n    uint32_t rule; /* 1 + rule | dir << 31 */\n}};\n")  # fmt: skip
