@@ -21,6 +21,7 @@ APT_PACKAGES=(
   time                            # tests/test_flood_memory.py: peak RSS of a run (GNU time -f %M)
   tcpreplay iproute2              # tests/test_sources.py: replay captures into a veth pair in a network namespace
   clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz smoke (ci/fuzz-smoke.sh): libFuzzer + ASan/UBSan runtimes
+  clang-format-14                 # C style: make -C runtime-c format-check (ci/test.sh)
 )
 
 missing=()

@@ -17,6 +17,8 @@ $PY -m rubikgen validate --strict specs/
 echo "== schema freshness =="
 $PY -m rubikgen schema --out schema --check
 if [ -f runtime-c/Makefile ]; then
+  echo "== C style (clang-format; runtime-c/.clang-format) =="
+  make -s -C runtime-c format-check
   echo "== C runtime (cmocka, ASan/UBSan) =="
   make -s -C runtime-c test
   echo "== fuzz smoke (libFuzzer, ASan/UBSan) =="
