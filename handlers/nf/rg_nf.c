@@ -125,8 +125,7 @@ static int fwd_memcap(void *self, const rg_nf_ev *ev, void *st)
 {
     (void)st;
     const rg_obs *o = self;
-    if (o->on_memcap)
-        o->on_memcap(o->self, ev->flow, ev->layer, ev->reason, ev->asked, ev->ts_ns);
+    if (o->on_memcap) o->on_memcap(o->self, ev->flow, ev->layer, ev->reason, ev->asked, ev->ts_ns);
     return RG_PASS;
 }
 
@@ -171,36 +170,36 @@ static int stock_fini(void *self, char *err, size_t errlen)
     return rc;
 }
 
-#define STOCK_ABI(var, desc, help_)                                                            \
-    static const rg_nf_desc desc;                                                              \
-    static void *init_##var(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,    \
-                            const rg_nf_host *host, char *err, size_t errlen)                  \
-    {                                                                                          \
-        (void)host;                                                                            \
-        return stock_init(&desc, stack, cfg, ncfg, err, errlen);                               \
-    }                                                                                          \
-    static const rg_nf_abi var = {RG_NF_ABI_VERSION,                                           \
-                                  sizeof(rg_nf_abi),                                           \
-                                  &(#var)[4], /* var without abi_ */                           \
-                                  help_,                                                       \
-                                  stock_subs,                                                  \
-                                  sizeof stock_subs / sizeof stock_subs[0],                    \
-                                  0,                                                           \
-                                  init_##var,                                                  \
-                                  stock_fini,                                                  \
+#define STOCK_ABI(var, desc, help_)                                                                \
+    static const rg_nf_desc desc;                                                                  \
+    static void *init_##var(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,        \
+                            const rg_nf_host *host, char *err, size_t errlen)                      \
+    {                                                                                              \
+        (void)host;                                                                                \
+        return stock_init(&desc, stack, cfg, ncfg, err, errlen);                                   \
+    }                                                                                              \
+    static const rg_nf_abi var = {RG_NF_ABI_VERSION,                                               \
+                                  sizeof(rg_nf_abi),                                               \
+                                  &(#var)[4], /* var without abi_ */                               \
+                                  help_,                                                           \
+                                  stock_subs,                                                      \
+                                  sizeof stock_subs / sizeof stock_subs[0],                        \
+                                  0,                                                               \
+                                  init_##var,                                                      \
+                                  stock_fini,                                                      \
                                   NULL};
 
-#define HELP_STREAMS "the payload of every flow direction: OUT/streams/, OUT/flows.jsonl"
-#define HELP_EVENTS "every handler call and gap: OUT/events.jsonl"
+#define HELP_STREAMS   "the payload of every flow direction: OUT/streams/, OUT/flows.jsonl"
+#define HELP_EVENTS    "every handler call and gap: OUT/events.jsonl"
 #define HELP_FLOWSTATS "one record per instance: OUT/flowstats.jsonl"
-#define HELP_SNI "TLS ClientHello server names: OUT/sni.jsonl, stdout"
+#define HELP_SNI       "TLS ClientHello server names: OUT/sni.jsonl, stdout"
 
 STOCK_ABI(abi_streams, nf_streams, HELP_STREAMS)
 STOCK_ABI(abi_events, nf_events, HELP_EVENTS)
 STOCK_ABI(abi_flowstats, nf_flowstats, HELP_FLOWSTATS)
 STOCK_ABI(abi_sni, nf_sni, HELP_SNI)
 
-#define HELP_HOSTLOG "TLS SNI and HTTP Host of every ClientHello/request: OUT/hostlog.jsonl"
+#define HELP_HOSTLOG    "TLS SNI and HTTP Host of every ClientHello/request: OUT/hostlog.jsonl"
 #define HELP_FLOWEXPORT "IPFIX-like bidirectional flow records: OUT/flows.ipfix.jsonl"
 #define HELP_SIGNATURES "Hyperscan rules on reassembled bytes (parameter rules or $RG_SIGNATURES)"
 
@@ -233,31 +232,27 @@ static const rg_nf_abi abi_signatures = {RG_NF_ABI_VERSION,
                                          stock_fini,
                                          NULL};
 
-static const rg_nf_desc nf_streams = {
-    "streams", HELP_STREAMS, NULL, NULL, create_streams, rg_nf_finish, &abi_streams};
-static const rg_nf_desc nf_events = {
-    "events", HELP_EVENTS, NULL, NULL, create_events, rg_nf_finish, &abi_events};
-static const rg_nf_desc nf_flowstats = {"flowstats",
-                                        HELP_FLOWSTATS,
-                                        "flowstats-all",
-                                        "also instances that lived within one packet",
-                                        create_flowstats,
-                                        rg_nf_finish,
-                                        &abi_flowstats};
-static const rg_nf_desc nf_sni = {
-    "sni", HELP_SNI, NULL, NULL, create_sni, rg_nf_finish, &abi_sni};
+static const rg_nf_desc nf_streams = {"streams",      HELP_STREAMS, NULL,        NULL,
+                                      create_streams, rg_nf_finish, &abi_streams};
+static const rg_nf_desc nf_events = {"events",      HELP_EVENTS,  NULL,       NULL,
+                                     create_events, rg_nf_finish, &abi_events};
+static const rg_nf_desc nf_flowstats = {
+    "flowstats",      HELP_FLOWSTATS,
+    "flowstats-all",  "also instances that lived within one packet",
+    create_flowstats, rg_nf_finish,
+    &abi_flowstats};
+static const rg_nf_desc nf_sni = {"sni", HELP_SNI, NULL, NULL, create_sni, rg_nf_finish, &abi_sni};
 
-static const rg_nf_desc nf_hostlog = {
-    "hostlog", HELP_HOSTLOG, NULL, NULL, create_hostlog, rg_nf_finish, &abi_hostlog};
-static const rg_nf_desc nf_flowexport = {
-    "flowexport", HELP_FLOWEXPORT, NULL, NULL, create_flowexport, rg_nf_finish, &abi_flowexport};
-static const rg_nf_desc nf_signatures = {"signatures",      HELP_SIGNATURES,  NULL, NULL,
-                                         create_signatures, rg_nf_finish,     &abi_signatures};
+static const rg_nf_desc nf_hostlog = {"hostlog",      HELP_HOSTLOG, NULL,        NULL,
+                                      create_hostlog, rg_nf_finish, &abi_hostlog};
+static const rg_nf_desc nf_flowexport = {"flowexport",      HELP_FLOWEXPORT, NULL,           NULL,
+                                         create_flowexport, rg_nf_finish,    &abi_flowexport};
+static const rg_nf_desc nf_signatures = {"signatures",      HELP_SIGNATURES, NULL,           NULL,
+                                         create_signatures, rg_nf_finish,    &abi_signatures};
 
 /* The stock NFs, in --help order (rg_nf_registry.h). */
-const rg_nf_desc *const rg_nf_table[] = {&nf_streams,    &nf_events,  &nf_flowstats,
-                                         &nf_sni,        &nf_hostlog, &nf_flowexport,
-                                         &nf_signatures, NULL};
+const rg_nf_desc *const rg_nf_table[] = {&nf_streams, &nf_events,     &nf_flowstats,  &nf_sni,
+                                         &nf_hostlog, &nf_flowexport, &nf_signatures, NULL};
 
 rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
                      size_t errlen)

@@ -78,8 +78,8 @@
  *              Data of calls without an instance goes to
  *              OUT/streams/noflow.bin; OUT/streams.json sums it all up:
  *              {"flows","directions","bytes","noflow_calls","noflow_bytes",
- *               "noflow_file","gaps","gap_bytes"} ("directions": the lines of flows.jsonl).  At most 256 stream files are open at once
- *              (least recently written closed, reopened to append).
+ *               "noflow_file","gaps","gap_bytes"} ("directions": the lines of flows.jsonl).  At
+ * most 256 stream files are open at once (least recently written closed, reopened to append).
  *
  *   sni        one line per TLS ClientHello in OUT/sni.jsonl, and on stdout: the
  *              calls of handlers with a byte argument named "sni" (the stock

@@ -87,8 +87,8 @@ static void on_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint6
 
 /* memcaps: {"ts","event":"memcap","layer","flow"(null: a new instance was asked for),
  * "policy","asked","flow_state"(what the policy did to the flow: "dropped", "bypassed", null)} */
-static void on_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy,
-                      uint64_t asked, uint64_t ts_ns)
+static void on_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy, uint64_t asked,
+                      uint64_t ts_ns)
 {
     nf_events *nf = self;
     FILE *out = nf->out;
@@ -101,10 +101,10 @@ static void on_memcap(void *self, const rg_flow_info *f, unsigned layer, int pol
         fputs(",\"flow\":null", out);
     fprintf(out, ",\"policy\":\"%s\",\"asked\":%" PRIu64 ",\"flow_state\":%s}\n",
             rg_memcap_policy_name(policy), asked,
-            !f                                        ? "null"
-            : (f->memcap & RG_FLOW_MEMCAP_DROPPED)    ? "\"dropped\""
-            : (f->memcap & RG_FLOW_MEMCAP_BYPASSED)   ? "\"bypassed\""
-                                                      : "null");
+            !f                                      ? "null"
+            : (f->memcap & RG_FLOW_MEMCAP_DROPPED)  ? "\"dropped\""
+            : (f->memcap & RG_FLOW_MEMCAP_BYPASSED) ? "\"bypassed\""
+                                                    : "null");
 }
 
 /* evasion: {"ts","event":"overlap","layer","flow","dir","seq","len","new_bytes","won"}: len
@@ -121,7 +121,9 @@ static void on_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq,
             ",\"flow\":%" PRIu64 ",\"dir\":\"%s\",\"seq\":%" PRIu32 ",\"len\":%" PRIu32
             ",\"new_bytes\":%" PRIu32 ",\"won\":\"%s\"}\n",
             f->uid, dir ? "s2c" : "c2s", seq, len, new_bytes,
-            new_bytes == 0 ? "old" : new_bytes >= len ? "new" : "both");
+            new_bytes == 0     ? "old"
+            : new_bytes >= len ? "new"
+                               : "both");
 }
 
 static int finish(rg_nf *base)

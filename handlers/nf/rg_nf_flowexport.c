@@ -32,10 +32,14 @@ static int proto_number(const char *p)
 static int end_reason(int reason)
 {
     switch (reason) {
-    case RG_CLOSE_EXPIRED: return 1; /* idle timeout */
-    case RG_CLOSE_ACCEPT: return 3;  /* end of flow detected (FIN, RST, PSM accept) */
-    case RG_CLOSE_EVICTED: return 5; /* lack of resources (instance cap) */
-    default: return 4;               /* forced end: end of capture, shutdown */
+    case RG_CLOSE_EXPIRED:
+        return 1; /* idle timeout */
+    case RG_CLOSE_ACCEPT:
+        return 3; /* end of flow detected (FIN, RST, PSM accept) */
+    case RG_CLOSE_EVICTED:
+        return 5; /* lack of resources (instance cap) */
+    default:
+        return 4; /* forced end: end of capture, shutdown */
     }
 }
 
@@ -61,8 +65,8 @@ static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, int reason, cons
     fprintf(out,
             ",\"flowStartNanoseconds\":%" PRIu64 ",\"flowEndNanoseconds\":%" PRIu64
             ",\"packetDeltaCount\":%" PRIu64 ",\"transportOctetDeltaCount\":%" PRIu64
-            ",\"reversePacketDeltaCount\":%" PRIu64
-            ",\"reverseTransportOctetDeltaCount\":%" PRIu64 ",\"flowEndReason\":%d,\"layer\":",
+            ",\"reversePacketDeltaCount\":%" PRIu64 ",\"reverseTransportOctetDeltaCount\":%" PRIu64
+            ",\"flowEndReason\":%d,\"layer\":",
             r->first_ts, r->last_ts, r->packets[0], r->bytes[0], r->packets[1], r->bytes[1],
             reason);
     rg_json_string(out, l ? l->name : NULL);

@@ -37,9 +37,11 @@ static int http_event(const char *events)
 {
     static const char want[] = "http_request";
     for (const char *p = events; p && *p;) {
-        while (*p == ' ') p++;
+        while (*p == ' ')
+            p++;
         if (!strncmp(p, want, sizeof want - 1)) return 1;
-        while (*p && *p != ' ') p++;
+        while (*p && *p != ' ')
+            p++;
     }
     return 0;
 }
@@ -53,8 +55,9 @@ static void head(nf_hostlog *nf, const rg_call *c, const char *proto)
     char src[48] = "", dst[48] = "";
     if (sa) rg_nf_addr_text(sa->bytes.ptr, sa->bytes.len, src, sizeof src);
     if (da) rg_nf_addr_text(da->bytes.ptr, da->bytes.len, dst, sizeof dst);
-    fprintf(nf->out, "{\"pkt\":%llu,\"ts\":%llu,\"proto\":\"%s\",\"layer\":",
-            (unsigned long long)c->pkt_no, (unsigned long long)c->ts_ns, proto);
+    fprintf(nf->out,
+            "{\"pkt\":%llu,\"ts\":%llu,\"proto\":\"%s\",\"layer\":", (unsigned long long)c->pkt_no,
+            (unsigned long long)c->ts_ns, proto);
     rg_json_string(nf->out, l ? l->name : NULL);
     fprintf(nf->out, ",\"src\":\"%s\",\"dst\":\"%s\",\"sport\":%llu,\"dport\":%llu", src, dst,
             sp ? (unsigned long long)sp->num : 0ull, dp ? (unsigned long long)dp->num : 0ull);
@@ -92,8 +95,10 @@ static void http(nf_hostlog *nf, const rg_call *c, const rg_val *data)
         if (n == 0) break; /* end of the head */
         if (n >= 5 && !strncasecmp((const char *)p, "host:", 5)) {
             const uint8_t *v = p + 5, *e = p + n;
-            while (v < e && (*v == ' ' || *v == '\t')) v++;
-            while (e > v && (e[-1] == ' ' || e[-1] == '\t')) e--;
+            while (v < e && (*v == ' ' || *v == '\t'))
+                v++;
+            while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+                e--;
             rg_json_bytes(nf->out, v, (size_t)(e - v));
             fputs("}\n", nf->out);
             return;

@@ -116,13 +116,13 @@ static int load_api(hs_api *a, char *err, size_t errlen)
                  dlerror());
         return -1;
     }
-#define SYM(field, sym)                                                                      \
-    do {                                                                                     \
-        *(void **)(&a->field) = dlsym(a->lib, sym);                                          \
-        if (!a->field) {                                                                     \
-            snprintf(err, errlen, "signatures: %s missing from the Hyperscan library", sym); \
-            return -1;                                                                       \
-        }                                                                                    \
+#define SYM(field, sym)                                                                            \
+    do {                                                                                           \
+        *(void **)(&a->field) = dlsym(a->lib, sym);                                                \
+        if (!a->field) {                                                                           \
+            snprintf(err, errlen, "signatures: %s missing from the Hyperscan library", sym);       \
+            return -1;                                                                             \
+        }                                                                                          \
     } while (0)
     SYM(compile_multi, "hs_compile_multi");
     SYM(free_compile_error, "hs_free_compile_error");
@@ -221,8 +221,8 @@ static int load_rules(nf_sig *nf, const char *path, char *err, size_t errlen)
     }
     if (!rc) {
         hs_compile_error_t *ce = NULL;
-        if (nf->hs.compile_multi((const char *const *)expr, flags, ids, nf->n, HS_MODE_STREAM,
-                                 NULL, &nf->db, &ce) != HS_SUCCESS) {
+        if (nf->hs.compile_multi((const char *const *)expr, flags, ids, nf->n, HS_MODE_STREAM, NULL,
+                                 &nf->db, &ce) != HS_SUCCESS) {
             if (ce && ce->expression >= 0)
                 snprintf(err, errlen, "signatures: %s:%u: rule '%s': %s", path,
                          nf->lines[ce->expression], nf->names[ce->expression], ce->message);
@@ -244,8 +244,8 @@ static int load_rules(nf_sig *nf, const char *path, char *err, size_t errlen)
     return rc;
 }
 
-static int on_match(unsigned id, unsigned long long from, unsigned long long to,
-                    unsigned hsflags, void *vctx)
+static int on_match(unsigned id, unsigned long long from, unsigned long long to, unsigned hsflags,
+                    void *vctx)
 {
     (void)from;
     (void)hsflags;

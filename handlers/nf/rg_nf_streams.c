@@ -171,8 +171,7 @@ static int splits(const nf_streams *nf, uint16_t layer)
 {
     const rg_stack_desc *st = nf->base.stack;
     for (unsigned h = 0; h < st->nhandlers; h++)
-        if (st->handlers[h].layer == layer && nf->data_arg[h] >= 0 && nf->sid_arg[h] >= 0)
-            return 1;
+        if (st->handlers[h].layer == layer && nf->data_arg[h] >= 0 && nf->sid_arg[h] >= 0) return 1;
     return 0;
 }
 

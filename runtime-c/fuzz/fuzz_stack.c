@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * existing seeds keep theirs: evict-oldest) */
     cfg.memcap_reassembly = 8192;
     cfg.memcap_flows = 4096;
-    cfg.memcap_policy = 1 + (int)((RG_MEMCAP_EVICT_OLDEST + data[0] / RG_LINK_KINDS) % RG_MEMCAP_POLICIES);
+    cfg.memcap_policy =
+        1 + (int)((RG_MEMCAP_EVICT_OLDEST + data[0] / RG_LINK_KINDS) % RG_MEMCAP_POLICIES);
     void *ctx = s->ctx_new(&cfg);
     if (!ctx) return 0;
     uint64_t ts = UINT64_C(1700000000) * 1000000000u;

@@ -74,7 +74,8 @@ static void *bworker_main(void *arg)
             feeder fd;
             rg_feeder_init(&fd, w->stack, w->lm, ctx, o->no_timeouts, &counter.n);
             atomic_fetch_add(w->ready, 1);
-            while (!atomic_load_explicit(w->go, memory_order_acquire)) sched_yield();
+            while (!atomic_load_explicit(w->go, memory_order_acquire))
+                sched_yield();
             uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
             for (size_t i = 0; i < w->n; i += o->burst) { /* bursts as rg_main's --bench */
                 const unsigned k = (unsigned)(w->n - i < o->burst ? w->n - i : o->burst);
@@ -120,7 +121,8 @@ int rg_bench_workers(const opts *o, const rg_stack_desc *stack, rg_entry_links *
         of[i] = rg_rss_dist_worker(&dist, &cap->frames[i]);
         at[of[i] + 1]++;
     }
-    for (unsigned k = 0; !rc && k < nw; k++) at[k + 1] += at[k];
+    for (unsigned k = 0; !rc && k < nw; k++)
+        at[k + 1] += at[k];
     for (unsigned k = 0; !rc && k < nw; k++) {
         ws[k].frames = split + at[k];
         ws[k].n = at[k + 1] - at[k];
@@ -135,7 +137,8 @@ int rg_bench_workers(const opts *o, const rg_stack_desc *stack, rg_entry_links *
     if (!own) rc = 1;
     for (unsigned k = 0; !rc && k < nw; k++) {
         size_t len = 0;
-        for (size_t i = 0; i < ws[k].n; i++) len += (ws[k].frames[i].caplen + 7u) & ~(size_t)7;
+        for (size_t i = 0; i < ws[k].n; i++)
+            len += (ws[k].frames[i].caplen + 7u) & ~(size_t)7;
         own[k] = malloc(len ? len : 1);
         if (!own[k]) {
             fprintf(stderr, "%s: out of memory\n", o->prog);
@@ -163,7 +166,8 @@ int rg_bench_workers(const opts *o, const rg_stack_desc *stack, rg_entry_links *
             }
             started++;
         }
-        while (atomic_load(&ready) < (int)started) sched_yield();
+        while (atomic_load(&ready) < (int)started)
+            sched_yield();
         uint64_t w0 = clock_ns(CLOCK_MONOTONIC);
         atomic_store_explicit(&go, 1, memory_order_release);
         uint64_t end = w0;
@@ -194,15 +198,16 @@ int rg_bench_workers(const opts *o, const rg_stack_desc *stack, rg_entry_links *
                ",\"flows_opened\":%" PRIu64 ",\"worker_pkts\":[",
                cap->count, nw, o->passes, (double)best_wall / pkts, pkts * 1e3 / (double)best_wall,
                max_cpu ? pkts * 1e3 / (double)max_cpu : 0.0, payload, opened);
-        for (unsigned k = 0; k < nw; k++) printf("%s%zu", k ? "," : "", ws[k].n);
+        for (unsigned k = 0; k < nw; k++)
+            printf("%s%zu", k ? "," : "", ws[k].n);
         fputs("],\"worker_cpu_ns_per_pkt\":[", stdout);
         for (unsigned k = 0; k < nw; k++)
-            printf("%s%.2f", k ? "," : "",
-                   ws[k].n ? (double)best_cpu[k] / (double)ws[k].n : 0.0);
+            printf("%s%.2f", k ? "," : "", ws[k].n ? (double)best_cpu[k] / (double)ws[k].n : 0.0);
         fputs("]}\n", stdout);
         fflush(stdout);
     }
-    for (unsigned k = 0; own && k < nw; k++) free(own[k]);
+    for (unsigned k = 0; own && k < nw; k++)
+        free(own[k]);
     free(own);
     free(ws);
     free(split);

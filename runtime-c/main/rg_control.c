@@ -34,7 +34,7 @@ struct rg_control {
     int lfd;
     pthread_t th;
     int th_ok;
-    atomic_int pending; /* a request waits for the packet loop */
+    atomic_int pending;   /* a request waits for the packet loop */
     _Atomic uint64_t gen; /* the pending request's number (1, 2, ...) */
     unsigned nw;          /* the workers that apply each request */
     unsigned acks;        /* the workers that applied it (under mu) */
@@ -201,8 +201,7 @@ void rg_control_poll(rg_control *c, rg_chain *ch)
     rg_control_poll_worker(c, ch, 0, NULL);
 }
 
-void rg_control_poll_worker(rg_control *c, rg_chain *ch, unsigned worker,
-                            const struct rg_stats *st)
+void rg_control_poll_worker(rg_control *c, rg_chain *ch, unsigned worker, const struct rg_stats *st)
 {
     if (!atomic_load_explicit(&c->pending, memory_order_acquire)) return;
     uint64_t gen = atomic_load_explicit(&c->gen, memory_order_acquire);

@@ -10,7 +10,7 @@
 /* Instances of one layer. */
 typedef struct rg_layer_counts {
     uint64_t opened;
-    uint64_t closed[4]; /* by close reason: RG_CLOSE_ACCEPT, _EVICTED, _EXPIRED, _FLUSHED */
+    uint64_t closed[4];  /* by close reason: RG_CLOSE_ACCEPT, _EVICTED, _EXPIRED, _FLUSHED */
     uint64_t one_packet; /* closed while the packet that opened them was processed (an
                             unfragmented IP datagram): not flows */
 } rg_layer_counts;

@@ -22,7 +22,8 @@ void rg_checksums_text(const rg_stack_desc *stack, const rg_stats *st)
     int any = 0;
     for (unsigned i = 0; st && i < stack->nlayers && i < st->nlayers; i++) {
         if (!st->layer[i].checksum_bad) continue;
-        printf("%s%s %" PRIu64, any++ ? ", " : "", stack->layers[i].name, st->layer[i].checksum_bad);
+        printf("%s%s %" PRIu64, any++ ? ", " : "", stack->layers[i].name,
+               st->layer[i].checksum_bad);
     }
     fputs(any ? "  (--checksums)\n" : "0  (--checksums)\n", stdout);
 }

@@ -47,7 +47,7 @@ typedef struct opts {
     int passes_set;
     int no_timeouts;
     uint64_t max_clock_jump_ns; /* rg_ctx_cfg.max_clock_jump_ns: 0 default, UINT64_MAX off */
-    int nf_flag; /* the chosen NF's flag was given */
+    int nf_flag;                /* the chosen NF's flag was given */
     /* memcaps (rg_ctx_cfg): --memcap*, 0 = the stack's default, UINT64_MAX = none */
     uint64_t memcap_reassembly, memcap_flows;
     int memcap_policy; /* --memcap-policy: enum rg_memcap_policy + 1, 0 = the stack's */
@@ -58,14 +58,14 @@ typedef struct opts {
     int nf_is_path;         /* --nf names a shared object */
     const char *chain_file; /* --chain: the NFs after --nf's, in order */
     const char *control;    /* --control: the UNIX socket of rubikgen ctl */
-    const char *write; /* --write OUT.pcap: the packets that pass, NULL = none */
-    uint32_t buffer_mb; /* --buffer MB (live): the kernel capture buffer, 0 = default */
-    int pin; /* --pin: pin file/live worker threads even with fewer cores than threads */
+    const char *write;      /* --write OUT.pcap: the packets that pass, NULL = none */
+    uint32_t buffer_mb;     /* --buffer MB (live): the kernel capture buffer, 0 = default */
+    int pin;          /* --pin: pin file/live worker threads even with fewer cores than threads */
     int inline_mode;  /* --inline: frames go on to the peer unless a verdict drops it */
     const char *peer; /* --peer IF: live, the inline peer interface */
-    int checksums; /* --checksums: rg_ctx_cfg.checksums */
-    int workers_set; /* --workers given (even 1): NF outputs merged as N workers' are */
-    uint64_t burst; /* --burst N: frames per burst (1..RG_BURST_MAX; default RG_BURST) */
+    int checksums;    /* --checksums: rg_ctx_cfg.checksums */
+    int workers_set;  /* --workers given (even 1): NF outputs merged as N workers' are */
+    uint64_t burst;   /* --burst N: frames per burst (1..RG_BURST_MAX; default RG_BURST) */
     int prefetch_always; /* --prefetch-always: rg_ctx_cfg.prefetch_always */
 } opts;
 
@@ -99,10 +99,10 @@ typedef struct feeder {
     int expire_on;        /* a first packet has set the clock */
     int no_timeouts;
     uint64_t pkts, bytes, skipped;
-    uint64_t skipped_linktype; /* of skipped: no entry for the link type (or IP version) */
+    uint64_t skipped_linktype;  /* of skipped: no entry for the link type (or IP version) */
     const char *linktype_what;  /* ", IPv6 packets" on a raw IP link, else "" */
     const char *prog, *capture; /* for warnings; prog NULL: none */
-    rg_counts *nc; /* the driver's counters: uid_mark is set per packet */
+    rg_counts *nc;              /* the driver's counters: uid_mark is set per packet */
     /* the NF chain's dispatch (rg_chain_batch_end), called after an expire and
      * after each packet; NULL: none */
     void (*batch_end)(void *self);
@@ -170,10 +170,10 @@ RG_INLINE void rg_feed_prefetch(feeder *fd, const rg_frame *f, unsigned n)
 
 typedef struct rg_writer {
     const char *path;
-    int dlt;                  /* the file's link type: the source's first */
-    void *dead, *d;           /* pcap_t, pcap_dumper_t */
-    uint64_t written;         /* frames written */
-    uint64_t other_link;      /* passed frames of another link type: not written */
+    int dlt;             /* the file's link type: the source's first */
+    void *dead, *d;      /* pcap_t, pcap_dumper_t */
+    uint64_t written;    /* frames written */
+    uint64_t other_link; /* passed frames of another link type: not written */
 } rg_writer;
 
 /* RG_OK, or an error with the message in err. */
@@ -198,20 +198,20 @@ rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, 
 typedef struct summary {
     const char *link;
     uint64_t pkts, bytes, opened, closed, live, calls, payload, errors, skipped;
-    uint64_t gaps, gap_bytes; /* gap recovery: holes skipped, bytes in them */
+    uint64_t gaps, gap_bytes;       /* gap recovery: holes skipped, bytes in them */
     uint64_t clock_fwd, clock_back; /* the clock guard's jumps */
-    const rg_counts *n;       /* per-layer counts (after the flush) */
-    const uint64_t *live_per; /* per layer: live before the final flush */
-    const rg_stats *st;       /* NULL without stats: no state bytes */
+    const rg_counts *n;             /* per-layer counts (after the flush) */
+    const uint64_t *live_per;       /* per layer: live before the final flush */
+    const rg_stats *st;             /* NULL without stats: no state bytes */
     uint64_t skipped_linktype;
     const char *linktype_what;
     const rg_linkinfo *li;
-    int has_dropped;  /* a live or DPDK source: its drop count is printed */
-    uint64_t dropped; /* frames the source lost before the stack (kernel, NIC) */
-    unsigned nworkers;            /* --workers N > 1: the frames each worker got */
+    int has_dropped;   /* a live or DPDK source: its drop count is printed */
+    uint64_t dropped;  /* frames the source lost before the stack (kernel, NIC) */
+    unsigned nworkers; /* --workers N > 1: the frames each worker got */
     const uint64_t *worker_pkts;
-    const rg_writer *writer; /* --write: what was written; NULL = no --write */
-    const rg_source_stats *tx; /* --inline: what went on to the peer; NULL = not inline */
+    const rg_writer *writer;      /* --write: what was written; NULL = no --write */
+    const rg_source_stats *tx;    /* --inline: what went on to the peer; NULL = not inline */
     const uint64_t *worker_flows; /* --workers: the instances each worker opened, or NULL */
 } summary;
 

@@ -74,8 +74,8 @@ typedef struct run {
     rg_obs *nf;
     void *ctx;
     uint64_t *live_per;
-    rg_chain *chain;  /* the NFs (rg_nfchain.h); NULL: none or the counters alone */
-    rg_control *ctl;  /* --control */
+    rg_chain *chain; /* the NFs (rg_nfchain.h); NULL: none or the counters alone */
+    rg_control *ctl; /* --control */
 } run;
 
 static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
@@ -109,8 +109,10 @@ static int open_chain(const opts *o, const rg_stack_desc *stack, run *r)
         return 1;
     }
     if (o->nfd && !o->nfd->abi) {
-        fprintf(stderr, "%s: --nf %s is no NF of rg_nf_api.h: it runs alone, without --chain "
-                        "or --control\n", o->prog, o->nf);
+        fprintf(stderr,
+                "%s: --nf %s is no NF of rg_nf_api.h: it runs alone, without --chain "
+                "or --control\n",
+                o->prog, o->nf);
         return 1;
     }
     if (o->nfd || o->nf_is_path) {
@@ -177,8 +179,7 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
             return 1;
         }
     }
-    if (!r->chain)
-        *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
+    if (!r->chain) *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
     rg_ctx_cfg cfg = rg_ctx_cfg_of(o, obs);
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);

@@ -73,8 +73,8 @@ static void arena_free(arena *a)
 /* ---- per-flow records: uid -> the states of the chain's NFs ---- */
 
 typedef struct fent {
-    void *st;       /* the NF's state for this flow (NULL: none yet) */
-    uint64_t unsub; /* subscriptions this NF dropped for this flow (bit = sub index) */
+    void *st;        /* the NF's state for this flow (NULL: none yet) */
+    uint64_t unsub;  /* subscriptions this NF dropped for this flow (bit = sub index) */
     uint8_t nobytes; /* bit d: this NF wants no more bytes of direction d */
 } fent;
 
@@ -119,10 +119,10 @@ typedef struct slot {
     void *dl;     /* dlopen handle; NULL for a stock NF */
     const rg_nf_abi *abi;
     void *self;
-    int16_t *call_sub;  /* per handler: the subscription serving it, -1 none */
-    int16_t *bsub;      /* per (kind, layer): RG_NF_EV_KINDS * nlayers entries */
-    int16_t clock_sub;  /* clock_jump's subscription, -1 none */
-    int uses_flow_rec;  /* flow_state_size > 0 or a per-flow unsubscription was made */
+    int16_t *call_sub; /* per handler: the subscription serving it, -1 none */
+    int16_t *bsub;     /* per (kind, layer): RG_NF_EV_KINDS * nlayers entries */
+    int16_t clock_sub; /* clock_jump's subscription, -1 none */
+    int uses_flow_rec; /* flow_state_size > 0 or a per-flow unsubscription was made */
 } slot;
 
 typedef struct qev {
@@ -148,8 +148,8 @@ struct rg_chain {
     qev *q;
     size_t nq, capq;
     arena ar;
-    int oom; /* events lost to memory exhaustion (reported once) */
-    rg_nf_map flows; /* uid -> frec */
+    int oom;              /* events lost to memory exhaustion (reported once) */
+    rg_nf_map flows;      /* uid -> frec */
     size_t nobytes_flows; /* frecs with nobytes_req set */
     int verdict;
     rg_verdict_slot *slot; /* the context's verdict slot (rg_call.verdict): one per context */
@@ -180,8 +180,8 @@ rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
     ch->want_call = calloc(stack->nhandlers + 1u, 1);
     ch->want_b = calloc((size_t)RG_NF_EV_KINDS * (stack->nlayers + 1u), 1);
     ch->data_arg = rg_obs_data_args(stack);
-    ch->host = (rg_nf_host){RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe,
-                            host_no_more_bytes, 0, 1};
+    ch->host = (rg_nf_host){
+        RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe, host_no_more_bytes, 0, 1};
     if (!ch->outdir || !ch->want_call || !ch->want_b || !ch->data_arg) {
         free(ch->data_arg);
         free(ch->outdir);
@@ -229,9 +229,8 @@ static void recompute_wants(rg_chain *ch)
 static int builtin_kind(const char *ev)
 {
     /* indexed by enum rg_nf_ev_kind */
-    static const char *const names[] = {NULL,      RG_NF_OPEN,       RG_NF_PACKET,
-                                        RG_NF_CLOSE, RG_NF_GAP,      RG_NF_CLOCK_JUMP,
-                                        RG_NF_MEMCAP, RG_NF_OVERLAP};
+    static const char *const names[] = {NULL,      RG_NF_OPEN,       RG_NF_PACKET, RG_NF_CLOSE,
+                                        RG_NF_GAP, RG_NF_CLOCK_JUMP, RG_NF_MEMCAP, RG_NF_OVERLAP};
     for (int k = 1; k < (int)(sizeof names / sizeof names[0]); k++)
         if (!strcmp(ev, names[k])) return k;
     return 0;
@@ -335,9 +334,8 @@ static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
                      "(layers: %s)",
                      k, lw, ew, s->name, lw, list);
         } else if (kind) {
-            snprintf(err, errlen,
-                     "subscription %u (%s.%s): no layer '%s' of stack %s has %s", k, lw, ew,
-                     lw ? lw : "*", s->name,
+            snprintf(err, errlen, "subscription %u (%s.%s): no layer '%s' of stack %s has %s", k,
+                     lw, ew, lw ? lw : "*", s->name,
                      kind == RG_NF_EV_GAP       ? "reassembly (gap events)"
                      : kind == RG_NF_EV_OVERLAP ? "reassembly (overlap events)"
                                                 : "instances (a selector)");
@@ -382,8 +380,8 @@ static char *worker_dir(rg_chain *ch, const char *out, char *err, size_t errlen)
     return d;
 }
 
-int rg_chain_set_worker(rg_chain *ch, unsigned worker, unsigned nworkers, rg_wdirs *dirs,
-                        char *err, size_t errlen)
+int rg_chain_set_worker(rg_chain *ch, unsigned worker, unsigned nworkers, rg_wdirs *dirs, char *err,
+                        size_t errlen)
 {
     ch->host.worker = worker;
     ch->host.nworkers = nworkers;
@@ -462,8 +460,10 @@ static const rg_nf_abi *load(slot *sl, const char *nf, char *err, size_t errlen)
         return NULL;
     }
     if (a->size < offsetof(rg_nf_abi, flow_free) || !a->init || !a->fini || !a->name) {
-        snprintf(err, errlen, "%s: malformed descriptor '" RG_NF_SYMBOL "' (size %u, name, "
-                 "init and fini are required)", nf, (unsigned)a->size);
+        snprintf(err, errlen,
+                 "%s: malformed descriptor '" RG_NF_SYMBOL "' (size %u, name, "
+                 "init and fini are required)",
+                 nf, (unsigned)a->size);
         return NULL;
     }
     return a;
@@ -543,8 +543,7 @@ int rg_chain_attach(rg_chain *ch, const char *nf, const char *name, const rg_nf_
     free(kv);
     free(wout);
     if (!sl->self) {
-        snprintf(err, errlen, "NF '%s' (%s): %s", sl->abi->name, nf,
-                 why[0] ? why : "init failed");
+        snprintf(err, errlen, "NF '%s' (%s): %s", sl->abi->name, nf, why[0] ? why : "init failed");
         slot_free(sl);
         return RG_EINVAL;
     }
@@ -606,8 +605,7 @@ unsigned rg_chain_list(const rg_chain *ch, char *buf, size_t n)
     size_t k = 0;
     if (n) buf[0] = 0;
     for (unsigned i = 0; i < ch->n && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, "%s\t%s\n", ch->slots[i]->name,
-                              ch->slots[i]->source);
+        k += (size_t)snprintf(buf + k, n - k, "%s\t%s\n", ch->slots[i]->name, ch->slots[i]->source);
     return ch->n;
 }
 
@@ -664,8 +662,8 @@ static qev *push(rg_chain *ch, int kind, const rg_flow_info *f, uint64_t ts_ns)
     e->ev.ts_ns = ts_ns;
     if (f) {
         /* a snapshot: the instance may close (and its keys go) before dispatch */
-        const rg_layer_desc *l = f->layer < ch->stack->nlayers ? &ch->stack->layers[f->layer]
-                                                               : NULL;
+        const rg_layer_desc *l =
+            f->layer < ch->stack->nlayers ? &ch->stack->layers[f->layer] : NULL;
         size_t klen = l ? l->key_len : 0;
         e->flow = *f;
         e->uid = f->uid;
@@ -788,8 +786,8 @@ static void c_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64
     e->ev.fwd = fwd;
 }
 
-static void c_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy,
-                     uint64_t asked, uint64_t ts_ns)
+static void c_memcap(void *self, const rg_flow_info *f, unsigned layer, int policy, uint64_t asked,
+                     uint64_t ts_ns)
 {
     rg_chain *ch = self;
     if (!want_b(ch, RG_NF_EV_MEMCAP, layer)) return;

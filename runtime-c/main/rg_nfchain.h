@@ -82,8 +82,8 @@ int rg_mkdirs(const char *dir, char *err, size_t errlen);
 
 /* Make ch worker `worker` of nworkers: its NFs get the numbers (rg_nf_host) and write into
  * their out directories' worker part (created), the directories remembered in dirs. */
-int rg_chain_set_worker(rg_chain *ch, unsigned worker, unsigned nworkers, rg_wdirs *dirs,
-                        char *err, size_t errlen);
+int rg_chain_set_worker(rg_chain *ch, unsigned worker, unsigned nworkers, rg_wdirs *dirs, char *err,
+                        size_t errlen);
 /* The input's frame number of the packet about to be processed (events carry it as pkt_no
  * instead of the context's own count: the same numbers with 1 or N workers). */
 void rg_chain_set_pkt(rg_chain *ch, uint64_t pkt_no);

@@ -65,9 +65,10 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "                   the ports paired in list order (0<->1, 2<->3...), same mbufs\n"
           "  --peer IF        live, --inline: the second interface\n",
           out);
-    fprintf(out, "  --nf NAME        what observes the stack (default " RG_NF_COUNT "):\n"
-                 "                     %-12s the summary's counters only\n"
-                 "                     %-12s the same without counting handler calls\n",
+    fprintf(out,
+            "  --nf NAME        what observes the stack (default " RG_NF_COUNT "):\n"
+            "                     %-12s the summary's counters only\n"
+            "                     %-12s the same without counting handler calls\n",
             RG_NF_COUNT, RG_NF_NONE);
     for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
         fprintf(out, "                     %-12s %s\n", (*d)->name, (*d)->help);
@@ -112,8 +113,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "                   --prefetch-always)\n"
             "  --help           this text\n",
             size_text(stack->memcap_reassembly, ra, sizeof ra),
-            size_text(stack->memcap_flows, fl, sizeof fl), rg_memcap_policy_name(stack->memcap_policy),
-            DEFAULT_PASSES);
+            size_text(stack->memcap_flows, fl, sizeof fl),
+            rg_memcap_policy_name(stack->memcap_policy), DEFAULT_PASSES);
 }
 
 /* Decimal number in [min, max]. */
@@ -139,11 +140,28 @@ static int parse_size(const char *s, uint64_t *out)
     if (errno) return -1;
     unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'b' || *end == 'B') end++;
     if (*end || (shift && v > (UINT64_MAX >> shift))) return -1;
@@ -290,9 +308,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             o->nf = optarg;
             o->nfd = rg_nf_find(rg_nf_table, optarg);
             /* a shared object: a path (a '/' or a .so name), loaded when the run starts */
-            o->nf_is_path = !o->nfd && (strchr(optarg, '/') ||
-                                        (strlen(optarg) > 3 &&
-                                         !strcmp(optarg + strlen(optarg) - 3, ".so")));
+            o->nf_is_path =
+                !o->nfd && (strchr(optarg, '/') ||
+                            (strlen(optarg) > 3 && !strcmp(optarg + strlen(optarg) - 3, ".so")));
             if (!o->nfd && !o->nf_is_path && strcmp(optarg, RG_NF_COUNT) &&
                 strcmp(optarg, RG_NF_NONE))
                 bad = "--nf";
@@ -480,8 +498,10 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         return EXIT_USAGE;
     }
     if (o->pin && !strcmp(o->io, "dpdk")) {
-        fprintf(stderr, "%s: --pin: DPDK workers run on the EAL's lcores (-l, --lcores), "
-                        "pinned already\n", o->prog);
+        fprintf(stderr,
+                "%s: --pin: DPDK workers run on the EAL's lcores (-l, --lcores), "
+                "pinned already\n",
+                o->prog);
         return EXIT_USAGE;
     }
     if (o->write && o->bench) {
@@ -490,8 +510,10 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     }
     if (o->write && o->workers > 1 && o->io && !strcmp(o->io, "dpdk")) {
         /* DPDK workers read their own queues: no reader sees the input's order */
-        fprintf(stderr, "%s: --write with --workers reads files and interfaces, not DPDK "
-                        "queues (no input order)\n", o->prog);
+        fprintf(stderr,
+                "%s: --write with --workers reads files and interfaces, not DPDK "
+                "queues (no input order)\n",
+                o->prog);
         return EXIT_USAGE;
     }
     if (o->inline_mode || o->peer) {

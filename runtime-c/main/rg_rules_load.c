@@ -19,9 +19,9 @@
 #include "rg/rg_stats.h"
 #include "rg_rules_ctl.h"
 
-static rg_rules_rt *all_rt; /* every live context's */
+static rg_rules_rt *all_rt;                                /* every live context's */
 static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER; /* workers create contexts */
-static const char *so_path;  /* --rules-so */
+static const char *so_path;                                /* --rules-so */
 volatile sig_atomic_t rg_rules_hup;
 
 static int load_one(rg_rules_rt *rt, const char *so, char *err, size_t errlen);
@@ -47,8 +47,8 @@ int rg_rules_rt_install(rg_rules_rt *rt, const rg_rules_desc *d, void *dl, char 
                         unsigned errlen)
 {
     if (d->abi != RG_RULES_ABI) {
-        snprintf(err, errlen, "rule set ABI %u, this binary's is %u (rebuild one of them)",
-                 d->abi, RG_RULES_ABI);
+        snprintf(err, errlen, "rule set ABI %u, this binary's is %u (rebuild one of them)", d->abi,
+                 RG_RULES_ABI);
         return -1;
     }
     if (strcmp(d->fingerprint, rt->fingerprint) != 0) {
@@ -106,9 +106,8 @@ oom:
     return -1;
 }
 
-rg_rules_rt *rg_rules_rt_new(const rg_rules_desc *d, struct rg_stats *st,
-                             const uint64_t *pkt_no, const char *fingerprint,
-                             const char *stack_spec)
+rg_rules_rt *rg_rules_rt_new(const rg_rules_desc *d, struct rg_stats *st, const uint64_t *pkt_no,
+                             const char *fingerprint, const char *stack_spec)
 {
     rg_rules_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return NULL;
@@ -221,8 +220,9 @@ static int load_one(rg_rules_rt *rt, const char *so, char *err, size_t errlen)
 static int load_so(const char *so, const struct rg_stats *st, char *err, size_t errlen)
 {
     if (!all_rt) {
-        snprintf(err, errlen, "this binary's rules cannot be reloaded (build it with "
-                              "--rules-reload)");
+        snprintf(err, errlen,
+                 "this binary's rules cannot be reloaded (build it with "
+                 "--rules-reload)");
         return -1;
     }
     for (rg_rules_rt *rt = all_rt; rt; rt = rt->next)
@@ -263,8 +263,9 @@ void rg_rules_hup_reload(rg_rules_rt *rt)
     if (load_one(rt, so_path, err, sizeof err))
         fprintf(stderr, "rules: SIGHUP: %s (the rules in force are kept)\n", err);
     else
-        fprintf(stderr, "rules: SIGHUP: loaded %" PRIu32 " rules of %s after packet %" PRIu64
-                        " (reload %" PRIu64 ")\n",
+        fprintf(stderr,
+                "rules: SIGHUP: loaded %" PRIu32 " rules of %s after packet %" PRIu64
+                " (reload %" PRIu64 ")\n",
                 rt->d->n, rt->d->file, *rt->pkt_no - 1u, rt->reloads);
 }
 
@@ -273,29 +274,31 @@ int rg_rules_control(char **f, unsigned n, char *reply, size_t size, const struc
     rg_rules_rt *rt = rt_of(st);
     if (n == 2 && !strcmp(f[1], "info")) {
         if (!rt) {
-            snprintf(reply, size, "error: this binary's rules cannot be reloaded (build it "
-                                  "with --rules-reload)\n");
+            snprintf(reply, size,
+                     "error: this binary's rules cannot be reloaded (build it "
+                     "with --rules-reload)\n");
             return 0;
         }
         snprintf(reply, size,
-                 "ok\nstack\t%s\nfingerprint\t%s\nrules\t%s\nnrules\t%" PRIu32
-                 "\nreloads\t%" PRIu64 "\npackets\t%" PRIu64 "\n",
-                 rt->stack_spec, rt->fingerprint, rt->d->file, rt->d->n, rt->reloads,
-                 *rt->pkt_no);
+                 "ok\nstack\t%s\nfingerprint\t%s\nrules\t%s\nnrules\t%" PRIu32 "\nreloads\t%" PRIu64
+                 "\npackets\t%" PRIu64 "\n",
+                 rt->stack_spec, rt->fingerprint, rt->d->file, rt->d->n, rt->reloads, *rt->pkt_no);
         return 0;
     }
     if (n == 3 && !strcmp(f[1], "load")) {
         char err[1024];
         if (!rt || load_so(f[2], st, err, sizeof err)) {
             if (!rt)
-                snprintf(err, sizeof err, "this binary's rules cannot be reloaded (build it "
-                                          "with --rules-reload)");
+                snprintf(err, sizeof err,
+                         "this binary's rules cannot be reloaded (build it "
+                         "with --rules-reload)");
             snprintf(reply, size, "error: %s (the rules in force are kept)\n", err);
             return 0;
         }
         /* packets: the last packet judged by the old set (the new one takes the next) */
-        snprintf(reply, size, "ok\nloaded %" PRIu32 " rules of %s after packet %" PRIu64
-                 " (reload %" PRIu64 ")\n",
+        snprintf(reply, size,
+                 "ok\nloaded %" PRIu32 " rules of %s after packet %" PRIu64 " (reload %" PRIu64
+                 ")\n",
                  rt->d->n, rt->d->file, *rt->pkt_no, rt->reloads);
         return 0;
     }

@@ -167,8 +167,8 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     rg_json_string(stdout, s->link);
     fputs(",\"nf\":", stdout);
     rg_json_string(stdout, o->nf);
-    printf(",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"flows\":%" PRIu64, s->pkts,
-           s->bytes, rg_total_flows(stack, s->n));
+    printf(",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"flows\":%" PRIu64, s->pkts, s->bytes,
+           rg_total_flows(stack, s->n));
     printf(",\"flows_opened\":%" PRIu64 ",\"flows_closed\":%" PRIu64 ",\"live_at_end\":%" PRIu64
            ",\"calls\":%" PRIu64 ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64
            ",\"skipped\":%" PRIu64 ",",
@@ -236,12 +236,12 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
            "gaps           %" PRIu64 "  (holes skipped: %" PRIu64 " bytes the capture lost)\n"
            "clock_jumps    %" PRIu64 " forward, %" PRIu64 " backward  (packets dated beyond "
            "--max-clock-jump)\n",
-           stack->name, o->capture, s->link, o->nf, s->pkts, s->bytes,
-           rg_total_flows(stack, s->n), s->opened, s->closed, s->live, s->calls,
+           stack->name, o->capture, s->link, o->nf, s->pkts, s->bytes, rg_total_flows(stack, s->n),
+           s->opened, s->closed, s->live, s->calls,
            strcmp(o->nf, RG_NF_NONE) ? "" : "  (--nf none observes no calls)", s->payload,
-           s->errors, s->skipped, s->skipped_linktype, rg_link_type_name(s->li),
-           s->linktype_what, rg_entry_names(stack, entries, sizeof entries), s->gaps,
-           s->gap_bytes, s->clock_fwd, s->clock_back);
+           s->errors, s->skipped, s->skipped_linktype, rg_link_type_name(s->li), s->linktype_what,
+           rg_entry_names(stack, entries, sizeof entries), s->gaps, s->gap_bytes, s->clock_fwd,
+           s->clock_back);
     if (s->has_dropped)
         printf("dropped        %" PRIu64 "  (frames the %s source lost before the stack: kernel, "
                "NIC)\n",
@@ -256,11 +256,13 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
                s->tx->tx_frames, s->tx->tx_withheld, s->tx->tx_failed);
     if (s->nworkers) {
         printf("workers        %u  (frames per worker:", s->nworkers);
-        for (unsigned w = 0; w < s->nworkers; w++) printf(" %" PRIu64, s->worker_pkts[w]);
+        for (unsigned w = 0; w < s->nworkers; w++)
+            printf(" %" PRIu64, s->worker_pkts[w]);
         fputs(")\n", stdout);
         if (s->worker_flows) {
             fputs("workers flows ", stdout);
-            for (unsigned w = 0; w < s->nworkers; w++) printf(" %" PRIu64, s->worker_flows[w]);
+            for (unsigned w = 0; w < s->nworkers; w++)
+                printf(" %" PRIu64, s->worker_flows[w]);
             fputs("  (instances each worker opened)\n", stdout);
         }
     }

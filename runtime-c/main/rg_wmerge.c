@@ -287,7 +287,7 @@ static int rec_cmp(const void *a, const void *b)
 /* ---- one merge ---- */
 
 typedef struct part {
-    char *rel; /* the merged file's path relative to OUT (uids renumbered) */
+    char *rel;  /* the merged file's path relative to OUT (uids renumbered) */
     char *path; /* the worker's file */
     unsigned worker;
 } part;
@@ -488,8 +488,10 @@ static int merge_json(merge *m, const part *p, size_t k, const char *to)
     int rc = texts && ms && nm ? RG_OK : RG_ENOMEM, flat = 1;
     for (size_t i = 0; i < k && !rc; i++) {
         size_t len;
-        if (!(texts[i] = slurp(p[i].path, &len))) rc = RG_EIO;
-        else if ((nm[i] = members(texts[i], len, ms[i], MAXM)) < 0) flat = 0;
+        if (!(texts[i] = slurp(p[i].path, &len)))
+            rc = RG_EIO;
+        else if ((nm[i] = members(texts[i], len, ms[i], MAXM)) < 0)
+            flat = 0;
     }
     buf b = {0};
     for (int j = 0; !rc && flat && j < nm[0]; j++) {
@@ -501,8 +503,10 @@ static int merge_json(merge *m, const part *p, size_t k, const char *to)
             for (int q = 0; q < nm[i]; q++) {
                 const member *x = &ms[i][q];
                 if (x->kl != a->kl || memcmp(x->k, a->k, a->kl)) continue;
-                if (is_uint(x->v, x->vl)) sum += strtoull(x->v, NULL, 10);
-                else nums = 0;
+                if (is_uint(x->v, x->vl))
+                    sum += strtoull(x->v, NULL, 10);
+                else
+                    nums = 0;
                 if (!pick && !(x->vl == 4 && !memcmp(x->v, "null", 4))) pick = x;
             }
         if (!pick) pick = a;

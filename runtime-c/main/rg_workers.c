@@ -67,9 +67,9 @@ typedef struct worker {
     _Atomic int done; /* the reader has pushed everything */
     rg_counter counter;
     int counter_ok;
-    rg_chain *chain; /* this worker's NFs (NULL: the counters alone) */
-    rg_control *ctl; /* --control: shared by the workers, each applies every request */
-    rg_wuids uids;   /* the creation of each of this context's instances (rg_wmerge.h) */
+    rg_chain *chain;     /* this worker's NFs (NULL: the counters alone) */
+    rg_control *ctl;     /* --control: shared by the workers, each applies every request */
+    rg_wuids uids;       /* the creation of each of this context's instances (rg_wmerge.h) */
     _Atomic uint8_t *wv; /* --write: the verdict slots (wwrite), NULL: none */
     int uids_oom;
     obs_chain ch;
@@ -111,8 +111,8 @@ typedef struct clock_rec {
 enum { WV_SIZE = 1u << 20, WV_PASS = 1, WV_DROP = 2, WV_NONE = 3 /* too large: not kept */ };
 typedef struct wwrite {
     rg_writer w;
-    int write;                /* --write: w is open */
-    const rg_source_ops *io;  /* --inline: the frames go on through io->forward_one */
+    int write;               /* --write: w is open */
+    const rg_source_ops *io; /* --inline: the frames go on through io->forward_one */
     rg_source *src;
     rg_ring pend;
     _Atomic uint8_t *v;
@@ -162,7 +162,8 @@ static void process(worker *w, const rg_frame *f, uint64_t seq)
     } else if (f->dlt == CLOCK_DLT) {
         clock_rec c;
         memcpy(&c, f->data, sizeof c);
-        if (w->obs.on_clock_jump) w->obs.on_clock_jump(w->obs.self, seq, c.pkt_ts, f->ts_ns, (int)c.fwd);
+        if (w->obs.on_clock_jump)
+            w->obs.on_clock_jump(w->obs.self, seq, c.pkt_ts, f->ts_ns, (int)c.fwd);
     } else {
         if (w->chain) rg_chain_set_pkt(w->chain, seq);
         int fed = rg_feed(&w->fd, f);
@@ -193,7 +194,8 @@ static void *worker_main(void *arg)
             /* chain changes apply here, between bursts (an idle worker gets here too) */
             if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id, w->stack->stats(w->ctx));
             n = 0;
-            while (n < nb && rg_ring_peek_seq(&w->ring, &f[n], &seq[n])) n++;
+            while (n < nb && rg_ring_peek_seq(&w->ring, &f[n], &seq[n]))
+                n++;
             rg_feed_prefetch(&w->fd, f, n);
             for (unsigned i = 0; i < n; i++)
                 process(w, &f[i], seq[i]);
@@ -241,7 +243,7 @@ static int qworker_main(void *arg)
         for (unsigned i = 0; i < use; i++) {
             int fed = rg_feed(&w->fd, &burst[i]);
             note_uids(w, burst[i].ts_ns); /* no frame numbers: the source's one clock */
-            if (w->o->inline_mode) { /* the verdict one context gives (run_capture) */
+            if (w->o->inline_mode) {      /* the verdict one context gives (run_capture) */
                 int v = fed && w->stack->verdict ? w->stack->verdict(w->ctx) : RG_PASS;
                 if (fed && w->chain && rg_chain_verdict(w->chain) > v)
                     v = rg_chain_verdict(w->chain);
@@ -287,7 +289,8 @@ static void pin(pthread_t t, const cpu_set_t *allowed, unsigned k)
             cpu_set_t one;
             CPU_ZERO(&one);
             CPU_SET(c, &one);
-            pthread_setaffinity_np(t, sizeof one, &one); /* best effort: a refusal only costs speed */
+            pthread_setaffinity_np(t, sizeof one,
+                                   &one); /* best effort: a refusal only costs speed */
             return;
         }
 }
@@ -345,8 +348,8 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
         return 1;
     rg_obs cobs;
     if (w->chain) cobs = rg_chain_obs(w->chain);
-    w->obs = rg_make_observer(&w->counter, w->chain ? &cobs : NULL,
-                              strcmp(o->nf, RG_NF_NONE) != 0, &w->ch);
+    w->obs = rg_make_observer(&w->counter, w->chain ? &cobs : NULL, strcmp(o->nf, RG_NF_NONE) != 0,
+                              &w->ch);
     rg_ctx_cfg cfg = rg_ctx_cfg_of(o, &w->obs);
     w->ctx = stack->ctx_new(&cfg);
     w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
@@ -381,7 +384,8 @@ static void worker_free(worker *w)
 static int push(worker *w, const rg_frame *f, uint64_t seq)
 {
     int rc;
-    while ((rc = rg_ring_push_seq(&w->ring, f, seq)) == 0) sched_yield();
+    while ((rc = rg_ring_push_seq(&w->ring, f, seq)) == 0)
+        sched_yield();
     return rc == 1 ? 0 : rc;
 }
 
@@ -420,15 +424,18 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
             unsigned k = rg_rss_dist_worker(&dist, f);
             if (RG_UNLIKELY(rg_clock_packet(clk, f->ts_ns))) { /* told to the frame's worker */
                 clock_rec c = {f->ts_ns, (uint32_t)clk->last_fwd, 0};
-                rg_frame cr = {.data = (const uint8_t *)&c, .caplen = sizeof c,
-                               .ts_ns = clk->now, .dlt = CLOCK_DLT};
+                rg_frame cr = {.data = (const uint8_t *)&c,
+                               .caplen = sizeof c,
+                               .ts_ns = clk->now,
+                               .dlt = CLOCK_DLT};
                 push(&ws[k], &cr, frames);
             }
             f->ts_ns += clk->off;
             if (f->ts_ns >= next_expire) { /* the feeder's expiry rule (rg_feed) */
                 if (expire_on) {
                     rg_frame tick = {.data = &none, .ts_ns = f->ts_ns, .dlt = TICK_DLT};
-                    for (unsigned j = 0; j < nw; j++) push(&ws[j], &tick, frames - 1);
+                    for (unsigned j = 0; j < nw; j++)
+                        push(&ws[j], &tick, frames - 1);
                 }
                 expire_on = 1;
                 next_expire = f->ts_ns + NS_PER_S;
@@ -473,7 +480,8 @@ static void add_counts(rg_counts *t, const rg_counts *c, unsigned nlayers)
     for (unsigned i = 0; i < nlayers; i++) {
         t->layer[i].opened += c->layer[i].opened;
         t->layer[i].one_packet += c->layer[i].one_packet;
-        for (int r = 0; r < 4; r++) t->layer[i].closed[r] += c->layer[i].closed[r];
+        for (int r = 0; r < 4; r++)
+            t->layer[i].closed[r] += c->layer[i].closed[r];
     }
 }
 
@@ -579,8 +587,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             fprintf(stderr, "%s: %s with --workers: not on %s (no input order)\n", o->prog,
                     o->write ? "--write" : "--inline", io->name);
             status = 1;
-        } else if (rg_ring_init(&ww.pend, RING_SIZE) ||
-                   !(ww.v = calloc(WV_SIZE, sizeof *ww.v))) {
+        } else if (rg_ring_init(&ww.pend, RING_SIZE) || !(ww.v = calloc(WV_SIZE, sizeof *ww.v))) {
             fprintf(stderr, "%s: out of memory\n", o->prog);
             status = 1;
         } else if (o->write &&
@@ -595,7 +602,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
                 ww.src = src;
             }
         }
-        for (unsigned i = 0; i < nw; i++) ws[i].wv = ww.v;
+        for (unsigned i = 0; i < nw; i++)
+            ws[i].wv = ww.v;
     }
     int n = status ? RG_SRC_END
             : mq   ? pump_queues(o, io, src, &qs, stop)
@@ -611,12 +619,14 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     if (n == RG_SRC_ERROR) {
         /* keep what was read: flush and report it, but fail */
         uint64_t read = lost; /* frames read before the error: the error is at the next one */
-        for (unsigned i = 0; i < nw; i++) read += per[i];
+        for (unsigned i = 0; i < nw; i++)
+            read += per[i];
         fprintf(stderr, "%s: %s: packet %" PRIu64 ": %s\n", o->prog, o->capture, read + 1,
                 io->error(src));
         status = 1;
     }
-    if (lost) fprintf(stderr, "%s: %" PRIu64 " frames too large for a worker's ring\n", o->prog, lost);
+    if (lost)
+        fprintf(stderr, "%s: %" PRIu64 " frames too large for a worker's ring\n", o->prog, lost);
     if (ww_ok) { /* the workers are done: every verdict is in */
         write_ready(&ww, 1);
         if (ww.write && rg_writer_close(&ww.w, o->prog)) status = 1;
@@ -624,7 +634,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     if (ctl) rg_control_close(ctl); /* no more changes: the workers have stopped */
     ctl = NULL;
     uint64_t frames = lost; /* the input's frames: the NFs' packet number at the final flush */
-    for (unsigned i = 0; ws && i < nw; i++) frames += mq ? ws[i].fd.pkts : per[i];
+    for (unsigned i = 0; ws && i < nw; i++)
+        frames += mq ? ws[i].fd.pkts : per[i];
     if (!status || n == RG_SRC_ERROR) {
         summary s = {.skipped = lost};
         uint64_t live = 0;
@@ -633,7 +644,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             const rg_counts *c = &w->counter.n;
             live += c->opened - c->closed;
             rg_live_before_flush(stack, &w->counter.n, w->live_per);
-            for (unsigned l = 0; l < stack->nlayers; l++) live_per[l] += w->live_per[l];
+            for (unsigned l = 0; l < stack->nlayers; l++)
+                live_per[l] += w->live_per[l];
             if (w->chain && !mq) rg_chain_set_pkt(w->chain, frames);
             stack->flush(w->ctx);
             if (w->chain) {
@@ -661,7 +673,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
                 memset(&ws[i].uids, 0, sizeof ws[i].uids);
             }
             if (!uids || rg_wmerge(&dirs, nw, uids, o->prog)) status = 1;
-            for (unsigned i = 0; uids && i < nw; i++) rg_wuids_free(&uids[i]);
+            for (unsigned i = 0; uids && i < nw; i++)
+                rg_wuids_free(&uids[i]);
             free(uids);
         }
         rg_source_stats sst;
@@ -685,11 +698,13 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             if (mlayers) {
                 memcpy(mlayers, st0->layer, st0->nlayers * sizeof *mlayers);
                 merged.layer = mlayers;
-                for (unsigned i = 1; i < nw; i++) rg_stats_add(&merged, stack->stats(ws[i].ctx));
+                for (unsigned i = 1; i < nw; i++)
+                    rg_stats_add(&merged, stack->stats(ws[i].ctx));
             }
         }
         s.st = mlayers ? &merged : st0;
-        for (unsigned i = 1; s.st && i < nw; i++) rg_rules_add(s.st, stack->stats(ws[i].ctx));
+        for (unsigned i = 1; s.st && i < nw; i++)
+            rg_rules_add(s.st, stack->stats(ws[i].ctx));
         if (!s.linktype_what) s.linktype_what = "";
         s.gaps = total.n.gaps;
         s.gap_bytes = total.n.gap_bytes;
@@ -703,7 +718,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.tx = o->inline_mode ? &sst : NULL;
         s.worker_pkts = per;
         uint64_t *wflows = calloc(nw, sizeof *wflows);
-        for (unsigned i = 0; wflows && i < nw; i++) wflows[i] = ws[i].counter.n.opened;
+        for (unsigned i = 0; wflows && i < nw; i++)
+            wflows[i] = ws[i].counter.n.opened;
         s.worker_flows = wflows;
         rg_print_summary(o, stack, &s);
         free(mlayers);
@@ -714,11 +730,13 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             rg_stats_print(stack->stats(ws[i].ctx), stderr);
         }
     }
-    for (unsigned i = 0; ws && i < nw; i++) worker_free(&ws[i]);
+    for (unsigned i = 0; ws && i < nw; i++)
+        worker_free(&ws[i]);
     if (ww.pend.buf) rg_ring_free(&ww.pend);
     free((void *)ww.v);
     if (ctl) rg_control_close(ctl);
-    for (unsigned i = 0; i < dirs.n; i++) free(dirs.dir[i]);
+    for (unsigned i = 0; i < dirs.n; i++)
+        free(dirs.dir[i]);
     pthread_mutex_destroy(&dirs_mu);
     free(ws);
     free(per);

@@ -57,7 +57,8 @@ static void acct_add(rg_flow *t, size_t n)
     h->flow_cur += n;
     if (h->flow_cur > h->flow_peak) {
         h->flow_peak = h->flow_cur;
-        if (h->stats && h->flow_peak > h->stats->mem_flow_peak) h->stats->mem_flow_peak = h->flow_peak;
+        if (h->stats && h->flow_peak > h->stats->mem_flow_peak)
+            h->stats->mem_flow_peak = h->flow_peak;
     }
     rg_mem_stats *m = flow_mem(t);
     if (m) {
@@ -333,7 +334,8 @@ size_t rg_flow_reclaim(rg_seq_heap *h, size_t need)
         for (uint32_t i = 0; i < h->ntables; i++) {
             rg_flow *t = h->tables[i];
             if (t->nlive == 0 || !evictable(t, t->lru_tail)) continue;
-            if (!best || rg_flow__rec(t, t->lru_tail)->last < rg_flow__rec(best, best->lru_tail)->last)
+            if (!best ||
+                rg_flow__rec(t, t->lru_tail)->last < rg_flow__rec(best, best->lru_tail)->last)
                 best = t;
         }
         if (!best) break;
@@ -466,7 +468,8 @@ static order_ent *order_of(rg_flow *t, uint32_t n)
 /* Remove the listed records that are still live (a callback may have deleted
  * some; none is reused meanwhile, callbacks cannot create) and, for expiry,
  * still idle (a callback may have touched some). */
-static size_t remove_listed(rg_flow *t, const order_ent *e, uint32_t n, int reason, uint64_t idle_ns)
+static size_t remove_listed(rg_flow *t, const order_ent *e, uint32_t n, int reason,
+                            uint64_t idle_ns)
 {
     size_t k = 0;
     for (uint32_t i = 0; i < n; i++) {

@@ -24,8 +24,8 @@ int16_t *rg_obs_data_args(const rg_stack_desc *stack)
 const char *rg_close_name(int reason)
 {
     switch (reason) {
-#define RG_CLOSE_CASE_(name, value, text) \
-    case name:                            \
+#define RG_CLOSE_CASE_(name, value, text)                                                          \
+    case name:                                                                                     \
         return text;
         RG_CLOSE_REASONS(RG_CLOSE_CASE_)
 #undef RG_CLOSE_CASE_

@@ -14,7 +14,7 @@
 /* LINKTYPE_RAW in files (libpcap maps it to DLT_RAW), and the two values
  * DLT_RAW has on different systems (12; 14 on OpenBSD), which files carry
  * as they are: all raw IP. */
-#define RG_LINKTYPE_RAW 101
+#define RG_LINKTYPE_RAW    101
 #define RG_LINKTYPE_RAW_12 12
 #define RG_LINKTYPE_RAW_14 14
 

@@ -23,7 +23,8 @@ int rg_ring_init(rg_ring *r, size_t size)
 {
     memset(r, 0, sizeof *r);
     uint64_t n = 65536;
-    while (n < size) n <<= 1;
+    while (n < size)
+        n <<= 1;
     r->buf = aligned_alloc(64, n);
     if (!r->buf) return RG_ENOMEM;
     r->size = n;

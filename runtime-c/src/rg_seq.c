@@ -380,7 +380,8 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
                 if (ks > cur) memcpy(dst + (cur - ra), data + (cur - ra), ks - cur);
                 if (ke > cur) {
                     uint32_t os = ks > cur ? ks : cur, oe = ke < rb ? ke : rb;
-                    if (oe > os && new_wins(cfg->policy, ra, rb, ks, ke)) memcpy(dst + (os - ra), data + (os - ra), oe - os);
+                    if (oe > os && new_wins(cfg->policy, ra, rb, ks, ke))
+                        memcpy(dst + (os - ra), data + (os - ra), oe - os);
                     cur = ke;
                 }
             }
@@ -623,7 +624,7 @@ static void note_gap(rg_seq *s, rg_seq_res *res, uint32_t a, uint32_t b)
     res->gap_bytes += b - a;
     res->flags |= RG_SEQ_EV_GAP;
     rg_seq_store *st = store_of(s, NULL);
-    if (!st) return; /* the bytes are counted, the list stays short */
+    if (!st) return;                   /* the bytes are counted, the list stays short */
     if (res->ngaps == 0) st->ngap = 0; /* a new packet's list */
     if (st->ngap == st->gap_cap) {
         uint32_t ncap = st->gap_cap ? st->gap_cap * 2 : 4;
@@ -647,7 +648,8 @@ int rg_seq_flush(rg_seq *s)
 {
     if (s->flags & RG_SEQF_INIT) {
         uint32_t hi = s->next + s->borrow_len;
-        if (s->nblk && rg_sdiff(s->st->blk[s->nblk - 1].end, hi) > 0) hi = s->st->blk[s->nblk - 1].end;
+        if (s->nblk && rg_sdiff(s->st->blk[s->nblk - 1].end, hi) > 0)
+            hi = s->st->blk[s->nblk - 1].end;
         if ((s->flags & RG_SEQF_END) && rg_sdiff(s->lend, hi) > 0) hi = s->lend;
         if (rg_sdiff(hi, s->next) > 0 &&
             (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(hi, s->floor) > 0)) {
@@ -891,7 +893,7 @@ static void msgs_free(rg_seq_store *st)
     for (uint32_t i = 0; i < ms->n; i++)
         free(ms->m[i].data);
     heap_sub(st, (size_t)ms->bytes + ms->out_cap + ms->early_cap + (size_t)ms->cap * sizeof *ms->m +
-             sizeof *ms);
+                     sizeof *ms);
     free(ms->m);
     free(ms->out);
     free(ms->early);
@@ -988,9 +990,9 @@ static int early_put(rg_seq_store *st, rg_seq_msgs *ms, const uint8_t *data, uin
     return 0;
 }
 
-static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit,
-                             const uint8_t *data, uint32_t len, uint32_t take, unsigned mflags,
-                             const rg_seq_win *win, rg_seq_res *res);
+static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const uint8_t *data,
+                             uint32_t len, uint32_t take, unsigned mflags, const rg_seq_win *win,
+                             rg_seq_res *res);
 
 uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const uint8_t *data,
                         uint32_t len, uint32_t take, unsigned mflags, const rg_seq_win *win,
@@ -1007,9 +1009,9 @@ uint32_t rg_seq_minsert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const u
     return res->flags;
 }
 
-static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit,
-                             const uint8_t *data, uint32_t len, uint32_t take, unsigned mflags,
-                             const rg_seq_win *win, rg_seq_res *res)
+static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, const uint8_t *data,
+                             uint32_t len, uint32_t take, unsigned mflags, const rg_seq_win *win,
+                             rg_seq_res *res)
 {
     rg_seq_res tmp, r;
     rg_seq_cfg bc;
@@ -1031,13 +1033,14 @@ static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit,
         const uint32_t rel = unit - next;
         int known = rg_sdiff(unit, next) < 0 || rel < s->borrow_len;
         for (uint32_t k = 0; !known && k < s->nblk; k++)
-            known = rg_sdiff(unit, s->st->blk[k].start) >= 0 && rg_sdiff(unit, s->st->blk[k].end) < 0;
+            known =
+                rg_sdiff(unit, s->st->blk[k].start) >= 0 && rg_sdiff(unit, s->st->blk[k].end) < 0;
         const uint32_t maxm = cfg->max_blocks ? cfg->max_blocks : RG_SEQ_DEFAULT_MAX_BLOCKS;
         const uint64_t held = ms ? ms->bytes + ms->early_len : 0;
         if (!known && ((ms ? ms->n : 0) >= maxm || held + len > rg_seq_cfg_max_bytes(cfg))) {
             drop_cap(res, len);
             res->flags |= RG_SEQ_EV_BUFFER_FULL; /* also for an empty message */
-            take = 0; /* still apply the window's left edge below */
+            take = 0;                            /* still apply the window's left edge below */
         }
     }
     (void)rg_seq__insert(s, &sh, unit, take ? rg_empty_byte : NULL, take, take, win, 0, &r);

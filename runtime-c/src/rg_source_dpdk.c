@@ -113,10 +113,12 @@ static void dpdk_close(rg_source *s)
         dpdk_free_held(q);
         if (q->ring) { /* what the workers did not take */
             void *m;
-            while (rte_ring_sc_dequeue(q->ring, &m) == 0) rte_pktmbuf_free(m);
+            while (rte_ring_sc_dequeue(q->ring, &m) == 0)
+                rte_pktmbuf_free(m);
             rte_ring_free(q->ring);
         }
-        for (unsigned i = 0; i < RG_BURST; i++) free(q->lin[i]);
+        for (unsigned i = 0; i < RG_BURST; i++)
+            free(q->lin[i]);
     }
     for (unsigned i = 0; i < d->nports; i++) {
         rte_eth_dev_stop(d->ports[i]);
@@ -164,8 +166,8 @@ static int parse_ports(dpdk_src *d, const char *spec)
             return -1;
         }
         if (!rte_eth_dev_is_valid_port((uint16_t)v)) {
-            snprintf(d->err, sizeof d->err, "dpdk: port %lu does not exist (%u ports available)",
-                     v, (unsigned)rte_eth_dev_count_avail());
+            snprintf(d->err, sizeof d->err, "dpdk: port %lu does not exist (%u ports available)", v,
+                     (unsigned)rte_eth_dev_count_avail());
             return -1;
         }
         if (d->nports == RG_DPDK_MAX_PORTS) break;
@@ -196,7 +198,8 @@ static int port_start(dpdk_src *d, uint16_t port, int promisc)
         rte_eth_dev_info_get(port, &di);
         unsigned klen = di.hash_key_size ? di.hash_key_size : RG_RSS_KEY_LEN;
         if (klen > sizeof key) klen = sizeof key;
-        for (unsigned i = 0; i < klen; i++) key[i] = i % 2 ? 0x5a : 0x6d;
+        for (unsigned i = 0; i < klen; i++)
+            key[i] = i % 2 ? 0x5a : 0x6d;
         conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
         conf.rx_adv_conf.rss_conf.rss_key = key;
         conf.rx_adv_conf.rss_conf.rss_key_len = (uint8_t)klen;
@@ -312,7 +315,8 @@ static rg_source *dpdk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
         return dpdk_fail(d, err, errlen);
     }
     argv[0] = (char *)"rubikgen";
-    for (int i = 0; i < cfg->argc; i++) argv[i + 1] = cfg->argv[i];
+    for (int i = 0; i < cfg->argc; i++)
+        argv[i + 1] = cfg->argv[i];
     eal_initialised = 1;
     int rc = rte_eal_init(argc, argv);
     free(argv);
@@ -340,9 +344,10 @@ static rg_source *dpdk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
                     (d->nq + 1) * (RG_DPDK_CACHE + RG_BURST) +
                     (d->inline_mode ? d->nports * RG_DPDK_TX_DESC : 0);
     unsigned pool = RG_DPDK_POOL;
-    while (pool < need) pool = pool * 2 + 1;
-    d->pool = rte_pktmbuf_pool_create("rg_rx", pool, RG_DPDK_CACHE, 0,
-                                      RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
+    while (pool < need)
+        pool = pool * 2 + 1;
+    d->pool = rte_pktmbuf_pool_create("rg_rx", pool, RG_DPDK_CACHE, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                      (int)rte_socket_id());
     if (!d->pool) {
         snprintf(d->err, sizeof d->err, "dpdk: mbuf pool: %s", rte_strerror(rte_errno));
         return dpdk_fail(d, err, errlen);
@@ -352,7 +357,8 @@ static rg_source *dpdk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
             if (d->mode == RG_SRCQ_HW) {
                 /* a port that reports RSS but refuses N RX queues alone (net_tap wants as
                  * many TX queues): every port back to one queue, distributed in software */
-                for (unsigned k = 0; k < i; k++) rte_eth_dev_stop(d->ports[k]);
+                for (unsigned k = 0; k < i; k++)
+                    rte_eth_dev_stop(d->ports[k]);
                 if (sw_init(d) < 0) return dpdk_fail(d, err, errlen);
                 d->err[0] = 0;
                 i = (unsigned)-1; /* start again from the first port */

@@ -17,7 +17,7 @@ typedef struct file_source {
     rg_source_stats st;
     uint8_t *arena; /* this burst's frame bytes */
     size_t arena_cap;
-    int state; /* 0 = reading; RG_SRC_END or RG_SRC_ERROR: what the next burst returns */
+    int state;     /* 0 = reading; RG_SRC_END or RG_SRC_ERROR: what the next burst returns */
     char err[256]; /* the source's own error (out of memory); else rg_pcap's */
 } file_source;
 

@@ -182,7 +182,8 @@ static void live_take(u_char *user, const struct pcap_pkthdr *h, const u_char *b
     size_t need = l->used + ((h->caplen + 7u) & ~(size_t)7);
     if (need > l->cap) {
         size_t cap = l->cap ? l->cap : 65536;
-        while (cap < need) cap *= 2;
+        while (cap < need)
+            cap *= 2;
         uint8_t *a = realloc(l->arena, cap);
         if (!a) {
             snprintf(l->err, sizeof l->err, "live: out of memory for a burst");
@@ -246,7 +247,8 @@ static int live_next_burst(rg_source *s, rg_frame *out, unsigned max)
         struct pollfd pfd[2];
         nfds_t np = 0;
         for (unsigned i = 0; i < l->nifs; i++)
-            if (l->ifs[i].fd >= 0) pfd[np++] = (struct pollfd){.fd = l->ifs[i].fd, .events = POLLIN};
+            if (l->ifs[i].fd >= 0)
+                pfd[np++] = (struct pollfd){.fd = l->ifs[i].fd, .events = POLLIN};
         if (np) {
             int pr = poll(pfd, np, RG_LIVE_POLL_MS);
             if (pr < 0 && errno != EINTR) {

@@ -517,7 +517,8 @@ static int ref_ready_upto(const ref_seq *s, uint32_t upto)
     /* gap recovery: holes before the floor are settled (they will be skipped) */
     if (s->flags & RG_SEQF_FLOOR) {
         for (uint32_t k = 0; k < s->nblk; k++)
-            if (rg_sdiff(s->st->blk[k].start, s->floor) <= 0 && rg_sdiff(s->st->blk[k].end, cov) > 0)
+            if (rg_sdiff(s->st->blk[k].start, s->floor) <= 0 &&
+                rg_sdiff(s->st->blk[k].end, cov) > 0)
                 cov = s->st->blk[k].end;
         if (rg_sdiff(s->floor, cov) > 0) cov = s->floor;
     }

@@ -66,7 +66,8 @@ static int dump_queues(const rg_source_ops *ops, rg_source *s, pcap_t *dead, con
         d[q] = pcap_dump_open(dead, name);
         if (!d[q]) {
             fprintf(stderr, "srcdump: %s: %s\n", name, pcap_geterr(dead));
-            for (unsigned k = 0; k < q; k++) pcap_dump_close(d[k]);
+            for (unsigned k = 0; k < q; k++)
+                pcap_dump_close(d[k]);
             ops->close(s);
             return 1;
         }
@@ -100,7 +101,8 @@ static int dump_queues(const rg_source_ops *ops, rg_source *s, pcap_t *dead, con
     }
     rg_source_stats st;
     ops->stats(s, &st);
-    for (unsigned q = 0; q < nq; q++) pcap_dump_close(d[q]);
+    for (unsigned q = 0; q < nq; q++)
+        pcap_dump_close(d[q]);
     ops->close(s);
     fprintf(stderr, "frames=%llu bytes=%llu dropped=%llu\n", (unsigned long long)st.frames,
             (unsigned long long)st.bytes, (unsigned long long)st.dropped);
@@ -181,8 +183,8 @@ int main(int argc, char **argv)
         return 1;
     }
     const rg_linkinfo *li = ops->link(s);
-    pcap_t *dead = pcap_open_dead_with_tstamp_precision(li->dlt, 262144,
-                                                        PCAP_TSTAMP_PRECISION_NANO);
+    pcap_t *dead =
+        pcap_open_dead_with_tstamp_precision(li->dlt, 262144, PCAP_TSTAMP_PRECISION_NANO);
     pcap_dumper_t *dump = dead ? pcap_dump_open(dead, out_path) : NULL;
     if (!dump) {
         fprintf(stderr, "srcdump: %s: %s\n", out_path, dead ? pcap_geterr(dead) : "pcap");

@@ -7,8 +7,10 @@
 /* RFC 1071 by the definition: the complement of the one's complement sum of 16-bit words */
 static uint16_t ref_sum(const uint8_t *p, size_t n, uint32_t acc)
 {
-    for (size_t i = 0; i < n; i += 2) acc += (uint32_t)(p[i] << 8) | (i + 1 < n ? p[i + 1] : 0);
-    while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+    for (size_t i = 0; i < n; i += 2)
+        acc += (uint32_t)(p[i] << 8) | (i + 1 < n ? p[i + 1] : 0);
+    while (acc >> 16)
+        acc = (acc & 0xffff) + (acc >> 16);
     return (uint16_t)~acc;
 }
 
@@ -24,9 +26,9 @@ static void test_crc32c_vector(void **state)
 /* the IPv4 header of the usual RFC 1071 example (checksum 0xb861 with total length 0x73),
  * shortened to 35 bytes (0xb8b1), and a UDP datagram */
 static uint8_t pkt[] = {
-    0x45, 0x00, 0x00, 0x23, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0xb1, 0xc0, 0xa8,
-    0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7, /* IPv4, 20 bytes */
-    0x30, 0x39, 0x00, 0x35, 0x00, 0x0f, 0x00, 0x00, 'h', 'e', 'l', 'l', 'o', '!', '!',
+    0x45, 0x00, 0x00, 0x23, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0xb1, 0xc0, 0xa8, 0x00,
+    0x01, 0xc0, 0xa8, 0x00, 0xc7, /* IPv4, 20 bytes */
+    0x30, 0x39, 0x00, 0x35, 0x00, 0x0f, 0x00, 0x00, 'h',  'e',  'l',  'l',  'o',  '!',  '!',
 };
 
 static const rg_csum_desc descs[] = {
@@ -81,8 +83,7 @@ static void test_write_fixes_up(void **state)
         static const uint8_t at[] = {8, 9, 12, 13, 15, 16, 19, 20, 21, 22, 28, 29, 31, 34};
         uint8_t off = at[(seed >> 8) % sizeof at];
         uint8_t n = (uint8_t)(1 + (seed >> 16) % 3);
-        if (off + n > sizeof pkt || (off < 12 && off + n > 10) || (off < 28 && off + n > 26))
-            n = 1;
+        if (off + n > sizeof pkt || (off < 12 && off + n > 10) || (off < 28 && off + n > 26)) n = 1;
         uint8_t v[3] = {(uint8_t)(seed >> 3), (uint8_t)(seed >> 11), (uint8_t)(seed >> 19)};
         assert_int_equal(rg_csum_write(&c, pkt + off, v, n), 0);
         assert_memory_equal(pkt + off, v, n);

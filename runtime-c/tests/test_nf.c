@@ -381,13 +381,16 @@ static void test_streams(void **state)
         "\"close\":\"evicted\",\"gaps\":[]}\n"
         "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"src\":\"10.0.0.1\",\"dst\":\"192.168.1.2\","
         "\"sport\":40000,\"dport\":80,\"dir\":\"c2s\",\"bytes\":11,\"sha256\":\"" SHA_HELLO_WORLD
-        "\",\"file\":\"streams/1-c2s.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[[6,7],[18,5]]}\n"
+        "\",\"file\":\"streams/"
+        "1-c2s.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[[6,7],[18,5]]}\n"
         "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"src\":\"192.168.1.2\",\"dst\":\"10.0.0.1\","
         "\"sport\":80,\"dport\":40000,\"dir\":\"s2c\",\"bytes\":17,\"sha256\":\"" SHA_HTTP_200
-        "\",\"file\":\"streams/1-s2c.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[]}\n"
+        "\",\"file\":\"streams/"
+        "1-s2c.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[]}\n"
         "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"src\":\"2001:db8::1\",\"dst\":\"fe80::1:2\","
         "\"sport\":5555,\"dport\":443,\"dir\":\"c2s\",\"bytes\":3,\"sha256\":\"" SHA_ABC
-        "\",\"file\":\"streams/2-c2s.bin\",\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n"
+        "\",\"file\":\"streams/"
+        "2-c2s.bin\",\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n"
         "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"src\":\"fe80::1:2\",\"dst\":\"2001:db8::1\","
         "\"sport\":443,\"dport\":5555,\"dir\":\"s2c\",\"bytes\":0,\"sha256\":\"" SHA_EMPTY
         "\",\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n";
@@ -481,16 +484,19 @@ static void test_streams_sid(void **state)
 #define EP_C2S "\"src\":\"10.0.0.1\",\"dst\":\"192.168.1.2\",\"sport\":40000,\"dport\":80"
 #define EP_S2C "\"src\":\"192.168.1.2\",\"dst\":\"10.0.0.1\",\"sport\":80,\"dport\":40000"
 #define HEAD   "{\"layer\":\"user\",\"proto\":\"sctp_user\","
-    const char *want =
-        HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":0,\"bytes\":1,\"sha256\":\"" SHA_B "\","
-        "\"file\":\"streams/1-c2s-sid0.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n"
-        HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":1,\"bytes\":4,\"sha256\":\"" SHA_AADD "\","
-        "\"file\":\"streams/1-c2s-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n"
-        HEAD EP_S2C ",\"dir\":\"s2c\",\"sid\":1,\"bytes\":2,\"sha256\":\"" SHA_CC "\","
-        "\"file\":\"streams/1-s2c-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n"
-        HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
-        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n"
-        HEAD EP_S2C ",\"dir\":\"s2c\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
+    const char *want = HEAD EP_C2S
+        ",\"dir\":\"c2s\",\"sid\":0,\"bytes\":1,\"sha256\":\"" SHA_B "\","
+        "\"file\":\"streams/"
+        "1-c2s-sid0.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n" HEAD
+            EP_C2S ",\"dir\":\"c2s\",\"sid\":1,\"bytes\":4,\"sha256\":\"" SHA_AADD "\","
+        "\"file\":\"streams/"
+        "1-c2s-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n" HEAD
+            EP_S2C ",\"dir\":\"s2c\",\"sid\":1,\"bytes\":2,\"sha256\":\"" SHA_CC "\","
+        "\"file\":\"streams/"
+        "1-s2c-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n" HEAD
+            EP_C2S ",\"dir\":\"c2s\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
+        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n" HEAD EP_S2C
+        ",\"dir\":\"s2c\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
         "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n";
     assert_string_equal(flows, want);
     free(flows);
@@ -733,14 +739,21 @@ static void test_write_error(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256_fips),  cmocka_unit_test(test_sha256_lengths),
-        cmocka_unit_test(test_endpoints),    cmocka_unit_test(test_json_string),
+        cmocka_unit_test(test_sha256_fips),
+        cmocka_unit_test(test_sha256_lengths),
+        cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_json_string),
         cmocka_unit_test_prestate(test_uid_map, (void *)1),
         cmocka_unit_test_prestate(test_uid_map, (void *)2),
         cmocka_unit_test(test_create_errors),
-        cmocka_unit_test(test_count),     cmocka_unit_test(test_streams),     cmocka_unit_test(test_streams_sid),
-        cmocka_unit_test(test_streams_many), cmocka_unit_test(test_events),
-        cmocka_unit_test(test_flowstats),    cmocka_unit_test(test_flowstats_within_packet),    cmocka_unit_test(test_write_error),
+        cmocka_unit_test(test_count),
+        cmocka_unit_test(test_streams),
+        cmocka_unit_test(test_streams_sid),
+        cmocka_unit_test(test_streams_many),
+        cmocka_unit_test(test_events),
+        cmocka_unit_test(test_flowstats),
+        cmocka_unit_test(test_flowstats_within_packet),
+        cmocka_unit_test(test_write_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

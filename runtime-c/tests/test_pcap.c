@@ -380,11 +380,11 @@ static void test_synthetic_captures(void **state)
     const uint8_t null4[4] = {2, 0, 0, 0};
     const uint8_t loop4[4] = {0, 0, 0, 2};
     /* (the second frame of each carries IPv6 after the same link header) */
-    const uint8_t null4_be[4] = {0, 0, 0, 2};   /* DLT_NULL from a big-endian host */
-    const uint8_t null6[4] = {24, 0, 0, 0};     /* AF_INET6 of OpenBSD/NetBSD */
-    const uint8_t loop6[4] = {0, 0, 0, 30};     /* AF_INET6 of macOS, network order */
-    const uint8_t eth_qinq[22] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0x88, 0xa8, 0, 200,
-                                  0x81, 0x00, 0, 100, 0x86, 0xdd};
+    const uint8_t null4_be[4] = {0, 0, 0, 2}; /* DLT_NULL from a big-endian host */
+    const uint8_t null6[4] = {24, 0, 0, 0};   /* AF_INET6 of OpenBSD/NetBSD */
+    const uint8_t loop6[4] = {0, 0, 0, 30};   /* AF_INET6 of macOS, network order */
+    const uint8_t eth_qinq[22] = {1,  2,    3,    4, 5,   6,    7,    8, 9,   10,   11,
+                                  12, 0x88, 0xa8, 0, 200, 0x81, 0x00, 0, 100, 0x86, 0xdd};
     roundtrip("eth_us", 1, eth, 14, RG_ENTRY_IPV4, 14, 0, 0);
     roundtrip("eth_ns_swapped", 1, eth, 14, RG_ENTRY_IPV4, 14, 1, 1);
     roundtrip("eth_qinq", 1, eth_qinq, 22, RG_ENTRY_IPV6, 22, 0, 0);
@@ -583,19 +583,19 @@ static void test_pcapng_interfaces(void **state)
     cat(loop6, lp, 4, IPV6, 40);
     ngbuf g = {0};
     ng_shb(&g, 0);
-    ng_idb(&g, 1, -1, 0);        /* ethernet, microseconds */
-    ng_idb(&g, 0, 9, 1000);      /* null, nanoseconds, +1000 s */
-    ngbuf nrb = {0};             /* a name resolution block: skipped */
+    ng_idb(&g, 1, -1, 0);   /* ethernet, microseconds */
+    ng_idb(&g, 0, 9, 1000); /* null, nanoseconds, +1000 s */
+    ngbuf nrb = {0};        /* a name resolution block: skipped */
     ng32p(&nrb, 0);
     ng_block_put(&g, 4, &nrb);
     ng_epb(&g, 0, UINT64_C(1700000000123456), eth4, 34);
     ng_epb(&g, 1, UINT64_C(1699999000987654321), null6, 44);
-    ng_shb(&g, 1);               /* a new section: interfaces start again */
+    ng_shb(&g, 1);                    /* a new section: interfaces start again */
     ng_idb(&g, 101, 0x80 | 20, -100); /* raw, 2^-20 s, -100 s */
-    ng_idb(&g, 108, 3, 0);       /* loop, milliseconds */
+    ng_idb(&g, 108, 3, 0);            /* loop, milliseconds */
     ng_epb(&g, 1, UINT64_C(1700000002500), loop6, 44);
     ng_epb(&g, 0, (UINT64_C(1700000100) << 20) | (1u << 19), raw4, 20);
-    ng_spb(&g, raw4, 20);        /* interface 0 of this section, no time */
+    ng_spb(&g, raw4, 20); /* interface 0 of this section, no time */
     const struct {
         int dlt;
         uint64_t ts;
@@ -626,8 +626,10 @@ static void test_pcapng_interfaces(void **state)
             assert_true(i < 5);
             rg_linkinfo li;
             rg_link_info(f.dlt, &li);
-            if (want[i].dlt == 12) assert_int_equal(li.entry, RG_ENTRY_IP);
-            else assert_int_equal(f.dlt, want[i].dlt);
+            if (want[i].dlt == 12)
+                assert_int_equal(li.entry, RG_ENTRY_IP);
+            else
+                assert_int_equal(f.dlt, want[i].dlt);
             assert_true(f.ts_ns == want[i].ts);
             assert_int_equal(f.caplen, want[i].caplen);
             assert_int_equal(f.len, i == 4 ? 20 : want[i].caplen + 7);
@@ -827,7 +829,8 @@ int main(void)
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_synthetic_captures),
         cmocka_unit_test(test_synthetic_link_headers),
-        cmocka_unit_test(test_pcapng), cmocka_unit_test(test_pcapng_interfaces),
+        cmocka_unit_test(test_pcapng),
+        cmocka_unit_test(test_pcapng_interfaces),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_real_tcp_retransmissions),
         cmocka_unit_test(test_real_all),

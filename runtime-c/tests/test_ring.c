@@ -50,8 +50,7 @@ static void test_real_capture_through_threads(void **state)
         skip();
         return;
     }
-    const char *names[] = {"mixed-android-mobile.pcap", "ipv6-http-gquic.pcap",
-                           "vxlan-http.pcap"};
+    const char *names[] = {"mixed-android-mobile.pcap", "ipv6-http-gquic.pcap", "vxlan-http.pcap"};
     for (size_t c = 0; c < sizeof names / sizeof names[0]; c++) {
         char path[512], err[256];
         snprintf(path, sizeof path, "%s/%s", d, names[c]);
@@ -107,7 +106,8 @@ static void test_edges(void **state)
     rg_ring ring;
     assert_int_equal(rg_ring_init(&ring, 1), RG_OK);
     static uint8_t big[40000];
-    for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 7);
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (uint8_t)(i * 7);
     rg_frame f = {.data = big, .caplen = 40000, .len = 40000, .ts_ns = 1, .dlt = 1};
     assert_int_equal(rg_ring_push(&ring, &f), RG_EINVAL); /* more than half the ring */
     f.caplen = 30000;

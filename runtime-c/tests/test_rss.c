@@ -33,8 +33,8 @@ static const vector v4[] = {
 static const vector v6[] = {
     {"3ffe:2501:200:1fff::7", "3ffe:2501:200:3::1", 2794, 1766, 0x2cc18cd5, 0x40207d3d},
     {"3ffe:501:8::260:97ff:fe40:efab", "ff02::1", 14230, 4739, 0x0f0c461c, 0xdde51bbf},
-    {"3ffe:1900:4545:3:200:f8ff:fe21:67cf", "fe80::200:f8ff:fe21:67cf", 44251, 38024,
-     0x4b61e985, 0x02d1feef},
+    {"3ffe:1900:4545:3:200:f8ff:fe21:67cf", "fe80::200:f8ff:fe21:67cf", 44251, 38024, 0x4b61e985,
+     0x02d1feef},
 };
 
 static size_t make_tuple(int af, const vector *v, uint8_t *t, int swap)
@@ -222,13 +222,14 @@ static void test_real_connections_one_worker(void **state)
                   "directions (%zu IPv6); %llu checked against an independent parse; "
                   "4 workers get %zu/%zu/%zu/%zu\n",
                   (unsigned long long)frames, (unsigned long long)hashed, total, bidir, bidir6,
-                  (unsigned long long)checked_v4, workers_seen[0], workers_seen[1],
-                  workers_seen[2], workers_seen[3]);
+                  (unsigned long long)checked_v4, workers_seen[0], workers_seen[1], workers_seen[2],
+                  workers_seen[3]);
     /* the captures have dozens of two-way connections, IPv4 and IPv6 */
     assert_true(bidir >= 20);
     assert_true(bidir6 >= 3);
     assert_true(checked_v4 >= 500);
-    for (int w = 0; w < 4; w++) assert_true(workers_seen[w] > 0); /* it balances at all */
+    for (int w = 0; w < 4; w++)
+        assert_true(workers_seen[w] > 0); /* it balances at all */
 }
 
 /* IPv4 fragments of one datagram: one hash (the addresses'), though the first
@@ -268,8 +269,8 @@ static void test_ipv4_fragments_one_worker(void **state)
         assert_int_equal(rg_toeplitz(rg_rss_key_symmetric, 40, sw, 8), want);
     }
     rg_pcap_close(c);
-    print_message("  %d fragments (%d first, %d last) hashed on their addresses\n", frags,
-                  firsts, lasts);
+    print_message("  %d fragments (%d first, %d last) hashed on their addresses\n", frags, firsts,
+                  lasts);
     assert_true(frags >= 60 && firsts >= 4 && lasts >= 4);
 }
 
@@ -313,7 +314,7 @@ static void test_ipv6_fragments_one_worker(void **state)
     uint32_t whole = rg_rss_hash(&li, b, (uint32_t)n, RG_RSS_L4);
     n = v6_frame(b, 1, 0, 0);
     assert_int_equal(rg_rss_hash(&li, b, (uint32_t)n, RG_RSS_L4), whole); /* reverse */
-    n = v6_frame(b, 0, 1, 0);                                              /* atomic */
+    n = v6_frame(b, 0, 1, 0);                                             /* atomic */
     assert_int_equal(rg_rss_hash(&li, b, (uint32_t)n, RG_RSS_L4), whole);
     n = v6_frame(b, 0, 1, 1); /* first fragment: offset 0, M */
     uint32_t first = rg_rss_hash(&li, b, (uint32_t)n, RG_RSS_L4);

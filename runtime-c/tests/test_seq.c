@@ -953,8 +953,11 @@ static void test_gap_full_buffer(void **state)
 {
     (void)state;
     uint8_t *st = make_stream(400);
-    static const rg_seq_cfg small = {.policy = RG_SEQ_FIRST, .buffer_data = 1, .zero_based = 1,
-                                     .max_bytes = 100, .max_blocks = 3};
+    static const rg_seq_cfg small = {.policy = RG_SEQ_FIRST,
+                                     .buffer_data = 1,
+                                     .zero_based = 1,
+                                     .max_bytes = 100,
+                                     .max_blocks = 3};
     rg_seq s;
     rg_seq_init(&s);
     rg_seq_res r = {0};
@@ -1453,8 +1456,8 @@ static uint8_t old_byte(uint32_t x)
 static void test_overlap_policies(void **state)
 {
     (void)state;
-    static const uint8_t policies[6] = {RG_SEQ_FIRST,   RG_SEQ_LAST,    RG_SEQ_LINUX,
-                                        RG_SEQ_BSD,     RG_SEQ_WINDOWS, RG_SEQ_SOLARIS};
+    static const uint8_t policies[6] = {RG_SEQ_FIRST, RG_SEQ_LAST,    RG_SEQ_LINUX,
+                                        RG_SEQ_BSD,   RG_SEQ_WINDOWS, RG_SEQ_SOLARIS};
     static const uint32_t starts[] = {5, 10, 15, 20, 25};
     static const uint32_t ends[] = {8, 10, 15, 18, 20, 25, 30};
     unsigned checked = 0, conflicts = 0;
@@ -1804,8 +1807,8 @@ static void test_fast_vs_slow_cases(void **state)
                         {I + 4022, 0, 0, 1}};
     /* tcp.yaml's numbering: the SYN takes no number (takeup 0, first insert), FINs with and
      * without data (phantom byte) at next */
-    const seg conn0[] = {{I, 0, 0, 1},       {I, 0, 0, 1},       {I, 100, 100, 1},
-                         {I + 100, 50, 51, 1}, {I + 151, 0, 0, 1}};
+    const seg conn0[] = {
+        {I, 0, 0, 1}, {I, 0, 0, 1}, {I, 100, 100, 1}, {I + 100, 50, 51, 1}, {I + 151, 0, 0, 1}};
     const seg conn1[] = {{I, 0, 0, 0}, {I, 200, 200, 1}, {I + 200, 0, 1, 1}, {I + 201, 0, 0, 0}};
     /* out of order, then the hole filled */
     const seg ooo[] = {{100, 10, 10, 0}, {120, 10, 10, 0}, {110, 10, 10, 0}, {130, 5, 5, 1}};
@@ -1914,8 +1917,8 @@ static void test_heap_accounting(void **state)
     size_t held = rg_seq_heap_stats().cur - heap0;
     assert_true(held >= sizeof(rg_seq_store) + 70000);
     assert_int_equal(held, rg_seq_heap_bytes(&s));
-    assert_int_equal(held, sizeof(rg_seq_store) + data_bytes(&s) +
-                               s.st->blk_cap * sizeof(rg_seq_run));
+    assert_int_equal(held,
+                     sizeof(rg_seq_store) + data_bytes(&s) + s.st->blk_cap * sizeof(rg_seq_run));
     ins(&s, &CFG_FIRST, 10, d + 10, 19990, &r);
     rg_bytes b = rg_seq_assemble(&s, &CFG_FIRST, &r);
     assert_int_equal(b.len, 89990);
@@ -1935,7 +1938,6 @@ static void test_heap_accounting(void **state)
     assert_int_equal(rg_seq_heap_stats().peak, heap0);
     free(d);
 }
-
 
 /* ---- message units ---- */
 static const rg_seq_cfg CFG_MSG0 = {.buffer_data = 1, .zero_based = 1, .unit = RG_SEQ_UNIT_MSG};
@@ -2085,7 +2087,10 @@ static void test_msg_window_gap_and_ack(void **state)
 static void test_msg_caps(void **state)
 {
     (void)state;
-    const rg_seq_cfg cfg = {.buffer_data = 1, .zero_based = 1, .max_blocks = 3, .max_bytes = 1000,
+    const rg_seq_cfg cfg = {.buffer_data = 1,
+                            .zero_based = 1,
+                            .max_blocks = 3,
+                            .max_bytes = 1000,
                             .unit = RG_SEQ_UNIT_MSG};
     rg_seq s;
     rg_seq_init(&s);
@@ -2195,11 +2200,10 @@ static void test_msg_early(void **state)
     free(want.buf);
 }
 
-
 /* ---- memcaps (issue 14) ---- */
 
-static const rg_seq_cfg memcap_cfg = {.buffer_data = 1, .zero_based = 1, .max_blocks = 4096,
-                                      .max_bytes = 1u << 24};
+static const rg_seq_cfg memcap_cfg = {
+    .buffer_data = 1, .zero_based = 1, .max_blocks = 4096, .max_bytes = 1u << 24};
 
 /* drop-flow / bypass: past the cap an allocation is refused, the insert says so (MEMCAP, the
  * bytes asked, the policy) and the accountant never passes the cap; ignore lets it pass */
@@ -2217,8 +2221,8 @@ static void test_memcap_refuses_and_reports(void **state)
         unsigned refused = 0, flagged = 0;
         for (uint32_t k = 1; k <= 100; k++) { /* far-apart blocks: one allocation each */
             rg_seq_res r = {0};
-            uint32_t fl = rg_seq_insert(&s, &memcap_cfg, k * 1000, seg, sizeof seg, sizeof seg,
-                                        NULL, 0, &r);
+            uint32_t fl =
+                rg_seq_insert(&s, &memcap_cfg, k * 1000, seg, sizeof seg, sizeof seg, NULL, 0, &r);
             if (fl & RG_SEQ_EV_MEMCAP) {
                 flagged++;
                 assert_true(r.mem_asked > 0);
@@ -2307,8 +2311,13 @@ static void test_memcap_evict_oldest(void **state)
     h.now = &now;
     h.stats = st;
     rg_seq_heap *old = rg_seq_heap_bind(&h);
-    rg_flow_cfg fc = {.key_len = 4, .payload_size = sizeof(mc_inst), .cap = 1000,
-                      .on_remove = mc_remove, .cb_ctx = &evicted, .acct = &h, .layer = 0};
+    rg_flow_cfg fc = {.key_len = 4,
+                      .payload_size = sizeof(mc_inst),
+                      .cap = 1000,
+                      .on_remove = mc_remove,
+                      .cb_ctx = &evicted,
+                      .acct = &h,
+                      .layer = 0};
     rg_flow *t = rg_flow_new(&fc);
     assert_non_null(t);
     mc_inst *last = NULL;

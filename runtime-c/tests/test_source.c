@@ -180,8 +180,8 @@ static int check_capture(const char *path)
         assert_memory_equal(g.f, one.f, one.n * sizeof *one.f);
         got_free(&g);
     }
-    print_message("  %s: %zu frames, %" PRIu64 " bytes (tshark: %zu, %" PRIu64 ")\n", path,
-                  one.n, one.bytes, ref.n, ref.bytes);
+    print_message("  %s: %zu frames, %" PRIu64 " bytes (tshark: %zu, %" PRIu64 ")\n", path, one.n,
+                  one.bytes, ref.n, ref.bytes);
     got_free(&one);
     free(ref.f);
     return 1;
@@ -290,8 +290,8 @@ static void test_registry(void **state)
     for (const rg_source_ops *const *s = rg_sources; *s; s++, n++) {
         assert_non_null((*s)->name);
         assert_non_null((*s)->help);
-        assert_true((*s)->open && (*s)->next_burst && (*s)->link && (*s)->stats &&
-                    (*s)->error && (*s)->close);
+        assert_true((*s)->open && (*s)->next_burst && (*s)->link && (*s)->stats && (*s)->error &&
+                    (*s)->close);
         assert_ptr_equal(rg_source_find((*s)->name), *s);
     }
     assert_true(n >= 1);

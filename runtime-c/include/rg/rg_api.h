@@ -113,10 +113,10 @@ enum {
  * name in NF output).  rubikgen/sema/builtins.py CLOSE_REASONS mirrors it (a
  * test compares them) and the generated code ties it to rg_flow's
  * RG_FLOW_* removal reasons with static asserts. */
-#define RG_CLOSE_REASONS(X)                                                           \
-    X(RG_CLOSE_ACCEPT, 0, "accept")   /* the PSM reached an accept state */             \
-    X(RG_CLOSE_EVICTED, 1, "evicted") /* instance cap reached: least recently used */   \
-    X(RG_CLOSE_EXPIRED, 2, "expired") /* idle longer than the layer's timeout */        \
+#define RG_CLOSE_REASONS(X)                                                                        \
+    X(RG_CLOSE_ACCEPT, 0, "accept")   /* the PSM reached an accept state */                        \
+    X(RG_CLOSE_EVICTED, 1, "evicted") /* instance cap reached: least recently used */              \
+    X(RG_CLOSE_EXPIRED, 2, "expired") /* idle longer than the layer's timeout */                   \
     X(RG_CLOSE_FLUSHED, 3, "flushed") /* end of capture / shutdown */
 
 enum rg_close_reason {
@@ -131,7 +131,7 @@ enum rg_close_reason {
  * or a data handler receiving what gap recovery drained from the instance's
  * sequences (`drain: true`; its arguments other than the sdu are 0).  (0 is
  * "in a packet" so that zero-initialised records mean the common case.) */
-#define RG_END(reason)  ((uint8_t)((reason) + 1))
+#define RG_END(reason)     ((uint8_t)((reason) + 1))
 #define RG_END_REASON(end) ((int)(end)-1)
 
 /* ---- verdicts ----
@@ -152,7 +152,7 @@ enum rg_verdict {
  * RG_PASS when a packet starts.  flow: the instance a *_FLOW verdict applies
  * to (the instance of the call that gave the strongest verdict). */
 typedef struct rg_verdict_slot {
-    uint8_t v;               /* enum rg_verdict */
+    uint8_t v;                /* enum rg_verdict */
     const rg_flow_info *flow; /* NULL: the verdict names no instance */
 } rg_verdict_slot;
 
@@ -193,8 +193,8 @@ typedef struct rg_hctx {
     uint8_t dir;              /* 0 = to_passive, 1 = to_active */
     uint16_t layer;
     uint64_t ts_ns;
-    void *ctx;   /* the stack context */
-    uint8_t end; /* 0 in a packet; RG_END(reason) when the instance ends */
+    void *ctx;                /* the stack context */
+    uint8_t end;              /* 0 in a packet; RG_END(reason) when the instance ends */
     rg_verdict_slot *verdict; /* the packet's verdict (rg_verdict_give); NULL: none */
 } rg_hctx;
 
@@ -236,8 +236,8 @@ typedef struct rg_obs {
      * reassembly asked (f->memcap says what happened to it), or NULL when
      * a new instance was asked for (none was created unless the policy made
      * room or ignored the cap). */
-    void (*on_memcap)(void *self, const rg_flow_info *f, unsigned layer, int policy,
-                      uint64_t asked, uint64_t ts_ns);
+    void (*on_memcap)(void *self, const rg_flow_info *f, unsigned layer, int policy, uint64_t asked,
+                      uint64_t ts_ns);
     /* ---- evasion: overlapping bytes that differ ----
      * direction dir of f received a segment overlapping bytes already held
      * with different content: len differing bytes from sequence number seq
@@ -276,12 +276,12 @@ typedef struct rg_ctx_cfg {
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`): the one
  * table of them (enumerator, value, name in the stack spec and the driver's
  * summary). */
-#define RG_LINK_KIND_TABLE(X)          \
-    X(RG_LINK_ETHERNET, 0, "ethernet") \
-    X(RG_LINK_NULL, 1, "null")         \
-    X(RG_LINK_RAW_IPV4, 2, "raw_ipv4") \
-    X(RG_LINK_RAW_IPV6, 3, "raw_ipv6") \
-    X(RG_LINK_SLL, 4, "sll")           \
+#define RG_LINK_KIND_TABLE(X)                                                                      \
+    X(RG_LINK_ETHERNET, 0, "ethernet")                                                             \
+    X(RG_LINK_NULL, 1, "null")                                                                     \
+    X(RG_LINK_RAW_IPV4, 2, "raw_ipv4")                                                             \
+    X(RG_LINK_RAW_IPV6, 3, "raw_ipv6")                                                             \
+    X(RG_LINK_SLL, 4, "sll")                                                                       \
     X(RG_LINK_SLL2, 5, "sll2")
 
 enum rg_link_kind {

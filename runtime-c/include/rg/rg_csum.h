@@ -35,17 +35,17 @@ typedef struct rg_span {
 
 /* One checksum field of one layer (generated from the spec). */
 typedef struct rg_csum_desc {
-    uint16_t layer;    /* the layer whose header holds it */
-    uint16_t off;      /* its byte offset in that header */
-    uint8_t algo;      /* RG_CSUM_INTERNET | RG_CSUM_CRC32C */
-    uint8_t covers;    /* RG_CSUM_HEADER | RG_CSUM_LAYER */
-    uint8_t zero_none; /* 0 means "no checksum" (UDP) */
-    uint8_t proto;     /* pseudo-header protocol number */
-    int16_t ph_layer;  /* the layer lending the pseudo-header; -1: none */
+    uint16_t layer;                   /* the layer whose header holds it */
+    uint16_t off;                     /* its byte offset in that header */
+    uint8_t algo;                     /* RG_CSUM_INTERNET | RG_CSUM_CRC32C */
+    uint8_t covers;                   /* RG_CSUM_HEADER | RG_CSUM_LAYER */
+    uint8_t zero_none;                /* 0 means "no checksum" (UDP) */
+    uint8_t proto;                    /* pseudo-header protocol number */
+    int16_t ph_layer;                 /* the layer lending the pseudo-header; -1: none */
     uint16_t ph_src, ph_dst, ph_alen; /* its address fields: offsets, size */
-    int16_t ph_lenoff;  /* its length field (16 bits): offset; -1: none */
-    uint16_t ph_lenfrom; /* ... counting bytes from this header offset on */
-    const char *where;   /* spec file:line of the declaration */
+    int16_t ph_lenoff;                /* its length field (16 bits): offset; -1: none */
+    uint16_t ph_lenfrom;              /* ... counting bytes from this header offset on */
+    const char *where;                /* spec file:line of the declaration */
 } rg_csum_desc;
 
 /* The packet a fix-up works on. */

@@ -439,10 +439,9 @@ size_t rg_flow_foreach(rg_flow *t, rg_flow_iter_fn fn, void *ctx);
 
 /* Memcap evict-oldest (rg_seq_heap): evict the least recently active
  * instances of the accountant's tables (on_remove(RG_FLOW_EVICTED)), oldest
- * first across tables (within a tick: see the top), until the reassembly bytes plus `need` fit its cap or
- * nothing more may go (instances touched at the current flow clock, tables
- * inside a removal callback; at most 4096 per call).  Returns the number
- * evicted. */
+ * first across tables (within a tick: see the top), until the reassembly bytes plus `need` fit its
+ * cap or nothing more may go (instances touched at the current flow clock, tables inside a removal
+ * callback; at most 4096 per call).  Returns the number evicted. */
 size_t rg_flow_reclaim(struct rg_seq_heap *h, size_t need);
 
 /* Remove all instances, calling on_remove(RG_FLOW_FLUSHED) for each, least

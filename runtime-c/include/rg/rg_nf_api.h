@@ -58,11 +58,13 @@ extern "C" {
 #define RG_NF_CLOSE      "close"      /* an instance ended: ev->reason, ev->complete */
 #define RG_NF_GAP        "gap"        /* a reassembly hole was skipped: seq, len, at */
 #define RG_NF_CLOCK_JUMP "clock_jump" /* a packet beyond the clock guard (no layer) */
-#define RG_NF_MEMCAP     "memcap"     /* a memcap was hit: ev->reason = the policy applied
-                                         (enum rg_memcap_policy), ev->asked bytes; ev->flow
-                                         NULL when a new instance was asked for */
-#define RG_NF_OVERLAP    "overlap"    /* overlapping bytes differed: dir, seq, len, new_bytes
-                                         (how many now hold the new copy) */
+#define RG_NF_MEMCAP                                                                               \
+    "memcap" /* a memcap was hit: ev->reason = the policy applied                                  \
+                (enum rg_memcap_policy), ev->asked bytes; ev->flow                                 \
+                NULL when a new instance was asked for */
+#define RG_NF_OVERLAP                                                                              \
+    "overlap" /* overlapping bytes differed: dir, seq, len, new_bytes                              \
+                 (how many now hold the new copy) */
 
 enum rg_nf_ev_kind {
     RG_NF_EV_CALL = 0, /* a handler call: ev->call */

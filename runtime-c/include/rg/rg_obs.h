@@ -15,8 +15,8 @@ extern "C" {
 int16_t *rg_obs_data_args(const rg_stack_desc *stack);
 
 /* The "data" bytes of a call, or NULL if it has none. */
-static inline const rg_bytes *rg_obs_call_data(const int16_t *data_arg,
-                                               const rg_stack_desc *stack, const rg_call *c)
+static inline const rg_bytes *rg_obs_call_data(const int16_t *data_arg, const rg_stack_desc *stack,
+                                               const rg_call *c)
 {
     if (c->handler >= stack->nhandlers) return NULL;
     int i = data_arg[c->handler];

@@ -96,7 +96,7 @@ typedef struct rg_capture {
     size_t count;
     uint8_t *arena;
     size_t arena_len;
-    uint64_t bytes; /* sum of caplen */
+    uint64_t bytes;   /* sum of caplen */
     rg_linkinfo link; /* of the first interface (frames carry their dlt) */
     uint32_t snaplen;
 } rg_capture;

@@ -24,7 +24,7 @@ typedef struct rg_ring {
     _Alignas(64) _Atomic uint64_t head; /* bytes written (producer) */
     _Alignas(64) _Atomic uint64_t tail; /* bytes released (consumer) */
     _Alignas(64) uint8_t *buf;
-    uint64_t size; /* a power of two */
+    uint64_t size;   /* a power of two */
     uint64_t peeked; /* consumer: bytes of the records peeked, not yet released */
 } rg_ring;
 

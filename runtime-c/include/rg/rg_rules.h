@@ -33,13 +33,13 @@ extern "C" {
 
 /* What a rule set sees of the packet: the headers the stack parsed in it. */
 typedef struct rg_rules_view {
-    void *ctx;                   /* the stack's context: the setters' first argument */
-    const uint64_t *stamp;       /* by layer: the packet number its header last parsed in */
-    const uint32_t *len;         /* by layer: the header bytes copied then */
-    const uint8_t *const *hdr;   /* by layer: that copy (the header's fixed part) */
-    uint64_t pkt_no;             /* this packet's number */
-    rg_verdict_slot *verdict;    /* the packet's verdict */
-    const rg_flow_info *fi;      /* the deepest instance of the packet (drop-flow), or NULL */
+    void *ctx;                 /* the stack's context: the setters' first argument */
+    const uint64_t *stamp;     /* by layer: the packet number its header last parsed in */
+    const uint32_t *len;       /* by layer: the header bytes copied then */
+    const uint8_t *const *hdr; /* by layer: that copy (the header's fixed part) */
+    uint64_t pkt_no;           /* this packet's number */
+    rg_verdict_slot *verdict;  /* the packet's verdict */
+    const rg_flow_info *fi;    /* the deepest instance of the packet (drop-flow), or NULL */
     void (*const *set_num)(void *, uint64_t);          /* the stack's setters, by number */
     void (*const *set_bytes)(void *, const uint8_t *); /* ... of byte fields */
     /* by layer: LAYER.checksum_bad, 1 when a checksum of its header did not verify (set at the
@@ -67,20 +67,20 @@ typedef struct rg_rules_desc {
 /* The active set of one context and what maps its rules to global ids. */
 typedef struct rg_rules_rt {
     const rg_rules_desc *d;
-    uint32_t *gid;   /* by rule of d: its global id */
-    int32_t *lidx;   /* by global id: the stateful rule of d with that name, -1 */
-    uint32_t ngid;   /* global ids given so far */
-    char **gname;    /* by global id: the name */
+    uint32_t *gid; /* by rule of d: its global id */
+    int32_t *lidx; /* by global id: the stateful rule of d with that name, -1 */
+    uint32_t ngid; /* global ids given so far */
+    char **gname;  /* by global id: the name */
     /* by global id: bumped by every set installed without a stateful rule of that name, so
      * that decisions recorded before are forgotten for good, even if a later set has one */
     uint16_t *ggen;
-    uint64_t *hits;  /* by rule of d, since it became active */
+    uint64_t *hits; /* by rule of d, since it became active */
     uint64_t reloads;
-    void *dl;        /* the dlopen handle of d (NULL: compiled in) */
-    struct rg_stats *stats; /* the context's: nrules, names, hits follow the active set */
-    const uint64_t *pkt_no;  /* the context's packet number (the last packet given) */
-    const char *fingerprint; /* the stack's */
-    const char *stack_spec;  /* the stack spec the binary was built from */
+    void *dl;                 /* the dlopen handle of d (NULL: compiled in) */
+    struct rg_stats *stats;   /* the context's: nrules, names, hits follow the active set */
+    const uint64_t *pkt_no;   /* the context's packet number (the last packet given) */
+    const char *fingerprint;  /* the stack's */
+    const char *stack_spec;   /* the stack spec the binary was built from */
     struct rg_rules_rt *next; /* every context's (the control socket reloads them all) */
     sig_atomic_t hup_seen;    /* rg_rules_hup when this context last reloaded --rules-so */
     /* d has stateful or drop-flow rules: the stack looks up the packet's instance and its
@@ -94,9 +94,8 @@ extern volatile sig_atomic_t rg_rules_hup;
 void rg_rules_hup_reload(rg_rules_rt *rt);
 
 /* A context's rule sets, starting with d (the compiled-in one); NULL: out of memory. */
-rg_rules_rt *rg_rules_rt_new(const rg_rules_desc *d, struct rg_stats *st,
-                             const uint64_t *pkt_no, const char *fingerprint,
-                             const char *stack_spec);
+rg_rules_rt *rg_rules_rt_new(const rg_rules_desc *d, struct rg_stats *st, const uint64_t *pkt_no,
+                             const char *fingerprint, const char *stack_spec);
 void rg_rules_rt_free(rg_rules_rt *rt);
 /* Make d (loaded with handle dl) the active set of rt, at a packet boundary; 0, or -1 with
  * the reason in err (the old set stays). */
@@ -127,7 +126,7 @@ static inline uint64_t rg_rules_get(const uint8_t *h, unsigned bit, unsigned wid
 
 /* A recorded decision: 1 + global id (bits 0-15), its generation (16-30), the direction of
  * the packet that took it (31). */
-#define RG_RULES_REC(gid, gen, dir) \
+#define RG_RULES_REC(gid, gen, dir)                                                                \
     (((uint32_t)(gid) + 1u) | ((uint32_t)(gen) << 16) | ((uint32_t)(dir) << 31))
 #define RG_RULES_MAX_NAMES 65535u
 
@@ -143,8 +142,7 @@ static inline void rg_rules_run(rg_rules_rt *rt, const rg_rules_view *v, uint32_
     int rev = 0;
     if (rec) {
         const uint32_t g = (rec & 0xffffu) - 1u;
-        const int32_t l =
-            g < rt->ngid && rt->ggen[g] == ((rec >> 16) & 0x7fffu) ? rt->lidx[g] : -1;
+        const int32_t l = g < rt->ngid && rt->ggen[g] == ((rec >> 16) & 0x7fffu) ? rt->lidx[g] : -1;
         if (l >= 0) {
             best = (unsigned)l;
             rev = (rec >> 31) != pdir;

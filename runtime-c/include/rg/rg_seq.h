@@ -154,9 +154,9 @@ typedef struct rg_seq_res {
     uint32_t ngaps;
     const struct rg_seq_blk *gaps;
     /* ---- overlaps with different content (RG_SEQ_EV_CONFLICT) */
-    uint32_t ovl_seq; /* start of the first differing overlap (valid if ovl_bytes) */
+    uint32_t ovl_seq;   /* start of the first differing overlap (valid if ovl_bytes) */
     uint32_t ovl_bytes; /* bytes of the overlaps that differ */
-    uint32_t ovl_new; /* ... of them, how many now hold the new copy */
+    uint32_t ovl_new;   /* ... of them, how many now hold the new copy */
     /* ---- memcaps (RG_SEQ_EV_MEMCAP): bytes asked past the cap, the policy applied */
     uint32_t mem_asked;
     uint32_t mem_policy; /* enum rg_memcap_policy */
@@ -207,9 +207,9 @@ typedef struct rg_seq_heap {
     uint8_t busy;               /* evicting: nested allocations (drains) are not refused */
     uint64_t hits, flow_hits;   /* cap hits */
     uint64_t act[RG_MEMCAP_POLICIES];
-    uint64_t evicted;           /* instances evicted to make room */
-    const uint64_t *now;        /* the flow clock (records touched at it are in use) */
-    struct rg_stats *stats;     /* per-layer counters (layer[i].mem); may be NULL */
+    uint64_t evicted;       /* instances evicted to make room */
+    const uint64_t *now;    /* the flow clock (records touched at it are in use) */
+    struct rg_stats *stats; /* per-layer counters (layer[i].mem); may be NULL */
     /* a flow table refused or evicted for a new instance (inst NULL: none was created) */
     void (*on_hit)(void *cb, unsigned layer, const void *inst, int policy, size_t asked);
     void *cb;
@@ -373,9 +373,9 @@ RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
                    (s->nblk | (f & (RG_SEQF_END | RG_SEQF_FLOOR | RG_SEQF_BYPASS)) |
                     s->borrow_len) == 0 &&
                    seq == s->next &&
-                   (len == 0 || (((iflags & RG_SEQ_BORROW) || !cfg->buffer_data) &&
-                                 len <= (cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg)
-                                                          : RG_SEQ_MAX_SPAN))) &&
+                   (len == 0 ||
+                    (((iflags & RG_SEQ_BORROW) || !cfg->buffer_data) &&
+                     len <= (cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg) : RG_SEQ_MAX_SPAN))) &&
                    (nowin || (rg_sdiff(win->left, seq) <= 0 &&
                               (int64_t)rg_sdiff(win->right, seq) >= (int64_t)takeup))) {
             /* the data (if any) borrowed as above, then the end marker */

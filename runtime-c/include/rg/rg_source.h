@@ -31,7 +31,7 @@ extern "C" {
 
 /* What a source is asked to open. */
 typedef struct rg_source_cfg {
-    const char *name; /* what to read: a file ("-" = stdin), an interface, a port list */
+    const char *name;   /* what to read: a file ("-" = stdin), an interface, a port list */
     const char *filter; /* BPF filter expression (sources that support one), NULL = none */
     uint32_t snaplen;   /* 0 = the source's default (whole frames) */
     int promisc;        /* live: promiscuous mode */
@@ -58,9 +58,9 @@ typedef struct rg_source_stats {
     uint64_t bytes;   /* their caplen */
     uint64_t dropped; /* frames the source knows were lost before us (kernel, NIC queues) */
     /* inline mode */
-    uint64_t tx_frames;    /* frames forwarded to the peer */
-    uint64_t tx_failed;    /* frames the peer would not take (queue full, send error) */
-    uint64_t tx_withheld;  /* frames not forwarded: the verdict dropped them */
+    uint64_t tx_frames;   /* frames forwarded to the peer */
+    uint64_t tx_failed;   /* frames the peer would not take (queue full, send error) */
+    uint64_t tx_withheld; /* frames not forwarded: the verdict dropped them */
 } rg_source_stats;
 
 typedef struct rg_source rg_source;
@@ -97,8 +97,7 @@ typedef struct rg_source_ops {
     int (*queues)(const rg_source *s);
     int (*next_burst_q)(rg_source *s, unsigned q, rg_frame *out, unsigned max);
     int (*pump)(rg_source *s, unsigned max);
-    int (*launch)(rg_source *s, unsigned i, int (*fn)(void *), void *arg, char *err,
-                  size_t errlen);
+    int (*launch)(rg_source *s, unsigned i, int (*fn)(void *), void *arg, char *err, size_t errlen);
     void (*join)(rg_source *s, unsigned i);
     /* frames handed to queue q so far (the per-worker counts) */
     uint64_t (*queue_frames)(const rg_source *s, unsigned q);

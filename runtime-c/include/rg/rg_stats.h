@@ -68,16 +68,19 @@ enum rg_memcap_policy {
     RG_MEMCAP_IGNORE = 3,       /* count only: the allocation proceeds */
     RG_MEMCAP_POLICIES = 4
 };
-#define RG_MEMCAP_POLICY_NAMES {"drop-flow", "evict-oldest", "bypass", "ignore"}
+#define RG_MEMCAP_POLICY_NAMES                                                                     \
+    {                                                                                              \
+        "drop-flow", "evict-oldest", "bypass", "ignore"                                            \
+    }
 
 /* Per-layer memory accounting and what the memcaps did (bytes unless noted). */
 typedef struct rg_mem_stats {
-    uint64_t seq_bytes, seq_peak;   /* reassembly buffers of the layer's sequences */
-    uint64_t flow_bytes, flow_peak; /* instance records touched + the key index */
-    uint64_t cap_hits;              /* allocations that would have passed a memcap */
+    uint64_t seq_bytes, seq_peak;     /* reassembly buffers of the layer's sequences */
+    uint64_t flow_bytes, flow_peak;   /* instance records touched + the key index */
+    uint64_t cap_hits;                /* allocations that would have passed a memcap */
     uint64_t act[RG_MEMCAP_POLICIES]; /* policy actions (per policy; instances or allocations) */
-    uint64_t evicted;               /* instances of the layer evicted to make room */
-    uint64_t dropped_pkts;          /* packets of dropped (drop-flow) instances */
+    uint64_t evicted;                 /* instances of the layer evicted to make room */
+    uint64_t dropped_pkts;            /* packets of dropped (drop-flow) instances */
 } rg_mem_stats;
 
 typedef struct rg_layer_stats {
@@ -92,8 +95,8 @@ typedef struct rg_layer_stats {
     /* packets of instances a flow verdict marked, stopped at the lookup */
     uint64_t dropped_by_verdict; /* RG_DROP_FLOW: dropped */
     uint64_t bypassed;           /* RG_BYPASS_FLOW: passed without inspection */
-    uint64_t checksum_bad; /* checksums that did not verify (--checksums; rg_csum.h) */
-    rg_mem_stats mem; /* memcaps (appended: issue 14) */
+    uint64_t checksum_bad;       /* checksums that did not verify (--checksums; rg_csum.h) */
+    rg_mem_stats mem;            /* memcaps (appended: issue 14) */
 } rg_layer_stats;
 
 typedef struct rg_stats {
