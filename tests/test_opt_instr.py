@@ -182,6 +182,9 @@ def test_tcp_options_are_walked_by_lengths_when_no_field_is_read(tmp_path: Path)
     # EOL, NOP, MSS, WS, SACK-permitted, SACK (length byte), timestamps, TFO (length byte)
     assert lens[:9] == [1, 1, 4, 3, 2, 0, 0, 0, 10] and lens[34] == 0 and len(lens) == 256
     assert "h_tcp.ts_val" not in process_body(c2)
+    # the until bound (cursor >= hdr_len * 4) computed once: the lean loop changes nothing in it
+    assert "const uint64_t end1_ = (((uint64_t)h_tcp.hdr_len) * UINT64_C(4));" in c2
+    assert "if ((uint64_t)cur_tcp >= end1_) break;" in c2
 
     # a rule reading an option field keeps the whole walk for that layer
     rules = tmp_path / "r.yaml"

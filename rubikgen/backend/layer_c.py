@@ -62,6 +62,16 @@ def c_comment(s: str) -> str:
     return s.replace("*/", "* /").replace("/*", "/ *")
 
 
+def _balanced(text: str) -> bool:
+    """text's parentheses close in order (one operand, not `a) && f(b`)."""
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 @dataclass
 class KeyPart:
     name: str
@@ -487,6 +497,11 @@ class LayerC:
         out += [f"{pad}        {r}," for r in rows]
         out.append(f"{pad}    }};")
         out.append(f"{pad}    unsigned {it} = 0;")
+        # `cursor >= E`: nothing in the loop changes E (it stores nothing): computed once
+        m = re.fullmatch(rf"rg_op_ge\(\(\(uint64_t\){cur}\), (.*)\)", until or "")
+        if m and _balanced(m.group(1)) and not re.search(rf"\b{cur}\b", m.group(1)):
+            out.append(f"{pad}    const uint64_t end{k}_ = {m.group(1)};")
+            until = f"(uint64_t){cur} >= end{k}_"
         out.append(f"{pad}    for (;;) {{")
         out.append(f"{pad}        if (!rg_has({inp}.len, {cur}, 1)) break;")
         out.append(f"{pad}        unsigned f_ = {t}[rg_load_u8({inp}.ptr + {cur})];")
