@@ -1053,6 +1053,22 @@ def garbage(out: Path) -> tuple[Path, Expectation]:
         l4[20:20] = raw_opts  # options inserted verbatim (scapy would rewrite them)
         l4 = l4[: 32 + 10]
         noise.append(eth(IP(src=g4[0], dst=g4[1], proto=6) / Raw(bytes(l4))))
+    # 40 option bytes (data offset 15), cut at several lengths: 40 NOPs (the loop's max), an
+    # option reaching past the header, an unknown kind, SACK and TFO lengths, EOL then junk
+    for opts in (
+        b"\x01" * 40,
+        b"\x01" * 38 + b"\x08\x0a",
+        b"\x02\x04\x05\xb4" + b"\x63\x30" + b"\x01" * 34,
+        b"\x05\x0a" + b"s" * 8 + b"\x22\x06cook" + b"\x04\x02" + b"\x03\x03\x07" + b"\x00" * 19,
+        b"\x00\x05\xff" + b"\x01" * 37,
+        b"\x08\x0a" + b"t" * 8 + b"\x1e\x28" + b"m" * 30,
+    ):
+        for cut in (8, 21, 40, 50):
+            seg = TCP(sport=9, dport=10, flags="S", dataofs=15, options=[]) / Raw(b"q" * 10)
+            l4 = bytearray(bytes(IP(src=g4[0], dst=g4[1]) / seg)[20:])
+            l4[20:20] = opts
+            l4 = l4[: 20 + cut]
+            noise.append(eth(IP(src=g4[0], dst=g4[1], proto=6) / Raw(bytes(l4))))
     body = IPv6ExtHdrHopByHop(len=255) / Raw(b"h" * 16)  # claims 2048 bytes
     noise.append(eth(IPv6(src=g6[0], dst=g6[1]) / body))
     chain: Packet = IPv6ExtHdrDestOpt()

@@ -23,7 +23,8 @@ def gen_c(path: str = TCP_IP, opt_level: int = 2) -> str:
 def process_body(c: str) -> str:
     """The per-packet function (the lifecycle entries and helpers before it excluded)."""
     start = c.index("_process(")
-    return c[start:]
+    end = c.find("/* Burst stage 1", start)  # its own function, after it
+    return c[start:] if end < 0 else c[start:end]
 
 
 def test_virtual_atoms_test_their_latches_inline_before_the_call() -> None:
@@ -165,3 +166,40 @@ def test_a_setter_call_the_scan_misses_fails_to_link(tmp_path: Path) -> None:
         assert "tcp_ip_set_ip_ttl" in str(e)
     else:
         raise AssertionError("linked a setter without spans")
+
+
+def test_tcp_options_are_walked_by_lengths_when_no_field_is_read(tmp_path: Path) -> None:
+    from rubikgen.backend.lean_walk import shape
+
+    c2, c0 = gen_c(), gen_c(TCP_IP, 0)
+    lean = "any_until (../protocols/tcp.yaml:54): lengths only, no field read"
+    # -O2: tcp and tcp6, in the packet function and in burst stage 1; -O0 keeps the switch
+    assert c2.count(lean) == 4 and "case 34u:" not in c2
+    assert lean not in c0 and "case 34u:" in c0
+    table = re.search(r"static const uint8_t lens1_\[256\] = \{([^}]*)\}", c2)
+    assert table
+    lens = [int(x) for x in table.group(1).replace(",", " ").split()]
+    # EOL, NOP, MSS, WS, SACK-permitted, SACK (length byte), timestamps, TFO (length byte)
+    assert lens[:9] == [1, 1, 4, 3, 2, 0, 0, 0, 10] and lens[34] == 0 and len(lens) == 256
+    assert "h_tcp.ts_val" not in process_body(c2)
+    # the until bound (cursor >= hdr_len * 4) computed once: the lean loop changes nothing in it
+    assert "const uint64_t end1_ = (((uint64_t)h_tcp.hdr_len) * UINT64_C(4));" in c2
+    assert "if ((uint64_t)cur_tcp >= end1_) break;" in c2
+
+    # a rule reading an option field keeps the whole walk for that layer
+    rules = tmp_path / "r.yaml"
+    rules.write_text('rules:\n  - {name: a, match: "tcp.mss == 1460", action: drop}\n')
+    c = Compilation(TCP_IP, rules=rules).generated.files["tcp_ip_gen.c"]
+    body = process_body(c)
+    assert "h_tcp.mss = " in body and "case 34u:" in body
+    assert lean in body  # tcp6 reads none
+
+    # layouts the lean walk cannot consume exactly: a constant besides the tag, a length of
+    # another form
+    d = Compilation(TCP_IP).program.layers["tcp"].desc
+    assert shape(d.layouts["opt_ts"]) is not None and shape(d.layouts["tcp_hdr"]) is not None
+    ts = d.layouts["opt_ts"]
+    from dataclasses import replace
+
+    assert shape([ts[0], replace(ts[1], const=10), *ts[2:]]) is None
+    assert shape(d.layouts["opt_rest"]) is None  # header.hdr_len * 4 - cursor

@@ -139,7 +139,8 @@ class Stage1:
             out.append("    }")
             out += ["    " + x for x in self.term(b)]
         out += ["    goto S1_done;", "", "S1_done:", "    return 1;"]
-        return "\n".join(out)
+        body = "\n".join(out)
+        return cg.lean(body) if cg.opt >= 1 else body
 
     def render(self) -> str:
         S = self.cg.S

@@ -30,6 +30,7 @@ from rubikgen.ir.nodes import (
 )
 from rubikgen.rules.ir import RuleSet
 
+from . import lean_walk
 from .burst_c import render_stage1
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
@@ -511,7 +512,11 @@ class CGen:
             out.append(self.rules.hook())
         out.append("    return rc;")
         body = "\n".join(out)
-        return self.resets.prune(body) if self.opt >= 1 else body
+        return self.lean(self.resets.prune(body)) if self.opt >= 1 else body
+
+    def lean(self, body: str) -> str:
+        """body with the TLV loops nothing reads walked by lengths only (lean_walk.py)."""
+        return lean_walk.apply(body, [w for lc in self.layers.values() for w in lc.walks])
 
     def _targets(self) -> set[str]:
         t: set[str] = set()

@@ -15,6 +15,7 @@ function each layer owns these locals (all declared at the top of the function):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +35,9 @@ from rubikgen.ir.layout import (
     Var,
 )
 
+from . import lean_walk
 from .cexpr import CExpr, CRef, cond_to_c, lit, to_c
+from .lean_walk import LeanWalk
 
 # the overlap event's values (sema.builtins.OVERLAP_VALUES) -> rg_seq_res fields
 _OVERLAP_FIELDS = {"overlap_seq": "ovl_seq", "overlap_len": "ovl_bytes", "overlap_new": "ovl_new"}
@@ -57,6 +60,16 @@ def c_string(s: str) -> str:
 
 def c_comment(s: str) -> str:
     return s.replace("*/", "* /").replace("/*", "/ *")
+
+
+def _balanced(text: str) -> bool:
+    """text's parentheses close in order (one operand, not `a) && f(b`)."""
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 @dataclass
@@ -86,6 +99,8 @@ class LayerC:
     # sema's typed expressions of this layer, by source text (Program.exprs)
     x: ExprTable = field(default_factory=lambda: ExprTable(""))
     rule_slot: bool = False  # rules with stateful/drop-flow actions: inst has rule__ (rules_c)
+    # any_until loops and their lean walks, used where nothing reads their fields (lean_walk.py)
+    walks: list[LeanWalk] = field(default_factory=list)
 
     # -- names ------------------------------------------------------------------------------
     @property
@@ -424,12 +439,102 @@ class LayerC:
         out.append(f"{pad}            break;")
         out.append(f"{pad}        }}")
         out.append(f"{pad}        if ({stop} || ++{it} >= {au.max}u) break;")
-        if au.until is not None:
-            c = cond_to_c(au.until, self.env())
-            out.append(f"{pad}        if ({c}) break;")
+        until = cond_to_c(au.until, self.env()) if au.until is not None else None
+        if until is not None:
+            out.append(f"{pad}        if ({until}) break;")
         out.append(f"{pad}    }}")
         out.append(f"{pad}}}")
+        lean = self._lean_any_until(au, ind, k, until)
+        if lean is not None:
+            walk = LeanWalk("\n".join(out), "\n".join(lean[0]), self.v("h"), lean[1])
+            if walk not in self.walks:
+                self.walks.append(walk)
         return out
+
+    def _lean_any_until(
+        self, au: AnyUntil, ind: int, k: int, until: str | None
+    ) -> tuple[list[str], frozenset[str]] | None:
+        """The loop consuming what the full walk consumes, with no store (lean_walk.py)."""
+        shapes = {n: lean_walk.shape(self.d.layouts[n]) for n in au.layouts}
+        firsts = [self.d.layouts[n][0] for n in au.layouts]
+        tlvs = {s for s in shapes.values() if s is not None and s.tlv}
+        if (
+            any(s is None for s in shapes.values())
+            or len(tlvs) > 1
+            or any(f.kind != "num" or f.width != 8 for f in firsts)
+        ):
+            return None
+        h, inp, cur = self.v("h"), self.v("in"), self.v("cur")
+        names = frozenset(
+            [f.name for n in au.layouts for f in self.d.layouts[n]]
+            + [f"has__{n}" for n in au.layouts]
+        )
+        if until is not None and any(
+            m in names for m in re.findall(rf"\b{re.escape(h)}\.(\w+)", until)
+        ):
+            return None  # the until condition reads a field of the loop
+        stop = 255  # no default layout: an unknown tag ends the loop unconsumed
+        table = [stop] * 256
+        for n, f in zip(au.layouts, firsts, strict=True):
+            s = shapes[n]
+            assert s is not None
+            if f.const is None:
+                table = [0 if s.tlv else s.fixed] * 256
+        for n, f in zip(au.layouts, firsts, strict=True):
+            s = shapes[n]
+            assert s is not None
+            if f.const is not None:
+                table[f.const] = 0 if s.tlv else s.fixed
+        pad = "    " * ind
+        t = f"lens{k}_"
+        it = f"it{k}_"
+        rows = [", ".join(str(x) for x in table[i : i + 32]) for i in range(0, 256, 32)]
+        out = [f"{pad}{{ /* any_until ({self.spec_file}:{au.line}): lengths only, no field read */"]
+        out.append(
+            f"{pad}    /* bytes each tag's layout consumes; 0: its length byte says; {stop}: stop */"
+        )
+        out.append(f"{pad}    static const uint8_t {t}[256] = {{")
+        out += [f"{pad}        {r}," for r in rows]
+        out.append(f"{pad}    }};")
+        out.append(f"{pad}    unsigned {it} = 0;")
+        # `cursor >= E`: nothing in the loop changes E (it stores nothing): computed once
+        m = re.fullmatch(rf"rg_op_ge\(\(\(uint64_t\){cur}\), (.*)\)", until or "")
+        if m and _balanced(m.group(1)) and not re.search(rf"\b{cur}\b", m.group(1)):
+            out.append(f"{pad}    const uint64_t end{k}_ = {m.group(1)};")
+            until = f"(uint64_t){cur} >= end{k}_"
+        out.append(f"{pad}    for (;;) {{")
+        out.append(f"{pad}        if (!rg_has({inp}.len, {cur}, 1)) break;")
+        out.append(f"{pad}        unsigned f_ = {t}[rg_load_u8({inp}.ptr + {cur})];")
+        if stop in table:
+            out.append(f"{pad}        if (f_ == {stop}u) break;")
+        if tlvs:
+            (s,) = tlvs
+            trunc = self._fail("RG_REASON_TRUNCATED")
+            out.append(f"{pad}        if (f_ == 0u) {{")
+            out.append(f"{pad}            if (!rg_has({inp}.len, {cur}, {s.fixed})) {trunc}")
+            out.append(
+                f"{pad}            uint64_t n_ = ((uint64_t)rg_load_u8({inp}.ptr + {cur} + "
+                f"{s.len_at})) - UINT64_C({s.minus});"
+            )
+            out.append(f"{pad}            {cur} += {s.fixed};")
+            out.append(f"{pad}            if (n_ > {inp}.len - {cur}) {trunc}")
+            out.append(f"{pad}            {cur} += (uint32_t)n_;")
+            out.append(f"{pad}        }} else {{")
+            out.append(f"{pad}            if (!rg_has({inp}.len, {cur}, f_)) {trunc}")
+            out.append(f"{pad}            {cur} += f_;")
+            out.append(f"{pad}        }}")
+        else:
+            out.append(
+                f"{pad}        if (!rg_has({inp}.len, {cur}, f_)) "
+                f"{self._fail('RG_REASON_TRUNCATED')}"
+            )
+            out.append(f"{pad}        {cur} += f_;")
+        out.append(f"{pad}        if (++{it} >= {au.max}u) break;")
+        if until is not None:
+            out.append(f"{pad}        if ({until}) break;")
+        out.append(f"{pad}    }}")
+        out.append(f"{pad}}}")
+        return out, names
 
 
 class LayerEnv:
