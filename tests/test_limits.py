@@ -40,9 +40,7 @@ def _desc_limits(path: Path) -> tuple[int, int, str]:
     """The memcap defaults the generated descriptor carries (the three members after verdict)."""
     gen = generate(str(path))
     c = next(text for name, text in gen.files.items() if name.endswith("_gen.c"))
-    m = re.search(
-        r"_verdict,\s*UINT64_C\((\d+)\),\s*UINT64_C\((\d+)\),\s*RG_MEMCAP_(\w+),", c
-    )
+    m = re.search(r"_verdict,\s*UINT64_C\((\d+)\),\s*UINT64_C\((\d+)\),\s*RG_MEMCAP_(\w+),", c)
     assert m, "no memcap defaults in the descriptor"
     return int(m[1]), int(m[2]), m[3].lower().replace("_", "-")
 
