@@ -286,37 +286,6 @@ void rg_nf_fail(rg_nf *nf, const char *what, const char *path)
              strerror(errno));
 }
 
-int rg_nf_mkdirs(const char *dir, char *err, size_t errlen)
-{
-    if (!dir || !*dir) {
-        snprintf(err, errlen, "no output directory given");
-        return RG_EINVAL;
-    }
-    size_t n = strlen(dir);
-    char *p = malloc(n + 1);
-    if (!p) {
-        snprintf(err, errlen, "out of memory");
-        return RG_ENOMEM;
-    }
-    memcpy(p, dir, n + 1);
-    /* create each prefix ending before a '/', then the whole path */
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != 0) continue;
-        char c = p[i];
-        p[i] = 0;
-        struct stat st;
-        if (mkdir(p, 0777) && (errno != EEXIST || stat(p, &st) || !S_ISDIR(st.st_mode))) {
-            if (errno == EEXIST) errno = ENOTDIR;
-            snprintf(err, errlen, "cannot create directory %s: %s", p, strerror(errno));
-            free(p);
-            return RG_EIO;
-        }
-        p[i] = c;
-    }
-    free(p);
-    return RG_OK;
-}
-
 FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t errlen)
 {
     size_t n = strlen(outdir) + strlen(name) + 2;

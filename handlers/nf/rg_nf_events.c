@@ -136,7 +136,7 @@ static int finish(rg_nf *base)
 rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
 {
     (void)stack;
-    if (rg_nf_mkdirs(outdir, err, errlen)) return NULL;
+    if (rg_mkdirs(outdir, err, errlen)) return NULL;
     nf_events *nf = calloc(1, sizeof *nf);
     if (!nf) {
         snprintf(err, errlen, "out of memory");

@@ -63,7 +63,7 @@ static int finish(rg_nf *base)
 rg_nf_flows *rg_nf_flows_new(size_t size, const char *outdir, const char *file,
                              rg_nf_flows_write write, char *err, size_t errlen)
 {
-    if (rg_nf_mkdirs(outdir, err, errlen)) return NULL;
+    if (rg_mkdirs(outdir, err, errlen)) return NULL;
     rg_nf_flows *nf = calloc(1, size);
     if (!nf || rg_nf_map_init(&nf->flows)) {
         free(nf);

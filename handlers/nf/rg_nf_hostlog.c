@@ -138,7 +138,7 @@ static int finish(rg_nf *base)
 
 rg_nf *rg_nf_hostlog_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
 {
-    if (rg_nf_mkdirs(outdir, err, errlen) != RG_OK) return NULL;
+    if (rg_mkdirs(outdir, err, errlen) != RG_OK) return NULL;
     nf_hostlog *nf = calloc(1, sizeof *nf);
     if (nf) nf->http = calloc(stack->nhandlers + 1u, 1);
     if (!nf || !nf->http) {

@@ -40,9 +40,6 @@ rg_nf *rg_nf_flowexport_new(const rg_stack_desc *stack, const char *outdir, char
  * (later ones add nothing new). */
 void rg_nf_fail(rg_nf *nf, const char *what, const char *path);
 
-/* mkdir -p (dir NULL or "": an error); RG_OK or an error with a message in err. */
-int rg_nf_mkdirs(const char *dir, char *err, size_t errlen);
-
 /* Open outdir/name for writing (truncated); NULL with a message in err. */
 FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t errlen);
 

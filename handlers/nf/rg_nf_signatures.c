@@ -386,7 +386,7 @@ rg_nf *rg_nf_signatures_open(const rg_stack_desc *stack, const char *outdir, con
                 if (d->arg_kinds[i] == RG_VAL_BYTES && !strcmp(d->arg_names[i], "data"))
                     nf->data_arg[h] = (int)i;
         }
-        ok = !rg_nf_mkdirs(outdir, err, errlen) &&
+        ok = !rg_mkdirs(outdir, err, errlen) &&
              (nf->out = rg_nf_open_out(outdir, "signatures.jsonl", err, errlen)) != NULL;
     }
     if (!ok) {

@@ -101,7 +101,7 @@ static int finish(rg_nf *base)
 rg_nf *rg_nf_sni_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
 {
     (void)stack;
-    if (rg_nf_mkdirs(outdir, err, errlen) != RG_OK) return NULL;
+    if (rg_mkdirs(outdir, err, errlen) != RG_OK) return NULL;
     nf_sni *nf = calloc(1, sizeof *nf);
     if (!nf) {
         snprintf(err, errlen, "out of memory");

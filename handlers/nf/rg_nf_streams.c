@@ -421,7 +421,7 @@ static int finish(rg_nf *base)
 
 rg_nf *rg_nf_streams_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
 {
-    if (rg_nf_mkdirs(outdir, err, errlen)) return NULL;
+    if (rg_mkdirs(outdir, err, errlen)) return NULL;
     size_t n = strlen(outdir);
     nf_streams *nf = calloc(1, sizeof *nf);
     if (!nf) goto oom;
@@ -433,7 +433,7 @@ rg_nf *rg_nf_streams_new(const rg_stack_desc *stack, const char *outdir, char *e
     if (!nf->outdir || !nf->path || !nf->data_arg || !nf->sid_arg || rg_nf_map_init(&nf->flows))
         goto oom;
     snprintf(nf->path, nf->pathlen, "%s/streams", outdir);
-    if (rg_nf_mkdirs(nf->path, err, errlen)) goto fail;
+    if (rg_mkdirs(nf->path, err, errlen)) goto fail;
     nf->flows_out = rg_nf_open_out(outdir, "flows.jsonl", err, errlen);
     if (!nf->flows_out) goto fail;
     nf->base.obs.on_call = on_call;

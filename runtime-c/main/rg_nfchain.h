@@ -77,8 +77,7 @@ typedef struct rg_wdirs {
 int rg_wdirs_add(rg_wdirs *d, const char *dir);
 /* rm -r (what a run that did not end left), quietly. */
 void rg_rmtree(const char *dir);
-/* mkdir -p; RG_OK or RG_EIO with a message in err. */
-int rg_mkdirs(const char *dir, char *err, size_t errlen);
+/* mkdir -p: rg_mkdirs (rg/rg_common.h) */
 
 /* Make ch worker `worker` of nworkers: its NFs get the numbers (rg_nf_host) and write into
  * their out directories' worker part (created), the directories remembered in dirs. */

@@ -35,31 +35,6 @@
 
 /* ---- small helpers ---- */
 
-int rg_mkdirs(const char *dir, char *err, size_t errlen)
-{
-    size_t n = strlen(dir);
-    char *p = strdup(dir);
-    if (!p) {
-        snprintf(err, errlen, "out of memory");
-        return RG_ENOMEM;
-    }
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != 0) continue;
-        char c = p[i];
-        p[i] = 0;
-        struct stat st;
-        if (mkdir(p, 0777) && (errno != EEXIST || stat(p, &st) || !S_ISDIR(st.st_mode))) {
-            snprintf(err, errlen, "cannot create directory %s: %s", p,
-                     strerror(errno == EEXIST ? ENOTDIR : errno));
-            free(p);
-            return RG_EIO;
-        }
-        p[i] = c;
-    }
-    free(p);
-    return RG_OK;
-}
-
 static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw);
 
 void rg_rmtree(const char *dir)

@@ -103,6 +103,10 @@ void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 #define RG_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
+/* mkdir -p (dir NULL or "": an error): RG_OK, or an error with a message in err.  One
+ * implementation for the NFs' output directories and the driver's per-worker parts. */
+int rg_mkdirs(const char *dir, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
