@@ -418,35 +418,44 @@ def build_compilation(
             report(findings)
         if any(f.severity == "error" for f in findings):
             raise HandlerError(findings)
-    emit(gen, out)
     libs = ensure_runtime(sanitize, quiet)
-    cmd = compile_command(
-        gen, out, hfile, libs, cc=cc, cflags=list(cflags), sanitize=sanitize, io=io
-    )
-    command = shlex.join(cmd)
-    binary = binary_path(out, gen.stack, sanitize)
-    sources = [out / name for name in gen.files] + [hfile]
-    inputs = _build_inputs(sources, libs, comp.spec_files())
-    if not quiet:
-        print(command, flush=True)
-    if _up_to_date(binary, command, gen.spec_hash, inputs):
-        return BuildResult(binary, command, False, gen)
-    stamp = _stamp_path(binary)
-    stamp.unlink(missing_ok=True)  # a failed compile leaves no stamp: the next build retries
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-    except FileNotFoundError as e:
-        raise BuildError(f"C compiler '{cc}' not found") from e
-    if proc.returncode != 0:
-        raise BuildError(
-            f"compiling {gen.stack} failed (exit status {proc.returncode})",
-            proc.stderr + proc.stdout,
+    out.mkdir(parents=True, exist_ok=True)
+    # Two builds into one directory at once (two `rubikgen run`s) take turns: each emits and
+    # compiles its own sources, and the binary is replaced by a rename, so a run executing the
+    # old one is never handed a half-written file (ETXTBSY).
+    with _lock(out / ".build.lock"):
+        emit(gen, out)
+        cmd = compile_command(
+            gen, out, hfile, libs, cc=cc, cflags=list(cflags), sanitize=sanitize, io=io
         )
-    if not quiet and (proc.stderr or proc.stdout):
-        sys.stderr.write(proc.stderr + proc.stdout)
-    record = {"command": command, "spec_hash": gen.spec_hash, "opt_level": opt_level}
-    stamp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    return BuildResult(binary, command, True, gen)
+        command = shlex.join(cmd)
+        binary = binary_path(out, gen.stack, sanitize)
+        sources = [out / name for name in gen.files] + [hfile]
+        inputs = _build_inputs(sources, libs, comp.spec_files())
+        if not quiet:
+            print(command, flush=True)
+        if _up_to_date(binary, command, gen.spec_hash, inputs):
+            return BuildResult(binary, command, False, gen)
+        stamp = _stamp_path(binary)
+        stamp.unlink(missing_ok=True)  # a failed compile leaves no stamp: the next build retries
+        tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
+        run_cmd = [str(tmp) if a == str(binary) else a for a in cmd]
+        try:
+            proc = subprocess.run(run_cmd, capture_output=True, text=True)
+        except FileNotFoundError as e:
+            raise BuildError(f"C compiler '{cc}' not found") from e
+        if proc.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            raise BuildError(
+                f"compiling {gen.stack} failed (exit status {proc.returncode})",
+                proc.stderr + proc.stdout,
+            )
+        os.replace(tmp, binary)
+        if not quiet and (proc.stderr or proc.stdout):
+            sys.stderr.write(proc.stderr + proc.stdout)
+        record = {"command": command, "spec_hash": gen.spec_hash, "opt_level": opt_level}
+        stamp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        return BuildResult(binary, command, True, gen)
 
 
 # -- checking ---------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shlex
 import signal
@@ -444,6 +445,21 @@ def _build_dir(comp: Compilation, given: str | None) -> Path:
     return Path(given) if given else Path("build") / comp.stack_name
 
 
+def _run_build_dir(comp: Compilation, args: argparse.Namespace) -> Path:
+    """`rubikgen run`'s build directory: build/STACK for the plain build, a directory of its
+    own for each variant (another packet I/O, a rules file, reloadable rules), so that runs of
+    different variants do not rebuild each other's binary."""
+    if args.build_dir:
+        return Path(args.build_dir)
+    tags = [args.io] if args.io != "pcap" else []
+    if args.rules:
+        key = hashlib.sha1(str(Path(args.rules).resolve()).encode()).hexdigest()[:8]
+        tags.append(f"rules-{Path(args.rules).stem.split('.')[0]}-{key}")
+    if args.rules_reload:
+        tags.append("reload")
+    return Path("build") / "-".join([comp.stack_name, *tags])
+
+
 def cmd_ir(args: argparse.Namespace) -> int:
     from rubikgen.backend.emit import GenerateError
     from rubikgen.ir import to_dot, to_text
@@ -630,7 +646,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         res = build_compilation(
             comp,
-            _build_dir(comp, args.build_dir),
+            _run_build_dir(comp, args),
             handlers=Path(args.handlers) if args.handlers else None,
             cc=os.environ.get("CC") or "cc",
             sanitize=args.sanitize,
