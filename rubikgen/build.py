@@ -450,7 +450,8 @@ def build_compilation(
                 f"compiling {gen.stack} failed (exit status {proc.returncode})",
                 proc.stderr + proc.stdout,
             )
-        os.replace(tmp, binary)
+        if tmp.exists():  # (`--cc true` only generates: nothing to put in place)
+            os.replace(tmp, binary)
         if not quiet and (proc.stderr or proc.stdout):
             sys.stderr.write(proc.stderr + proc.stdout)
         record = {"command": command, "spec_hash": gen.spec_hash, "opt_level": opt_level}
