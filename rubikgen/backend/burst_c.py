@@ -109,6 +109,10 @@ class Stage1:
             # stage 1 looks nothing up: the miss path (its label stays referenced)
             return [f"if (0) goto {_label(t.then)};", f"goto {_label(t.else_)};"]
         lines = self.cg.term(b)
+        if isinstance(t, Branch) and any("_vtest(" in x or "inst_" in x for x in lines):
+            # a test of instance state (virtual atoms read the sequence, which a transient
+            # instance may have freed): stage 1 has no instance, so it takes the else branch
+            return [f"if (0) goto {_label(t.then)};", f"goto {_label(t.else_)};"]
         # the per-packet function's labels, renamed: L_x -> S1_x (and its exit)
         return [_rename(x) for x in lines]
 
