@@ -70,6 +70,20 @@ def _conjuncts(e: Expr) -> list[Expr]:
     return [e]
 
 
+_SWAP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _field_op_const(r: RuleIR, e: Binary) -> tuple[FieldRef, str, int] | None:
+    """`FIELD op CONST` or `CONST op FIELD` as (field, op with the field on the left, const)."""
+    a, b, op = e.left, e.right, e.op
+    if isinstance(a, Num) and isinstance(b, Name):
+        a, b, op = b, a, _SWAP[op]
+    if not (isinstance(a, Name) and isinstance(b, Num)):
+        return None
+    f = r.ref(a)
+    return (f, op, b.value) if isinstance(f, FieldRef) else None
+
+
 class RulesC:
     def __init__(self, rs: RuleSet, S: str, layers: dict[str, LayerC], depth: dict[str, int]):
         self.rs = rs
@@ -225,16 +239,11 @@ class RulesC:
         """(field, lo, hi) when e bounds one numeric field by a constant."""
         if not isinstance(e, Binary) or e.op not in ("<", "<=", ">", ">="):
             return None
-        swap = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
-        a, b, op = e.left, e.right, e.op
-        if isinstance(a, Num) and isinstance(b, Name):
-            a, b, op = b, a, swap[op]
-        if not (isinstance(a, Name) and isinstance(b, Num)):
+        fc = _field_op_const(r, e)
+        if fc is None or fc[0].width > 64:
             return None
-        f = r.ref(a)
-        if not isinstance(f, FieldRef) or f.width > 64:
-            return None
-        top, c = (1 << f.width) - 1, b.value
+        f, op, c = fc
+        top = (1 << f.width) - 1
         lo, hi = {"<": (0, c - 1), "<=": (0, c), ">": (c + 1, top), ">=": (c, top)}[op]
         return f, max(0, lo), min(hi, top)
 
@@ -401,16 +410,11 @@ class RulesC:
 
     def _fold(self, r: RuleIR, e: Binary) -> str | None:
         """ "1"/"0" when `FIELD op CONST` has the same value for every value of the field."""
-        swap = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-        a, b, op = e.left, e.right, e.op
-        if isinstance(a, Num) and isinstance(b, Name):
-            a, b, op = b, a, swap[op]
-        if not (isinstance(a, Name) and isinstance(b, Num)):
+        fc = _field_op_const(r, e)
+        if fc is None:
             return None
-        f = r.ref(a)
-        if not isinstance(f, FieldRef):
-            return None
-        hi, c = (1 << f.width) - 1, b.value
+        f, op, c = fc
+        hi = (1 << f.width) - 1
         ops = {"==": lambda x: x == c, "!=": lambda x: x != c, "<": lambda x: x < c,
                "<=": lambda x: x <= c, ">": lambda x: x > c, ">=": lambda x: x >= c}  # fmt: skip
         lo_v, hi_v = ops[op](0), ops[op](hi)
@@ -591,6 +595,12 @@ class RulesC:
             f"    ctx->stats->rule_action = {self.S}_rule_actions;",
             "    ctx->stats->rule_hits = ctx->rule_hits;",
         ]
+        return "\n".join(out + self.linger_new())
+
+    def linger_new(self) -> list[str]:
+        """Context creation: the linger table of each layer whose ended instances stateful
+        rules keep (compiled-in and reloadable sets alike)."""
+        out = []
         for n in self.inst:
             lc = self.lcs[n]
             out += [
@@ -606,7 +616,7 @@ class RulesC:
                 f"        if (ctx->rl_{n} == NULL) goto fail;",
                 "    }",
             ]
-        return "\n".join(out)
+        return out
 
     def ctx_free(self) -> str:
         return "\n".join(f"    if (ctx->rl_{n}) rg_flow_free(ctx->rl_{n});" for n in self.inst)

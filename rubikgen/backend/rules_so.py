@@ -407,21 +407,7 @@ class RulesHost(RulesC):
         S = self.S
         out = [f"    ctx->rv_hdrs[{self.lcs[n].index}] = ctx->rv_hdr_{n};"
                for n, k in self.itf.copy.items() if k]  # fmt: skip
-        for n in self.inst:
-            lc = self.lcs[n]
-            out += [
-                "    {",
-                "        rg_flow_cfg rc_;",
-                "        memset(&rc_, 0, sizeof rc_);",
-                f"        rc_.key_len = {lc.key_len};",
-                f"        rc_.payload_size = sizeof(struct {S}__rl_rec);",
-                "        rc_.cap = 1u << 16; /* the oldest are evicted beyond */",
-                f"        rc_.bidir = {1 if lc.bidir else 0};",
-                f"        rc_.seed = seed + 101u + {lc.index};",
-                f"        ctx->rl_{n} = rg_flow_new(&rc_);",
-                f"        if (ctx->rl_{n} == NULL) goto fail;",
-                "    }",
-            ]
+        out += self.linger_new()
         out += [
             f"    ctx->rules = rg_rules_rt_new(&{S}__rules_initial, ctx->stats, &ctx->pkt_no,",
             f"                                 {S}__rules_fp, {S}__rules_spec);",
