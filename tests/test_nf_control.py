@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from oracle import TRACES
+from paced_feed import PacedFeed, pcap_records
 from test_nf_chain import _cc, _chain, _run, binary  # noqa: F401  (the binary fixture)
 
 from captures import REPO
@@ -40,18 +40,6 @@ pytestmark = pytest.mark.serial
 CAPTURE = TRACES / "mixed-android-mobile.pcap"
 PAUSE = 0.002  # seconds between records
 TRICKLE = 0.02  # seconds between records while a rubikgen ctl call is in flight
-
-
-def _records(pcap: Path) -> tuple[bytes, list[bytes]]:
-    data = pcap.read_bytes()
-    magic = data[:4]
-    endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    out, off = [], 24
-    while off + 16 <= len(data):
-        caplen = struct.unpack(endian + "I", data[off + 8 : off + 12])[0]
-        out.append(data[off : off + 16 + caplen])
-        off += 16 + caplen
-    return data[:24], out
 
 
 def _ctl(sock: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -89,7 +77,7 @@ def test_attach_detach_while_replaying(
     bad = tmp_path / "bad.c"
     bad.write_text("int nothing_here;\n")
     bad_so = _cc(bad, tmp_path / "bad.so")
-    head, records = _records(CAPTURE)
+    _, records = pcap_records(CAPTURE)
     assert len(records) > 200
 
     # the reference: the same chain without changes
@@ -115,32 +103,22 @@ def test_attach_detach_while_replaying(
         stderr=subprocess.PIPE,
         text=True,
     )
-    written = [0]
     third = len(records) // 3
     # from a third of the records until the test has attached (and from two thirds until it has
     # detached) the writer trickles: the binary applies a request at its next packets, so the
     # writer must never stop, and the window must outlast the rubikgen ctl calls
     attached, detached = threading.Event(), threading.Event()
 
-    def writer() -> None:
-        with open(fifo, "wb", buffering=0) as f:
-            f.write(head)
-            for i, r in enumerate(records):
-                f.write(r)
-                written[0] += 1
-                slow = (i >= third and not attached.is_set()) or (
-                    i >= 2 * third and not detached.is_set()
-                )
-                time.sleep(TRICKLE if slow else PAUSE)
+    def pause(i: int) -> float:
+        slow = (i >= third and not attached.is_set()) or (i >= 2 * third and not detached.is_set())
+        return TRICKLE if slow else PAUSE
 
-    t = threading.Thread(target=writer)
-    t.start()
+    feed = PacedFeed(fifo, CAPTURE, pause).start()
     try:
         deadline = time.monotonic() + 30
         while not sock.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
-        while written[0] < third:
-            time.sleep(0.01)
+        feed.wait_written(third)
         p = _ctl(sock, "attach", str(rec), "--name", "b", "tag=b", f"log={log_b}")
         assert p.returncode == 0 and "attached" in p.stdout, p.stderr
         p = _ctl(sock, "attach", str(bad_so), "--name", "bad")
@@ -149,8 +127,7 @@ def test_attach_detach_while_replaying(
         assert p.returncode == 0
         assert p.stdout == f"a\t{rec}\nb\t{rec}\n", p.stdout
         attached.set()
-        while written[0] < 2 * third:
-            time.sleep(0.01)
+        feed.wait_written(2 * third)
         p = _ctl(sock, "detach", "b")
         assert p.returncode == 0 and "detached b" in p.stdout, p.stderr
         p = _ctl(sock, "detach", "b")
@@ -159,7 +136,7 @@ def test_attach_detach_while_replaying(
     finally:
         attached.set()
         detached.set()
-        t.join()
+        feed.join()
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     got = json.loads(out.strip().splitlines()[-1])

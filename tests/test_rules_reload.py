@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 from oracle import TRACES, tshark_available
-from test_nf_control import PAUSE, _records
+from paced_feed import PacedFeed, pcap_records
+from test_nf_control import PAUSE
 from test_rules import (
     CAPTURES,
     DROP_CAPTURES,
@@ -111,7 +112,7 @@ def test_reload_mid_replay_swaps_at_a_packet_boundary(
     b, bad = tmp_path / "b.rules.yaml", tmp_path / "bad.rules.yaml"
     b.write_text(RULES_B, encoding="utf-8")
     bad.write_text(RULES_BAD, encoding="utf-8")
-    head, records = _records(CAPTURE)
+    _, records = pcap_records(CAPTURE)
 
     # the reference streams: a run without reload (rules do not change what is reassembled)
     ref_dir = tmp_path / "ref"
@@ -129,28 +130,16 @@ def test_reload_mid_replay_swaps_at_a_packet_boundary(
          str(sock), "--write", str(out), "--summary", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    written = [0]
     third = len(records) // 3
     done = threading.Event()  # the writer trickles from a third on until the reload is done
-
-    def writer() -> None:
-        with open(fifo, "wb", buffering=0) as f:
-            f.write(head)
-            for i, r in enumerate(records):
-                f.write(r)
-                written[0] += 1
-                # slowly while the reloads are under way (two compiles: seconds on a busy machine)
-                time.sleep(SLOW if i >= third and not done.is_set() else PAUSE)
-
-    t = threading.Thread(target=writer, daemon=True)  # blocked on the FIFO if the run died
-    t.start()
+    # slowly while the reloads are under way (two compiles: seconds on a busy machine)
+    feed = PacedFeed(fifo, CAPTURE, lambda i: SLOW if i >= third and not done.is_set() else PAUSE)
+    feed.start()
     try:
         deadline = time.monotonic() + 30
         while not sock.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
-        while written[0] < third:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.01)
+        feed.wait_written(third, lambda: proc.poll() is None)
         # an error in the rules: refused with its position, A keeps running
         p = rubikgen("ctl", str(sock), "rules", "reload", str(bad))
         assert p.returncode == 1, p.stdout
@@ -166,7 +155,7 @@ def test_reload_mid_replay_swaps_at_a_packet_boundary(
     finally:
         done.set()
         if proc.poll() is None:
-            t.join()
+            feed.join()
         so, se = proc.communicate(timeout=120)
     assert proc.returncode == 0, se
     # the binary reads behind the writer (the FIFO buffers): the boundary may precede `third`
@@ -194,7 +183,7 @@ def test_sighup_recompiles_the_rules_file(tmp_path: Path) -> None:
         pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
     rules = tmp_path / "r.rules.yaml"
     rules.write_text(RULES_A, encoding="utf-8")
-    head, records = _records(CAPTURE)
+    _, records = pcap_records(CAPTURE)
     fifo, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
     os.mkfifo(fifo)
     proc = subprocess.Popen(
@@ -219,25 +208,13 @@ def test_sighup_recompiles_the_rules_file(tmp_path: Path) -> None:
         assert ok, "".join(err_lines)
         return next(x for x in err_lines if text in x)
 
-    written = [0]
     third = len(records) // 3
     done = threading.Event()
-
-    def writer() -> None:
-        with open(fifo, "wb", buffering=0) as f:  # opens once the binary reads the FIFO
-            f.write(head)
-            for i, r in enumerate(records):
-                f.write(r)
-                written[0] += 1
-                time.sleep(SLOW if i >= third and not done.is_set() else PAUSE)
-
-    threads = [threading.Thread(target=f, daemon=True) for f in (reader, writer)]
-    for t in threads:
-        t.start()
+    feed = PacedFeed(fifo, CAPTURE, lambda i: SLOW if i >= third and not done.is_set() else PAUSE)
+    threading.Thread(target=reader, daemon=True).start()
+    feed.start()
     try:
-        while written[0] < third:
-            assert proc.poll() is None, "".join(err_lines)
-            time.sleep(0.01)
+        feed.wait_written(third, lambda: proc.poll() is None)
         rules.write_text(RULES_BAD.replace("udp.dprt", "udp.dprt "), encoding="utf-8")
         proc.send_signal(signal.SIGHUP)
         wait_for("SIGHUP: the rules in force are kept")
@@ -249,8 +226,8 @@ def test_sighup_recompiles_the_rules_file(tmp_path: Path) -> None:
         done.set()
         alive = proc.poll() is None
         so, _ = proc.communicate(timeout=120)
-        for t in threads if alive else ():
-            t.join()
+        if alive:
+            feed.join()
     assert proc.returncode == 0, "".join(err_lines)
     words = line.split()
     boundary = int(words[words.index("packet") + 1])
@@ -376,7 +353,7 @@ def test_reload_keeps_stateful_decisions_by_rule_name(bare_binary: Path, tmp_pat
     a = _so(STATEFUL_A, tmp_path)  # A from the start (--rules-so), B through the socket
     b = tmp_path / "b.rules.yaml"
     b.write_text(STATEFUL_B, encoding="utf-8")
-    head, records = _records(CAPTURE)
+    _, records = pcap_records(CAPTURE)
     fifo, sock, out = tmp_path / "in.pcap", tmp_path / "ctl.sock", tmp_path / "out.pcap"
     os.mkfifo(fifo)
     proc = subprocess.Popen(
@@ -384,31 +361,19 @@ def test_reload_keeps_stateful_decisions_by_rule_name(bare_binary: Path, tmp_pat
          str(sock), "--write", str(out), "--summary", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    written = [0]
     start = 230  # long connections of both rules are open here (tshark: tcp.stream spans)
     done = threading.Event()
-
-    def writer() -> None:
-        with open(fifo, "wb", buffering=0) as f:
-            f.write(head)
-            for i, r in enumerate(records):
-                f.write(r)
-                written[0] += 1
-                time.sleep(SLOW if i >= start and not done.is_set() else PAUSE)
-
-    t = threading.Thread(target=writer, daemon=True)
-    t.start()
+    feed = PacedFeed(fifo, CAPTURE, lambda i: SLOW if i >= start and not done.is_set() else PAUSE)
+    feed.start()
     try:
-        while written[0] < start:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.01)
+        feed.wait_written(start, lambda: proc.poll() is None)
         p = rubikgen("ctl", str(sock), "rules", "reload", str(b))
         assert p.returncode == 0, p.stderr
         boundary = int(p.stdout.split()[p.stdout.split().index("packet") + 1])
     finally:
         done.set()
         if proc.poll() is None:
-            t.join()
+            feed.join()
         so, se = proc.communicate(timeout=120)
     assert proc.returncode == 0, se
     keep = _streams("ip.dst == 216.239.38.120")
@@ -454,7 +419,7 @@ def test_reload_on_two_workers_swaps_every_context(
     binary, _ = reload_binary
     b = tmp_path / "b.rules.yaml"
     b.write_text(RULES_B, encoding="utf-8")
-    head, records = _records(CAPTURE)
+    head, records = pcap_records(CAPTURE)
     third = len(records) // 3
     fifo, sock, out = tmp_path / "in.pcap", tmp_path / "ctl.sock", tmp_path / "out.pcap"
     os.mkfifo(fifo)
