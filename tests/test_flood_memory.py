@@ -210,3 +210,28 @@ def test_far_ahead_policies(tmp_path: Path, policy: str) -> None:
     assert len(flows) == mem["actions"][policy] > 0  # each instance once
     if policy == "drop-flow":  # later packets of a dropped flow stop at the lookup, counted
         assert mem["dropped_packets"] + tcp["dropped_by_verdict"] > 0
+
+
+def test_a_flow_cap_the_indexes_fill_is_refused(tmp_path: Path) -> None:
+    """A flow memcap no larger than the empty tables' key indexes would evict (or refuse) every
+    instance in the packet that creates it: the binary refuses it, naming the indexes' bytes,
+    which equal the flow bytes a run over an empty capture accounts; one byte more runs, and
+    `ignore` (count only) runs with any cap."""
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
+    summary, _, _ = run_rss(empty, "count")
+    indexes = sum(ly["memory"]["peak_flow_bytes"] for ly in summary["layers"].values())
+    assert indexes > 0
+    argv = [str(plain_tcp_ip()), str(empty), "--nf", "count", "--out", str(tmp_path / "o")]
+    for cap in (1, indexes):
+        p = subprocess.run([*argv, "--memcap-flows", str(cap)], capture_output=True, text=True)
+        assert p.returncode == 1, p.stdout
+        assert f"the flow memcap ({cap} bytes) leaves no room for instances" in p.stderr
+        assert f"alone take {indexes} bytes" in p.stderr, p.stderr
+        w = subprocess.run([*argv, "--memcap-flows", str(cap), "--workers", "2"], text=True,
+                           capture_output=True)  # fmt: skip
+        assert w.returncode == 1 and "leaves no room for instances" in w.stderr, w.stderr
+    for extra in (["--memcap-flows", str(indexes + 1)], ["--memcap-flows", "1",
+                  "--memcap-policy", "ignore"]):  # fmt: skip
+        p = subprocess.run([*argv, *extra], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr

@@ -88,6 +88,10 @@ static inline rg_ctx_cfg rg_ctx_cfg_of(const opts *o, const rg_obs *obs)
 
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
 int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o);
+/* A new context's flow memcap leaves room for instances: RG_OK, or 1 with the reason in err
+ * (the flow tables' key indexes alone fill the cap, so every instance would be evicted or
+ * refused in the packet that creates it). */
+int rg_memcap_room(const rg_stack_desc *stack, const void *ctx, char *err, size_t errlen);
 
 /* ---- feeding frames to the stack ---- */
 

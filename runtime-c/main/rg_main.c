@@ -188,6 +188,10 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
                 stack->name);
         return 1;
     }
+    if (rg_memcap_room(stack, r->ctx, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", o->prog, err);
+        return 1;
+    }
     return RG_OK;
 }
 
@@ -382,9 +386,14 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     }
     rg_ctx_cfg cfg = rg_ctx_cfg_of(o, &obs);
     void *ctx = stack->ctx_new(&cfg);
-    if (!ctx) {
-        fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
-                stack->name);
+    char err[256];
+    if (!ctx || rg_memcap_room(stack, ctx, err, sizeof err)) {
+        if (ctx)
+            fprintf(stderr, "%s: %s\n", o->prog, err);
+        else
+            fprintf(stderr, "%s: cannot create the %s stack context (out of memory?)\n", o->prog,
+                    stack->name);
+        if (ctx) stack->ctx_free(ctx);
         rg_chain_free(nr.chain, o->prog);
         rg_counter_free(&counter);
         return 1;

@@ -3,6 +3,8 @@
  * rg_nf_table): --help lists them and each NF's flag becomes an option. */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -561,4 +563,23 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     for (size_t i = 0; o->nfd && rg_nf_table[i] && i < MAX_NF_FLAGS; i++)
         if (rg_nf_table[i] == o->nfd) o->nf_flag = flags[i];
     return 0;
+}
+
+int rg_memcap_room(const rg_stack_desc *stack, const void *ctx, char *err, size_t errlen)
+{
+    const rg_stats *st = stack->stats ? stack->stats(ctx) : NULL;
+    if (!st || !st->mem_cap_flows || st->mem_policy == RG_MEMCAP_IGNORE) return RG_OK;
+    uint64_t fixed = 0;
+    unsigned tables = 0;
+    for (unsigned i = 0; i < stack->nlayers; i++) {
+        fixed += st->layer[i].mem.flow_bytes;
+        tables += st->layer[i].mem.flow_bytes != 0;
+    }
+    if (fixed < st->mem_cap_flows) return RG_OK;
+    snprintf(err, errlen,
+             "the flow memcap (%" PRIu64 " bytes) leaves no room for instances: the key indexes "
+             "of the %u flow tables alone take %" PRIu64 " bytes (give --memcap-flows or "
+             "--memcap more, or 0 for no cap)",
+             st->mem_cap_flows, tables, fixed);
+    return 1;
 }

@@ -357,6 +357,7 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
         snprintf(err, errlen, "cannot create the %s stack context (out of memory?)", stack->name);
         return 1;
     }
+    if (rg_memcap_room(stack, w->ctx, err, errlen)) return 1;
     /* expiry comes as ticks from the reader: the feeder never expires by itself; but for
      * multi-queue sources, whose frames carry one monotonic clock */
     rg_feeder_init(&w->fd, stack, &w->lm, w->ctx, mq ? o->no_timeouts : 1, &w->counter.n);
