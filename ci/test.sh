@@ -30,5 +30,5 @@ make -s -C runtime-c lib asan-lib
 # two workers (the machines have two cores); a test file runs on one worker, so its
 # module-scoped builds are made once.  Then the timing-sensitive tests (live capture fed by
 # tcpreplay, paced input), alone, so that the other worker's load cannot make a kernel drop.
-$PY -m pytest -n "${RG_TEST_JOBS:-2}" --dist loadfile -m "not serial"
+$PY -m pytest -n "${RG_TEST_JOBS:-2}" --dist loadfile -m "not serial" --durations=15
 $PY -m pytest -m serial
