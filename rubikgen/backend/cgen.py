@@ -152,6 +152,7 @@ class CGen:
             n
             for n, lc in self.layers.items()
             if n in lazy
+            and lc.index < 64  # a bit of the mask
             and not self.drain_support(lc)
             and not prog.layers[n].lifecycle
             and not (self.rules.on_close(n) if self.rules else "")
@@ -227,8 +228,8 @@ class CGen:
             "limits": memcap_limits(self.sd),
             "xf": self.transform_support(),
             "setters": self.setters,
-            "stage1": render_stage1(self),
-            "quiet": self.quiet,  # burst stage 1 (burst_c.py)
+            "stage1": render_stage1(self),  # burst stage 1 (burst_c.py)
+            "quiet": self.quiet,
         }
         files = {
             f"{self.S}_gen.h": env.get_template("stack_gen.h.j2").render(ctx),
