@@ -203,3 +203,46 @@ def test_tcp_options_are_walked_by_lengths_when_no_field_is_read(tmp_path: Path)
 
     assert shape([ts[0], replace(ts[1], const=10), *ts[2:]]) is None
     assert shape(d.layouts["opt_rest"]) is None  # header.hdr_len * 4 - cursor
+
+
+def test_one_packet_instances_skip_the_observers_when_their_mask_says() -> None:
+    """rg_obs.quiet_transient: ip's lazily created datagram is shown only if the observer's
+    bit for ip is clear (lazy_ip 1) or it outlives the packet (the commit shows it); an
+    in-packet destroy of an unshown one frees its sequence and counts it, without L_ip_close."""
+    c = gen_c()
+    body = process_body(c)
+    assert (
+        "uint64_t quiet;" in c and "ctx->quiet = cfg && cfg->obs ? cfg->obs->quiet_transient" in c
+    )
+    create = body[body.index("{ /* created lazily (fast-destroy) */\n            inst_ip") :]
+    create = create[: create.index("goto ")]
+    assert "if (ctx->quiet >> 6 & 1u) {\n                lazy_ip = 2;" in create
+    assert "if (lazy_ip == 1u && ctx->obs && ctx->obs->on_packet)" in create
+    destroy = body[body.index("if (lazy_ip == 2u) { /* one packet, not shown") :]
+    quiet = destroy[: destroy.index("} else {")]
+    assert "L_ip_close" not in quiet and "on_close" not in quiet
+    assert "rg_seq_free(&inst_ip->seq[0]);" in quiet
+    assert "ctx->stats->layer[6].transient++;" in quiet
+    assert "L_ip_close(ctx, inst_ip, RG_CLOSE_ACCEPT);" in destroy[len(quiet) :][:200]
+    # every commit of ip shows an instance not shown yet, after it is in the table
+    commits = body.count("if (lazy_ip) { /* the instance outlives the packet: into the table */")
+    assert commits >= 2
+    assert body.count("const unsigned show_ = lazy_ip == 2u;") == commits
+    shows = "ctx->obs->on_packet(ctx->obs->self, &inst_ip->fi, 0, qlen_ip, ctx->clock.now);"
+    assert body.count(shows) == 2 * commits  # in the table, or before an eviction's close
+    # tcp is fast-destroy too, but its close drains its sequences: always shown
+    assert "lazy_tcp == 2u" not in body and "ctx->quiet >> 8" not in body
+    assert "lazy_tcp = 1;" in body
+    # burst stage 1 creates nothing
+    stage1 = c[c.find("/* Burst stage 1") :]
+    assert "lazy_ip = " not in stage1 and "ctx->quiet" not in stage1
+    assert "transient" not in stage1 and "on_open" not in stage1
+
+
+def test_stacks_without_fast_destroy_have_no_quiet_path() -> None:
+    for c in (
+        gen_c(TCP_IP, 0),
+        Compilation(TCP_IP, disable=["fast-destroy"]).generated.files["tcp_ip_gen.c"],
+    ):
+        assert "created lazily" not in c
+        assert "quiet" not in c and "qlen_" not in c and "transient" not in c

@@ -133,9 +133,30 @@ class CGen:
             for name, lir in prog.layers.items()
         }
         self._created: str | None = None
+        self._created_lazy = False
+        # fast-destroy layers whose one-packet instances observers may not be shown
+        # (rg_obs.quiet_transient): nothing but on_close and freeing the sequences at their close
+        self.quiet = self._quiet_layers(prog)
         self.resets = Resets()  # per-layer clears, dropped where nothing reads them (prune.py)
         # layers whose lookup was rendered: each gets a verdict exit (V_<layer>)
         self.verdict_exits: list[str] = []
+
+    def _quiet_layers(self, prog: Any) -> list[str]:
+        lazy = {
+            ins.layer
+            for b in prog.blocks.values()
+            for ins in b.instrs
+            if isinstance(ins, I.Create) and ins.lazy
+        }
+        return [
+            n
+            for n, lc in self.layers.items()
+            if n in lazy
+            and lc.index < 64  # a bit of the mask
+            and not self.drain_support(lc)
+            and not prog.layers[n].lifecycle
+            and not (self.rules.on_close(n) if self.rules else "")
+        ]
 
     # -- handlers ---------------------------------------------------------------------------
     def _arg_types(self, lc: LayerC, args: list[Arg]) -> list[tuple[str, str, str]]:
@@ -208,6 +229,7 @@ class CGen:
             "xf": self.transform_support(),
             "setters": self.setters,
             "stage1": render_stage1(self),  # burst stage 1 (burst_c.py)
+            "quiet": self.quiet,
         }
         files = {
             f"{self.S}_gen.h": env.get_template("stack_gen.h.j2").render(ctx),
@@ -410,6 +432,8 @@ class CGen:
             out.append(f"    rg_bytes lin_{n} RG_MAYBE_UNUSED = rg_bytes_empty();")
             out.append(f"    rg_seq_res sres_{n} RG_MAYBE_UNUSED;")
             out.append(f"    unsigned lazy_{n} RG_MAYBE_UNUSED = 0;")
+            if n in self.quiet:  # lazy_ 2: not shown yet; the length its on_packet gets
+                out.append(f"    uint32_t qlen_{n} RG_MAYBE_UNUSED = 0;")
             if lc.has_instance:
                 out.append(f"    uint8_t kf_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
                 if lc.bidir:
@@ -501,6 +525,7 @@ class CGen:
                     out.append(f"        /* {c_comment(str(ins.src))} */")
                 text = self.instr(ins)
                 self._created = ins.layer if isinstance(ins, I.Create) else None
+                self._created_lazy = isinstance(ins, I.Create) and ins.lazy
                 for line in text.splitlines():
                     out.append(f"        {line}" if line else "")
             out.append("    }")
@@ -708,12 +733,25 @@ class CGen:
         if ins.lazy:
             # fast-destroy: built in the scratch record; `finish` commits it to the table
             # unless the packet destroys it first
+            if n in self.quiet:
+                # the observer may not want it (rg_obs.quiet_transient): shown at the commit if
+                # it outlives the packet (lazy_ 2), else only counted
+                opened = [
+                    opened[0],
+                    f"    if (ctx->quiet >> {lc.index} & 1u) {{",
+                    f"        lazy_{n} = 2;",
+                    f"        qlen_{n} = (uint32_t)in_{n}.len;",
+                    "    } else {",
+                    f"        lazy_{n} = 1;",
+                    "    " + opened[1],
+                    "    }",
+                ]
             return "\n".join(
                 [
                     "{ /* created lazily (fast-destroy) */",
                     f"    inst_{n} = &ctx->scratch_{n};",
                     f"    rg_zero(inst_{n}, sizeof *inst_{n});",
-                    f"    lazy_{n} = 1;",
+                    *([] if n in self.quiet else [f"    lazy_{n} = 1;"]),
                     f"    has_inst_{n} = 1;",
                     f"    dir_{n} = 0;",
                     f"    inst_{n}->fi.uid = ++ctx->uid;",
@@ -774,6 +812,12 @@ class CGen:
         if self._created == n:
             # right after its creation: no drop-flow mark yet (only a reassembly memcap hit of
             # one of its packets sets it)
+            if self._created_lazy and n in self.quiet:
+                # lazy_ 2: not shown (yet): the commit shows it if it outlives the packet
+                packet = (
+                    f"if (lazy_{n} == 1u && ctx->obs && ctx->obs->on_packet)\n"
+                    f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
+                )
             return "/* created by this packet: not marked dropped */\n" + packet
         return (
             # memcap drop-flow: the instance's later packets are counted, not shown to observers
@@ -1053,10 +1097,10 @@ class CGen:
                 f"if (loop_{n}) lin_{n} = rg__keep(&ctx->keep_{n}, lin_{n}, "
                 f"&ctx->stats->layer[{lc.index}].seq);"
             )
-        lines.append(f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);")
+        close = f"{lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);"
         if ins.lazy:
             st = f"ctx->stats->layer[{lc.index}].inst"
-            lines += [
+            body = [
                 f"if (lazy_{n}) {{ /* never entered the table (fast-destroy) */",
                 f"    lazy_{n} = 0;",
                 f"    {st}.created++;",
@@ -1065,7 +1109,28 @@ class CGen:
                 f"    rg_flow_delete(ctx->tbl_{n}, inst_{n});",
                 "}",
             ]
+            if n in self.quiet:
+                # a one-packet instance never shown: its close would only tell the observer
+                # (no lifecycle handlers, drain or close rules) and free its sequences
+                frees = [
+                    f"    rg_seq_free(&inst_{n}->seq[{d}]);" for d in range(lc.ndirs) if lc.has_seq
+                ]
+                lines += [
+                    f"if (lazy_{n} == 2u) {{ /* one packet, not shown (rg_obs.quiet_transient) */",
+                    f"    lazy_{n} = 0;",
+                    *frees,
+                    f"    {st}.created++;",
+                    f"    {st}.destroyed++;",
+                    f"    ctx->stats->layer[{lc.index}].transient++;",
+                    "} else {",
+                    "    " + close,
+                    *["    " + x for x in body],
+                    "}",
+                ]
+            else:
+                lines += [close, *body]
         else:
+            lines.append(close)
             lines.append(f"rg_flow_delete(ctx->tbl_{n}, inst_{n});")
         lines += [f"inst_{n} = &ctx->scratch_{n};", f"has_inst_{n} = 0;"]
         return "\n".join(lines)
@@ -1074,11 +1139,24 @@ class CGen:
         n = lc.name
         lines = []
         if ins.commit:
+            quiet = n in self.quiet
+            # an instance not shown yet (lazy_ 2) is opened now, with its first packet
+            show = [
+                "if (show_ && ctx->obs) {",
+                "    if (ctx->obs->on_open) "
+                f"ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->clock.now);",
+                "    if (ctx->obs->on_packet) "
+                f"ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, 0, qlen_{n}, ctx->clock.now);",
+                "}",
+            ]
+            shown = ["    " + x for x in show] if quiet else []
             lines += [
                 f"if (lazy_{n}) {{ /* the instance outlives the packet: into the table */",
                 f"    void *p_ = {self._create_call(lc)};",
+                *([f"    const unsigned show_ = lazy_{n} == 2u;"] if quiet else []),
                 f"    lazy_{n} = 0;",
                 "    if (p_ == NULL) {",
+                *["    " + x for x in shown],
                 f"        rg_stats_error(&ctx->stats->layer[{lc.index}], RG_REASON_CAP);",
                 "        rc = RG_PKT_ERROR;",
                 f"        {lc.t('close')}(ctx, inst_{n}, RG_CLOSE_EVICTED);",
@@ -1089,6 +1167,7 @@ class CGen:
                 f"        inst_{n}->fi.key_a = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, p_, 0);",
                 f"        inst_{n}->fi.key_p = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, p_, 1);",
                 f"        if (inst_{n}->fi.key_p == NULL) inst_{n}->fi.key_p = inst_{n}->fi.key_a;",
+                *["    " + x for x in shown],
                 "    }",
                 "}",
             ]

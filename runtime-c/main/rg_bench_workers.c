@@ -85,6 +85,7 @@ static void *bworker_main(void *arg)
             }
             w->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
             w->wall_end = clock_ns(CLOCK_MONOTONIC);
+            rg_counter_fold(&counter, w->stack->stats ? w->stack->stats(ctx) : NULL);
             w->stack->flush(ctx);
             w->payload = counter.n.payload_bytes;
             w->opened = counter.n.opened;

@@ -72,5 +72,7 @@ rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, 
     obs.on_clock_jump = nf->on_clock_jump ? chain_clock_jump : NULL;
     obs.on_memcap = nf->on_memcap ? chain_memcap : NULL;
     obs.on_overlap = nf->on_overlap ? chain_overlap : NULL;
+    /* one-packet instances left out only where neither wants them */
+    obs.quiet_transient = ch->a.quiet_transient & nf->quiet_transient;
     return obs;
 }

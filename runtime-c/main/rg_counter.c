@@ -73,6 +73,23 @@ rg_obs rg_counter_obs(rg_counter *c, int calls)
                 .on_call = calls ? on_call : NULL,
                 .on_open = on_open,
                 .on_close = on_close,
-                .on_gap = on_gap};
+                .on_gap = on_gap,
+                /* it only counts instances: the one-packet ones it is not shown are counted
+                 * by the stack (rg_layer_stats.transient) and added by rg_counter_fold */
+                .quiet_transient = ~UINT64_C(0)};
     return o;
+}
+
+void rg_counter_fold(rg_counter *c, const rg_stats *st)
+{
+    if (!st) return;
+    for (unsigned i = 0; i < c->stack->nlayers && i < st->nlayers; i++) {
+        const uint64_t t = st->layer[i].transient;
+        rg_layer_counts *l = &c->n.layer[i];
+        l->opened += t;
+        l->closed[RG_CLOSE_ACCEPT] += t;
+        l->one_packet += t;
+        c->n.opened += t;
+        c->n.closed += t;
+    }
 }

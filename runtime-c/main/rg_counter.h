@@ -42,6 +42,11 @@ void rg_counter_free(rg_counter *c);
 /* The observer of c (self = c); calls = 0: without on_call (--nf none). */
 rg_obs rg_counter_obs(rg_counter *c, int calls);
 
+/* Once per context, after its last packet (before reading c's counts): add the one-packet
+ * instances its stack did not show the counter (rg_obs.quiet_transient) from the context's
+ * stats st (NULL: none).  Each is opened, closed by RG_CLOSE_ACCEPT and one_packet. */
+void rg_counter_fold(rg_counter *c, const rg_stats *st);
+
 /* Flows: instances that outlived the packet that opened them. */
 static inline uint64_t rg_layer_flows(const rg_layer_counts *l)
 {

@@ -272,6 +272,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         status = 1;
     }
 
+    rg_counter_fold(&r.counter, stack->stats ? stack->stats(r.ctx) : NULL);
     const rg_counts *c = &r.counter.n;
     uint64_t live = c->opened - c->closed;
     rg_live_before_flush(stack, &r.counter.n, r.live_per);
@@ -417,6 +418,7 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     uint64_t c1 = now_ns(CLOCK_THREAD_CPUTIME_ID), w1 = now_ns(CLOCK_MONOTONIC);
     if (c1 - c0 < *best_cpu) *best_cpu = c1 - c0;
     if (w1 - w0 < *best_wall) *best_wall = w1 - w0;
+    rg_counter_fold(&counter, stack->stats ? stack->stats(ctx) : NULL);
     rg_live_before_flush(stack, &counter.n, live_per);
     stack->flush(ctx);
     int rc = RG_OK;

@@ -642,6 +642,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         uint64_t live = 0;
         for (unsigned i = 0; i < nw; i++) {
             worker *w = &ws[i];
+            rg_counter_fold(&w->counter, stack->stats ? stack->stats(w->ctx) : NULL);
             const rg_counts *c = &w->counter.n;
             live += c->opened - c->closed;
             rg_live_before_flush(stack, &w->counter.n, w->live_per);

@@ -245,6 +245,23 @@ typedef struct rg_obs {
      * (the overlap policy chose; 0: the old copy won, len: the new one). */
     void (*on_overlap)(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
                        uint32_t new_bytes, uint64_t ts_ns);
+    /* ---- one-packet instances (appended: issue 13) ----
+     * bit i (layer index < 64) set: this observer need not be told of one-packet instances of
+     * layer i, the instances of a fast-destroy layer (created lazily: an unfragmented IPv4
+     * datagram) that the packet which created them also ends.  A stack may then leave out
+     * their on_open, on_packet and on_close; it counts each one it left out in
+     * rg_layer_stats.transient (and, as always, in inst.created and inst.destroyed), so an
+     * observer that counts instances adds those (the driver's counter does: closed by
+     * RG_CLOSE_ACCEPT, one packet).  Handler calls (on_call) still come, with c->flow
+     * pointing to the instance, and so may on_gap, on_overlap and on_memcap.  An instance of
+     * such a layer that outlives its first packet is still shown, but its on_open and first
+     * on_packet come when it is committed to the table, at the end of the layer's work on
+     * that packet: after the layer's handler calls (and those of the layers above it) for
+     * that packet, before any later packet's.  Layers with lifecycle handlers, a draining
+     * sequence or rules run at close show every instance whatever the mask.  0 (every
+     * observer that does not set it) keeps the order described above: every instance opened,
+     * shown each packet and closed. */
+    uint64_t quiet_transient;
 } rg_obs;
 
 /* ---- contexts ---- */

@@ -97,6 +97,9 @@ typedef struct rg_layer_stats {
     uint64_t bypassed;           /* RG_BYPASS_FLOW: passed without inspection */
     uint64_t checksum_bad;       /* checksums that did not verify (--checksums; rg_csum.h) */
     rg_mem_stats mem;            /* memcaps (appended: issue 14) */
+    /* one-packet instances the observer was not shown (rg_obs.quiet_transient; appended:
+     * issue 13): created and ended (RG_CLOSE_ACCEPT) by one packet, also in inst */
+    uint64_t transient;
 } rg_layer_stats;
 
 typedef struct rg_stats {
