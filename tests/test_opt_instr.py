@@ -203,3 +203,39 @@ def test_tcp_options_are_walked_by_lengths_when_no_field_is_read(tmp_path: Path)
 
     assert shape([ts[0], replace(ts[1], const=10), *ts[2:]]) is None
     assert shape(d.layouts["opt_rest"]) is None  # header.hdr_len * 4 - cursor
+
+
+def test_option_loops_count_no_iterations_where_the_until_bound_ends_them() -> None:
+    from rubikgen.backend.lean_walk import ends_first
+    from rubikgen.expr.parser import parse_expr
+
+    # tcp: 20 header bytes, then options until cursor >= hdr_len * 4 (at most 60), max 40,
+    # every option at least 1 byte: 40 iterations reach 60, the count never ends the loop
+    note = "/* no count: 40 iterations pass any value of the until bound */"
+    for c in (gen_c(), gen_c(TCP_IP, 0)):  # the lean walk (-O2) and the full walk (-O0)
+        starts = [m.end() for m in re.finditer(r"any_until \(\.\./protocols/tcp\.yaml:54\)", c)]
+        assert len(starts) == 4  # tcp and tcp6, in the packet function and in burst stage 1
+        for i in starts:
+            loop = c[
+                i : c.index(" >= end1_) break;" if c is gen_c() else "UINT64_C(4)))) break;", i)
+            ]
+            assert note in loop and "it1_" not in loop and "40u" not in loop
+    # ipv6's extension headers end on a next-header value, not a cursor bound: counted
+    assert "if (stop1_ || ++it1_ >= 8u) break;" in gen_c(TCP_IP, 0)
+
+    d = Compilation(TCP_IP).program.layers["tcp"].desc
+    fields = d.fields
+
+    def ends(until: str, lo: int = 20, step: int = 1, n: int = 40) -> bool:
+        return ends_first(parse_expr(until), fields, lo, step, n)
+
+    assert ends("cursor >= header.hdr_len * 4")
+    assert not ends("cursor >= header.hdr_len * 4", n=39)  # 20 + 39 < 60
+    assert not ends("cursor >= header.hdr_len * 4", lo=19)
+    assert ends("cursor >= header.hdr_len * 4", lo=0, step=3)
+    assert not ends("cursor > header.hdr_len * 4") and ends("cursor > header.hdr_len * 4", n=41)
+    assert ends("cursor >= 60 || header.syn == 1") and not ends("cursor >= 61 && cursor > 2")
+    assert not ends("cursor >= header.seq")  # 32 bits: no small bound
+    assert not ends("cursor >= header.hdr_len * 4 - 1")  # a subtraction may wrap: not bounded
+    assert not ends("cursor >= header.hdr_len * 4", step=0)
+    assert not ends("header.hdr_len * 4 <= cursor")  # only the form the walks are written in
