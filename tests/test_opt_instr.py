@@ -128,21 +128,28 @@ def test_rules_that_rewrite_keep_the_spans(tmp_path: Path) -> None:
     assert "#ifndef tcp_ip_SPANS\n#define tcp_ip_SPANS 1" in c
 
 
-def test_a_created_instance_skips_the_drop_flow_test() -> None:
-    body = process_body(gen_c())
-
-    def block(label: str) -> str:
-        start = re.search(rf"\n{label}_\d+: ", body)
-        assert start, label
-        end = re.compile(r"\nB_\w+: ").search(body, start.end())
-        assert end, label
-        return body[start.end() : end.start()]
-
-    created, found = block("B_tcp_create"), block("B_tcp_found")
-    assert "RG_FLOW_MEMCAP_DROPPED" not in created
-    assert "ctx->obs->on_packet(" in created  # observers still see the packet
-    assert "RG_FLOW_MEMCAP_DROPPED" in found  # a later packet of a dropped flow is counted
-    assert "RG_FLOW_MEMCAP_DROPPED" not in block("B_ip_create")
+def test_one_flag_test_per_packet_with_an_instance() -> None:
+    """The flow-verdict bits are the one mark tested per packet: a memcap drop-flow sets
+    RG_FI_DROP with its own mark (S__seq_loss gives RG_DROP_FLOW), so no block tests the
+    memcap mark; every lookup tests the verdict bits once."""
+    c = gen_c()
+    body = process_body(c)
+    assert "RG_FLOW_MEMCAP_DROPPED" not in body and "fi.memcap" not in body
+    for layer in ("ip", "ipv6", "tcp", "udp", "tcp6", "udp6"):
+        test = (
+            f"if (RG_UNLIKELY(has_inst_{layer} && (inst_{layer}->fi.flags & RG_FI_VERDICTS) != 0))"
+            f" goto V_{layer};"
+        )
+        assert body.count(test) == 1, layer
+    loss = c[c.index("__seq_loss(struct") :]
+    loss = loss[: loss.index("\n}\n")]
+    assert "f->memcap = pol == RG_MEMCAP_DROP_FLOW ? RG_FLOW_MEMCAP_DROPPED" in loss
+    assert (
+        "if (pol == RG_MEMCAP_DROP_FLOW) rg_verdict_give(&ctx->verdict, f, RG_DROP_FLOW);" in loss
+    )
+    # and rg_verdict_give marks the flow: the bit the lookup tests
+    api = (REPO / "runtime-c" / "include" / "rg" / "rg_api.h").read_text()
+    assert "->flags |= v == RG_DROP_FLOW ? RG_FI_DROP : RG_FI_BYPASS;" in api
 
 
 def test_a_setter_call_the_scan_misses_fails_to_link(tmp_path: Path) -> None:

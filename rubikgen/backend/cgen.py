@@ -132,7 +132,6 @@ class CGen:
             name: {call: i + 1 for i, (call, _) in enumerate(lir.callers)}
             for name, lir in prog.layers.items()
         }
-        self._created: str | None = None
         self.resets = Resets()  # per-layer clears, dropped where nothing reads them (prune.py)
         # layers whose lookup was rendered: each gets a verdict exit (V_<layer>)
         self.verdict_exits: list[str] = []
@@ -495,12 +494,10 @@ class CGen:
             else:
                 out.append(f"    /* {name}{src} */")
             out.append("    {")
-            self._created = None  # the layer whose Create this block rendered last
             for ins in b.instrs:
                 if ins.src is not None and ins.src != b.src:
                     out.append(f"        /* {c_comment(str(ins.src))} */")
                 text = self.instr(ins)
-                self._created = ins.layer if isinstance(ins, I.Create) else None
                 for line in text.splitlines():
                     out.append(f"        {line}" if line else "")
             out.append("    }")
@@ -767,21 +764,13 @@ class CGen:
 
     def i_observe(self, ins: I.Observe, lc: LayerC) -> str:
         n = lc.name
-        packet = (
+        # No test of the memcap drop-flow mark here: S__seq_loss sets RG_FLOW_MEMCAP_DROPPED
+        # together with the flow verdict's RG_FI_DROP (rg_verdict_give), so an instance marked
+        # dropped never gets past its lookup's one flag test (RG_FI_VERDICTS: V_<layer>, counted
+        # as dropped_by_verdict), and a record created by this packet carries no mark yet.
+        return (
             f"if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
             f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
-        )
-        if self._created == n:
-            # right after its creation: no drop-flow mark yet (only a reassembly memcap hit of
-            # one of its packets sets it)
-            return "/* created by this packet: not marked dropped */\n" + packet
-        return (
-            # memcap drop-flow: the instance's later packets are counted, not shown to observers
-            f"if (has_inst_{n} && RG_UNLIKELY(inst_{n}->fi.memcap & RG_FLOW_MEMCAP_DROPPED)) {{\n"
-            f"    ctx->stats->layer[{lc.index}].mem.dropped_pkts++;\n"
-            f"    rg_verdict_give(&ctx->verdict, &inst_{n}->fi, RG_DROP_FLOW);\n"
-            "}\n"
-            f"else {packet}"
         )
 
     def i_assign(self, ins: I.Assign, lc: LayerC) -> str:
