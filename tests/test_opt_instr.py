@@ -246,3 +246,20 @@ def test_option_loops_count_no_iterations_where_the_until_bound_ends_them() -> N
     assert not ends("cursor >= header.hdr_len * 4 - 1")  # a subtraction may wrap: not bounded
     assert not ends("cursor >= header.hdr_len * 4", step=0)
     assert not ends("header.hdr_len * 4 <= cursor")  # only the form the walks are written in
+
+
+def test_lookups_set_the_table_time_only_when_it_has_instances() -> None:
+    """An instance table's time is set inside the lookup, after its empty-table test (the IPv4
+    fragment table is empty on nearly every packet), and by the create."""
+    for path in (TCP_IP, GTP):
+        c = gen_c(path)
+        body = process_body(c)
+        assert "rg_flow_set_time(ctx->tbl_" not in c and "rg_flow_lookup_n(ctx->tbl_" not in c
+        lookups = re.findall(r"rg_flow_lookup_nt\(ctx->tbl_(\w+), kf_\1, \d+, &dir_\1, ctx->clock\.now\)", body)  # fmt: skip
+        creates = re.findall(r"rg_flow_create_nt\(ctx->tbl_(\w+), kf_\1, [\w]+, \d+, ctx->clock\.now\)", c)  # fmt: skip
+        assert lookups and set(creates) <= set(lookups), (lookups, creates)
+        assert "ip" in lookups or "ip1" in lookups
+    flow_h = (REPO / "runtime-c" / "include" / "rg" / "rg_flow.h").read_text()
+    nt = flow_h[flow_h.index("RG_INLINE void *rg_flow_lookup_nt(") :]
+    nt = nt[: nt.index("\n}\n")]
+    assert nt.index("if (t->nlive == 0) return NULL;") < nt.index("rg_flow_set_time(t, now_ns);")

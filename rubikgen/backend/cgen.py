@@ -665,11 +665,10 @@ class CGen:
             self.verdict_exits.append(n)
         return "\n".join(
             [
-                f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);",
-                # an empty table (no fragment pending, say) costs no hash and no probe
-                # a constant key length: hash and compare unroll; an empty table is not hashed
-                f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_n(ctx->tbl_{n}, kf_{n}, "
-                f"{lc.key_len}, &dir_{n});",
+                # a constant key length: hash and compare unroll; an empty table (no fragment
+                # pending, say) costs no hash, no probe and no time set (creates set it)
+                f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_nt(ctx->tbl_{n}, kf_{n}, "
+                f"{lc.key_len}, &dir_{n}, ctx->clock.now);",
                 f"has_inst_{n} = inst_{n} != NULL;",
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
                 f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
@@ -693,7 +692,7 @@ class CGen:
     def _create_call(lc: LayerC) -> str:
         n = lc.name
         rev = f"kr_{n}" if lc.bidir else "NULL"
-        return f"rg_flow_create_n(ctx->tbl_{n}, kf_{n}, {rev}, {lc.key_len})"
+        return f"rg_flow_create_nt(ctx->tbl_{n}, kf_{n}, {rev}, {lc.key_len}, ctx->clock.now)"
 
     def i_create(self, ins: I.Create, lc: LayerC) -> str:
         n = lc.name
