@@ -128,21 +128,28 @@ def test_rules_that_rewrite_keep_the_spans(tmp_path: Path) -> None:
     assert "#ifndef tcp_ip_SPANS\n#define tcp_ip_SPANS 1" in c
 
 
-def test_a_created_instance_skips_the_drop_flow_test() -> None:
-    body = process_body(gen_c())
-
-    def block(label: str) -> str:
-        start = re.search(rf"\n{label}_\d+: ", body)
-        assert start, label
-        end = re.compile(r"\nB_\w+: ").search(body, start.end())
-        assert end, label
-        return body[start.end() : end.start()]
-
-    created, found = block("B_tcp_create"), block("B_tcp_found")
-    assert "RG_FLOW_MEMCAP_DROPPED" not in created
-    assert "ctx->obs->on_packet(" in created  # observers still see the packet
-    assert "RG_FLOW_MEMCAP_DROPPED" in found  # a later packet of a dropped flow is counted
-    assert "RG_FLOW_MEMCAP_DROPPED" not in block("B_ip_create")
+def test_one_flag_test_per_packet_with_an_instance() -> None:
+    """The flow-verdict bits are the one mark tested per packet: a memcap drop-flow sets
+    RG_FI_DROP with its own mark (S__seq_loss gives RG_DROP_FLOW), so no block tests the
+    memcap mark; every lookup tests the verdict bits once."""
+    c = gen_c()
+    body = process_body(c)
+    assert "RG_FLOW_MEMCAP_DROPPED" not in body and "fi.memcap" not in body
+    for layer in ("ip", "ipv6", "tcp", "udp", "tcp6", "udp6"):
+        test = (
+            f"if (RG_UNLIKELY(has_inst_{layer} && (inst_{layer}->fi.flags & RG_FI_VERDICTS) != 0))"
+            f" goto V_{layer};"
+        )
+        assert body.count(test) == 1, layer
+    loss = c[c.index("__seq_loss(struct") :]
+    loss = loss[: loss.index("\n}\n")]
+    assert "f->memcap = pol == RG_MEMCAP_DROP_FLOW ? RG_FLOW_MEMCAP_DROPPED" in loss
+    assert (
+        "if (pol == RG_MEMCAP_DROP_FLOW) rg_verdict_give(&ctx->verdict, f, RG_DROP_FLOW);" in loss
+    )
+    # and rg_verdict_give marks the flow: the bit the lookup tests
+    api = (REPO / "runtime-c" / "include" / "rg" / "rg_api.h").read_text()
+    assert "->flags |= v == RG_DROP_FLOW ? RG_FI_DROP : RG_FI_BYPASS;" in api
 
 
 def test_a_setter_call_the_scan_misses_fails_to_link(tmp_path: Path) -> None:
@@ -246,3 +253,56 @@ def test_stacks_without_fast_destroy_have_no_quiet_path() -> None:
     ):
         assert "created lazily" not in c
         assert "quiet" not in c and "qlen_" not in c and "transient" not in c
+
+
+def test_option_loops_count_no_iterations_where_the_until_bound_ends_them() -> None:
+    from rubikgen.backend.lean_walk import ends_first
+    from rubikgen.expr.parser import parse_expr
+
+    # tcp: 20 header bytes, then options until cursor >= hdr_len * 4 (at most 60), max 40,
+    # every option at least 1 byte: 40 iterations reach 60, the count never ends the loop
+    note = "/* no count: 40 iterations pass any value of the until bound */"
+    for c in (gen_c(), gen_c(TCP_IP, 0)):  # the lean walk (-O2) and the full walk (-O0)
+        starts = [m.end() for m in re.finditer(r"any_until \(\.\./protocols/tcp\.yaml:54\)", c)]
+        assert len(starts) == 4  # tcp and tcp6, in the packet function and in burst stage 1
+        for i in starts:
+            loop = c[
+                i : c.index(" >= end1_) break;" if c is gen_c() else "UINT64_C(4)))) break;", i)
+            ]
+            assert note in loop and "it1_" not in loop and "40u" not in loop
+    # ipv6's extension headers end on a next-header value, not a cursor bound: counted
+    assert "if (stop1_ || ++it1_ >= 8u) break;" in gen_c(TCP_IP, 0)
+
+    d = Compilation(TCP_IP).program.layers["tcp"].desc
+    fields = d.fields
+
+    def ends(until: str, lo: int = 20, step: int = 1, n: int = 40) -> bool:
+        return ends_first(parse_expr(until), fields, lo, step, n)
+
+    assert ends("cursor >= header.hdr_len * 4")
+    assert not ends("cursor >= header.hdr_len * 4", n=39)  # 20 + 39 < 60
+    assert not ends("cursor >= header.hdr_len * 4", lo=19)
+    assert ends("cursor >= header.hdr_len * 4", lo=0, step=3)
+    assert not ends("cursor > header.hdr_len * 4") and ends("cursor > header.hdr_len * 4", n=41)
+    assert ends("cursor >= 60 || header.syn == 1") and not ends("cursor >= 61 && cursor > 2")
+    assert not ends("cursor >= header.seq")  # 32 bits: no small bound
+    assert not ends("cursor >= header.hdr_len * 4 - 1")  # a subtraction may wrap: not bounded
+    assert not ends("cursor >= header.hdr_len * 4", step=0)
+    assert not ends("header.hdr_len * 4 <= cursor")  # only the form the walks are written in
+
+
+def test_lookups_set_the_table_time_only_when_it_has_instances() -> None:
+    """An instance table's time is set inside the lookup, after its empty-table test (the IPv4
+    fragment table is empty on nearly every packet), and by the create."""
+    for path in (TCP_IP, GTP):
+        c = gen_c(path)
+        body = process_body(c)
+        assert "rg_flow_set_time(ctx->tbl_" not in c and "rg_flow_lookup_n(ctx->tbl_" not in c
+        lookups = re.findall(r"rg_flow_lookup_nt\(ctx->tbl_(\w+), kf_\1, \d+, &dir_\1, ctx->clock\.now\)", body)  # fmt: skip
+        creates = re.findall(r"rg_flow_create_nt\(ctx->tbl_(\w+), kf_\1, [\w]+, \d+, ctx->clock\.now\)", c)  # fmt: skip
+        assert lookups and set(creates) <= set(lookups), (lookups, creates)
+        assert "ip" in lookups or "ip1" in lookups
+    flow_h = (REPO / "runtime-c" / "include" / "rg" / "rg_flow.h").read_text()
+    nt = flow_h[flow_h.index("RG_INLINE void *rg_flow_lookup_nt(") :]
+    nt = nt[: nt.index("\n}\n")]
+    assert nt.index("if (t->nlive == 0) return NULL;") < nt.index("rg_flow_set_time(t, now_ns);")

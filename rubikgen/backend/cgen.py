@@ -519,7 +519,6 @@ class CGen:
             else:
                 out.append(f"    /* {name}{src} */")
             out.append("    {")
-            self._created = None  # the layer whose Create this block rendered last
             for ins in b.instrs:
                 if ins.src is not None and ins.src != b.src:
                     out.append(f"        /* {c_comment(str(ins.src))} */")
@@ -693,11 +692,10 @@ class CGen:
             self.verdict_exits.append(n)
         return "\n".join(
             [
-                f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);",
-                # an empty table (no fragment pending, say) costs no hash and no probe
-                # a constant key length: hash and compare unroll; an empty table is not hashed
-                f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_n(ctx->tbl_{n}, kf_{n}, "
-                f"{lc.key_len}, &dir_{n});",
+                # a constant key length: hash and compare unroll; an empty table (no fragment
+                # pending, say) costs no hash, no probe and no time set (creates set it)
+                f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_nt(ctx->tbl_{n}, kf_{n}, "
+                f"{lc.key_len}, &dir_{n}, ctx->clock.now);",
                 f"has_inst_{n} = inst_{n} != NULL;",
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
                 f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
@@ -721,7 +719,7 @@ class CGen:
     def _create_call(lc: LayerC) -> str:
         n = lc.name
         rev = f"kr_{n}" if lc.bidir else "NULL"
-        return f"rg_flow_create_n(ctx->tbl_{n}, kf_{n}, {rev}, {lc.key_len})"
+        return f"rg_flow_create_nt(ctx->tbl_{n}, kf_{n}, {rev}, {lc.key_len}, ctx->clock.now)"
 
     def i_create(self, ins: I.Create, lc: LayerC) -> str:
         n = lc.name
@@ -805,28 +803,21 @@ class CGen:
 
     def i_observe(self, ins: I.Observe, lc: LayerC) -> str:
         n = lc.name
+        # No test of the memcap drop-flow mark here: S__seq_loss sets RG_FLOW_MEMCAP_DROPPED
+        # together with the flow verdict's RG_FI_DROP (rg_verdict_give), so an instance marked
+        # dropped never gets past its lookup's one flag test (RG_FI_VERDICTS: V_<layer>, counted
+        # as dropped_by_verdict), and a record created by this packet carries no mark yet.
         packet = (
             f"if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
             f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
         )
-        if self._created == n:
-            # right after its creation: no drop-flow mark yet (only a reassembly memcap hit of
-            # one of its packets sets it)
-            if self._created_lazy and n in self.quiet:
-                # lazy_ 2: not shown (yet): the commit shows it if it outlives the packet
-                packet = (
-                    f"if (lazy_{n} == 1u && ctx->obs && ctx->obs->on_packet)\n"
-                    f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
-                )
-            return "/* created by this packet: not marked dropped */\n" + packet
-        return (
-            # memcap drop-flow: the instance's later packets are counted, not shown to observers
-            f"if (has_inst_{n} && RG_UNLIKELY(inst_{n}->fi.memcap & RG_FLOW_MEMCAP_DROPPED)) {{\n"
-            f"    ctx->stats->layer[{lc.index}].mem.dropped_pkts++;\n"
-            f"    rg_verdict_give(&ctx->verdict, &inst_{n}->fi, RG_DROP_FLOW);\n"
-            "}\n"
-            f"else {packet}"
-        )
+        if self._created == n and self._created_lazy and n in self.quiet:
+            # lazy_ 2: not shown (yet): the commit shows it if it outlives the packet
+            return (
+                f"if (lazy_{n} == 1u && ctx->obs && ctx->obs->on_packet)\n"
+                f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
+            )
+        return packet
 
     def i_assign(self, ins: I.Assign, lc: LayerC) -> str:
         return stmt_to_c(ins.stmt, lc.env())

@@ -301,29 +301,31 @@ class LayerC:
         # err_L is the reason + 1: 0 means "parsed" (RG_REASON_TRUNCATED is 0)
         return f"{{ {self.v('err')} = 1u + {reason}; goto HE_{self.name}; }}"
 
-    def _steps(self, steps: list[Step], ind: int) -> list[str]:
+    def _steps(self, steps: list[Step], ind: int, lo: int = 0) -> list[str]:
+        """lo: bytes the cursor has passed at least when these steps start (for ends_first)."""
         out: list[str] = []
         pad = "    " * ind
         env = self.env()
         for s in steps:
             if isinstance(s, Parse):
                 out += self._layout(s.layout, ind)
+                lo += lean_walk.fixed_bytes(self.d.layouts[s.layout])
             elif isinstance(s, If):
                 c = cond_to_c(s.cond, env)
                 out.append(f"{pad}if ({c}) {{")
-                out += self._steps(s.then, ind + 1)
+                out += self._steps(s.then, ind + 1, lo)
                 out.append(f"{pad}}}")
             elif isinstance(s, Elif):
                 c = cond_to_c(s.cond, env)
                 out[-1] = f"{pad}}} else if ({c}) {{"
-                out += self._steps(s.then, ind + 1)
+                out += self._steps(s.then, ind + 1, lo)
                 out.append(f"{pad}}}")
             elif isinstance(s, Else):
                 out[-1] = f"{pad}}} else {{"
-                out += self._steps(s.then, ind + 1)
+                out += self._steps(s.then, ind + 1, lo)
                 out.append(f"{pad}}}")
             elif isinstance(s, AnyUntil):
-                out += self._any_until(s, ind)
+                out += self._any_until(s, ind, lo)
         return out
 
     def _load(self, f: HField, base: str, bit: int) -> str:
@@ -404,10 +406,13 @@ class LayerC:
         out.append(f"{pad}{h}.has__{lname} = 1;")
         return out
 
-    def _any_until(self, au: AnyUntil, ind: int) -> list[str]:
+    def _any_until(self, au: AnyUntil, ind: int, lo: int = 0) -> list[str]:
         pad = "    " * ind
         inp, cur = self.v("in"), self.v("cur")
         firsts = [self.d.layouts[n][0] for n in au.layouts]
+        # no iteration count where `until` ends the loop by then anyway (lean_walk.ends_first)
+        step = min(lean_walk.fixed_bytes(self.d.layouts[n]) for n in au.layouts)
+        counted = not lean_walk.ends_first(au.until, self.d.fields, lo, step, au.max)
         tw = firsts[0].width or 8
         order = firsts[0].order
         self._tmp += 1
@@ -418,7 +423,12 @@ class LayerC:
         else:
             load = f"rg_load_{'le' if order == 'little' else 'be'}16({inp}.ptr + {cur})"
         out = [f"{pad}{{ /* any_until ({self.spec_file}:{au.line}) */"]
-        out.append(f"{pad}    unsigned {it} = 0;")
+        if counted:
+            out.append(f"{pad}    unsigned {it} = 0;")
+        else:
+            out.append(
+                f"{pad}    /* no count: {au.max} iterations pass any value of the until bound */"
+            )
         out.append(f"{pad}    int {stop} = 0;")
         out.append(f"{pad}    for (;;) {{")
         out.append(f"{pad}        if (!rg_has({inp}.len, {cur}, {tw // 8})) break;")
@@ -438,13 +448,16 @@ class LayerC:
             out.append(f"{pad}            {stop} = 1; /* unknown tag, no default */")
         out.append(f"{pad}            break;")
         out.append(f"{pad}        }}")
-        out.append(f"{pad}        if ({stop} || ++{it} >= {au.max}u) break;")
+        if counted:
+            out.append(f"{pad}        if ({stop} || ++{it} >= {au.max}u) break;")
+        else:
+            out.append(f"{pad}        if ({stop}) break;")
         until = cond_to_c(au.until, self.env()) if au.until is not None else None
         if until is not None:
             out.append(f"{pad}        if ({until}) break;")
         out.append(f"{pad}    }}")
         out.append(f"{pad}}}")
-        lean = self._lean_any_until(au, ind, k, until)
+        lean = self._lean_any_until(au, ind, k, until, counted)
         if lean is not None:
             walk = LeanWalk("\n".join(out), "\n".join(lean[0]), self.v("h"), lean[1])
             if walk not in self.walks:
@@ -452,7 +465,7 @@ class LayerC:
         return out
 
     def _lean_any_until(
-        self, au: AnyUntil, ind: int, k: int, until: str | None
+        self, au: AnyUntil, ind: int, k: int, until: str | None, counted: bool = True
     ) -> tuple[list[str], frozenset[str]] | None:
         """The loop consuming what the full walk consumes, with no store (lean_walk.py)."""
         shapes = {n: lean_walk.shape(self.d.layouts[n]) for n in au.layouts}
@@ -496,7 +509,12 @@ class LayerC:
         out.append(f"{pad}    static const uint8_t {t}[256] = {{")
         out += [f"{pad}        {r}," for r in rows]
         out.append(f"{pad}    }};")
-        out.append(f"{pad}    unsigned {it} = 0;")
+        if counted:
+            out.append(f"{pad}    unsigned {it} = 0;")
+        else:
+            out.append(
+                f"{pad}    /* no count: {au.max} iterations pass any value of the until bound */"
+            )
         # `cursor >= E`: nothing in the loop changes E (it stores nothing): computed once
         m = re.fullmatch(rf"rg_op_ge\(\(\(uint64_t\){cur}\), (.*)\)", until or "")
         if m and _balanced(m.group(1)) and not re.search(rf"\b{cur}\b", m.group(1)):
@@ -529,7 +547,8 @@ class LayerC:
                 f"{self._fail('RG_REASON_TRUNCATED')}"
             )
             out.append(f"{pad}        {cur} += f_;")
-        out.append(f"{pad}        if (++{it} >= {au.max}u) break;")
+        if counted:
+            out.append(f"{pad}        if (++{it} >= {au.max}u) break;")
         if until is not None:
             out.append(f"{pad}        if ({until}) break;")
         out.append(f"{pad}    }}")

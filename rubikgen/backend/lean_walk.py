@@ -7,17 +7,21 @@ them), only the cursor and the errors matter: the lean walk takes each option's 
 a 256-entry table (the fixed size of the tag's layout, or 0 for a tag-length-value layout
 whose length byte gives it) and consumes exactly the bytes the full walk would, with the
 same truncation errors, the same unknown-tag stop and the same `max` and `until` ends.
-Decided on the rendered text, like prune.py: it sees what every part of the back-end wrote."""
+Decided on the rendered text, like prune.py: it sees what every part of the back-end wrote.
+
+Both walks also drop their `max` iteration count where the `until` condition provably ends
+the loop no later (`ends_first`): every iteration consumes at least the smallest layout's
+fixed bytes, so after `max` iterations the cursor has passed any value the bound can take."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from rubikgen.expr.ast import Binary, Name, Num
+from rubikgen.expr.ast import Binary, Expr, Name, Num
 from rubikgen.ir.layout import HField
 
-__all__ = ["LeanWalk", "Shape", "apply", "shape"]
+__all__ = ["LeanWalk", "Shape", "apply", "ends_first", "fixed_bytes", "shape"]
 
 # a plain store starts here: optional member, then `=` (not `==`); after a statement start
 _STORE = re.compile(r"\s*=(?!=)")
@@ -113,3 +117,71 @@ def apply(body: str, walks: list[LeanWalk]) -> str:
         lean = [extra + x if x else x for x in w.lean.split("\n")]
         body = "\n".join(lines[:i] + lean + lines[i + len(full) :])
     return body
+
+
+def fixed_bytes(fields: list[HField]) -> int:
+    """Bytes a layout consumes at least: its fixed-size fields (variable ones add >= 0)."""
+    bits = 0
+    for f in fields:
+        if f.kind == "num":
+            bits += f.width or 64
+        elif f.size is not None:
+            bits += f.size * 8
+    return bits // 8
+
+
+# values the proof works with stay far from any C integer width (no wrap to reason about)
+_SMALL = 1 << 32
+
+
+def _upper(e: Expr, fields: dict[str, HField]) -> int | None:
+    """Largest value e can take (all operands unsigned), or None when not bounded here."""
+    if isinstance(e, Num):
+        return e.value if 0 <= e.value < _SMALL else None
+    if isinstance(e, Name):
+        f = fields.get(e.parts[1]) if len(e.parts) == 2 and e.parts[0] == "header" else None
+        if f is None or f.kind != "num" or f.width is None or f.width > 31:
+            return None
+        return (1 << f.width) - 1
+    if isinstance(e, Binary) and e.op in ("+", "*", "/", ">>", "&"):
+        lhs, rhs = _upper(e.left, fields), _upper(e.right, fields)
+        if lhs is None or rhs is None:
+            return None
+        if e.op == "+":
+            v = lhs + rhs
+        elif e.op == "*":
+            v = lhs * rhs
+        elif e.op == "&":
+            v = min(lhs, rhs)
+        else:
+            v = lhs  # dividing or shifting an unsigned value never grows it
+        return v if v < _SMALL else None
+    return None
+
+
+def ends_first(
+    until: Expr | None, fields: dict[str, HField], lo: int, step: int, max_iter: int
+) -> bool:
+    """True when `until` holds once `max_iter` iterations have run, whatever the packet: the
+    cursor starts at >= lo and every iteration that does not break adds >= step bytes, so
+    after max_iter of them it is >= lo + step * max_iter, at or past the largest value of E
+    in `cursor >= E` (or `cursor > E`; either side of an `||` suffices). The loop then ends
+    on the same iteration with or without its count."""
+    if until is None or step < 1:
+        return False
+    if isinstance(until, Binary) and until.op == "||":
+        return ends_first(until.left, fields, lo, step, max_iter) or ends_first(
+            until.right, fields, lo, step, max_iter
+        )
+    if not (
+        isinstance(until, Binary)
+        and until.op in (">=", ">")
+        and isinstance(until.left, Name)
+        and until.left.parts == ("cursor",)
+    ):
+        return False
+    top = _upper(until.right, fields)
+    if top is None:
+        return False
+    reach = lo + step * max_iter
+    return reach >= top + 1 if until.op == ">" else reach >= top

@@ -80,8 +80,7 @@ static void *bworker_main(void *arg)
             for (size_t i = 0; i < w->n; i += o->burst) { /* bursts as rg_main's --bench */
                 const unsigned k = (unsigned)(w->n - i < o->burst ? w->n - i : o->burst);
                 rg_feed_prefetch(&fd, &w->frames[i], k);
-                for (unsigned j = 0; j < k; j++)
-                    rg_feed(&fd, &w->frames[i + j]);
+                rg_feed_burst(&fd, &w->frames[i], k);
             }
             w->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
             w->wall_end = clock_ns(CLOCK_MONOTONIC);

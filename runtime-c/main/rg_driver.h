@@ -152,6 +152,67 @@ RG_INLINE int rg_feed(feeder *fd, const rg_frame *f)
     return 1;
 }
 
+/* No expiry due in rg_feed <=> ts - *base < *span: its test (|ts - last_expire| < 1 s) as one
+ * compare.  *span 0 (no first packet yet) sends every frame to rg_feed; --no-timeouts is never
+ * due, and its one exception here (ts - base == UINT64_MAX) goes to rg_feed, which does the
+ * same then. */
+RG_INLINE void rg_feed__window(const feeder *fd, uint64_t *base, uint64_t *span)
+{
+    *base = fd->last_expire - (NS_PER_S - 1);
+    *span = fd->no_timeouts ? UINT64_MAX : fd->expire_on ? 2 * NS_PER_S - 1 : 0;
+}
+
+/* rg_feed_burst's loop; `batch` a constant in each of its two copies (no NF chain: no
+ * batch_end test per frame).  Entry maps with a fixed entry layer only (fixed >= 0). */
+RG_INLINE void rg_feed__burst(feeder *fd, const rg_frame *f, unsigned n, int batch)
+{
+    int (*const process)(void *, unsigned, const uint8_t *, uint32_t, uint64_t) =
+        fd->stack->process;
+    void *const ctx = fd->ctx;
+    rg_counts *const nc = fd->nc;
+    const int dlt0 = fd->lm->m[0].li.dlt;
+    const unsigned layer = (unsigned)fd->lm->m[0].fixed;
+    uint64_t pkts = fd->pkts, bytes = fd->bytes, base, span;
+    rg_feed__window(fd, &base, &span);
+    for (const rg_frame *fr = f, *end = f + n; fr < end; fr++) {
+        if (RG_UNLIKELY(fr->dlt != dlt0 || fr->ts_ns - base >= span)) {
+            fd->pkts = pkts;
+            fd->bytes = bytes;
+            (void)rg_feed(fd, fr);
+            pkts = fd->pkts;
+            bytes = fd->bytes;
+            rg_feed__window(fd, &base, &span);
+            continue;
+        }
+        pkts++;
+        bytes += fr->caplen;
+        nc->uid_mark = nc->uid_max; /* instances opened from now on are this packet's */
+        (void)process(ctx, layer, fr->data, fr->caplen, fr->ts_ns);
+        if (batch) fd->batch_end(fd->batch_self);
+    }
+    fd->pkts = pkts;
+    fd->bytes = bytes;
+}
+
+/* Feed frames f[0..n) in order: exactly what n rg_feed calls do (the same counts, calls and
+ * order), cheaper per frame.  The stack's process is an opaque call and the feeder's address
+ * escapes to the cold functions, so rg_feed reloads every feeder field after each frame; here
+ * they are locals.  A frame takes the short path when it is of the capture's first link type,
+ * whose entry layer is fixed (Ethernet, say: not a raw IP link's choice by IP version), and
+ * no expiry is due; any other goes through rg_feed (the locals written back before and read
+ * again after). */
+RG_INLINE void rg_feed_burst(feeder *fd, const rg_frame *f, unsigned n)
+{
+    if (fd->lm->m[0].fixed < 0) {
+        for (unsigned i = 0; i < n; i++)
+            (void)rg_feed(fd, &f[i]);
+    } else if (fd->batch_end) {
+        rg_feed__burst(fd, f, n, 1);
+    } else {
+        rg_feed__burst(fd, f, n, 0);
+    }
+}
+
 /* Burst stage 1 (--burst): the stack's prefetch on each of n frames, before they are fed in
  * order with rg_feed (stage 2, unchanged: prefetching changes nothing).  Only frames of the
  * capture's first link type: finding another's entry map would register it, which rg_feed

@@ -258,8 +258,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
             }
             if (o->inline_mode) r.io->forward(r.src, drop, (unsigned)n);
         } else {
-            for (int i = 0; i < n; i++)
-                (void)rg_feed(&fd, &burst[i]);
+            rg_feed_burst(&fd, burst, (unsigned)n);
         }
         left -= (uint64_t)n;
     }
@@ -412,8 +411,7 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     for (size_t i = 0; i < cap->count; i += o->burst) {
         const unsigned k = (unsigned)(cap->count - i < o->burst ? cap->count - i : o->burst);
         rg_feed_prefetch(&fd, &cap->frames[i], k);
-        for (unsigned j = 0; j < k; j++)
-            (void)rg_feed(&fd, &cap->frames[i + j]);
+        rg_feed_burst(&fd, &cap->frames[i], k);
     }
     uint64_t c1 = now_ns(CLOCK_THREAD_CPUTIME_ID), w1 = now_ns(CLOCK_MONOTONIC);
     if (c1 - c0 < *best_cpu) *best_cpu = c1 - c0;

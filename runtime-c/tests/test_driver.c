@@ -6,8 +6,10 @@
 #include "rg_test_fs.h"
 
 #include <fcntl.h>
+#include <pcap/pcap.h>
 
 #include "rg/rg_api.h"
+#include "rg_driver.h"
 
 /* ---- the recording stack ---- */
 
@@ -523,15 +525,184 @@ static void test_usage(void **state)
     assert_int_equal(rec.ctx_new, 0);
 }
 
+/* ---- rg_feed_burst against rg_feed ---- */
+
+/* What the feeder did, in order: process (layer, offset, length, time, uid_mark at the call),
+ * expire (time), batch_end. */
+typedef struct feed_ev {
+    char kind;
+    unsigned layer;
+    uint64_t off, len, ts, mark;
+} feed_ev;
+enum { FEED_FRAMES = 3000, FEED_LOG = 3 * FEED_FRAMES };
+static struct {
+    feed_ev ev[FEED_LOG];
+    unsigned n;
+    const uint8_t *base; /* the frames' buffer: offsets are from it */
+    rg_counts *nc;
+} flog;
+
+static void flog_add(feed_ev e)
+{
+    assert_true(flog.n < FEED_LOG);
+    flog.ev[flog.n++] = e;
+}
+
+static int f_process(void *ctx, unsigned layer, const uint8_t *data, uint32_t caplen, uint64_t ts)
+{
+    (void)ctx;
+    flog_add((feed_ev){'p', layer, (uint64_t)(data - flog.base), caplen, ts, flog.nc->uid_mark});
+    if (caplen % 3 == 0) flog.nc->uid_max++; /* an instance opened: the next mark moves */
+    return RG_PKT_OK;
+}
+
+static size_t f_expire(void *ctx, uint64_t now)
+{
+    (void)ctx;
+    flog_add((feed_ev){'e', 0, 0, 0, now, 0});
+    return 0;
+}
+
+static void f_batch(void *self)
+{
+    (void)self;
+    flog_add((feed_ev){'b', 0, 0, 0, 0, 0});
+}
+
+static const rg_stack_desc FEED_STACK = {
+    .name = "feedtest",
+    .spec_hash = "0",
+    .nlayers = NLAYERS,
+    .layers = LAYERS,
+    .entry = {[RG_LINK_ETHERNET] = L_ETH,
+              [RG_LINK_NULL] = -1,
+              [RG_LINK_RAW_IPV4] = L_IP4,
+              [RG_LINK_RAW_IPV6] = L_IP6,
+              [RG_LINK_SLL] = -1,
+              [RG_LINK_SLL2] = -1},
+    .process = f_process,
+    .expire = f_expire,
+};
+
+typedef struct feed_out {
+    feed_ev ev[FEED_LOG];
+    unsigned n;
+    uint64_t pkts, bytes, skipped, skipped_linktype, last_expire, uid_mark;
+    int expire_on;
+} feed_out;
+
+/* Feed f[0..n) with rg_feed one by one (burst 0) or with rg_feed_burst in bursts. */
+static void feed_all(const rg_frame *f, unsigned n, int first_dlt, int no_timeouts, int batch,
+                     unsigned burst, feed_out *o)
+{
+    rg_entry_links lm;
+    rg_linkinfo li;
+    assert_int_equal(rg_link_info(first_dlt, &li), RG_OK);
+    assert_int_equal(rg_entry_links_init(&lm, &FEED_STACK, &li), RG_OK);
+    rg_counts nc = {0};
+    flog.n = 0;
+    flog.nc = &nc;
+    feeder fd;
+    rg_feeder_init(&fd, &FEED_STACK, &lm, NULL, no_timeouts, &nc);
+    if (batch) fd.batch_end = f_batch;
+    if (!burst) {
+        for (unsigned i = 0; i < n; i++)
+            (void)rg_feed(&fd, &f[i]);
+    } else {
+        for (unsigned i = 0; i < n; i += burst)
+            rg_feed_burst(&fd, &f[i], n - i < burst ? n - i : burst);
+    }
+    memcpy(o->ev, flog.ev, flog.n * sizeof *o->ev);
+    o->n = flog.n;
+    o->pkts = fd.pkts;
+    o->bytes = fd.bytes;
+    o->skipped = fd.skipped;
+    o->skipped_linktype = fd.skipped_linktype;
+    o->last_expire = fd.last_expire;
+    o->expire_on = fd.expire_on;
+    o->uid_mark = nc.uid_mark;
+}
+
+/* rg_feed_burst does what rg_feed does frame by frame: the same process, expire and batch_end
+ * calls in the same order with the same arguments, the same counts, on frames whose times
+ * step around the one-second expiry rule (forward, backward, exactly at it, wrapping), of
+ * the first link type, of another the stack takes (raw IP: the entry chosen by IP version)
+ * and of one it has no entry for, in bursts of 1, 7 and 32, with and without --no-timeouts
+ * and an NF chain's batch_end. */
+static void test_feed_burst_same_as_feed(void **state)
+{
+    (void)state;
+    static uint8_t buf[FEED_FRAMES][64];
+    static rg_frame fr[FEED_FRAMES];
+    static feed_out a, b;
+    const uint64_t S = NS_PER_S;
+    const uint64_t steps[] = {0,  1,      S - 1,  S,         S + 1,     -(S - 1),
+                              -S, -S - 1, 10 * S, -(10 * S), 123456789, 2};
+    flog.base = &buf[0][0];
+    for (int first = 0; first < 2; first++) {
+        const int dlt0 = first ? DLT_RAW : DLT_EN10MB;
+        uint64_t ts = first ? S / 2 : 5 * S, x = 12345;
+        for (unsigned i = 0; i < FEED_FRAMES; i++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+            const unsigned r = (unsigned)(x >> 33);
+            ts += steps[r % (sizeof steps / sizeof *steps)];
+            const unsigned k = (r >> 8) % 20; /* 0-15 first link, 16-18 raw IP, 19 no entry */
+            fr[i].data = buf[i];
+            fr[i].caplen = fr[i].len = 20 + (r >> 16) % 40;
+            fr[i].ts_ns = ts;
+            fr[i].dlt = k < 16 ? dlt0 : k < 19 ? (first ? DLT_EN10MB : DLT_RAW) : 105;
+            memset(buf[i], 0, sizeof buf[i]);
+            if (fr[i].dlt == DLT_EN10MB) {
+                buf[i][12] = 0x08; /* EtherType IPv4 */
+                buf[i][14] = 0x45;
+            } else if (fr[i].dlt == DLT_RAW) { /* IPv4, IPv6 or neither (skipped) */
+                buf[i][0] = (uint8_t[]){0x45, 0x60, 0x00}[(r >> 24) % 3];
+            }
+        }
+        for (int nt = 0; nt < 2; nt++) {
+            for (int batch = 0; batch < 2; batch++) {
+                feed_all(fr, FEED_FRAMES, dlt0, nt, batch, 0, &a);
+                assert_true(a.pkts == FEED_FRAMES && a.skipped > 0 && a.n > FEED_FRAMES / 2);
+                if (!nt) assert_true(a.expire_on); /* expiries happened */
+                for (unsigned burst = 1; burst <= 32; burst += burst == 1 ? 6 : 25) {
+                    feed_all(fr, FEED_FRAMES, dlt0, nt, batch, burst, &b);
+                    assert_int_equal(a.n, b.n);
+                    for (unsigned i = 0; i < a.n; i++) {
+                        const feed_ev *p = &a.ev[i], *q = &b.ev[i];
+                        if (p->kind != q->kind || p->layer != q->layer || p->off != q->off ||
+                            p->len != q->len || p->ts != q->ts || p->mark != q->mark)
+                            fail_msg("link %d nt %d batch %d burst %u: event %u differs", dlt0, nt,
+                                     batch, burst, i);
+                    }
+                    assert_int_equal(a.pkts, b.pkts);
+                    assert_int_equal(a.bytes, b.bytes);
+                    assert_int_equal(a.skipped, b.skipped);
+                    assert_int_equal(a.skipped_linktype, b.skipped_linktype);
+                    assert_int_equal(a.last_expire, b.last_expire);
+                    assert_int_equal(a.expire_on, b.expire_on);
+                    assert_int_equal(a.uid_mark, b.uid_mark);
+                }
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ethernet),       cmocka_unit_test(test_null),
-        cmocka_unit_test(test_raw_ip),         cmocka_unit_test(test_sll),
-        cmocka_unit_test(test_missing_entry),  cmocka_unit_test(test_bench),
-        cmocka_unit_test(test_json_summary),   cmocka_unit_test(test_nfs),
-        cmocka_unit_test(test_no_timeouts),    cmocka_unit_test(test_stdin),
-        cmocka_unit_test(test_capture_errors), cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_ethernet),
+        cmocka_unit_test(test_null),
+        cmocka_unit_test(test_raw_ip),
+        cmocka_unit_test(test_sll),
+        cmocka_unit_test(test_missing_entry),
+        cmocka_unit_test(test_bench),
+        cmocka_unit_test(test_json_summary),
+        cmocka_unit_test(test_nfs),
+        cmocka_unit_test(test_no_timeouts),
+        cmocka_unit_test(test_stdin),
+        cmocka_unit_test(test_capture_errors),
+        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_feed_burst_same_as_feed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -300,6 +300,66 @@ static void test_expire_across_ticks(void **state)
     rg_flow_free(t);
 }
 
+/* rg_flow_lookup_nt / rg_flow_create_nt (the generated code's) against rg_flow_set_time before
+ * rg_flow_lookup_n / rg_flow_create_n on every packet: with a clock that never goes back, the
+ * same instances, the same records' times (the removal order at eviction, expiry and flush
+ * says them; each record's time checked after each touch), though the empty table's time is
+ * not set. */
+static void test_lookup_nt_same_as_set_time(void **state)
+{
+    (void)state;
+    cblog la = {0}, lb = {0};
+    rg_flow *a = mk(6, 1, &la), *b = mk(6, 1, &lb);
+    const uint64_t T = (uint64_t)1 << RG_FLOW_TICK_SHIFT;
+    uint64_t now = 5 * T, x = 99;
+    for (uint64_t i = 0; i < 4000; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        const uint32_t r = (uint32_t)(x >> 33);
+        now += (r % 5 == 0) ? (r >> 8) % (3 * T) : (r >> 8) % (T / 8); /* never back */
+        key12 k = k12(r % 9, 7, 1, 2), kr = k12_rev(&k);
+        const int rev = (r >> 4) & 1;
+        const uint8_t *key = rev ? kr.b : k.b;
+        int da = -1, db = -1;
+        rg_flow_set_time(a, now);
+        payload *pa = rg_flow_lookup_n(a, key, 12, &da);
+        payload *pb = rg_flow_lookup_nt(b, key, 12, &db, now);
+        assert_true((pa == NULL) == (pb == NULL));
+        if (pa) {
+            assert_int_equal(da, db);
+            assert_int_equal(pa->id, pb->id);
+            /* touched at the same time (its tick orders evictions, its time expiry) */
+            assert_int_equal(rg_flow__rec_of(a, pa)->last, rg_flow__rec_of(b, pb)->last);
+            assert_int_equal(rg_flow__rec_of(b, pb)->last, now);
+            if ((r >> 6) % 11 == 0) { /* an instance ends */
+                rg_flow_delete(a, pa);
+                rg_flow_delete(b, pb);
+            }
+        } else if ((r >> 6) % 3 != 0) { /* a packet that creates (6 records: evictions) */
+            rg_flow_set_time(a, now);
+            pa = rg_flow_create_n(a, k.b, kr.b, 12);
+            pb = rg_flow_create_nt(b, k.b, kr.b, 12, now);
+            assert_non_null(pa);
+            assert_non_null(pb);
+            pa->id = pb->id = i;
+            assert_int_equal(rg_flow__rec_of(b, pb)->last, now);
+        }
+        if ((r >> 12) % 50 == 0) /* expiry as the driver calls it, idle T..2T */
+            assert_int_equal(rg_flow_expire(a, now, T + (r >> 16) % T),
+                             rg_flow_expire(b, now, T + (r >> 16) % T));
+        assert_int_equal(rg_flow_live(a), rg_flow_live(b));
+    }
+    rg_flow_flush(a);
+    rg_flow_flush(b);
+    assert_true(la.n > 64); /* evictions, expiries and the flush happened */
+    assert_int_equal(la.n, lb.n);
+    for (int i = 0; i < 64; i++) {
+        assert_int_equal(la.ids[i], lb.ids[i]);
+        assert_int_equal(la.reasons[i], lb.reasons[i]);
+    }
+    rg_flow_free(a);
+    rg_flow_free(b);
+}
+
 static void test_no_evict(void **state)
 {
     (void)state;
@@ -718,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_cap_and_eviction),
         cmocka_unit_test(test_coarse_order_within_tick),
         cmocka_unit_test(test_expire_across_ticks),
+        cmocka_unit_test(test_lookup_nt_same_as_set_time),
         cmocka_unit_test(test_no_evict),
         cmocka_unit_test(test_delete_then_create),
         cmocka_unit_test(test_random_vs_reference),

@@ -413,6 +413,25 @@ RG_INLINE void *rg_flow_create(rg_flow *t, const void *fwd, const void *rev)
     return rg_flow_create_n(t, fwd, rev, t->key_len);
 }
 
+/* rg_flow_set_time(t, now) then rg_flow_lookup_n, except that an empty table's time is not
+ * set: only records (a touch), creates and expiry read it, and rg_flow_create_nt and
+ * rg_flow_expire set it first, so with a packet clock that never goes back (rg_clock) every
+ * read sees the same time.  (An IPv4 layer's table is empty but for fragments.) */
+RG_INLINE void *rg_flow_lookup_nt(rg_flow *t, const void *key, size_t key_len, int *dir,
+                                  uint64_t now_ns)
+{
+    if (t->nlive == 0) return NULL;
+    rg_flow_set_time(t, now_ns);
+    return rg_flow_lookup_hn(t, key, key_len, rg_hash_bytes(key, key_len, t->seed), dir);
+}
+/* rg_flow_set_time(t, now) then rg_flow_create_n: the create of rg_flow_lookup_nt's users. */
+RG_INLINE void *rg_flow_create_nt(rg_flow *t, const void *fwd, const void *rev, size_t key_len,
+                                  uint64_t now_ns)
+{
+    rg_flow_set_time(t, now_ns);
+    return rg_flow_create_n(t, fwd, rev, key_len);
+}
+
 /* Remove an instance: both keys, the LRU entry, the record.  The payload is
  * invalid afterwards.  Deleting a pointer that is not live is ignored. */
 void rg_flow_delete(rg_flow *t, void *inst);
