@@ -449,9 +449,9 @@ typedef struct rg_flow_hints {
 
 /* Pass A: hash a key, prefetch its index slot, keep the hash for pass B in
  * hs (NULL: no pass B; dropped when the burst has more lookups than
- * RG_FLOW_HINTS).  rev (a
- * bidirectional table's swapped key, or NULL): its slot is prefetched too, as
- * creating an instance inserts there and deleting one removes from there. */
+ * RG_FLOW_HINTS).  rev (a bidirectional table's swapped key, or NULL): its
+ * slot is prefetched too, as creating an instance inserts there and deleting
+ * one removes from there. */
 RG_INLINE void rg_flow_prefetch_hint(rg_flow_hints *hs, const rg_flow *t, const void *key,
                                      const void *rev, size_t key_len)
 {
