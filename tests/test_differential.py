@@ -286,6 +286,15 @@ def test_flow_packets_in_every_order(binaries: dict[tuple[str, int], Path], tmp_
 #: --burst sizes compared; --prefetch-always makes stage 1 run on these small captures (it
 #: otherwise waits for a flow table bigger than the cache)
 BURSTS = (1, 7, 32)
+#: the burst size that also runs stage 1's pass B (--prefetch-records: the flow records)
+BURST_RECORDS = 7
+
+
+def _burst_args(b: int) -> list[str]:
+    records = ["--prefetch-records"] if b == BURST_RECORDS else []
+    return ["--burst", str(b), "--prefetch-always", *records]
+
+
 #: (stack, capture): the every-order capture, fragments and overlaps, both IP versions, and
 #: stage 1 through tunnels, a decrypting transform and PPP
 BURST_CASES = [
@@ -320,8 +329,7 @@ def test_burst_sizes(
     sums = {}
     for b in BURSTS:
         (tmp_path / f"b{b}").mkdir()
-        extra = ["--burst", str(b), "--prefetch-always"]
-        sums[b] = check_equivalent(binaries, stack, pcap, tmp_path / f"b{b}", extra)
+        sums[b] = check_equivalent(binaries, stack, pcap, tmp_path / f"b{b}", _burst_args(b))
     for b in BURSTS[1:]:
         for nf in ("events", "streams"):
             for lv in LEVELS:
@@ -332,10 +340,7 @@ def test_burst_sizes(
                 one, many = (_summary_fields(sums[k][(nf, lv)]) for k in (1, b))
                 assert one == many, f"{what}: summaries {one} != {many}"
     for lv in (0, 2):
-        counts = {
-            b: _counters(binaries[(stack, lv)], pcap, ["--burst", str(b), "--prefetch-always"])
-            for b in BURSTS
-        }
+        counts = {b: _counters(binaries[(stack, lv)], pcap, _burst_args(b)) for b in BURSTS}
         for b in BURSTS[1:]:
             assert counts[b] == counts[1], f"{stack} {capture} -O{lv}: --stats, --burst {b}"
 

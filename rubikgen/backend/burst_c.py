@@ -1,14 +1,20 @@
-"""Stage 1 of burst processing: `S__prefetch(ctx, entry, data, caplen)`, which the drivers call
-on every packet of a burst before processing the burst's packets in order (stage 2: the
-per-packet function, unchanged).
+"""Stage 1 of burst processing: `S__prefetch(ctx, entry, data, caplen)` (pass A), which the
+drivers call on every packet of a burst, then `S__prefetch_recs(ctx)` (pass B), before
+processing the burst's packets in order (stage 2: the per-packet function, unchanged).
 
 Stage 1 walks the same blocks as the per-packet function, with the same locals and labels, but
 runs only what writes the packet's own locals (header parsing, keys, temp and sdu assignments,
 event flags): every instruction that would change the context (statistics,
 instances, sequences, PSM states, handlers, observers, rules, transforms) is left out. Each
 lookup of a table that holds instances hashes the key and prefetches the index slot the probe
-starts at (`rg_flow_prefetch`), then goes on as a miss, so the tables of the layers above are
-prefetched too. The walk is a speculation: a layer whose real path depends on its instance
+starts at, and for a bidirectional table the slot of the swapped key too (creating an instance
+inserts there, deleting one removes from there: `rg_flow_prefetch_hint`), then goes on as a
+miss, so the tables of the layers above are prefetched too. With `rg_ctx_cfg.prefetch_records`
+(`--prefetch-records`) it also keeps each hash in the context, and pass B prefetches the
+records whose tag matches each kept slot (`rg_flow_prefetch_rec`: the index only, never a
+record, is read; most of it runs inside pass A, a few lookups behind, the rest in
+`S__prefetch_recs`); off by default, as it did not pay where measured (BENCHMARKS.md).
+The walk is a speculation: a layer whose real path depends on its instance
 (reassembly, a decapsulating transform) may take another branch here, which costs at most a
 useless prefetch; it never changes what stage 2 computes, since stage 1 writes nothing but
 its own locals and the prefetch hints."""
@@ -92,12 +98,17 @@ class Stage1:
             )
             return out
         if isinstance(ins, I.BuildKey):
-            return cg._store_key(f"kf_{n}", lc.key_fwd, lc)
+            out = cg._store_key(f"kf_{n}", lc.key_fwd, lc)
+            if lc.key_rev:  # its slot too (rg_flow_prefetch_hint)
+                out += cg._store_key(f"kr_{n}", lc.key_rev, lc)
+            return out
         if isinstance(ins, I.Lookup):
-            # a table without instances (IP fragments, mostly) is not worth a hash
+            # a table without instances (IP fragments, mostly) is not worth a hash;
+            # ctx->pf_hs: the hashes kept for pass B (NULL: no pass B)
             return [
                 f"if (rg_flow_live(ctx->tbl_{n}) != 0) "
-                f"rg_flow_prefetch(ctx->tbl_{n}, kf_{n}, {lc.key_len});"
+                f"rg_flow_prefetch_hint(ctx->pf_hs, ctx->tbl_{n}, kf_{n}, "
+                f"{f'kr_{n}' if lc.key_rev else 'NULL'}, {lc.key_len});"
             ]
         if isinstance(ins, _PURE) and _local_only(ins):
             return cg.instr(ins).splitlines()
@@ -161,11 +172,21 @@ class Stage1:
                 "{",
                 f"    struct {S}_ctx *ctx = (struct {S}_ctx *)vctx;",
                 "    /* tables that fit in the cache: not worth parsing twice */",
-                f"    if (!ctx->prefetch_always && !({' || '.join(tables) or '0'})) return 0;",
+                f"    if (!ctx->prefetch_always && !({' || '.join(tables) or '0'})) {{",
+                "        return 0;",
+                "    }",
                 "    int rc RG_MAYBE_UNUSED = RG_PKT_OK;",
                 "    const uint64_t ts_ns RG_MAYBE_UNUSED = ctx->clock.now;",
                 self.cg.locals(),
                 self.resets.prune(self.body()) if self.cg.opt >= 1 else self.body(),
+                "}",
+                "",
+                "/* Burst stage 1, pass B (rg_ctx_cfg.prefetch_records): the records the slots",
+                " * of pass A lead to. */",
+                f"static void {S}__prefetch_recs(void *vctx)",
+                "{",
+                f"    struct {S}_ctx *ctx = (struct {S}_ctx *)vctx;",
+                "    if (ctx->pf_hs) rg_flow_prefetch_hints(ctx->pf_hs);",
                 "}",
             ]
         )

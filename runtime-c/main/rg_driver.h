@@ -66,7 +66,8 @@ typedef struct opts {
     int checksums;    /* --checksums: rg_ctx_cfg.checksums */
     int workers_set;  /* --workers given (even 1): NF outputs merged as N workers' are */
     uint64_t burst;   /* --burst N: frames per burst (1..RG_BURST_MAX; default RG_BURST) */
-    int prefetch_always; /* --prefetch-always: rg_ctx_cfg.prefetch_always */
+    int prefetch_always;  /* --prefetch-always: rg_ctx_cfg.prefetch_always */
+    int prefetch_records; /* --prefetch-records: rg_ctx_cfg.prefetch_records */
 } opts;
 
 /* The stack context's configuration the options ask for, with observer obs: the one place
@@ -83,7 +84,8 @@ static inline rg_ctx_cfg rg_ctx_cfg_of(const opts *o, const rg_obs *obs)
                         .memcap_reassembly = o->memcap_reassembly,
                         .memcap_flows = o->memcap_flows,
                         .memcap_policy = o->memcap_policy,
-                        .prefetch_always = o->prefetch_always};
+                        .prefetch_always = o->prefetch_always,
+                        .prefetch_records = o->prefetch_records};
 }
 
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */
@@ -213,8 +215,9 @@ RG_INLINE void rg_feed_burst(feeder *fd, const rg_frame *f, unsigned n)
     }
 }
 
-/* Burst stage 1 (--burst): the stack's prefetch on each of n frames, before they are fed in
- * order with rg_feed (stage 2, unchanged: prefetching changes nothing).  Only frames of the
+/* Burst stage 1 (--burst): the stack's prefetch on each of n frames (pass A: index slots),
+ * then its prefetch_recs (pass B: the records), before they are fed in order
+ * (rg_feed_burst; stage 2, unchanged: prefetching changes nothing).  Only frames of the
  * capture's first link type: finding another's entry map would register it, which rg_feed
  * must do to report it. */
 RG_INLINE void rg_feed_prefetch(feeder *fd, const rg_frame *f, unsigned n)
@@ -229,6 +232,8 @@ RG_INLINE void rg_feed_prefetch(feeder *fd, const rg_frame *f, unsigned n)
             !pf(fd->ctx, layer, f[i].data + off, f[i].caplen - off))
             return; /* the tables fit in the cache: not worth it */
     }
+    /* pass B: the slots are cached by now; prefetch the records they name */
+    if (fd->stack->prefetch_recs) fd->stack->prefetch_recs(fd->ctx);
 }
 
 /* ---- --write (rg_write.c) ---- */

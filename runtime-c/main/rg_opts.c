@@ -112,7 +112,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "                   each frame of a burst to its flow-table keys and prefetches\n"
             "                   them, then processes the frames in order (1: no prefetch;\n"
             "                   only while a flow table exceeds 1 MiB, unless\n"
-            "                   --prefetch-always)\n"
+            "                   --prefetch-always; --prefetch-records: the flow records\n"
+            "                   too, a second pass over the burst)\n"
             "  --help           this text\n",
             size_text(stack->memcap_reassembly, ra, sizeof ra),
             size_text(stack->memcap_flows, fl, sizeof fl),
@@ -224,6 +225,7 @@ enum {
     O_RULES_SO, /* rg_rules_ctl.h */
     O_BURST,
     O_PREFETCH_ALWAYS,
+    O_PREFETCH_RECORDS,
     O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
 };
 
@@ -265,6 +267,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"rules-so", required_argument, NULL, O_RULES_SO},
         {"burst", required_argument, NULL, O_BURST},
         {"prefetch-always", no_argument, NULL, O_PREFETCH_ALWAYS},
+        {"prefetch-records", no_argument, NULL, O_PREFETCH_RECORDS},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -464,6 +467,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             break;
         case O_PREFETCH_ALWAYS:
             o->prefetch_always = 1;
+            break;
+        case O_PREFETCH_RECORDS:
+            o->prefetch_records = 1;
             break;
         default:
             if (c >= O_NF_FLAG && c < O_NF_FLAG + MAX_NF_FLAGS) {

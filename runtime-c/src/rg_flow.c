@@ -345,6 +345,14 @@ size_t rg_flow_reclaim(rg_seq_heap *h, size_t need)
     return n;
 }
 
+void rg_flow_prefetch_hints(rg_flow_hints *hs)
+{
+    /* the last lookups of the burst, which pass A's lag left (see rg_flow_prefetch_hint) */
+    for (uint32_t i = hs->done; i < hs->n; i++)
+        (void)rg_flow_prefetch_rec(hs->e[i].t, hs->e[i].h);
+    hs->n = hs->done = 0;
+}
+
 void *rg_flow_create_h(rg_flow *t, const void *fwd, uint64_t hf, const void *rev, uint64_t hr)
 {
     if (RG_UNLIKELY(t->in_cb)) return NULL;

@@ -607,6 +607,76 @@ static void test_many_flows(void **state)
     rg_flow_free(t);
 }
 
+/* Burst stage 1, pass B: the candidate a slot leads to is the record the lookup finds (both
+ * keys of a flow), an absent or deleted key leads nowhere, and hints kept across changes of
+ * the table (deletes, creates, index growth) stay harmless (ASan builds check the reads). */
+static void test_prefetch_rec(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    rg_flow_cfg cfg = {.key_len = 12, .payload_size = 200, .cap = 2 * N, .bidir = 1, .seed = 77};
+    rg_flow *t = rg_flow_new(&cfg);
+    assert_non_null(t);
+    for (uint32_t i = 0; i < N; i++) {
+        key12 k = k12(i, ~i, (uint16_t)i, 80), r = k12_rev(&k);
+        uint32_t *p = rg_flow_create(t, k.b, r.b);
+        assert_non_null(p);
+        *p = i;
+    }
+    uint32_t hits = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        key12 k = k12(i, ~i, (uint16_t)i, 80), r = k12_rev(&k);
+        for (int d = 0; d < 2; d++) {
+            const void *key = d ? r.b : k.b;
+            const void *want = rg_flow_find(t, key, NULL);
+            const void *got = rg_flow_prefetch_rec(t, rg_flow_hash(t, key));
+            assert_non_null(want);
+            /* a hint is the flow's record or nothing (beyond the probe limit) */
+            if (got) assert_ptr_equal(got, want);
+            hits += got != NULL;
+        }
+        /* never found: no record with that tag near its slot */
+        key12 a = k12(i, i, 7, 7);
+        assert_null(rg_flow_find(t, a.b, NULL));
+        assert_null(rg_flow_prefetch_rec(t, rg_flow_hash(t, a.b)));
+    }
+    /* load <= 1/2: almost every key sits within RG_FLOW_PREFETCH_PROBE slots of its home */
+    assert_true(hits >= 2 * N * 95 / 100);
+
+    /* pass A's hints, then the table changes before pass B (as stage 2 of earlier frames of a
+     * burst would change it for later ones): deleted keys lead nowhere, the rest still runs */
+    rg_flow_hints hs = {0};
+    for (uint32_t i = 0; i < N; i++) {
+        key12 k = k12(i, ~i, (uint16_t)i, 80);
+        key12 r = k12_rev(&k);
+        rg_flow_prefetch_hint(&hs, t, k.b, r.b, 12);
+    }
+    assert_int_equal(hs.n, RG_FLOW_HINTS); /* the rest dropped */
+    for (uint32_t i = 0; i < N; i += 2) {
+        key12 k = k12(i, ~i, (uint16_t)i, 80);
+        rg_flow_delete(t, rg_flow_find(t, k.b, NULL));
+        assert_null(rg_flow_prefetch_rec(t, rg_flow_hash(t, k.b)));
+    }
+    const uint32_t mask0 = t->mask;
+    for (uint32_t i = N; i < 2 * N + N / 2; i++) { /* grows the index */
+        key12 k = k12(i, ~i, (uint16_t)i, 80), r = k12_rev(&k);
+        assert_non_null(rg_flow_create(t, k.b, r.b));
+    }
+    assert_true(t->mask > mask0);
+    assert_int_equal(hs.done, RG_FLOW_HINTS - RG_FLOW_HINT_LAG); /* pass B, lagging */
+    rg_flow_prefetch_hints(&hs);
+    assert_int_equal(hs.n, 0);
+    assert_int_equal(hs.done, 0);
+    key12 k0 = k12(1, ~1u, 1, 80), r0 = k12_rev(&k0);
+    rg_flow_prefetch_hint(NULL, t, k0.b, r0.b, 12); /* no pass B: nothing kept */
+    for (uint32_t i = 1; i < N; i += 2) { /* after growth the candidates are still right */
+        key12 k = k12(i, ~i, (uint16_t)i, 80);
+        const void *got = rg_flow_prefetch_rec(t, rg_flow_hash(t, k.b));
+        if (got) assert_ptr_equal(got, rg_flow_find(t, k.b, NULL));
+    }
+    rg_flow_free(t);
+}
+
 static void test_hash(void **state)
 {
     (void)state;
@@ -786,6 +856,7 @@ int main(void)
         cmocka_unit_test(test_foreach_and_flush),
         cmocka_unit_test(test_many_flows),
         cmocka_unit_test(test_hash),
+        cmocka_unit_test(test_prefetch_rec),
     };
     return cmocka_run_group_tests_name("rg_flow", tests, NULL, NULL);
 }

@@ -288,6 +288,9 @@ typedef struct rg_ctx_cfg {
     int memcap_policy;
     /* 1: burst stage 1 (rg_stack_desc.prefetch) runs whatever the tables' sizes (tests) */
     int prefetch_always;
+    /* 1: burst stage 1 also prefetches the flow records (pass B, rg_stack_desc.prefetch_recs;
+     * off by default: it did not pay where measured, BENCHMARKS.md) */
+    int prefetch_records;
 } rg_ctx_cfg;
 
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`): the one
@@ -341,6 +344,10 @@ typedef struct rg_stack_desc {
      * to pay (rg_flow_cold; unless rg_ctx_cfg.prefetch_always): the rest of the burst skips
      * stage 1 */
     int (*prefetch)(void *ctx, unsigned entry_layer, const uint8_t *data, uint32_t caplen);
+    /* burst stage 1, pass B (NULL: none): after prefetch ran on every packet of the burst,
+     * read the index slots it prefetched and prefetch the flow records they lead to
+     * (rg_flow_prefetch_hints); changes nothing */
+    void (*prefetch_recs)(void *ctx);
 } rg_stack_desc;
 
 /* Built-in memcap defaults per context (worker): see docs/reliability.md. */

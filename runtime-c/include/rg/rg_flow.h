@@ -396,6 +396,85 @@ RG_INLINE void rg_flow_prefetch(const rg_flow *t, const void *key, size_t key_le
     rg_flow_prefetch_h(t, rg_hash_bytes(key, key_len, t->seed));
 }
 
+/* Burst stage 1, pass B: the index slot of hash h (prefetched in pass A) is
+ * read, and every record whose tag matches it (keys not compared: a tag
+ * collision costs one useless prefetch) is prefetched, its whole record up to
+ * RG_FLOW_PREFETCH_LINES cache lines (header, keys, payload: stage 2 touches
+ * all three on a hit).  Reads only the index, which holds live records only,
+ * and never a record: it is safe on any table state.  A hint only: the table
+ * may change before the lookup (stage 2 recomputes everything).  Probes at
+ * most RG_FLOW_PREFETCH_PROBE slots.  Returns the first candidate's payload
+ * (NULL: none), for tests. */
+#define RG_FLOW_PREFETCH_PROBE 4u
+#ifndef RG_FLOW_PREFETCH_LINES
+#define RG_FLOW_PREFETCH_LINES 8u
+#endif
+RG_INLINE const void *rg_flow_prefetch_rec(const rg_flow *t, uint64_t h)
+{
+    const uint32_t tag = rg_flow_tag(h), mask = t->mask;
+    const uint8_t *first = NULL;
+    uint32_t i = tag & mask;
+    size_t span =
+        t->stride < RG_FLOW_PREFETCH_LINES * 64u ? t->stride : RG_FLOW_PREFETCH_LINES * 64u;
+    for (unsigned k = 0; k < RG_FLOW_PREFETCH_PROBE; k++, i = (i + 1) & mask) {
+        const uint64_t s = t->slot[i];
+        if (s == 0) break;
+        if ((uint32_t)(s >> 32) != tag) continue;
+        const uint8_t *r = t->pool + (size_t)(((uint32_t)s >> 1) - 1) * t->stride;
+#if defined(__GNUC__)
+        /* every line the record spans (records are 16-byte aligned, not 64) */
+        const uintptr_t end = (uintptr_t)r + span - 1;
+        for (uintptr_t a = (uintptr_t)r & ~(uintptr_t)63; a <= end; a += 64)
+            __builtin_prefetch((const void *)a, 1);
+#endif
+        if (!first) first = r + t->payload_off;
+    }
+    return first;
+}
+
+/* The hints pass A leaves for pass B: each table lookup stage 1 reaches (a
+ * table, the key's hash).  Kept in the stack's context; a burst's hints are
+ * used and dropped before its stage 2 starts. */
+#define RG_FLOW_HINTS 256u
+#ifndef RG_FLOW_HINT_LAG
+#define RG_FLOW_HINT_LAG 8u
+#endif
+typedef struct rg_flow_hints {
+    uint32_t n, done;
+    struct {
+        const rg_flow *t;
+        uint64_t h;
+    } e[RG_FLOW_HINTS];
+} rg_flow_hints;
+
+/* Pass A: hash a key, prefetch its index slot, keep the hash for pass B in
+ * hs (NULL: no pass B; dropped when the burst has more lookups than
+ * RG_FLOW_HINTS).  rev (a bidirectional table's swapped key, or NULL): its
+ * slot is prefetched too, as creating an instance inserts there and deleting
+ * one removes from there. */
+RG_INLINE void rg_flow_prefetch_hint(rg_flow_hints *hs, const rg_flow *t, const void *key,
+                                     const void *rev, size_t key_len)
+{
+    const uint64_t h = rg_hash_bytes(key, key_len, t->seed);
+    rg_flow_prefetch_h(t, h);
+    if (rev) rg_flow_prefetch_h(t, rg_hash_bytes(rev, key_len, t->seed));
+    if (!hs) return; /* no pass B */
+    if (hs->n < RG_FLOW_HINTS) {
+        hs->e[hs->n].t = t;
+        hs->e[hs->n].h = h;
+        hs->n++;
+    }
+    /* pass B runs RG_FLOW_HINT_LAG lookups behind: that slot has had time to arrive */
+    if (hs->n - hs->done > RG_FLOW_HINT_LAG) {
+        (void)rg_flow_prefetch_rec(hs->e[hs->done].t, hs->e[hs->done].h);
+        hs->done++;
+    }
+}
+
+/* The rest of pass B: the hints pass A's lag left (rg_flow_prefetch_rec
+ * each), then drop them all. */
+void rg_flow_prefetch_hints(rg_flow_hints *hs);
+
 /* Create an instance for a key that is not in the table (the caller looked
  * it up first; duplicates are not detected).  rev is read only for
  * bidirectional tables.  hf / hr are the keys' hashes (rg_flow_hash).

@@ -1,0 +1,59 @@
+"""Burst stage 1's prefetches in the generated C (issue 13): both keys' index slots of every
+bidirectional table, the hashes kept for pass B only when asked (rg_ctx_cfg.prefetch_records).
+
+That stage 1 changes no output is the differential suite's job (test_burst_sizes: bursts 1, 7
+with pass B, 32; the runtime's rg_flow_prefetch_rec/hint are checked in test_flow.c)."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+from rubikgen.pipeline import Compilation
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@cache
+def stage1(stack: str) -> str:
+    """Stage 1 of a stock stack at -O2: from its comment to the end of pass B's function."""
+    c = Compilation(str(REPO / "specs" / "stacks" / f"{stack}.yaml"), opt_level=2)
+    text = c.generated.files[f"{stack}_gen.c"]
+    start = text.index("/* Burst stage 1 (rubikgen/backend/burst_c.py)")
+    end = text.index("\n}\n", text.index("__prefetch_recs(void *vctx)")) + 3
+    return text[start:end]
+
+
+HINT = re.compile(r"rg_flow_prefetch_hint\(ctx->pf_hs, ctx->tbl_(\w+), kf_\1, (\w+), (\d+)\);")
+
+
+def test_bidirectional_tables_prefetch_both_keys_slots() -> None:
+    s = stage1("tcp_ip")
+    hints = {m[1]: (m[2], int(m[3])) for m in HINT.finditer(s)}
+    # tcp/udp (both IP versions) are bidirectional: the swapped key's slot too
+    assert hints["tcp"] == ("kr_tcp", 12) and hints["udp"] == ("kr_udp", 12)
+    assert hints["tcp6"] == ("kr_tcp6", 36) and hints["udp6"] == ("kr_udp6", 36)
+    # IP's fragment tables have one key
+    assert hints["ip"] == ("NULL", 11) and hints["ipv6"] == ("NULL", 36)
+    # the swapped key is built before its hint, from the header fields stage 1 parsed
+    k = s.index("rg_flow_prefetch_hint(ctx->pf_hs, ctx->tbl_tcp,")
+    assert "rg_bytes_store(kr_tcp + 0, 4, h_ip.daddr);" in s[:k]
+    # no hint for an empty table, and nothing that changes a table
+    assert s.count("rg_flow_prefetch_hint(") == s.count("if (rg_flow_live(ctx->tbl_")
+    for call in ("rg_flow_lookup", "rg_flow_create", "rg_flow_delete", "rg_flow_touch"):
+        assert call not in s
+
+
+def test_pass_b_only_with_prefetch_records() -> None:
+    s = stage1("tcp_ip")
+    assert "if (ctx->pf_hs) rg_flow_prefetch_hints(ctx->pf_hs);" in s
+    c = Compilation(str(REPO / "specs" / "stacks" / "tcp_ip.yaml"), opt_level=2)
+    text = c.generated.files["tcp_ip_gen.c"]
+    assert "ctx->pf_hs = cfg && cfg->prefetch_records ? &ctx->pf_hints : NULL;" in text
+    assert "    tcp_ip__prefetch,\n    tcp_ip__prefetch_recs,\n};" in text
+
+
+def test_tunnels_prefetch_the_inner_tables_both_ways() -> None:
+    hints = {m[1]: m[2] for m in HINT.finditer(stage1("gtp"))}
+    assert hints.get("tcp") == "kr_tcp", hints
