@@ -203,3 +203,18 @@ def test_tcp_options_are_walked_by_lengths_when_no_field_is_read(tmp_path: Path)
 
     assert shape([ts[0], replace(ts[1], const=10), *ts[2:]]) is None
     assert shape(d.layouts["opt_rest"]) is None  # header.hdr_len * 4 - cursor
+
+
+def test_tunnels_outer_tables_look_up_through_the_memo() -> None:
+    # gtp: UDP (and the outer IP) carry the tunnel; the inner IP and TCP are innermost
+    c2, c0 = process_body(gen_c(GTP)), process_body(gen_c(GTP, 0))
+    memo = set(re.findall(r"rg_flow_lookup_memo_n\(ctx->tbl_(\w+), kf_\1, \d+, &dir_\1\)", c2))
+    assert memo == {"udp", "udp6", "ip1", "ip1v6"}
+    plain = set(re.findall(r"rg_flow_lookup_n\(ctx->tbl_(\w+), kf_\1,", c2))
+    assert plain == {"ip2", "ip2v6", "tcp", "tcp6"}
+    assert "rg_flow_lookup_memo_n" not in c0  # -O0: the differential tests' reference
+    # no tunnel: tcp_ip's tables, and TCP under TLS (one TLS instance per connection)
+    assert "rg_flow_lookup_memo_n" not in gen_c()
+    tls = str(REPO / "specs" / "stacks" / "tcp_tls.yaml")
+    assert "rg_flow_lookup_memo_n" not in gen_c(tls)
+    assert "rg_flow_lookup_n(ctx->tbl_tcp," in gen_c(tls)

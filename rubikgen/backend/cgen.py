@@ -34,6 +34,7 @@ from . import lean_walk
 from .burst_c import render_stage1
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
+from .outer_flows import outer_flow_layers
 from .prune import Resets
 from .rules_c import depths
 from .rules_so import Reloadable, rules_backend
@@ -115,6 +116,8 @@ class CGen:
             hs += [u for u, ul in self.sd.udes.items() if ul == name]  # their fired flags
             lc.prepare(hs, xfs.get(name))
         self.handlers = self._handlers()
+        # tunnels' outer tables: a last-hit memo before the hash (outer_flows.py)
+        self.memo_lookups = outer_flow_layers(prog) if opt_level >= 1 else frozenset()
         # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
         self.rules = rules_backend(rules, self.S, self.layers, depths(prog))  # or reloadable
         # checksums, field setters: spans always when rules rewrite fields or verify a
@@ -666,13 +669,14 @@ class CGen:
         n = lc.name
         if n not in self.verdict_exits:
             self.verdict_exits.append(n)
+        memo = "_memo" if n in self.memo_lookups else ""
         return "\n".join(
             [
                 f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);",
                 # an empty table (no fragment pending, say) costs no hash and no probe
                 # a constant key length: hash and compare unroll; an empty table is not hashed
-                f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_n(ctx->tbl_{n}, kf_{n}, "
-                f"{lc.key_len}, &dir_{n});",
+                f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup{memo}_n(ctx->tbl_{n}, "
+                f"kf_{n}, {lc.key_len}, &dir_{n});",
                 f"has_inst_{n} = inst_{n} != NULL;",
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
                 f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
