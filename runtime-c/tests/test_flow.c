@@ -661,6 +661,22 @@ static void test_hash(void **state)
         if (!hit[tag % B]++) used++;
     }
     assert_true(used > B / 2);
+    /* the short-key path (9 to 16 bytes): sequential values in any one 16-bit
+     * field of an IPv4 fragment, flow or longer key spread over the buckets
+     * (a random function fills about 63% of them) */
+    for (size_t n = 9; n <= 16; n++) {
+        for (size_t at = 0; at + 2 <= n; at++) {
+            int h2[B] = {0}, u2 = 0;
+            for (uint32_t i = 0; i < B; i++) {
+                uint8_t k[16] = {10, 0, 0, 1, 10, 0, 0, 2, 0x04, 0xd2, 0, 80, 6, 0, 0, 0};
+                k[at] = (uint8_t)(i >> 8);
+                k[at + 1] = (uint8_t)i;
+                uint32_t tag = rg_flow_tag(rg_hash_bytes(k, n, 0x1234));
+                if (!h2[tag & (B - 1)]++) u2++;
+            }
+            assert_true(u2 > B / 2);
+        }
+    }
 }
 
 /* ---- adaptive index ---- */
