@@ -6,8 +6,12 @@ the output stays the same is the differential suite's job (-O0 against -O2 on re
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from functools import cache
 from pathlib import Path
+
+import pytest
 
 from rubikgen.pipeline import Compilation
 
@@ -218,3 +222,30 @@ def test_tunnels_outer_tables_look_up_through_the_memo() -> None:
     tls = str(REPO / "specs" / "stacks" / "tcp_tls.yaml")
     assert "rg_flow_lookup_memo_n" not in gen_c(tls)
     assert "rg_flow_lookup_n(ctx->tbl_tcp," in gen_c(tls)
+
+
+def test_record_zeroing_is_stores_even_in_cold_code(tmp_path: Path) -> None:
+    """rg_zero: gcc expanded its 64-byte memsets into `rep stos` in blocks it takes to be cold
+    (the inner layers of a tunnel stack: gtp's inner IP and TCP records and results), an
+    instruction per iteration and slow to start; the vector stores stay stores."""
+    cc = shutil.which("gcc")
+    if cc is None:
+        pytest.skip("the expansion checked is gcc's")
+    src = tmp_path / "z.c"
+    src.write_text(
+        '#include "rg/rg_pkt.h"\n'
+        "struct res { unsigned char b[72]; };\n"
+        "struct rec { unsigned char b[160]; };\n"
+        "__attribute__((cold)) void a(struct res *r) { rg_zero(r, sizeof *r); }\n"
+        "__attribute__((cold)) void b(struct rec *r) { rg_zero(r, sizeof *r); }\n"
+        "void c(struct rec *r) { rg_zero(r, sizeof *r); }\n"
+    )
+    inc = str(REPO / "runtime-c" / "include")
+    asm = subprocess.run(
+        [cc, "-O2", "-std=c11", "-S", "-o", "-", "-I", inc, str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "rep stos" not in asm
+    assert "call\tmemset" not in asm
