@@ -249,3 +249,14 @@ def test_record_zeroing_is_stores_even_in_cold_code(tmp_path: Path) -> None:
     ).stdout
     assert "rep stos" not in asm
     assert "call\tmemset" not in asm
+
+
+def test_a_layer_with_one_caller_returns_without_dispatch() -> None:
+    c2, c0 = process_body(gen_c(GTP)), process_body(gen_c(GTP, 0))
+    # udp is entered from ip1 only: its return is ip1's block after the call
+    assert "switch (ret_udp)" in c0
+    assert "switch (ret_udp)" not in c2
+    assert re.search(r"goto B_ip1_\w+; /\* the one caller \*/", c2)
+    # gtp (from udp and udp6) dispatches; an entry layer too (ret 0 ends the packet)
+    assert "switch (ret_gtp)" in c2
+    assert "switch (ret_ip1)" in c2

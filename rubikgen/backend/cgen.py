@@ -554,6 +554,10 @@ class CGen:
     def _return(self, layer: str) -> list[str]:
         """The layer returns to the layer that called it (its emulated return address)."""
         lir = self.prog.layers[layer]
+        if self.opt >= 1 and len(lir.callers) == 1 and layer not in self.prog.entries.values():
+            # one call site and no entry: the return address is a constant (gtp's udp, ip2
+            # and tcp; tcp_ip's tcp), no dispatch on ret_
+            return [f"goto {_label(lir.callers[0][1])}; /* the one caller */"]
         out = [f"switch (ret_{layer}) {{"]
         for i, (_call, ret) in enumerate(lir.callers):
             out.append(f"case {i + 1}: goto {_label(ret)};")
