@@ -225,7 +225,7 @@ def test_tunnels_outer_tables_look_up_through_the_memo() -> None:
 
 
 def test_record_zeroing_is_stores_even_in_cold_code(tmp_path: Path) -> None:
-    """rg_zero: gcc expanded its 64-byte memsets into `rep stos` in blocks it takes to be cold
+    """rg_zero and rg_copy: gcc expanded its 64-byte memsets into `rep stos` in blocks it takes to be cold
     (the inner layers of a tunnel stack: gtp's inner IP and TCP records and results), an
     instruction per iteration and slow to start; the vector stores stay stores."""
     cc = shutil.which("gcc")
@@ -239,6 +239,10 @@ def test_record_zeroing_is_stores_even_in_cold_code(tmp_path: Path) -> None:
         "__attribute__((cold)) void a(struct res *r) { rg_zero(r, sizeof *r); }\n"
         "__attribute__((cold)) void b(struct rec *r) { rg_zero(r, sizeof *r); }\n"
         "void c(struct rec *r) { rg_zero(r, sizeof *r); }\n"
+        # the commit of a lazily created TCP record (256 bytes and more): was `rep movs`
+        "struct tcp { unsigned char b[264]; };\n"
+        "__attribute__((cold)) void d(struct tcp *x, const struct tcp *y) "
+        "{ rg_copy(x, y, sizeof *x); }\n"
     )
     inc = str(REPO / "runtime-c" / "include")
     asm = subprocess.run(
@@ -247,8 +251,10 @@ def test_record_zeroing_is_stores_even_in_cold_code(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     ).stdout
-    assert "rep stos" not in asm
-    assert "call\tmemset" not in asm
+    assert "rep stos" not in asm and "rep movs" not in asm
+    assert "call\tmemset" not in asm and "call\tmemcpy" not in asm
+    # and the generated code commits lazily created records with it
+    assert "rg_copy(p_, inst_tcp, sizeof *inst_tcp);" in gen_c()
 
 
 def test_a_layer_with_one_caller_returns_without_dispatch() -> None:

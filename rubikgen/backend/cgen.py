@@ -1092,7 +1092,7 @@ class CGen:
                 f"        {lc.t('close')}(ctx, inst_{n}, RG_CLOSE_EVICTED);",
                 f"        has_inst_{n} = 0;",
                 "    } else {",
-                f"        memcpy(p_, inst_{n}, sizeof *inst_{n});",
+                f"        rg_copy(p_, inst_{n}, sizeof *inst_{n});",
                 f"        inst_{n} = (struct {lc.t('inst')} *)p_;",
                 f"        inst_{n}->fi.key_a = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, p_, 0);",
                 f"        inst_{n}->fi.key_p = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, p_, 1);",

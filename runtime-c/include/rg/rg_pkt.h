@@ -424,6 +424,22 @@ RG_INLINE void rg_zero(void *p, size_t n)
     memset(z, 0, n);
 }
 
+/* Copy n bytes, n a constant (a lazily created record committed to its
+ * table): 16-byte vector loads and stores with GNU C, for the same reason as
+ * rg_zero (gcc made the memcpy of a 256-byte TCP record a `rep movs`, an
+ * instruction per 4 bytes).  The areas do not overlap. */
+RG_INLINE void rg_copy(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+#if defined(__GNUC__)
+#pragma GCC unroll 32 /* n is a constant: straight-line code even in a cold block */
+    for (; n >= 16; n -= 16, d += 16, s += 16)
+        *(rg_zero_v *)(void *)d = *(const rg_zero_v *)(const void *)s;
+#endif
+    memcpy(d, s, n);
+}
+
 #ifdef __cplusplus
 }
 #endif
