@@ -6,8 +6,12 @@ the output stays the same is the differential suite's job (-O0 against -O2 on re
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from functools import cache
 from pathlib import Path
+
+import pytest
 
 from rubikgen.pipeline import Compilation
 
@@ -306,3 +310,62 @@ def test_lookups_set_the_table_time_only_when_it_has_instances() -> None:
     nt = flow_h[flow_h.index("RG_INLINE void *rg_flow_lookup_nt(") :]
     nt = nt[: nt.index("\n}\n")]
     assert nt.index("if (t->nlive == 0) return NULL;") < nt.index("rg_flow_set_time(t, now_ns);")
+
+
+def test_tunnels_outer_tables_look_up_through_the_memo() -> None:
+    # gtp: UDP (and the outer IP) carry the tunnel; the inner IP and TCP are innermost
+    c2, c0 = process_body(gen_c(GTP)), process_body(gen_c(GTP, 0))
+    memo = set(re.findall(r"rg_flow_lookup_memo_n\(ctx->tbl_(\w+), kf_\1, \d+, &dir_\1\)", c2))
+    assert memo == {"udp", "udp6", "ip1", "ip1v6"}
+    plain = set(re.findall(r"rg_flow_lookup_n\(ctx->tbl_(\w+), kf_\1,", c2))
+    assert plain == {"ip2", "ip2v6", "tcp", "tcp6"}
+    assert "rg_flow_lookup_memo_n" not in c0  # -O0: the differential tests' reference
+    # no tunnel: tcp_ip's tables, and TCP under TLS (one TLS instance per connection)
+    assert "rg_flow_lookup_memo_n" not in gen_c()
+    tls = str(REPO / "specs" / "stacks" / "tcp_tls.yaml")
+    assert "rg_flow_lookup_memo_n" not in gen_c(tls)
+    assert "rg_flow_lookup_n(ctx->tbl_tcp," in gen_c(tls)
+
+
+def test_record_zeroing_is_stores_even_in_cold_code(tmp_path: Path) -> None:
+    """rg_zero and rg_copy: gcc expanded its 64-byte memsets into `rep stos` in blocks it takes to be cold
+    (the inner layers of a tunnel stack: gtp's inner IP and TCP records and results), an
+    instruction per iteration and slow to start; the vector stores stay stores."""
+    cc = shutil.which("gcc")
+    if cc is None:
+        pytest.skip("the expansion checked is gcc's")
+    src = tmp_path / "z.c"
+    src.write_text(
+        '#include "rg/rg_pkt.h"\n'
+        "struct res { unsigned char b[72]; };\n"
+        "struct rec { unsigned char b[160]; };\n"
+        "__attribute__((cold)) void a(struct res *r) { rg_zero(r, sizeof *r); }\n"
+        "__attribute__((cold)) void b(struct rec *r) { rg_zero(r, sizeof *r); }\n"
+        "void c(struct rec *r) { rg_zero(r, sizeof *r); }\n"
+        # the commit of a lazily created TCP record (256 bytes and more): was `rep movs`
+        "struct tcp { unsigned char b[264]; };\n"
+        "__attribute__((cold)) void d(struct tcp *x, const struct tcp *y) "
+        "{ rg_copy(x, y, sizeof *x); }\n"
+    )
+    inc = str(REPO / "runtime-c" / "include")
+    asm = subprocess.run(
+        [cc, "-O2", "-std=c11", "-S", "-o", "-", "-I", inc, str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "rep stos" not in asm and "rep movs" not in asm
+    assert "call\tmemset" not in asm and "call\tmemcpy" not in asm
+    # and the generated code commits lazily created records with it
+    assert "rg_copy(p_, inst_tcp, sizeof *inst_tcp);" in gen_c()
+
+
+def test_a_layer_with_one_caller_returns_without_dispatch() -> None:
+    c2, c0 = process_body(gen_c(GTP)), process_body(gen_c(GTP, 0))
+    # udp is entered from ip1 only: its return is ip1's block after the call
+    assert "switch (ret_udp)" in c0
+    assert "switch (ret_udp)" not in c2
+    assert re.search(r"goto B_ip1_\w+; /\* the one caller \*/", c2)
+    # gtp (from udp and udp6) dispatches; an entry layer too (ret 0 ends the packet)
+    assert "switch (ret_gtp)" in c2
+    assert "switch (ret_ip1)" in c2

@@ -34,6 +34,7 @@ from . import lean_walk
 from .burst_c import render_stage1
 from .cexpr import cond_to_c, stmt_to_c, to_c
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
+from .outer_flows import outer_flow_layers
 from .prune import Resets
 from .rules_c import depths
 from .rules_so import Reloadable, rules_backend
@@ -115,6 +116,8 @@ class CGen:
             hs += [u for u, ul in self.sd.udes.items() if ul == name]  # their fired flags
             lc.prepare(hs, xfs.get(name))
         self.handlers = self._handlers()
+        # tunnels' outer tables: a last-hit memo before the hash (outer_flows.py)
+        self.memo_lookups = outer_flow_layers(prog) if opt_level >= 1 else frozenset()
         # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
         self.rules = rules_backend(rules, self.S, self.layers, depths(prog))  # or reloadable
         # checksums, field setters: spans always when rules rewrite fields or verify a
@@ -575,6 +578,10 @@ class CGen:
     def _return(self, layer: str) -> list[str]:
         """The layer returns to the layer that called it (its emulated return address)."""
         lir = self.prog.layers[layer]
+        if self.opt >= 1 and len(lir.callers) == 1 and layer not in self.prog.entries.values():
+            # one call site and no entry: the return address is a constant (gtp's udp, ip2
+            # and tcp; tcp_ip's tcp), no dispatch on ret_
+            return [f"goto {_label(lir.callers[0][1])}; /* the one caller */"]
         out = [f"switch (ret_{layer}) {{"]
         for i, (_call, ret) in enumerate(lir.callers):
             out.append(f"case {i + 1}: goto {_label(ret)};")
@@ -690,12 +697,25 @@ class CGen:
         n = lc.name
         if n not in self.verdict_exits:
             self.verdict_exits.append(n)
+        memo = "_memo" if n in self.memo_lookups else ""
         return "\n".join(
             [
-                # a constant key length: hash and compare unroll; an empty table (no fragment
-                # pending, say) costs no hash, no probe and no time set (creates set it)
-                f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_nt(ctx->tbl_{n}, kf_{n}, "
-                f"{lc.key_len}, &dir_{n}, ctx->clock.now);",
+                *(
+                    # a tunnel's outer table: the last hit's record compared first (memo)
+                    [
+                        f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);",
+                        f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_memo_n("
+                        f"ctx->tbl_{n}, kf_{n}, {lc.key_len}, &dir_{n});",
+                    ]
+                    if memo
+                    # a constant key length: hash and compare unroll; an empty table (no
+                    # fragment pending, say) costs no hash, no probe and no time set (creates
+                    # set it)
+                    else [
+                        f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_nt(ctx->tbl_{n}, "
+                        f"kf_{n}, {lc.key_len}, &dir_{n}, ctx->clock.now);"
+                    ]
+                ),
                 f"has_inst_{n} = inst_{n} != NULL;",
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
                 f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
@@ -1153,7 +1173,7 @@ class CGen:
                 f"        {lc.t('close')}(ctx, inst_{n}, RG_CLOSE_EVICTED);",
                 f"        has_inst_{n} = 0;",
                 "    } else {",
-                f"        memcpy(p_, inst_{n}, sizeof *inst_{n});",
+                f"        rg_copy(p_, inst_{n}, sizeof *inst_{n});",
                 f"        inst_{n} = (struct {lc.t('inst')} *)p_;",
                 f"        inst_{n}->fi.key_a = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, p_, 0);",
                 f"        inst_{n}->fi.key_p = (const uint8_t *)rg_flow_key(ctx->tbl_{n}, p_, 1);",

@@ -249,6 +249,7 @@ static void remove_rec(rg_flow *t, uint32_t idx, rg_flow_rec *r)
     index_remove(t, slot_make(r->tag[0], idx, 0));
     if (!(r->flags & RG_FLOW_F_SINGLE)) index_remove(t, slot_make(r->tag[1], idx, 1));
     if (t->iter_next == idx) t->iter_next = r->prev;
+    if (t->memo == idx + 1) t->memo = 0; /* its key bytes stay behind in the free record */
     lru_unlink(t, r);
     r->flags = 0;
     r->next = t->free_head;

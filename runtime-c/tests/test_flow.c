@@ -478,6 +478,93 @@ static void test_random_vs_reference(void **state)
     rg_flow_free(t);
 }
 
+/* The last-hit memo of tunnels' outer tables (rg_flow_lookup_memo_n): a
+ * removed record is forgotten although its key bytes stay in the free
+ * record, a reused record answers only for its new key. */
+static void test_memo_forgets_removed(void **state)
+{
+    (void)state;
+    rg_flow *t = mk(4, 1, NULL);
+    key12 a = k12(1, 2, 3, 4), ar = k12_rev(&a), b = k12(5, 6, 7, 8), br = k12_rev(&b);
+    payload *pa = rg_flow_create(t, a.b, ar.b);
+    payload *px = rg_flow_create(t, b.b, br.b); /* keeps the table non-empty */
+    int dir = -1;
+    assert_ptr_equal(rg_flow_lookup_memo_n(t, ar.b, 12, &dir), pa); /* probe: sets the memo */
+    assert_int_equal(dir, 1);
+    assert_int_equal(t->memo, 1);
+    assert_ptr_equal(rg_flow_lookup_memo_n(t, a.b, 12, &dir), pa); /* memo hit, other side */
+    assert_int_equal(dir, 0);
+    rg_flow_delete(t, pa);
+    assert_int_equal(t->memo, 0);
+    assert_null(rg_flow_lookup_memo_n(t, a.b, 12, &dir));
+    assert_null(rg_flow_lookup_memo_n(t, ar.b, 12, &dir));
+    assert_ptr_equal(rg_flow_lookup_memo_n(t, br.b, 12, &dir), px);
+    key12 c = k12(9, 9, 9, 9); /* symmetric: one index entry, direction 0 */
+    payload *pc = rg_flow_create(t, c.b, c.b);
+    assert_ptr_equal(rg_flow_lookup_memo_n(t, c.b, 12, &dir), pc);
+    assert_int_equal(dir, 0);
+    assert_ptr_equal(rg_flow_lookup_memo_n(t, c.b, 12, &dir), pc); /* memo hit */
+    assert_int_equal(dir, 0);
+    rg_flow_free(t);
+}
+
+/* Random creates, deletes, evictions and lookups (runs of one key, either
+ * side, as on a tunnel) on two tables, one looked up through the memo and
+ * one plainly: same answers, directions, evictions and expiry order (the
+ * memo's hits touch as the probe's do). */
+static void test_memo_same_as_plain(void **state)
+{
+    (void)state;
+    for (int bidir = 0; bidir < 2; bidir++) {
+        enum { NK = 40, CAP = 16 };
+        rg_rng rng = {7 + (uint64_t)bidir};
+        cblog la = {0}, lb = {0};
+        rg_flow *ta = mk(CAP, bidir, &la), *tb = mk(CAP, bidir, &lb);
+        key12 keys[NK], revs[NK];
+        for (int i = 0; i < NK; i++) {
+            keys[i] = i % 8 == 0 ? k12((uint32_t)i, (uint32_t)i, 5, 5)
+                                 : k12(rng_next(&rng), rng_next(&rng), (uint16_t)i, 80);
+            revs[i] = k12_rev(&keys[i]);
+        }
+        uint64_t now = 0, next_id = 1;
+        int cur = 0;
+        for (int step = 0; step < 100000; step++) {
+            now += rng_below(&rng, 3) * (UINT64_C(1) << 22);
+            rg_flow_set_time(ta, now);
+            rg_flow_set_time(tb, now);
+            if (rng_below(&rng, 4) == 0) cur = (int)rng_below(&rng, NK); /* runs of one key */
+            const uint8_t *k = rng_below(&rng, 2) ? revs[cur].b : keys[cur].b;
+            int op = (int)rng_below(&rng, 8), da = -1, db = -1;
+            payload *pa = rg_flow_lookup_memo_n(ta, k, 12, &da);
+            payload *pb = rg_flow_lookup_n(tb, k, 12, &db);
+            assert_int_equal(pa == NULL, pb == NULL);
+            if (pa) {
+                assert_int_equal(pa->id, pb->id);
+                assert_int_equal(da, db);
+                if (op == 0) {
+                    rg_flow_delete(ta, pa);
+                    rg_flow_delete(tb, pb);
+                }
+            } else if (op < 4) { /* evicts the least recent one when full */
+                pa = rg_flow_create(ta, keys[cur].b, revs[cur].b);
+                pb = rg_flow_create(tb, keys[cur].b, revs[cur].b);
+                pa->id = pb->id = next_id++;
+            }
+            assert_int_equal(rg_flow_live(ta), rg_flow_live(tb));
+        }
+        assert_int_equal(la.n, lb.n);
+        assert_true(la.n > 0); /* evictions happened */
+        la.n = lb.n = 0;
+        rg_flow_expire(ta, now + 3600 * UINT64_C(1000000000), 1);
+        rg_flow_expire(tb, now + 3600 * UINT64_C(1000000000), 1);
+        assert_int_equal(la.n, lb.n);
+        for (int i = 0; i < la.n && i < 64; i++)
+            assert_int_equal(la.ids[i], lb.ids[i]);
+        rg_flow_free(ta);
+        rg_flow_free(tb);
+    }
+}
+
 static void test_expire(void **state)
 {
     (void)state;
@@ -704,6 +791,22 @@ static void test_hash(void **state)
         if (!hit[tag % B]++) used++;
     }
     assert_true(used > B / 2);
+    /* the short-key path (9 to 16 bytes): sequential values in any one 16-bit
+     * field of an IPv4 fragment, flow or longer key spread over the buckets
+     * (a random function fills about 63% of them) */
+    for (size_t n = 9; n <= 16; n++) {
+        for (size_t at = 0; at + 2 <= n; at++) {
+            int h2[B] = {0}, u2 = 0;
+            for (uint32_t i = 0; i < B; i++) {
+                uint8_t k[16] = {10, 0, 0, 1, 10, 0, 0, 2, 0x04, 0xd2, 0, 80, 6, 0, 0, 0};
+                k[at] = (uint8_t)(i >> 8);
+                k[at + 1] = (uint8_t)i;
+                uint32_t tag = rg_flow_tag(rg_hash_bytes(k, n, 0x1234));
+                if (!h2[tag & (B - 1)]++) u2++;
+            }
+            assert_true(u2 > B / 2);
+        }
+    }
 }
 
 /* ---- adaptive index ---- */
@@ -852,6 +955,8 @@ int main(void)
         cmocka_unit_test(test_no_evict),
         cmocka_unit_test(test_delete_then_create),
         cmocka_unit_test(test_random_vs_reference),
+        cmocka_unit_test(test_memo_forgets_removed),
+        cmocka_unit_test(test_memo_same_as_plain),
         cmocka_unit_test(test_expire),
         cmocka_unit_test(test_foreach_and_flush),
         cmocka_unit_test(test_many_flows),

@@ -332,18 +332,37 @@ static void test_strerror(void **state)
     assert_true(rg_random_seed() != rg_random_seed());
 }
 
-/* rg_zero clears exactly [p, p + n), for sizes around its 64-byte pieces */
+/* rg_zero clears exactly [p, p + n), for sizes around its 64- and 16-byte
+ * pieces, at any alignment (its vector stores are unaligned ones) */
 static void test_zero(void **state)
 {
     (void)state;
     uint8_t buf[400];
     for (size_t n = 0; n <= 300; n++)
-        for (size_t off = 0; off < 9; off += 4) {
+        for (size_t off = 0; off < 9; off++) {
             memset(buf, 0xA5, sizeof buf);
             rg_zero(buf + 8 + off, n);
             for (size_t i = 0; i < sizeof buf; i++) {
                 const int inside = i >= 8 + off && i < 8 + off + n;
                 assert_int_equal(buf[i], inside ? 0 : 0xA5);
+            }
+        }
+}
+
+/* rg_copy copies exactly [src, src + n) to dst, at any alignment of either */
+static void test_copy(void **state)
+{
+    (void)state;
+    uint8_t src[400], dst[400];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (uint8_t)(i * 7 + 1);
+    for (size_t n = 0; n <= 300; n++)
+        for (size_t off = 0; off < 9; off++) {
+            memset(dst, 0xA5, sizeof dst);
+            rg_copy(dst + 8 + off, src + 17 - off, n);
+            for (size_t i = 0; i < sizeof dst; i++) {
+                const int inside = i >= 8 + off && i < 8 + off + n;
+                assert_int_equal(dst[i], inside ? src[17 - off + (i - 8 - off)] : 0xA5);
             }
         }
 }
@@ -356,7 +375,7 @@ int main(void)
         cmocka_unit_test(test_slices),      cmocka_unit_test(test_varint),
         cmocka_unit_test(test_bytes_store), cmocka_unit_test(test_expr_ops),
         cmocka_unit_test(test_checksum),    cmocka_unit_test(test_strerror),
-        cmocka_unit_test(test_zero),
+        cmocka_unit_test(test_zero),        cmocka_unit_test(test_copy),
     };
     return cmocka_run_group_tests_name("rg_pkt", tests, NULL, NULL);
 }

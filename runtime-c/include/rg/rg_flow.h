@@ -120,6 +120,7 @@ typedef struct rg_flow {
     uint32_t lru_tail;  /* least recent tick */
     uint32_t iter_next; /* fixed up by delete during rg_flow_foreach */
     uint32_t seq;       /* touch serial of the next touch */
+    uint32_t memo;      /* record index + 1 of rg_flow_lookup_memo_n's last hit; 0: none */
     int bidir;
     int no_evict;
     int in_cb; /* inside on_remove: creation refused */
@@ -156,14 +157,36 @@ RG_INLINE uint64_t rg_hash_mix64(uint64_t h)
 #pragma GCC diagnostic ignored "-Wstringop-overread"
 #endif
 
-/* Fast 64-bit hash of n bytes (xxhash-style rounds, murmur finaliser).  Inline
+/* Fast 64-bit hash of n bytes (xxhash-style rounds, murmur finaliser; 9 to
+ * 16 bytes: wyhash-style multiplies where the compiler has 128-bit products).  Inline
  * so that a compile-time constant n unrolls completely.  From 8 bytes on,
  * the last round reads the last 8 bytes (overlapping the word before when n
  * is not a multiple of 8): ceil(n / 8) rounds and no byte-wise tail, which
  * keeps a runtime n (rg_flow_hash) cheap too. */
+#if defined(__SIZEOF_INT128__)
+/* 64x64 -> 128-bit multiply, halves folded (wyhash's mum). */
+RG_INLINE uint64_t rg_hash_mum(uint64_t a, uint64_t b)
+{
+    const __uint128_t m = (__uint128_t)a * b;
+    return (uint64_t)m ^ (uint64_t)(m >> 64);
+}
+#endif
+
 RG_INLINE uint64_t rg_hash_bytes(const void *key, size_t n, uint64_t seed)
 {
     const uint8_t *p = (const uint8_t *)key;
+#if defined(__SIZEOF_INT128__)
+    /* 9 to 16 bytes (IPv4 flow and fragment keys): two overlapping words and
+     * two multiplies, wyhash's short-input construction (about 11
+     * instructions with a constant n, against 25 for the rounds below). */
+    if (n > 8 && n <= 16) {
+        uint64_t a, b;
+        memcpy(&a, p, 8);
+        memcpy(&b, p + n - 8, 8);
+        return rg_hash_mum(UINT64_C(0xe7037ed1a0b428db) ^ (uint64_t)n,
+                           rg_hash_mum(a ^ UINT64_C(0xe7037ed1a0b428db), b ^ seed));
+    }
+#endif
     uint64_t h = seed ^ (UINT64_C(0x9E3779B97F4A7C15) * (uint64_t)(n + 1));
     if (n >= 8) {
         const uint8_t *last = p + n - 8;
@@ -357,6 +380,42 @@ RG_INLINE void *rg_flow_lookup_n(rg_flow *t, const void *key, size_t key_len, in
 {
     if (t->nlive == 0) return NULL;
     return rg_flow_lookup_hn(t, key, key_len, rg_hash_bytes(key, key_len, t->seed), dir);
+}
+
+/* rg_flow_lookup_n for the tables of a tunnel's outer layers (the generator
+ * picks it for a layer with an instance table below another one): their
+ * instance is shared by every flow inside the tunnel, so consecutive packets
+ * hit the same record far more often than at an inner layer.  The record of
+ * the last hit is compared first, in both directions, before any hashing.
+ * Same result, direction and touch as rg_flow_lookup_n (keys are unique in
+ * the table; a record whose two keys are equal answers direction 0, as its
+ * one index entry does); removing the record forgets it (rg_flow.c). */
+RG_INLINE void *rg_flow_lookup_memo_n(rg_flow *t, const void *key, size_t key_len, int *dir)
+{
+    if (t->nlive == 0) return NULL;
+    const uint32_t m = t->memo;
+    if (RG_LIKELY(m != 0)) {
+        rg_flow_rec *r = rg_flow__rec(t, m - 1);
+        const uint8_t *k = (const uint8_t *)r + t->key_off;
+        int d = -1;
+        if (rg_flow__keyeq(k, key, key_len))
+            d = 0;
+        else if (!(r->flags & RG_FLOW_F_SINGLE) && rg_flow__keyeq(k + key_len, key, key_len))
+            d = 1;
+        if (d >= 0) {
+            if (dir) *dir = d;
+            rg_flow__touch(t, m - 1, r);
+            return rg_flow__payload(t, r);
+        }
+    }
+    uint32_t d;
+    const uint32_t i1 = rg_flow__probe(t, key, key_len, rg_hash_bytes(key, key_len, t->seed), &d);
+    if (!i1) return NULL;
+    t->memo = i1;
+    if (dir) *dir = (int)d;
+    rg_flow_rec *r = rg_flow__rec(t, i1 - 1);
+    rg_flow__touch(t, i1 - 1, r);
+    return rg_flow__payload(t, r);
 }
 
 /* With the table's key length; an empty table costs no hashing. */
