@@ -246,3 +246,49 @@ def test_stacks_without_fast_destroy_have_no_quiet_path() -> None:
     ):
         assert "created lazily" not in c
         assert "quiet" not in c and "qlen_" not in c and "transient" not in c
+
+
+def test_inserts_into_a_created_instance_use_the_fresh_form() -> None:
+    """fresh-seq: the insert on the path of ip's lazily created datagram (the scratch record,
+    zeroed, its sequence untouched) tries rg_seq_insert_fresh and keeps the general insert and
+    all its statistics behind it; the insert reached from the table (found) does not."""
+    from rubikgen.ir.instrs import Create, Enter, InsertSeq
+
+    prog = Compilation(TCP_IP).program
+    fresh = {b.name for b in prog.blocks.values() for i in b.instrs
+             if isinstance(i, InsertSeq) and i.fresh}  # fmt: skip
+    plain = {b.name for b in prog.blocks.values() for i in b.instrs
+             if isinstance(i, InsertSeq) and not i.fresh}  # fmt: skip
+    assert any(n.startswith("ip.insert") for n in fresh)
+    assert any(n.startswith("ip.insert") for n in plain)  # the found path's
+    # every fresh insert is reached only through its layer's lazy create
+    preds: dict[str, list[str]] = {}
+    for b in prog.blocks.values():
+        for s in b.successors():
+            preds.setdefault(s, []).append(b.name)
+    for n in fresh:
+        seen, todo = set(), [n]
+        while todo:
+            p = todo.pop()
+            for q in preds.get(p, []):
+                qb = prog.blocks[q]
+                if any(isinstance(i, Create) and i.lazy for i in qb.instrs) or q in seen:
+                    continue
+                assert not any(isinstance(i, Enter) for i in qb.instrs), f"{n}: enter, no create"
+                seen.add(q)
+                todo.append(q)
+    body = process_body(gen_c())
+    k = body.index("if (RG_LIKELY(rg_seq_insert_fresh(&inst_ip->seq[0], &L_ip_seqcfg,")
+    fast = body[k : body.index("} else {", k)]
+    assert "seq.inserts++;" in fast and "seq.bytes_new += len_;" in fast
+    assert "rg_seq_insert(" not in fast and "sres_ip.dup_bytes" not in fast
+    slow = body[body.index("} else {", k) :][:1500]
+    assert "fl_ = rg_seq_insert(&inst_ip->seq[0]" in slow
+    assert "tcp_ip__seq_loss" in slow and "ss_->bytes_new += sres_ip.new_bytes;" in slow
+    assert body.count("rg_seq_insert_fresh(") == 1
+    # gtp: the outer and the inner IPv4 datagram
+    assert process_body(gen_c(GTP)).count("rg_seq_insert_fresh(") == 2
+    # not without the lazy create, nor at -O0
+    assert "rg_seq_insert_fresh(" not in gen_c(TCP_IP, 0)
+    c = Compilation(TCP_IP, disable=["fast-destroy"]).generated.files["tcp_ip_gen.c"]
+    assert "rg_seq_insert_fresh(" not in c
