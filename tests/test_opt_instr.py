@@ -221,7 +221,7 @@ def test_one_packet_instances_skip_the_observers_when_their_mask_says() -> None:
     destroy = body[body.index("if (lazy_ip == 2u) { /* one packet, not shown") :]
     quiet = destroy[: destroy.index("} else {")]
     assert "L_ip_close" not in quiet and "on_close" not in quiet
-    assert "rg_seq_free(&inst_ip->seq[0]);" in quiet
+    assert "rg_seq_discard(&inst_ip->seq[0]);" in quiet
     assert "ctx->stats->layer[6].transient++;" in quiet
     assert "L_ip_close(ctx, inst_ip, RG_CLOSE_ACCEPT);" in destroy[len(quiet) :][:200]
     # every commit of ip shows an instance not shown yet, after it is in the table

@@ -1132,9 +1132,13 @@ class CGen:
             ]
             if n in self.quiet:
                 # a one-packet instance never shown: its close would only tell the observer
-                # (no lifecycle handlers, drain or close rules) and free its sequences
+                # (no lifecycle handlers, drain or close rules) and free its sequences; it is in
+                # the scratch record, zeroed before its next use, so a sequence that holds no
+                # buffer (a datagram passed through) is not reinitialised
                 frees = [
-                    f"    rg_seq_free(&inst_{n}->seq[{d}]);" for d in range(lc.ndirs) if lc.has_seq
+                    f"    rg_seq_discard(&inst_{n}->seq[{d}]);"
+                    for d in range(lc.ndirs)
+                    if lc.has_seq
                 ]
                 lines += [
                     f"if (lazy_{n} == 2u) {{ /* one packet, not shown (rg_obs.quiet_transient) */",

@@ -296,6 +296,15 @@ RG_INLINE void rg_seq_free(rg_seq *s)
     rg_seq_init(s);
 }
 
+/* Release buffers of a sequence whose record is discarded or zeroed again
+ * before its next use (a one-packet instance's scratch record): as
+ * rg_seq_free, but a sequence that never held a buffer is left as it is
+ * instead of being reinitialised. */
+RG_INLINE void rg_seq_discard(rg_seq *s)
+{
+    if (RG_UNLIKELY(s->st != NULL)) rg_seq__release(s);
+}
+
 /* Memcap policies bypass and drop-flow: free the bytes buffered (block data;
  * message units keep the messages held) and track offsets only from now on,
  * as with cfg.buffer_data == 0: the sequence still advances, ends and
