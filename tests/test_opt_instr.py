@@ -292,3 +292,22 @@ def test_inserts_into_a_created_instance_use_the_fresh_form() -> None:
     assert "rg_seq_insert_fresh(" not in gen_c(TCP_IP, 0)
     c = Compilation(TCP_IP, disable=["fast-destroy"]).generated.files["tcp_ip_gen.c"]
     assert "rg_seq_insert_fresh(" not in c
+
+
+def test_transition_bits_are_kept_only_for_the_setup_mask() -> None:
+    """tmask is read only by the close's `complete` test (tmask & setup == setup): a transition
+    outside the layer's setup sets no bit (ip has no setup: none; tcp's handshake bits stay)."""
+    for path in (TCP_IP, GTP):
+        c = gen_c(path)
+        setups = {}
+        for m in re.finditer(r"static void L_(\w+)_close\(", c):
+            body = c[m.end() : c.index("\n}\n", m.end())]
+            k = re.search(r"const uint64_t setup = UINT64_C\((\d+)\);", body)
+            setups[m.group(1)] = k.group(1) if k else "0"
+        assert setups.get("tcp") not in (None, "0")
+        kept = re.findall(r"inst_(\w+)->tmask \|= UINT64_C\(1\) << (\d+);", c)
+        assert kept and "inst_ip->tmask" not in c and "inst_ip1->tmask" not in c
+        for layer, bit in kept:
+            assert int(setups[layer]) >> int(bit) & 1, (layer, bit)
+        # every transition still records which one fired this packet
+        assert c.count("psm_tcp = ") > len([k for k in kept if k[0] == "tcp"])

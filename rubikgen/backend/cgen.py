@@ -966,7 +966,10 @@ class CGen:
     def i_set_state(self, ins: I.SetState, lc: LayerC) -> str:
         n = lc.name
         t = ins.transition
-        mask = f"inst_{n}->tmask |= UINT64_C(1) << {t - 1};\n" if t <= 64 else ""
+        # tmask is only read by the close's `complete` test, through the setup mask: the
+        # other transitions' bits are never looked at
+        keep = t <= 64 and (lc.setup_mask >> (t - 1)) & 1
+        mask = f"inst_{n}->tmask |= UINT64_C(1) << {t - 1};\n" if keep else ""
         return (
             f"inst_{n}->fi.state = {ins.state}; /* -> {lc.states[ins.state]} */\n"
             f"psm_{n} = {t}; /* {ins.name} */\n" + mask
