@@ -232,7 +232,7 @@ def test_one_packet_instances_skip_the_observers_when_their_mask_says() -> None:
     destroy = body[body.index("if (lazy_ip == 2u) { /* one packet, not shown") :]
     quiet = destroy[: destroy.index("} else {")]
     assert "L_ip_close" not in quiet and "on_close" not in quiet
-    assert "rg_seq_free(&inst_ip->seq[0]);" in quiet
+    assert "rg_seq_discard(&inst_ip->seq[0]);" in quiet
     assert "ctx->stats->layer[6].transient++;" in quiet
     assert "L_ip_close(ctx, inst_ip, RG_CLOSE_ACCEPT);" in destroy[len(quiet) :][:200]
     # every commit of ip shows an instance not shown yet, after it is in the table
@@ -373,3 +373,68 @@ def test_a_layer_with_one_caller_returns_without_dispatch() -> None:
     # gtp (from udp and udp6) dispatches; an entry layer too (ret 0 ends the packet)
     assert "switch (ret_gtp)" in c2
     assert "switch (ret_ip1)" in c2
+
+
+def test_inserts_into_a_created_instance_use_the_fresh_form() -> None:
+    """fresh-seq: the insert on the path of ip's lazily created datagram (the scratch record,
+    zeroed, its sequence untouched) tries rg_seq_insert_fresh and keeps the general insert and
+    all its statistics behind it; the insert reached from the table (found) does not."""
+    from rubikgen.ir.instrs import Create, Enter, InsertSeq
+
+    prog = Compilation(TCP_IP).program
+    fresh = {b.name for b in prog.blocks.values() for i in b.instrs
+             if isinstance(i, InsertSeq) and i.fresh}  # fmt: skip
+    plain = {b.name for b in prog.blocks.values() for i in b.instrs
+             if isinstance(i, InsertSeq) and not i.fresh}  # fmt: skip
+    assert any(n.startswith("ip.insert") for n in fresh)
+    assert any(n.startswith("ip.insert") for n in plain)  # the found path's
+    # every fresh insert is reached only through its layer's lazy create
+    preds: dict[str, list[str]] = {}
+    for b in prog.blocks.values():
+        for s in b.successors():
+            preds.setdefault(s, []).append(b.name)
+    for n in fresh:
+        seen, todo = set(), [n]
+        while todo:
+            p = todo.pop()
+            for q in preds.get(p, []):
+                qb = prog.blocks[q]
+                if any(isinstance(i, Create) and i.lazy for i in qb.instrs) or q in seen:
+                    continue
+                assert not any(isinstance(i, Enter) for i in qb.instrs), f"{n}: enter, no create"
+                seen.add(q)
+                todo.append(q)
+    body = process_body(gen_c())
+    k = body.index("if (RG_LIKELY(rg_seq_insert_fresh(&inst_ip->seq[0], &L_ip_seqcfg,")
+    fast = body[k : body.index("} else {", k)]
+    assert "seq.inserts++;" in fast and "seq.bytes_new += len_;" in fast
+    assert "rg_seq_insert(" not in fast and "sres_ip.dup_bytes" not in fast
+    slow = body[body.index("} else {", k) :][:1500]
+    assert "fl_ = rg_seq_insert(&inst_ip->seq[0]" in slow
+    assert "tcp_ip__seq_loss" in slow and "ss_->bytes_new += sres_ip.new_bytes;" in slow
+    assert body.count("rg_seq_insert_fresh(") == 1
+    # gtp: the outer and the inner IPv4 datagram
+    assert process_body(gen_c(GTP)).count("rg_seq_insert_fresh(") == 2
+    # not without the lazy create, nor at -O0
+    assert "rg_seq_insert_fresh(" not in gen_c(TCP_IP, 0)
+    c = Compilation(TCP_IP, disable=["fast-destroy"]).generated.files["tcp_ip_gen.c"]
+    assert "rg_seq_insert_fresh(" not in c
+
+
+def test_transition_bits_are_kept_only_for_the_setup_mask() -> None:
+    """tmask is read only by the close's `complete` test (tmask & setup == setup): a transition
+    outside the layer's setup sets no bit (ip has no setup: none; tcp's handshake bits stay)."""
+    for path in (TCP_IP, GTP):
+        c = gen_c(path)
+        setups = {}
+        for m in re.finditer(r"static void L_(\w+)_close\(", c):
+            body = c[m.end() : c.index("\n}\n", m.end())]
+            k = re.search(r"const uint64_t setup = UINT64_C\((\d+)\);", body)
+            setups[m.group(1)] = k.group(1) if k else "0"
+        assert setups.get("tcp") not in (None, "0")
+        kept = re.findall(r"inst_(\w+)->tmask \|= UINT64_C\(1\) << (\d+);", c)
+        assert kept and "inst_ip->tmask" not in c and "inst_ip1->tmask" not in c
+        for layer, bit in kept:
+            assert int(setups[layer]) >> int(bit) & 1, (layer, bit)
+        # every transition still records which one fired this packet
+        assert c.count("psm_tcp = ") > len([k for k in kept if k[0] == "tcp"])

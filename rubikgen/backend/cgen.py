@@ -894,13 +894,15 @@ class CGen:
                 f"(uint32_t)m_, d_.ptr, len_, take_, {early}, {win}, &sres_{n});",
                 f"vend_{n} = (uint32_t)m_ + (take_ != 0);",
             ]
-        else:
-            lines += [
-                f"uint32_t fl_ = rg_seq_insert(&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, (uint32_t)m_, "
-                f"d_.ptr, len_, take_, {win}, {'RG_SEQ_BORROW' if ins.borrow else '0'}, "
-                f"&sres_{n});",
-                f"vend_{n} = (uint32_t)m_ + take_;",
-            ]
+        args = (
+            f"&inst_{n}->seq[{d}], &{lc.t('seqcfg')}, (uint32_t)m_, d_.ptr, len_, take_, {win}, "
+            f"{'RG_SEQ_BORROW' if ins.borrow else '0'}, &sres_{n}"
+        )
+        fresh = ins.fresh and sq.unit != "message"
+        if sq.unit != "message":
+            # fresh-seq: on the fresh path the insert is only called when the fast form refuses
+            call = "fl_ = rg_seq_insert" if fresh else "uint32_t fl_ = rg_seq_insert"
+            lines += [f"{call}({args});", f"vend_{n} = (uint32_t)m_ + take_;"]
         flag = {"rexmit": "REXMIT", "out_of_wnd": "OUT_OF_WINDOW", "overlap": "CONFLICT",
                 "buffer_full": "BUFFER_FULL"}  # fmt: skip
         # dead-stores lists the flags something reads; without it (-O0/-O1) all are set
@@ -929,6 +931,25 @@ class CGen:
             f"    ss_->bytes_dropped += sres_{n}.oow_bytes + sres_{n}.cap_bytes;",
             "}",
         ]
+        if fresh:
+            # fresh-seq: the instance is this packet's and sres_ was cleared at enter: the fast
+            # form raises no flag and adds only len_ to new_bytes, so of the statistics only
+            # inserts and bytes_new move (the general insert and its statistics otherwise)
+            k = lines.index(f"fl_ = rg_seq_insert({args});")
+            vend = lines.pop(k + 1)
+            general = lines[k:]
+            lines = [
+                *lines[:k],
+                "uint32_t fl_ = 0;",
+                f"if (RG_LIKELY(rg_seq_insert_fresh({args}))) {{",
+                f"    ctx->stats->layer[{lc.index}].seq.inserts++;",
+                f"    ctx->stats->layer[{lc.index}].seq.bytes_new += len_;",
+                "} else {",
+                *["    " + x for x in general if not x.startswith(f"ev_{n}[")],
+                "}",
+                vend,
+                *[x for x in general if x.startswith(f"ev_{n}[")],
+            ]
         # dynamic subscription (rg_nf_host.no_more_bytes): no NF wants this direction's bytes
         # any more, so nothing is buffered or copied (what was held goes); v. conditions see
         # every number as ready
@@ -956,7 +977,10 @@ class CGen:
     def i_set_state(self, ins: I.SetState, lc: LayerC) -> str:
         n = lc.name
         t = ins.transition
-        mask = f"inst_{n}->tmask |= UINT64_C(1) << {t - 1};\n" if t <= 64 else ""
+        # tmask is only read by the close's `complete` test, through the setup mask: the
+        # other transitions' bits are never looked at
+        keep = t <= 64 and (lc.setup_mask >> (t - 1)) & 1
+        mask = f"inst_{n}->tmask |= UINT64_C(1) << {t - 1};\n" if keep else ""
         return (
             f"inst_{n}->fi.state = {ins.state}; /* -> {lc.states[ins.state]} */\n"
             f"psm_{n} = {t}; /* {ins.name} */\n" + mask
@@ -1122,9 +1146,13 @@ class CGen:
             ]
             if n in self.quiet:
                 # a one-packet instance never shown: its close would only tell the observer
-                # (no lifecycle handlers, drain or close rules) and free its sequences
+                # (no lifecycle handlers, drain or close rules) and free its sequences; it is in
+                # the scratch record, zeroed before its next use, so a sequence that holds no
+                # buffer (a datagram passed through) is not reinitialised
                 frees = [
-                    f"    rg_seq_free(&inst_{n}->seq[{d}]);" for d in range(lc.ndirs) if lc.has_seq
+                    f"    rg_seq_discard(&inst_{n}->seq[{d}]);"
+                    for d in range(lc.ndirs)
+                    if lc.has_seq
                 ]
                 lines += [
                     f"if (lazy_{n} == 2u) {{ /* one packet, not shown (rg_obs.quiet_transient) */",

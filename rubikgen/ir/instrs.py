@@ -171,6 +171,7 @@ class InsertSeq(Instr):
     doc = "insert the packet's data into its direction's sequence; raise its events"
     events: list[str] | None = None  # dead-stores: the event flags set (None: all)
     borrow: bool = False  # fast-forward: in-order data into an empty sequence is referenced
+    fresh: bool = False  # fresh-seq: the instance was created by this packet, its sequences unused
 
 
 @dataclass(kw_only=True, slots=True)

@@ -32,6 +32,7 @@ PASS_MODULES = (
     "tail_dup",
     "cheap_first",
     "dead_stores",
+    "fresh_seq",
 )
 for _module in PASS_MODULES:
     importlib.import_module(f"{__name__}.{_module}")
@@ -45,6 +46,7 @@ PIPELINE: list[str | tuple[str, ...]] = [
     ("const-prop", "tail-dup", "fold-branches", "jump-threading", "dead-blocks"),
     "dead-stores",
     "cheap-first",
+    "fresh-seq",
 ]
 MAX_ROUNDS = 16
 

@@ -72,6 +72,127 @@ static uint32_t ins(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_
 }
 
 /* ---- basic / fast paths ---- */
+/* rg_seq_insert_fresh on a fresh sequence against rg_seq_insert on another:
+ * when it takes the segment, the two sequences, results and what assemble,
+ * settle and the statistics then give are identical; when it refuses, it
+ * changed nothing (the caller then runs rg_seq_insert). */
+static void test_insert_fresh_equals_insert(void **state)
+{
+    (void)state;
+    static const rg_seq_cfg CFG_CAP = {.buffer_data = 1, .max_bytes = 64};
+    static const rg_seq_cfg CFG_CAP0 = {.buffer_data = 1, .max_bytes = 64, .zero_based = 1};
+    static const rg_seq_cfg CFG_METACAP = {.buffer_data = 0, .max_bytes = 64};
+    const rg_seq_cfg *cfgs[] = {&CFG_FIRST, &CFG_LAST, &CFG_FIRST0, &CFG_META0,
+                                &CFG_CAP,   &CFG_CAP0, &CFG_METACAP};
+    const uint32_t seqs[] = {0, 1, 1234, 0x7FFFFFFFu, 0xFFFFFFF0u};
+    const uint32_t lens[] = {0, 1, 63, 64, 65, 1500};
+    const int dtakes[] = {0, 1, 40,
+                          -1}; /* takeup - len: none, a FIN, an end past data, truncated */
+    const rg_seq_win wins[] = {{0, 0}, {0, 0xFFFFFFFFu}, {1234, 1234 + 64}, {1235, 5000}};
+    uint8_t *data = make_stream(1500);
+    unsigned taken = 0, refused = 0;
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++)
+        for (size_t q = 0; q < sizeof seqs / sizeof *seqs; q++)
+            for (size_t l = 0; l < sizeof lens / sizeof *lens; l++)
+                for (size_t t = 0; t < sizeof dtakes / sizeof *dtakes; t++)
+                    for (int w = -1; w < (int)(sizeof wins / sizeof *wins); w++)
+                        for (unsigned fl = 0; fl < 4; fl++) { /* BORROW, NULL data */
+                            const rg_seq_cfg *cfg = cfgs[c];
+                            const uint32_t len = lens[l];
+                            if (dtakes[t] < 0 && len == 0) continue;
+                            const uint32_t takeup = (uint32_t)((int)len + dtakes[t]);
+                            const rg_seq_win *win = w < 0 ? NULL : &wins[w];
+                            const unsigned iflags = (fl & 1) ? RG_SEQ_BORROW : 0;
+                            const uint8_t *d = (fl & 2) ? NULL : data;
+                            if (d == NULL && len) continue; /* callers pass data for len */
+                            rg_seq a, b;
+                            rg_seq_res ra, rb;
+                            memset(&a, 0, sizeof a);
+                            memset(&b, 0, sizeof b);
+                            memset(&ra, 0, sizeof ra);
+                            memset(&rb, 0, sizeof rb);
+                            const uint32_t s0 = seqs[q];
+                            const int got =
+                                rg_seq_insert_fresh(&a, cfg, s0, d, len, takeup, win, iflags, &ra);
+                            const uint32_t fb =
+                                rg_seq_insert(&b, cfg, s0, d, len, takeup, win, iflags, &rb);
+                            if (!got) {
+                                rg_seq z;
+                                rg_seq_res zr;
+                                memset(&z, 0, sizeof z);
+                                memset(&zr, 0, sizeof zr);
+                                assert_memory_equal(&a, &z, sizeof a);
+                                assert_memory_equal(&ra, &zr, sizeof ra);
+                                refused++;
+                                rg_seq_free(&b);
+                                continue;
+                            }
+                            taken++;
+                            /* what the generated code reads after the fast form */
+                            assert_int_equal(fb, 0);
+                            assert_int_equal(rb.new_bytes, len);
+                            assert_memory_equal(&a, &b, sizeof a);
+                            assert_memory_equal(&ra, &rb, sizeof ra);
+                            assert_null(a.st);
+                            if ((q + l) & 1) { /* settled before the assemble: the copy */
+                                rg_seq_settle(&a, cfg);
+                                rg_seq_settle(&b, cfg);
+                                assert_int_equal(rg_seq_buffered(&a), rg_seq_buffered(&b));
+                            }
+                            rg_bytes oa = rg_seq_assemble(&a, cfg, &ra);
+                            rg_bytes ob = rg_seq_assemble(&b, cfg, &rb);
+                            assert_int_equal(oa.len, ob.len);
+                            assert_int_equal(oa.len, cfg->buffer_data ? len : 0);
+                            if (oa.len) assert_memory_equal(oa.ptr, ob.ptr, oa.len);
+                            assert_int_equal(rg_seq_next(&a), rg_seq_next(&b));
+                            assert_int_equal(a.flags, b.flags);
+                            assert_memory_equal(&ra, &rb, sizeof ra);
+                            rg_seq_stats sa, sb;
+                            memset(&sa, 0, sizeof sa);
+                            memset(&sb, 0, sizeof sb);
+                            rg_seq_stats_add(&sa, &ra);
+                            rg_seq_stats_add(&sb, &rb);
+                            assert_memory_equal(&sa, &sb, sizeof sa);
+                            rg_seq_free(&a);
+                            rg_seq_free(&b);
+                        }
+    /* every precondition was exercised both ways */
+    assert_true(taken > 100);
+    assert_true(refused > 100);
+    free(data);
+}
+
+/* The fast form refuses what only rg_seq_insert handles, one case each. */
+static void test_insert_fresh_refuses(void **state)
+{
+    (void)state;
+    uint8_t *data = make_stream(100);
+    rg_seq s;
+    rg_seq_res r;
+    static const rg_seq_cfg CFG_CAP = {.buffer_data = 1, .max_bytes = 64};
+    const rg_seq_win left = {11, 500}, right = {0, 50};
+    memset(&s, 0, sizeof s);
+    memset(&r, 0, sizeof r);
+    assert_false(rg_seq_insert_fresh(&s, &CFG_FIRST0, 8, data, 10, 10, NULL, RG_SEQ_BORROW, &r));
+    assert_false(rg_seq_insert_fresh(&s, &CFG_FIRST, 8, data, 10, 11, NULL, RG_SEQ_BORROW, &r));
+    assert_false(rg_seq_insert_fresh(&s, &CFG_FIRST, 8, data, 0, 0, NULL, RG_SEQ_BORROW, &r));
+    assert_false(rg_seq_insert_fresh(&s, &CFG_FIRST, 8, data, 10, 10, NULL, 0, &r));
+    assert_false(rg_seq_insert_fresh(&s, &CFG_CAP, 8, data, 65, 65, NULL, RG_SEQ_BORROW, &r));
+    assert_false(rg_seq_insert_fresh(&s, &CFG_FIRST, 10, data, 10, 10, &left, RG_SEQ_BORROW, &r));
+    assert_false(rg_seq_insert_fresh(&s, &CFG_FIRST, 45, data, 10, 10, &right, RG_SEQ_BORROW, &r));
+    assert_int_equal(s.flags, 0);
+    assert_int_equal(r.new_bytes, 0);
+    /* and takes the plain case: an unfragmented datagram at offset 0 */
+    assert_true(rg_seq_insert_fresh(&s, &CFG_FIRST0, 0, data, 100, 100, NULL, RG_SEQ_BORROW, &r));
+    rg_bytes o = rg_seq_assemble(&s, &CFG_FIRST0, &r);
+    assert_ptr_equal(o.ptr, data); /* borrowed: no copy */
+    assert_int_equal(o.len, 100);
+    assert_int_equal(r.adv_bytes, 100);
+    assert_int_equal(r.new_bytes, 100);
+    rg_seq_free(&s);
+    free(data);
+}
+
 static void test_zero_struct_is_empty(void **state)
 {
     (void)state;
@@ -2424,6 +2545,8 @@ int main(void)
         cmocka_unit_test(test_memcap_refuses_and_reports),
         cmocka_unit_test(test_memcap_bypass_tracks_offsets),
         cmocka_unit_test(test_memcap_evict_oldest),
+        cmocka_unit_test(test_insert_fresh_equals_insert),
+        cmocka_unit_test(test_insert_fresh_refuses),
     };
     return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);
 }

@@ -296,6 +296,15 @@ RG_INLINE void rg_seq_free(rg_seq *s)
     rg_seq_init(s);
 }
 
+/* Release buffers of a sequence whose record is discarded or zeroed again
+ * before its next use (a one-packet instance's scratch record): as
+ * rg_seq_free, but a sequence that never held a buffer is left as it is
+ * instead of being reinitialised. */
+RG_INLINE void rg_seq_discard(rg_seq *s)
+{
+    if (RG_UNLIKELY(s->st != NULL)) rg_seq__release(s);
+}
+
 /* Memcap policies bypass and drop-flow: free the bytes buffered (block data;
  * message units keep the messages held) and track offsets only from now on,
  * as with cfg.buffer_data == 0: the sequence still advances, ends and
@@ -393,6 +402,36 @@ RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
         }
     }
     return rg_seq__insert(s, cfg, seq, data, len, takeup, win, iflags, res);
+}
+
+/* Insert into a fresh sequence (all zero: never inserted into since rg_seq_init
+ * or a zeroed record, e.g. an instance created by this packet): the common
+ * case of rg_seq_insert with every test of the sequence's state left out.
+ * When the segment has data, no phantom bytes, starts at the initial offset
+ * (cfg.zero_based: 0; otherwise anywhere), fits the byte cap and the window
+ * (left edge not past it) and is borrowed (RG_SEQ_BORROW, or no buffering),
+ * it does exactly what rg_seq_insert does there (next, the borrowed bytes,
+ * INIT | STARTED, res->new_bytes += len) and returns 1: no flag raised, no
+ * other counter touched.  Otherwise it changes nothing and returns 0: call
+ * rg_seq_insert.  Undefined on a sequence that is not fresh. */
+RG_INLINE int rg_seq_insert_fresh(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
+                                  const uint8_t *data, uint32_t len, uint32_t takeup,
+                                  const rg_seq_win *win, unsigned iflags, rg_seq_res *res)
+{
+    if (RG_UNLIKELY(takeup != len || len == 0 || data == NULL)) return 0;
+    if (cfg->zero_based && seq != 0) return 0;
+    if (cfg->buffer_data && (!(iflags & RG_SEQ_BORROW) || len > rg_seq_cfg_max_bytes(cfg)))
+        return 0;
+    if (!cfg->buffer_data && len > RG_SEQ_MAX_SPAN) return 0;
+    if (win && (win->left | win->right) &&
+        (rg_sdiff(win->left, seq) > 0 || (int64_t)rg_sdiff(win->right, seq) < (int64_t)len))
+        return 0;
+    s->next = seq;
+    s->borrow = cfg->buffer_data ? data : rg_empty_byte;
+    s->borrow_len = len;
+    s->flags = RG_SEQF_INIT | RG_SEQF_STARTED;
+    if (res) res->new_bytes += len;
+    return 1;
 }
 
 /* Take the contiguous bytes at next (empty view if none), advance next.
