@@ -438,3 +438,48 @@ def test_transition_bits_are_kept_only_for_the_setup_mask() -> None:
             assert int(setups[layer]) >> int(bit) & 1, (layer, bit)
         # every transition still records which one fired this packet
         assert c.count("psm_tcp = ") > len([k for k in kept if k[0] == "tcp"])
+
+
+def _cursor_writes_are_checked(body: str) -> int:
+    """Every write of a layer's cursor in body: `= 0` (enter), or an advance by k right after
+    the check that k bytes remain, or the fast option loop's advance whose check follows it
+    (and its undo). Returns how many advances were checked."""
+    lines = body.split("\n")
+    n = 0
+    last: dict[str, int] = {}  # the line of each cursor's previous write
+    for i, line in enumerate(lines):
+        m = re.search(r"\bcur_(\w+) (\+=|-=|=) ([^;]+);", line)
+        if m is None or "cur_" not in line.split("=")[0]:
+            continue
+        x, op, v = m.groups()
+        # the lines since this cursor's previous write (a layout's loads sit in between)
+        prev = "\n".join(lines[max(last.get(x, 0), i - 40) : i])
+        last[x] = i
+        checks = (f"rg_has(in_{x}.len, cur_{x}, {v})", f"in_{x}.len - cur_{x} >= {v}")
+        if op == "=":
+            assert v == "0", line
+            continue
+        n += 1
+        if v == "(uint32_t)n_":
+            assert f"if (n_ > in_{x}.len - cur_{x})" in prev, line
+        elif op == "-=":
+            assert lines[i - 1].strip() == f"if (cur_{x} > in_{x}.len) {{", line
+        elif not any(c in prev for c in checks):
+            nxt = "\n".join(lines[i + 1 : i + 5])
+            assert v == "f_" and f"if (cur_{x} > in_{x}.len) {{" in nxt, line
+    return n
+
+
+def test_every_cursor_advance_follows_a_check() -> None:
+    """The one-compare tests of the header code (`n_ > len - cur` for a variable field, the
+    fast option loop's `len - cur >= n`) are exact only while a cursor never exceeds its
+    input's length: the header code starts it at 0 and moves it only past bytes just
+    checked. Every stock stack's per-packet function and burst stage, at -O0 and -O2, holds
+    to that."""
+    for stack in sorted((REPO / "specs" / "stacks").glob("*.yaml")):
+        for lv in (0, 2):
+            c = gen_c(str(stack), lv)
+            assert _cursor_writes_are_checked(c[c.index("_process(") :]) > 0, stack.name
+    bad = "if (!rg_has(in_ip.len, cur_ip, 20)) goto x;\ncur_ip += 20;\ncur_ip += 4;"
+    with pytest.raises(AssertionError):
+        _cursor_writes_are_checked(bad)

@@ -517,43 +517,90 @@ class LayerC:
             )
         # `cursor >= E`: nothing in the loop changes E (it stores nothing): computed once
         m = re.fullmatch(rf"rg_op_ge\(\(\(uint64_t\){cur}\), (.*)\)", until or "")
+        end = None
         if m and _balanced(m.group(1)) and not re.search(rf"\b{cur}\b", m.group(1)):
-            out.append(f"{pad}    const uint64_t end{k}_ = {m.group(1)};")
-            until = f"(uint64_t){cur} >= end{k}_"
-        out.append(f"{pad}    for (;;) {{")
-        out.append(f"{pad}        if (!rg_has({inp}.len, {cur}, 1)) break;")
+            end = f"end{k}_"
+            out.append(f"{pad}    const uint64_t {end} = {m.group(1)};")
+            until = f"(uint64_t){cur} >= {end}"
+        trunc = self._fail("RG_REASON_TRUNCATED")
+        tlv = next(iter(tlvs), None)
+        count = (it, au.max) if counted else None
+        if end is not None:
+            # the whole block [cur, end) captured: every option starts on a captured byte and a
+            # fixed-size one ending before end ends inside the data, so only the option that
+            # reaches end needs its truncation test (cur stays below 2^32: packets are smaller)
+            out.append(f"{pad}    if (RG_LIKELY((uint64_t){cur} < {end} && {end} <= {inp}.len)) {{")
+            out += self._lean_loop(pad + "    ", t, stop, table, tlv, trunc, count, None, end)
+            out.append(f"{pad}    }} else {{")
+            out += self._lean_loop(pad + "    ", t, stop, table, tlv, trunc, count, until)
+            out.append(f"{pad}    }}")
+        else:
+            out += self._lean_loop(pad, t, stop, table, tlv, trunc, count, until)
+        out.append(f"{pad}}}")
+        return out, names
+
+    def _lean_loop(
+        self,
+        pad: str,
+        t: str,
+        stop: int,
+        table: list[int],
+        tlv: lean_walk.Shape | None,
+        trunc: str,
+        count: tuple[str, int] | None,
+        until: str | None,
+        fast_end: str | None = None,
+    ) -> list[str]:
+        """The lean loop; with fast_end, the one for a block known captured up to fast_end."""
+        inp, cur = self.v("in"), self.v("cur")
+        fast = fast_end is not None
+        out = [f"{pad}    for (;;) {{"]
+        if not fast:
+            out.append(f"{pad}        if (!rg_has({inp}.len, {cur}, 1)) break;")
         out.append(f"{pad}        unsigned f_ = {t}[rg_load_u8({inp}.ptr + {cur})];")
         if stop in table:
             out.append(f"{pad}        if (f_ == {stop}u) break;")
-        if tlvs:
-            (s,) = tlvs
-            trunc = self._fail("RG_REASON_TRUNCATED")
+        # under fast, cur < end <= len at the top of each iteration: one compare suffices
+        has = (
+            (lambda n: f"{inp}.len - {cur} >= {n}")
+            if fast
+            else (lambda n: f"rg_has({inp}.len, {cur}, {n})")
+        )
+        if tlv is not None:
             out.append(f"{pad}        if (f_ == 0u) {{")
-            out.append(f"{pad}            if (!rg_has({inp}.len, {cur}, {s.fixed})) {trunc}")
+            out.append(f"{pad}            if (!({has(tlv.fixed)})) {trunc}")
             out.append(
                 f"{pad}            uint64_t n_ = ((uint64_t)rg_load_u8({inp}.ptr + {cur} + "
-                f"{s.len_at})) - UINT64_C({s.minus});"
+                f"{tlv.len_at})) - UINT64_C({tlv.minus});"
             )
-            out.append(f"{pad}            {cur} += {s.fixed};")
+            out.append(f"{pad}            {cur} += {tlv.fixed};")
             out.append(f"{pad}            if (n_ > {inp}.len - {cur}) {trunc}")
             out.append(f"{pad}            {cur} += (uint32_t)n_;")
             out.append(f"{pad}        }} else {{")
-            out.append(f"{pad}            if (!rg_has({inp}.len, {cur}, f_)) {trunc}")
+            if not fast:
+                out.append(f"{pad}            if (!rg_has({inp}.len, {cur}, f_)) {trunc}")
             out.append(f"{pad}            {cur} += f_;")
             out.append(f"{pad}        }}")
         else:
-            out.append(
-                f"{pad}        if (!rg_has({inp}.len, {cur}, f_)) "
-                f"{self._fail('RG_REASON_TRUNCATED')}"
-            )
+            if not fast:
+                out.append(f"{pad}        if (!rg_has({inp}.len, {cur}, f_)) {trunc}")
             out.append(f"{pad}        {cur} += f_;")
-        if counted:
-            out.append(f"{pad}        if (++{it} >= {au.max}u) break;")
-        if until is not None:
+        if fast:
+            # the test skipped above, for the option reaching end (the tlv branch checked its
+            # own: f_ is 0 there); the cursor stays where the full walk's error leaves it
+            out.append(f"{pad}        if ((uint64_t){cur} >= {fast_end}) {{")
+            out.append(f"{pad}            if ({cur} > {inp}.len) {{")
+            out.append(f"{pad}                {cur} -= f_;")
+            out.append(f"{pad}                {trunc}")
+            out.append(f"{pad}            }}")
+            out.append(f"{pad}            break;")
+            out.append(f"{pad}        }}")
+        if count is not None:
+            out.append(f"{pad}        if (++{count[0]} >= {count[1]}u) break;")
+        if until is not None and not fast:
             out.append(f"{pad}        if ({until}) break;")
         out.append(f"{pad}    }}")
-        out.append(f"{pad}}}")
-        return out, names
+        return out
 
 
 class LayerEnv:
