@@ -715,26 +715,23 @@ class CGen:
         if n not in self.verdict_exits:
             self.verdict_exits.append(n)
         inst = f"inst_{n} = (struct {lc.t('inst')} *)"
-        if self._key_built == n:
+        if self._key_built == n and n not in self.memo_lookups:
             # right after the key's narrow stores: hashing those bytes 8 at a time would
             # stall (no store forwarding of several stores into one load), so the key's
             # words are assembled in registers from the same fields (nothing ran between),
-            # only when the table has instances (an IPv4 layer's holds fragments only)
+            # only when the table has instances (an IPv4 layer's holds fragments only).
+            # Not for a memo table: its hit hashes nothing, and the words cost about 10
+            # instructions there for no measured gain (BENCHMARKS.md)
             words = [f"if (rg_flow_live(ctx->tbl_{n}) != 0) {{"]
             words += ["    " + x for x in self._key_words(lc, rev=False)]
-            look = [f"{inst}NULL;", *words]
-            if n in self.memo_lookups:  # a tunnel's outer table: the last hit's record first
-                look = [f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);", *look]
-                look.append(
-                    f"    {inst}rg_flow_lookup_memo_w(ctx->tbl_{n}, kw_{n}, {lc.key_len}, &dir_{n});"
-                )
-            else:
-                look.append(
-                    f"    {inst}rg_flow_lookup_wt(ctx->tbl_{n}, kw_{n}, {lc.key_len}, &dir_{n}, "
-                    "ctx->clock.now);"
-                )
-            look.append("}")
-        elif n in self.memo_lookups:
+            look = [
+                f"{inst}NULL;",
+                *words,
+                f"    {inst}rg_flow_lookup_wt(ctx->tbl_{n}, kw_{n}, {lc.key_len}, &dir_{n}, "
+                "ctx->clock.now);",
+                "}",
+            ]
+        elif n in self.memo_lookups:  # a tunnel's outer table: the last hit's record first
             look = [
                 f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);",
                 f"{inst}rg_flow_lookup_memo_n(ctx->tbl_{n}, kf_{n}, {lc.key_len}, &dir_{n});",
