@@ -25,22 +25,25 @@ def stage1(stack: str) -> str:
     return text[start:end]
 
 
-HINT = re.compile(r"rg_flow_prefetch_hint\(ctx->pf_hs, ctx->tbl_(\w+), kf_\1, (\w+), (\d+)\);")
+#: the keys as words (keywords.py): built in registers, no store-forwarding stall in the hash
+HINT = re.compile(r"rg_flow_prefetch_hint_w\(ctx->pf_hs, ctx->tbl_(\w+), kw_\1, (\w+), (\d+)\);")
 
 
 def test_bidirectional_tables_prefetch_both_keys_slots() -> None:
     s = stage1("tcp_ip")
     hints = {m[1]: (m[2], int(m[3])) for m in HINT.finditer(s)}
     # tcp/udp (both IP versions) are bidirectional: the swapped key's slot too
-    assert hints["tcp"] == ("kr_tcp", 12) and hints["udp"] == ("kr_udp", 12)
-    assert hints["tcp6"] == ("kr_tcp6", 36) and hints["udp6"] == ("kr_udp6", 36)
+    assert hints["tcp"] == ("kwr_tcp", 12) and hints["udp"] == ("kwr_udp", 12)
+    assert hints["tcp6"] == ("kwr_tcp6", 36) and hints["udp6"] == ("kwr_udp6", 36)
     # IP's fragment tables have one key
     assert hints["ip"] == ("NULL", 11) and hints["ipv6"] == ("NULL", 36)
     # the swapped key is built before its hint, from the header fields stage 1 parsed
-    k = s.index("rg_flow_prefetch_hint(ctx->pf_hs, ctx->tbl_tcp,")
-    assert "rg_bytes_store(kr_tcp + 0, 4, h_ip.daddr);" in s[:k]
+    k = s.index("rg_flow_prefetch_hint_w(ctx->pf_hs, ctx->tbl_tcp,")
+    assert "kc0_tcp = rg_kw_bytes(h_ip.saddr, 4, 0, 4);" in s[:k]
+    assert "kwr_tcp[0] = rg_kw_put(kc2_tcp, 0, 4, 0)" in s[:k]  # daddr first
+    assert "(kr_tcp + " not in s and "(kf_tcp + " not in s  # stage 1 stores no byte key
     # no hint for an empty table, and nothing that changes a table
-    assert s.count("rg_flow_prefetch_hint(") == s.count("if (rg_flow_live(ctx->tbl_")
+    assert s.count("rg_flow_prefetch_hint_w(") == s.count("if (rg_flow_live(ctx->tbl_")
     for call in ("rg_flow_lookup", "rg_flow_create", "rg_flow_delete", "rg_flow_touch"):
         assert call not in s
 
@@ -56,4 +59,4 @@ def test_pass_b_only_with_prefetch_records() -> None:
 
 def test_tunnels_prefetch_the_inner_tables_both_ways() -> None:
     hints = {m[1]: m[2] for m in HINT.finditer(stage1("gtp"))}
-    assert hints.get("tcp") == "kr_tcp", hints
+    assert hints.get("tcp") == "kwr_tcp", hints

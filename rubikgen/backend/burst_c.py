@@ -51,6 +51,7 @@ class Host(Protocol):
     def instr(self, ins: Instr) -> str: ...
     def _targets(self) -> set[str]: ...
     def _store_key(self, buf: str, parts: list[Any], lc: LayerC) -> list[str]: ...
+    def _key_words(self, lc: LayerC) -> list[str]: ...
 
 
 #: Effect classes an instruction may write for stage 1 to run it: the packet's own locals.
@@ -98,17 +99,15 @@ class Stage1:
             )
             return out
         if isinstance(ins, I.BuildKey):
-            out = cg._store_key(f"kf_{n}", lc.key_fwd, lc)
-            if lc.key_rev:  # its slot too (rg_flow_prefetch_hint)
-                out += cg._store_key(f"kr_{n}", lc.key_rev, lc)
-            return out
+            # the words only: the hint hashes them (no store-forwarding stall)
+            return cg._key_words(lc)  # and the reverse's: its slot too
         if isinstance(ins, I.Lookup):
             # a table without instances (IP fragments, mostly) is not worth a hash;
             # ctx->pf_hs: the hashes kept for pass B (NULL: no pass B)
             return [
                 f"if (rg_flow_live(ctx->tbl_{n}) != 0) "
-                f"rg_flow_prefetch_hint(ctx->pf_hs, ctx->tbl_{n}, kf_{n}, "
-                f"{f'kr_{n}' if lc.key_rev else 'NULL'}, {lc.key_len});"
+                f"rg_flow_prefetch_hint_w(ctx->pf_hs, ctx->tbl_{n}, kw_{n}, "
+                f"{f'kwr_{n}' if lc.key_rev else 'NULL'}, {lc.key_len});"
             ]
         if isinstance(ins, _PURE) and _local_only(ins):
             return cg.instr(ins).splitlines()

@@ -33,6 +33,7 @@ from rubikgen.rules.ir import RuleSet
 from . import lean_walk
 from .burst_c import render_stage1
 from .cexpr import cond_to_c, stmt_to_c, to_c
+from .keywords import build_words, windows
 from .layer_c import LayerC, c_comment, c_string, ctype_of_width
 from .outer_flows import outer_flow_layers
 from .prune import Resets
@@ -137,6 +138,7 @@ class CGen:
         }
         self._created: str | None = None
         self._created_lazy = False
+        self._key_built: str | None = None  # the previous instruction built this layer's key
         # fast-destroy layers whose one-packet instances observers may not be shown
         # (rg_obs.quiet_transient): nothing but on_close and freeing the sequences at their close
         self.quiet = self._quiet_layers(prog)
@@ -439,8 +441,11 @@ class CGen:
                 out.append(f"    uint32_t qlen_{n} RG_MAYBE_UNUSED = 0;")
             if lc.has_instance:
                 out.append(f"    uint8_t kf_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
+                nw = len(windows(lc.key_len))  # the key as words: the lookups' (keywords.py)
+                out.append(f"    uint64_t kw_{n}[{nw}] RG_MAYBE_UNUSED;")
                 if lc.bidir:
                     out.append(f"    uint8_t kr_{n}[{lc.key_len}] RG_MAYBE_UNUSED;")
+                    out.append(f"    uint64_t kwr_{n}[{nw}] RG_MAYBE_UNUSED;")
         if self.rules:
             out.append(self.rules.locals())
         return "\n".join(out)
@@ -522,10 +527,12 @@ class CGen:
             else:
                 out.append(f"    /* {name}{src} */")
             out.append("    {")
+            self._key_built = None  # a block may be entered by a jump
             for ins in b.instrs:
                 if ins.src is not None and ins.src != b.src:
                     out.append(f"        /* {c_comment(str(ins.src))} */")
                 text = self.instr(ins)
+                self._key_built = ins.layer if isinstance(ins, I.BuildKey) else None
                 self._created = ins.layer if isinstance(ins, I.Create) else None
                 self._created_lazy = isinstance(ins, I.Create) and ins.lazy
                 for line in text.splitlines():
@@ -687,7 +694,17 @@ class CGen:
                 )
         return out
 
+    def _key_words(self, lc: LayerC, rev: bool = True) -> list[str]:
+        """The key as words (what the word lookups hash and compare: keywords.py)."""
+        n = lc.name
+        keys = [(f"kw_{n}", lc.key_fwd)]
+        if rev and lc.bidir:
+            keys.append((f"kwr_{n}", lc.key_rev))
+        return build_words(n, lc.env(), keys, lc.key_len)
+
     def i_build_key(self, ins: I.BuildKey, lc: LayerC) -> str:
+        # the byte keys: creates, instance records, observers and rules read them (the
+        # lookup right after takes the key as words, see i_lookup)
         out = self._store_key(f"kf_{lc.name}", lc.key_fwd, lc)
         if lc.bidir:
             out += self._store_key(f"kr_{lc.name}", lc.key_rev, lc)
@@ -697,25 +714,38 @@ class CGen:
         n = lc.name
         if n not in self.verdict_exits:
             self.verdict_exits.append(n)
-        memo = "_memo" if n in self.memo_lookups else ""
+        inst = f"inst_{n} = (struct {lc.t('inst')} *)"
+        if self._key_built == n and n not in self.memo_lookups:
+            # right after the key's narrow stores: hashing those bytes 8 at a time would
+            # stall (no store forwarding of several stores into one load), so the key's
+            # words are assembled in registers from the same fields (nothing ran between),
+            # only when the table has instances (an IPv4 layer's holds fragments only).
+            # Not for a memo table: its hit hashes nothing, and the words cost about 10
+            # instructions there for no measured gain (BENCHMARKS.md)
+            words = [f"if (rg_flow_live(ctx->tbl_{n}) != 0) {{"]
+            words += ["    " + x for x in self._key_words(lc, rev=False)]
+            look = [
+                f"{inst}NULL;",
+                *words,
+                f"    {inst}rg_flow_lookup_wt(ctx->tbl_{n}, kw_{n}, {lc.key_len}, &dir_{n}, "
+                "ctx->clock.now);",
+                "}",
+            ]
+        elif n in self.memo_lookups:  # a tunnel's outer table: the last hit's record first
+            look = [
+                f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);",
+                f"{inst}rg_flow_lookup_memo_n(ctx->tbl_{n}, kf_{n}, {lc.key_len}, &dir_{n});",
+            ]
+        else:
+            # a constant key length: hash and compare unroll; an empty table (no fragment
+            # pending, say) costs no hash, no probe and no time set (creates set it)
+            look = [
+                f"{inst}rg_flow_lookup_nt(ctx->tbl_{n}, kf_{n}, {lc.key_len}, &dir_{n}, "
+                "ctx->clock.now);"
+            ]
         return "\n".join(
             [
-                *(
-                    # a tunnel's outer table: the last hit's record compared first (memo)
-                    [
-                        f"rg_flow_set_time(ctx->tbl_{n}, ctx->clock.now);",
-                        f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_memo_n("
-                        f"ctx->tbl_{n}, kf_{n}, {lc.key_len}, &dir_{n});",
-                    ]
-                    if memo
-                    # a constant key length: hash and compare unroll; an empty table (no
-                    # fragment pending, say) costs no hash, no probe and no time set (creates
-                    # set it)
-                    else [
-                        f"inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_nt(ctx->tbl_{n}, "
-                        f"kf_{n}, {lc.key_len}, &dir_{n}, ctx->clock.now);"
-                    ]
-                ),
+                *look,
                 f"has_inst_{n} = inst_{n} != NULL;",
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
                 f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "

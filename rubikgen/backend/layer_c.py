@@ -560,12 +560,11 @@ class LayerC:
         out.append(f"{pad}        unsigned f_ = {t}[rg_load_u8({inp}.ptr + {cur})];")
         if stop in table:
             out.append(f"{pad}        if (f_ == {stop}u) break;")
+
         # under fast, cur < end <= len at the top of each iteration: one compare suffices
-        has = (
-            (lambda n: f"{inp}.len - {cur} >= {n}")
-            if fast
-            else (lambda n: f"rg_has({inp}.len, {cur}, {n})")
-        )
+        def has(n: int) -> str:
+            return f"{inp}.len - {cur} >= {n}" if fast else f"rg_has({inp}.len, {cur}, {n})"
+
         if tlv is not None:
             out.append(f"{pad}        if (f_ == 0u) {{")
             out.append(f"{pad}            if (!({has(tlv.fixed)})) {trunc}")

@@ -938,6 +938,190 @@ static void test_record_bytes_in_stats(void **state)
     rg_flow_free(t);
 }
 
+/* ---- keys as words (rg_flow_lookup_wt and friends) ---- */
+
+/* The words of an n-byte key by their definition: the memcpy of each window. */
+static void words_of(const uint8_t *key, size_t n, uint64_t *w)
+{
+    if (n < 8) {
+        w[0] = 0;
+        memcpy(&w[0], key, n);
+        return;
+    }
+    for (size_t i = 0; i < RG_KW_WORDS(n); i++)
+        memcpy(&w[i], key + (8 * i + 8 <= n ? 8 * i : n - 8), 8);
+}
+
+/* A key of random fields (numbers of 1..8 bytes stored big-endian, byte fields
+ * of 1..20 bytes, some short or NULL: zero-padded) assembled as the generator
+ * does (keywords.py: rg_kw_put of rg_kw_be / rg_kw_bytes per window) must give
+ * the words of its bytes (stored as rg__put_be / rg_bytes_store store them). */
+static void test_words_assembled_like_bytes(void **state)
+{
+    (void)state;
+    rg_rng rng = {99};
+    for (int iter = 0; iter < 20000; iter++) {
+        enum { MAXF = 8 };
+        uint8_t key[RG_FLOW_MAX_KEY] = {0}, src[MAXF][24];
+        size_t off[MAXF], size[MAXF];
+        int isnum[MAXF];
+        uint64_t num[MAXF];
+        rg_bytes bv[MAXF];
+        size_t n = 0;
+        const int nf = 1 + (int)rng_below(&rng, MAXF);
+        int f = 0;
+        for (; f < nf; f++) {
+            isnum[f] = (int)rng_below(&rng, 2);
+            size[f] = isnum[f] ? 1 + rng_below(&rng, 8) : 1 + rng_below(&rng, 20);
+            if (n + size[f] > 64) break;
+            off[f] = n;
+            if (isnum[f]) {
+                num[f] = rng_next(&rng); /* bits above size: dropped */
+                for (size_t i = size[f], v = 0; i-- > 0; v++)
+                    key[n + i] = (uint8_t)(num[f] >> (8 * v));
+            } else {
+                for (int i = 0; i < 24; i++)
+                    src[f][i] = (uint8_t)rng_next(&rng);
+                size_t len = size[f];
+                const unsigned pick = rng_below(&rng, 8);
+                if (pick == 0) len = rng_below(&rng, (uint32_t)size[f] + 1); /* short */
+                if (pick == 1) len = size[f] + 3;                            /* longer */
+                bv[f] = (rg_bytes){pick == 2 ? NULL : src[f], len};
+                const size_t m = bv[f].ptr ? (len < size[f] ? len : size[f]) : 0;
+                memcpy(key + n, src[f], m);
+            }
+            n += size[f];
+        }
+        const int nfields = f;
+        if (n == 0) continue;
+        uint64_t want[RG_KW_WORDS(64)], got[RG_KW_WORDS(64)];
+        words_of(key, n, want);
+        for (size_t i = 0; i < RG_KW_WORDS(n); i++) {
+            const size_t wo = n < 8 ? 0 : rg_kw_off(n, i), wl = n < 8 ? n : 8;
+            uint64_t w = 0;
+            for (int g = 0; g < nfields; g++) {
+                const size_t s = off[g] > wo ? off[g] : wo;
+                const size_t e = off[g] + size[g] < wo + wl ? off[g] + size[g] : wo + wl;
+                if (s >= e) continue;
+                const unsigned k = (unsigned)(e - s), pos = (unsigned)(s - wo);
+                if (isnum[g])
+                    w |= rg_kw_put(rg_kw_be(num[g], (unsigned)size[g]), (unsigned)(s - off[g]), k,
+                                   pos);
+                else
+                    w |= rg_kw_put(rg_kw_bytes(bv[g], size[g], s - off[g], k), 0, k, pos);
+            }
+            got[i] = w;
+        }
+        for (size_t i = 0; i < RG_KW_WORDS(n); i++)
+            assert_int_equal(got[i], want[i]);
+    }
+}
+
+/* rg_hash_words / rg_flow__keyeq_w equal rg_hash_bytes / rg_flow__keyeq at
+ * every key length, on equal keys and on keys one byte apart. */
+static void test_hash_words_same_as_bytes(void **state)
+{
+    (void)state;
+    rg_rng rng = {5};
+    for (size_t n = 1; n <= RG_FLOW_MAX_KEY; n = n < 80 ? n + 1 : n * 2 + 3) {
+        for (int iter = 0; iter < 200; iter++) {
+            uint8_t a[RG_FLOW_MAX_KEY], b[RG_FLOW_MAX_KEY];
+            uint64_t w[RG_KW_WORDS(RG_FLOW_MAX_KEY)];
+            for (size_t i = 0; i < n; i++)
+                a[i] = (uint8_t)rng_next(&rng);
+            memcpy(b, a, n);
+            if (iter & 1) b[rng_below(&rng, (uint32_t)n)] ^= (uint8_t)(1u << rng_below(&rng, 8));
+            words_of(b, n, w);
+            const uint64_t seed = rng_next(&rng);
+            assert_int_equal(rg_hash_words(w, n, seed), rg_hash_bytes(b, n, seed));
+            assert_int_equal(rg_flow__keyeq_w(a, w, n), rg_flow__keyeq(a, b, n));
+            assert_int_equal(rg_flow__keyeq_w(a, w, n), memcmp(a, b, n) == 0);
+        }
+    }
+}
+
+/* Word lookups (plain, memo) find the same record in the same direction as
+ * the byte lookups, on random traffic with creates, deletes and evictions,
+ * at key lengths on both sides of the 8- and 16-byte forms; the prefetch
+ * hint keeps the same hash. */
+static void test_lookup_words_same_as_bytes(void **state)
+{
+    (void)state;
+    static const uint32_t lens[] = {3, 5, 8, 11, 12, 13, 16, 17, 36, RG_FLOW_MAX_KEY};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const uint32_t n = lens[li];
+        for (int bidir = 0; bidir < 2; bidir++) {
+            enum { NK = 40, CAP = 16 };
+            rg_rng rng = {11 + n * 2 + (uint64_t)bidir};
+            rg_flow_cfg cfg = {.key_len = n,
+                               .payload_size = sizeof(payload),
+                               .cap = CAP,
+                               .bidir = bidir,
+                               .seed = 0x77};
+            rg_flow *ta = rg_flow_new(&cfg), *tb = rg_flow_new(&cfg), *tm = rg_flow_new(&cfg);
+            assert_non_null(ta);
+            assert_non_null(tb);
+            assert_non_null(tm);
+            uint8_t keys[NK][RG_FLOW_MAX_KEY], revs[NK][RG_FLOW_MAX_KEY];
+            for (int i = 0; i < NK; i++) {
+                for (uint32_t j = 0; j < n; j++)
+                    keys[i][j] = (uint8_t)(i % 8 == 0 ? j : rng_next(&rng));
+                for (uint32_t j = 0; j < n; j++) /* the reverse: halves swapped */
+                    revs[i][j] = keys[i][(j + n / 2) % n];
+            }
+            uint64_t now = 0, next_id = 1;
+            int cur = 0;
+            for (int step = 0; step < 20000; step++) {
+                now += rng_below(&rng, 3) * (UINT64_C(1) << 22);
+                if (rng_below(&rng, 4) == 0) cur = (int)rng_below(&rng, NK);
+                const uint8_t *k = rng_below(&rng, 2) ? revs[cur] : keys[cur];
+                uint64_t w[RG_KW_WORDS(RG_FLOW_MAX_KEY)];
+                words_of(k, n, w);
+                int da = -1, db = -1, dm = -1;
+                payload *pa = rg_flow_lookup_wt(ta, w, n, &da, now);
+                payload *pb = rg_flow_lookup_nt(tb, k, n, &db, now);
+                rg_flow_set_time(tm, now);
+                payload *pm = rg_flow_lookup_memo_w(tm, w, n, &dm);
+                assert_int_equal(pa == NULL, pb == NULL);
+                assert_int_equal(pm == NULL, pb == NULL);
+                const int op = (int)rng_below(&rng, 8);
+                if (pa) {
+                    assert_int_equal(pa->id, pb->id);
+                    assert_int_equal(pm->id, pb->id);
+                    assert_int_equal(da, db);
+                    assert_int_equal(dm, db);
+                    if (op == 0) {
+                        rg_flow_delete(ta, pa);
+                        rg_flow_delete(tb, pb);
+                        rg_flow_delete(tm, pm);
+                    }
+                } else if (op < 4) {
+                    pa = rg_flow_create_nt(ta, keys[cur], revs[cur], n, now);
+                    pb = rg_flow_create_nt(tb, keys[cur], revs[cur], n, now);
+                    pm = rg_flow_create_nt(tm, keys[cur], revs[cur], n, now);
+                    pa->id = pb->id = pm->id = next_id++;
+                }
+                assert_int_equal(rg_flow_live(ta), rg_flow_live(tb));
+                assert_int_equal(rg_flow_live(tm), rg_flow_live(tb));
+                if (step % 97 == 0) { /* the hint records the byte key's hash */
+                    rg_flow_hints ha = {0}, hb = {0};
+                    uint64_t wr[RG_KW_WORDS(RG_FLOW_MAX_KEY)];
+                    words_of(revs[cur], n, wr);
+                    rg_flow_prefetch_hint_w(&ha, ta, w, wr, n);
+                    rg_flow_prefetch_hint(&hb, tb, k, revs[cur], n);
+                    assert_int_equal(ha.n, 1);
+                    assert_int_equal(ha.e[0].h, hb.e[0].h);
+                    assert_int_equal(ha.e[0].h, rg_flow_hash(tb, k));
+                }
+            }
+            assert_true(next_id > 1);
+            rg_flow_free(ta);
+            rg_flow_free(tb);
+            rg_flow_free(tm);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -962,6 +1146,9 @@ int main(void)
         cmocka_unit_test(test_many_flows),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_prefetch_rec),
+        cmocka_unit_test(test_words_assembled_like_bytes),
+        cmocka_unit_test(test_hash_words_same_as_bytes),
+        cmocka_unit_test(test_lookup_words_same_as_bytes),
     };
     return cmocka_run_group_tests_name("rg_flow", tests, NULL, NULL);
 }

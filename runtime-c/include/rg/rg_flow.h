@@ -570,6 +570,229 @@ RG_INLINE void *rg_flow_create_nt(rg_flow *t, const void *fwd, const void *rev, 
     return rg_flow_create_n(t, fwd, rev, key_len);
 }
 
+/* ---- keys passed as words (no store-forwarding stall) ----
+ * Generated code writes a key with narrow stores (2- and 4-byte fields) and
+ * the hash then reads it 8 bytes at a time: the store buffer cannot forward
+ * several narrow stores into one wide load, so every lookup stalled on its
+ * first read.  These entry points take the key as the words the hash and the
+ * compare read, assembled in registers from the parsed fields, and give the
+ * same hash, record and direction as the byte-key versions.
+ *
+ * RG_KW_WORDS(n) words: for n >= 8, word i holds key bytes [8i, 8i + 8) and
+ * the last one bytes [n - 8, n) (overlapping the one before when n is not a
+ * multiple of 8), as rg_hash_bytes and rg_flow__keyeq read them; below 8
+ * bytes one word holding the n bytes, zeros above.  A word is the value a
+ * memcpy of those 8 bytes into a uint64_t gives (host byte order). */
+#define RG_KW_WORDS(n) ((n) < 8 ? 1u : ((n) + 7u) / 8u)
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define RG_KW_BE 1
+#else
+#define RG_KW_BE 0
+#endif
+
+/* Byte offset in the key of word i of an n-byte key (n >= 8). */
+RG_INLINE size_t rg_kw_off(size_t n, size_t i)
+{
+    return 8 * i + 8 <= n ? 8 * i : n - 8;
+}
+
+/* The k bytes of a word image x from its byte `from` on, moved to byte `pos`
+ * of a word (k + from <= 8, k + pos <= 8).  An image is a word as a memcpy
+ * of bytes gives it: byte 0 is the low byte on a little-endian host. */
+RG_INLINE uint64_t rg_kw_put(uint64_t x, unsigned from, unsigned k, unsigned pos)
+{
+#if RG_KW_BE
+    return ((x << (8 * from)) & ~(~UINT64_C(0) >> 1 >> (8 * k - 1))) >> (8 * pos);
+#else
+    const uint64_t m = k >= 8 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * k)) - 1;
+    return ((x >> (8 * from)) & m) << (8 * pos);
+#endif
+}
+
+/* The image of a number stored big-endian in `size` bytes (1..8; higher
+ * bits dropped, as rg__put_be does). */
+RG_INLINE uint64_t rg_kw_be(uint64_t v, unsigned size)
+{
+#if RG_KW_BE
+    return v << (8 * (8 - size));
+#elif defined(__GNUC__)
+    /* the width's own swap: a field loaded big-endian (rg_load_be16/32) swaps back to
+     * its raw load */
+    if (size == 1) return v & 0xffu;
+    if (size == 2) return __builtin_bswap16((uint16_t)v);
+    if (size == 4) return __builtin_bswap32((uint32_t)v);
+    return __builtin_bswap64(v) >> (8 * (8 - size));
+#else
+    uint64_t x = 0;
+    for (unsigned i = 0; i < size; i++)
+        x |= ((v >> (8 * (size - 1 - i))) & 0xffu) << (8 * i);
+    return x;
+#endif
+}
+
+/* The image of bytes [from, from + k) (k <= 8) of a byte field of `size`
+ * bytes stored as rg_bytes_store stores it (truncated, zero-padded). */
+RG_INLINE uint64_t rg_kw_bytes(rg_bytes v, size_t size, size_t from, size_t k)
+{
+    uint64_t x = 0;
+    if (RG_LIKELY(v.len >= from + k && v.ptr)) { /* from + k <= size */
+        memcpy(&x, v.ptr + from, k);
+    } else {
+        const size_t n = v.ptr ? (v.len < size ? v.len : size) : 0;
+        if (n > from) memcpy(&x, v.ptr + from, n - from);
+    }
+    return x;
+}
+
+/* Byte i and the 4 bytes from i of a word image (keys below 8 bytes). */
+RG_INLINE uint64_t rg_kw__byte(uint64_t x, size_t i)
+{
+    return RG_KW_BE ? (x >> (56 - 8 * i)) & 0xffu : (x >> (8 * i)) & 0xffu;
+}
+RG_INLINE uint32_t rg_kw__u32(uint64_t x, size_t i)
+{
+    return RG_KW_BE ? (uint32_t)(x >> (32 - 8 * i)) : (uint32_t)(x >> (8 * i));
+}
+
+/* rg_hash_bytes of the key whose words are w. */
+RG_INLINE uint64_t rg_hash_words(const uint64_t *w, size_t n, uint64_t seed)
+{
+#if defined(__SIZEOF_INT128__)
+    if (n > 8 && n <= 16)
+        return rg_hash_mum(UINT64_C(0xe7037ed1a0b428db) ^ (uint64_t)n,
+                           rg_hash_mum(w[0] ^ UINT64_C(0xe7037ed1a0b428db), w[1] ^ seed));
+#endif
+    uint64_t h = seed ^ (UINT64_C(0x9E3779B97F4A7C15) * (uint64_t)(n + 1));
+    if (n >= 8) {
+        const size_t nw = RG_KW_WORDS(n);
+        for (size_t i = 0; i < nw; i++) {
+            h ^= w[i] * UINT64_C(0xC2B2AE3D27D4EB4F);
+            h = (h << 31 | h >> 33) * UINT64_C(0x9E3779B97F4A7C15);
+        }
+    } else if (n) {
+        uint64_t x;
+        if (n >= 4)
+            x = (uint64_t)rg_kw__u32(w[0], 0) << 32 | rg_kw__u32(w[0], n - 4);
+        else
+            x = rg_kw__byte(w[0], 0) << 16 | rg_kw__byte(w[0], n >> 1) << 8 |
+                rg_kw__byte(w[0], n - 1);
+        h ^= x * UINT64_C(0xC2B2AE3D27D4EB4F);
+        h = (h << 31 | h >> 33) * UINT64_C(0x9E3779B97F4A7C15);
+    }
+    return rg_hash_mix64(h);
+}
+
+/* rg_flow__keyeq of the stored key a and the key whose words are w. */
+RG_INLINE int rg_flow__keyeq_w(const void *a, const uint64_t *w, size_t n)
+{
+    const uint8_t *x = (const uint8_t *)a;
+    if (n >= 8) {
+        uint64_t u, d = 0;
+        for (size_t i = 0; i < RG_KW_WORDS(n); i++) {
+            memcpy(&u, x + rg_kw_off(n, i), 8);
+            d |= u ^ w[i];
+        }
+        return d == 0;
+    }
+    if (n >= 4) {
+        uint32_t u0, u1;
+        memcpy(&u0, x, 4);
+        memcpy(&u1, x + n - 4, 4);
+        return ((u0 ^ rg_kw__u32(w[0], 0)) | (u1 ^ rg_kw__u32(w[0], n - 4))) == 0;
+    }
+    uint64_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= x[i] ^ rg_kw__byte(w[0], i);
+    return d == 0;
+}
+
+/* rg_flow__probe with the key as words. */
+RG_INLINE uint32_t rg_flow__probe_w(const rg_flow *t, const uint64_t *w, size_t key_len, uint64_t h,
+                                    uint32_t *dir)
+{
+    if (RG_UNLIKELY(t->nlive == 0)) return 0;
+    const uint32_t tag = rg_flow_tag(h), mask = t->mask;
+    const uint64_t *slot = t->slot;
+    uint32_t i = tag & mask;
+    for (;;) {
+        uint64_t s = slot[i];
+        if (RG_LIKELY(s == 0)) return 0;
+        if ((uint32_t)(s >> 32) == tag) {
+            uint32_t low = (uint32_t)s;
+            uint32_t d = low & 1u;
+            const uint8_t *k = t->pool + (size_t)((low >> 1) - 1) * t->stride + t->key_off;
+            if (RG_LIKELY(rg_flow__keyeq_w(k + d * key_len, w, key_len))) {
+                *dir = d;
+                return low >> 1;
+            }
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/* rg_flow_lookup_nt with the key as words (same record, direction, touch). */
+RG_INLINE void *rg_flow_lookup_wt(rg_flow *t, const uint64_t *w, size_t key_len, int *dir,
+                                  uint64_t now_ns)
+{
+    if (t->nlive == 0) return NULL;
+    rg_flow_set_time(t, now_ns);
+    uint32_t d;
+    const uint32_t i1 = rg_flow__probe_w(t, w, key_len, rg_hash_words(w, key_len, t->seed), &d);
+    if (!i1) return NULL;
+    if (dir) *dir = (int)d;
+    rg_flow_rec *r = rg_flow__rec(t, i1 - 1);
+    rg_flow__touch(t, i1 - 1, r);
+    return rg_flow__payload(t, r);
+}
+
+/* rg_flow_lookup_memo_n with the key as words. */
+RG_INLINE void *rg_flow_lookup_memo_w(rg_flow *t, const uint64_t *w, size_t key_len, int *dir)
+{
+    if (t->nlive == 0) return NULL;
+    const uint32_t m = t->memo;
+    if (RG_LIKELY(m != 0)) {
+        rg_flow_rec *r = rg_flow__rec(t, m - 1);
+        const uint8_t *k = (const uint8_t *)r + t->key_off;
+        int d = -1;
+        if (rg_flow__keyeq_w(k, w, key_len))
+            d = 0;
+        else if (!(r->flags & RG_FLOW_F_SINGLE) && rg_flow__keyeq_w(k + key_len, w, key_len))
+            d = 1;
+        if (d >= 0) {
+            if (dir) *dir = d;
+            rg_flow__touch(t, m - 1, r);
+            return rg_flow__payload(t, r);
+        }
+    }
+    uint32_t d;
+    const uint32_t i1 = rg_flow__probe_w(t, w, key_len, rg_hash_words(w, key_len, t->seed), &d);
+    if (!i1) return NULL;
+    t->memo = i1;
+    if (dir) *dir = (int)d;
+    rg_flow_rec *r = rg_flow__rec(t, i1 - 1);
+    rg_flow__touch(t, i1 - 1, r);
+    return rg_flow__payload(t, r);
+}
+
+/* rg_flow_prefetch_hint with the keys as words (rev NULL: none). */
+RG_INLINE void rg_flow_prefetch_hint_w(rg_flow_hints *hs, const rg_flow *t, const uint64_t *w,
+                                       const uint64_t *rev, size_t key_len)
+{
+    const uint64_t h = rg_hash_words(w, key_len, t->seed);
+    rg_flow_prefetch_h(t, h);
+    if (rev) rg_flow_prefetch_h(t, rg_hash_words(rev, key_len, t->seed));
+    if (!hs) return;
+    if (hs->n < RG_FLOW_HINTS) {
+        hs->e[hs->n].t = t;
+        hs->e[hs->n].h = h;
+        hs->n++;
+    }
+    if (hs->n - hs->done > RG_FLOW_HINT_LAG) {
+        (void)rg_flow_prefetch_rec(hs->e[hs->done].t, hs->e[hs->done].h);
+        hs->done++;
+    }
+}
+
 /* Remove an instance: both keys, the LRU entry, the record.  The payload is
  * invalid afterwards.  Deleting a pointer that is not live is ignored. */
 void rg_flow_delete(rg_flow *t, void *inst);
