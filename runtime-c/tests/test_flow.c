@@ -1040,7 +1040,7 @@ static void test_hash_words_same_as_bytes(void **state)
     }
 }
 
-/* Word lookups (plain, memo) find the same record in the same direction as
+/* Word lookups find the same record in the same direction as
  * the byte lookups, on random traffic with creates, deletes and evictions,
  * at key lengths on both sides of the 8- and 16-byte forms; the prefetch
  * hint keeps the same hash. */
@@ -1058,10 +1058,9 @@ static void test_lookup_words_same_as_bytes(void **state)
                                .cap = CAP,
                                .bidir = bidir,
                                .seed = 0x77};
-            rg_flow *ta = rg_flow_new(&cfg), *tb = rg_flow_new(&cfg), *tm = rg_flow_new(&cfg);
+            rg_flow *ta = rg_flow_new(&cfg), *tb = rg_flow_new(&cfg);
             assert_non_null(ta);
             assert_non_null(tb);
-            assert_non_null(tm);
             uint8_t keys[NK][RG_FLOW_MAX_KEY], revs[NK][RG_FLOW_MAX_KEY];
             for (int i = 0; i < NK; i++) {
                 for (uint32_t j = 0; j < n; j++)
@@ -1077,32 +1076,24 @@ static void test_lookup_words_same_as_bytes(void **state)
                 const uint8_t *k = rng_below(&rng, 2) ? revs[cur] : keys[cur];
                 uint64_t w[RG_KW_WORDS(RG_FLOW_MAX_KEY)];
                 words_of(k, n, w);
-                int da = -1, db = -1, dm = -1;
+                int da = -1, db = -1;
                 payload *pa = rg_flow_lookup_wt(ta, w, n, &da, now);
                 payload *pb = rg_flow_lookup_nt(tb, k, n, &db, now);
-                rg_flow_set_time(tm, now);
-                payload *pm = rg_flow_lookup_memo_w(tm, w, n, &dm);
                 assert_int_equal(pa == NULL, pb == NULL);
-                assert_int_equal(pm == NULL, pb == NULL);
                 const int op = (int)rng_below(&rng, 8);
                 if (pa) {
                     assert_int_equal(pa->id, pb->id);
-                    assert_int_equal(pm->id, pb->id);
                     assert_int_equal(da, db);
-                    assert_int_equal(dm, db);
                     if (op == 0) {
                         rg_flow_delete(ta, pa);
                         rg_flow_delete(tb, pb);
-                        rg_flow_delete(tm, pm);
                     }
                 } else if (op < 4) {
                     pa = rg_flow_create_nt(ta, keys[cur], revs[cur], n, now);
                     pb = rg_flow_create_nt(tb, keys[cur], revs[cur], n, now);
-                    pm = rg_flow_create_nt(tm, keys[cur], revs[cur], n, now);
-                    pa->id = pb->id = pm->id = next_id++;
+                    pa->id = pb->id = next_id++;
                 }
                 assert_int_equal(rg_flow_live(ta), rg_flow_live(tb));
-                assert_int_equal(rg_flow_live(tm), rg_flow_live(tb));
                 if (step % 97 == 0) { /* the hint records the byte key's hash */
                     rg_flow_hints ha = {0}, hb = {0};
                     uint64_t wr[RG_KW_WORDS(RG_FLOW_MAX_KEY)];
@@ -1117,7 +1108,6 @@ static void test_lookup_words_same_as_bytes(void **state)
             assert_true(next_id > 1);
             rg_flow_free(ta);
             rg_flow_free(tb);
-            rg_flow_free(tm);
         }
     }
 }

@@ -745,35 +745,6 @@ RG_INLINE void *rg_flow_lookup_wt(rg_flow *t, const uint64_t *w, size_t key_len,
     return rg_flow__payload(t, r);
 }
 
-/* rg_flow_lookup_memo_n with the key as words. */
-RG_INLINE void *rg_flow_lookup_memo_w(rg_flow *t, const uint64_t *w, size_t key_len, int *dir)
-{
-    if (t->nlive == 0) return NULL;
-    const uint32_t m = t->memo;
-    if (RG_LIKELY(m != 0)) {
-        rg_flow_rec *r = rg_flow__rec(t, m - 1);
-        const uint8_t *k = (const uint8_t *)r + t->key_off;
-        int d = -1;
-        if (rg_flow__keyeq_w(k, w, key_len))
-            d = 0;
-        else if (!(r->flags & RG_FLOW_F_SINGLE) && rg_flow__keyeq_w(k + key_len, w, key_len))
-            d = 1;
-        if (d >= 0) {
-            if (dir) *dir = d;
-            rg_flow__touch(t, m - 1, r);
-            return rg_flow__payload(t, r);
-        }
-    }
-    uint32_t d;
-    const uint32_t i1 = rg_flow__probe_w(t, w, key_len, rg_hash_words(w, key_len, t->seed), &d);
-    if (!i1) return NULL;
-    t->memo = i1;
-    if (dir) *dir = (int)d;
-    rg_flow_rec *r = rg_flow__rec(t, i1 - 1);
-    rg_flow__touch(t, i1 - 1, r);
-    return rg_flow__payload(t, r);
-}
-
 /* rg_flow_prefetch_hint with the keys as words (rev NULL: none). */
 RG_INLINE void rg_flow_prefetch_hint_w(rg_flow_hints *hs, const rg_flow *t, const uint64_t *w,
                                        const uint64_t *rev, size_t key_len)
