@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from oracle import TRACES, tshark_available
 from oracle.tshark import _tshark
-from test_nf_control import _records
+from paced_feed import pcap_records
 from test_rules import pcap_frames, run_json
 
 from captures import REPO
@@ -36,7 +36,7 @@ CHECKS = ["-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE",
 def corrupt(src: Path, dst: Path) -> None:
     """Every 7th Ethernet/IPv4 TCP or UDP frame gets a wrong transport checksum, every 11th a
     wrong IPv4 header checksum (an independent parse of the bytes: offsets of RFC 791/793/768)."""
-    head, records = _records(src)
+    head, records = pcap_records(src)
     out = [head]
     for i, rec in enumerate(records, 1):
         b = bytearray(rec)
