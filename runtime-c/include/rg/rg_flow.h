@@ -325,9 +325,12 @@ RG_INLINE void rg_flow_set_time(rg_flow *t, uint64_t now_ns)
     if (now_ns > t->now) t->now = now_ns;
 }
 
-/* The record index + 1 of a key (0: absent); *dir gets the direction. */
-RG_INLINE uint32_t rg_flow__probe(const rg_flow *t, const void *key, size_t key_len, uint64_t h,
-                                  uint32_t *dir)
+RG_INLINE int rg_flow__keyeq_w(const void *a, const uint64_t *w, size_t n); /* below */
+
+/* The record index + 1 of a key (0: absent); *dir gets the direction.  The key is its bytes,
+ * or with `words` (a constant at each call) the 8-byte words of rg_flow_lookup_wt. */
+RG_INLINE uint32_t rg_flow__probe_k(const rg_flow *t, const void *key, size_t key_len, uint64_t h,
+                                    uint32_t *dir, int words)
 {
     if (RG_UNLIKELY(t->nlive == 0)) return 0; /* e.g. IP: instances only for fragments */
     const uint32_t tag = rg_flow_tag(h), mask = t->mask;
@@ -340,13 +343,21 @@ RG_INLINE uint32_t rg_flow__probe(const rg_flow *t, const void *key, size_t key_
             uint32_t low = (uint32_t)s;
             uint32_t d = low & 1u;
             const uint8_t *k = t->pool + (size_t)((low >> 1) - 1) * t->stride + t->key_off;
-            if (RG_LIKELY(rg_flow__keyeq(k + d * key_len, key, key_len))) {
+            const int eq = words ? rg_flow__keyeq_w(k + d * key_len, (const uint64_t *)key, key_len)
+                                 : rg_flow__keyeq(k + d * key_len, key, key_len);
+            if (RG_LIKELY(eq)) {
                 *dir = d;
                 return low >> 1;
             }
         }
         i = (i + 1) & mask;
     }
+}
+
+RG_INLINE uint32_t rg_flow__probe(const rg_flow *t, const void *key, size_t key_len, uint64_t h,
+                                  uint32_t *dir)
+{
+    return rg_flow__probe_k(t, key, key_len, h, dir, 0);
 }
 
 /* Probe with a precomputed hash and an explicit key length (pass a constant
@@ -710,24 +721,7 @@ RG_INLINE int rg_flow__keyeq_w(const void *a, const uint64_t *w, size_t n)
 RG_INLINE uint32_t rg_flow__probe_w(const rg_flow *t, const uint64_t *w, size_t key_len, uint64_t h,
                                     uint32_t *dir)
 {
-    if (RG_UNLIKELY(t->nlive == 0)) return 0;
-    const uint32_t tag = rg_flow_tag(h), mask = t->mask;
-    const uint64_t *slot = t->slot;
-    uint32_t i = tag & mask;
-    for (;;) {
-        uint64_t s = slot[i];
-        if (RG_LIKELY(s == 0)) return 0;
-        if ((uint32_t)(s >> 32) == tag) {
-            uint32_t low = (uint32_t)s;
-            uint32_t d = low & 1u;
-            const uint8_t *k = t->pool + (size_t)((low >> 1) - 1) * t->stride + t->key_off;
-            if (RG_LIKELY(rg_flow__keyeq_w(k + d * key_len, w, key_len))) {
-                *dir = d;
-                return low >> 1;
-            }
-        }
-        i = (i + 1) & mask;
-    }
+    return rg_flow__probe_k(t, w, key_len, h, dir, 1);
 }
 
 /* rg_flow_lookup_nt with the key as words (same record, direction, touch). */
