@@ -517,6 +517,21 @@ typedef struct rg_flow_hints {
     } e[RG_FLOW_HINTS];
 } rg_flow_hints;
 
+/* Pass A keeps the hash h of t for pass B, which runs RG_FLOW_HINT_LAG lookups behind: that
+ * slot has had time to arrive. */
+RG_INLINE void rg_flow__hint_keep(rg_flow_hints *hs, const rg_flow *t, uint64_t h)
+{
+    if (hs->n < RG_FLOW_HINTS) {
+        hs->e[hs->n].t = t;
+        hs->e[hs->n].h = h;
+        hs->n++;
+    }
+    if (hs->n - hs->done > RG_FLOW_HINT_LAG) {
+        (void)rg_flow_prefetch_rec(hs->e[hs->done].t, hs->e[hs->done].h);
+        hs->done++;
+    }
+}
+
 /* Pass A: hash a key, prefetch its index slot, keep the hash for pass B in
  * hs (NULL: no pass B; dropped when the burst has more lookups than
  * RG_FLOW_HINTS).  rev (a bidirectional table's swapped key, or NULL): its
@@ -528,17 +543,7 @@ RG_INLINE void rg_flow_prefetch_hint(rg_flow_hints *hs, const rg_flow *t, const 
     const uint64_t h = rg_hash_bytes(key, key_len, t->seed);
     rg_flow_prefetch_h(t, h);
     if (rev) rg_flow_prefetch_h(t, rg_hash_bytes(rev, key_len, t->seed));
-    if (!hs) return; /* no pass B */
-    if (hs->n < RG_FLOW_HINTS) {
-        hs->e[hs->n].t = t;
-        hs->e[hs->n].h = h;
-        hs->n++;
-    }
-    /* pass B runs RG_FLOW_HINT_LAG lookups behind: that slot has had time to arrive */
-    if (hs->n - hs->done > RG_FLOW_HINT_LAG) {
-        (void)rg_flow_prefetch_rec(hs->e[hs->done].t, hs->e[hs->done].h);
-        hs->done++;
-    }
+    if (hs) rg_flow__hint_keep(hs, t, h); /* else no pass B */
 }
 
 /* The rest of pass B: the hints pass A's lag left (rg_flow_prefetch_rec
@@ -746,16 +751,7 @@ RG_INLINE void rg_flow_prefetch_hint_w(rg_flow_hints *hs, const rg_flow *t, cons
     const uint64_t h = rg_hash_words(w, key_len, t->seed);
     rg_flow_prefetch_h(t, h);
     if (rev) rg_flow_prefetch_h(t, rg_hash_words(rev, key_len, t->seed));
-    if (!hs) return;
-    if (hs->n < RG_FLOW_HINTS) {
-        hs->e[hs->n].t = t;
-        hs->e[hs->n].h = h;
-        hs->n++;
-    }
-    if (hs->n - hs->done > RG_FLOW_HINT_LAG) {
-        (void)rg_flow_prefetch_rec(hs->e[hs->done].t, hs->e[hs->done].h);
-        hs->done++;
-    }
+    if (hs) rg_flow__hint_keep(hs, t, h);
 }
 
 /* Remove an instance: both keys, the LRU entry, the record.  The payload is
