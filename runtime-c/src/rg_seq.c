@@ -456,6 +456,32 @@ static uint32_t insert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, cons
                             uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
                             rg_seq_res *res);
 
+/* The byte cap's measure of a segment [seq, seq + len) at or after next
+ * (rel = seq - next): its offset from next, or with cfg.recover from the
+ * floor, which a segment past the cap first moves up to seq + len - maxspan
+ * (the bytes before are given up: rg_seq.h, "byte cap").  Segments more
+ * than RG_SEQ_MAX_SPAN ahead stay refused: offsets relative to next must
+ * stay far from 2^31. */
+static uint32_t recover_span(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, uint32_t len,
+                             uint32_t rel, uint32_t maxspan)
+{
+    if (!cfg->recover) return rel;
+    if (rel < RG_SEQ_MAX_SPAN && len <= maxspan &&
+        len > maxspan - (rel < maxspan ? rel : maxspan)) {
+        const uint32_t f = seq + len - maxspan;
+        if (rg_sdiff(f, s->next) > 0 &&
+            (!(s->flags & RG_SEQF_FLOOR) || rg_sdiff(f, s->floor) > 0)) {
+            s->floor = f;
+            s->flags |= RG_SEQF_FLOOR;
+        }
+    }
+    if ((s->flags & RG_SEQF_FLOOR) && rg_sdiff(s->floor, s->next) > 0) {
+        const int32_t d = rg_sdiff(seq, s->floor);
+        return d > 0 ? (uint32_t)d : 0;
+    }
+    return rel;
+}
+
 uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
                         uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
                         rg_seq_res *res)
@@ -574,14 +600,15 @@ static uint32_t insert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, cons
         /* byte cap: the span from next */
         const uint32_t rel = seq - s->next;
         const uint32_t maxspan = cfg->buffer_data ? rg_seq_cfg_max_bytes(cfg) : RG_SEQ_MAX_SPAN;
-        if (rel >= maxspan) {
+        const uint32_t span = recover_span(s, cfg, seq, len, rel, maxspan);
+        if (span >= maxspan) {
             drop_cap(res, len);
             stall_skip(s);
             len = 0;
-        } else if (len > maxspan - rel) {
-            drop_cap(res, len - (maxspan - rel));
+        } else if (len > maxspan - span) {
+            drop_cap(res, len - (maxspan - span));
             stall_skip(s);
-            len = maxspan - rel;
+            len = maxspan - span;
         }
         if (len && s->borrow_len) { /* without buffering: a pending region at next */
             if (s->nblk == 0 && rel == s->borrow_len) {

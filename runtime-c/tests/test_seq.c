@@ -2494,6 +2494,135 @@ static void test_memcap_evict_oldest(void **state)
     rg_stats_free(st);
 }
 
+/* ---- gap recovery past the byte cap (cfg.recover), across wraps ---- */
+
+/* The byte at 64-bit stream offset o: depends on the bits above 32, so a byte
+ * delivered at the wrong wrap is seen. */
+static uint8_t pat64(uint64_t o)
+{
+    return (uint8_t)((o * 2654435761u >> 13) ^ (o >> 32));
+}
+
+/* One insert + assemble of [o, o + n) (64-bit offsets from base); the bytes
+ * delivered and the holes skipped are appended to the 64-bit model. */
+typedef struct wrap_run {
+    uint64_t off; /* 64-bit offset of next, extended from the window: off += next - next0 */
+    uint64_t skipped, got;
+    uint64_t want_at; /* the next captured offset expected */
+} wrap_run;
+
+static void wrap_take(rg_seq *s, const rg_seq_cfg *cfg, wrap_run *w, uint32_t base, rg_bytes b,
+                      uint32_t n0, const rg_seq_res *r)
+{
+    (void)base;
+    uint64_t at = w->off; /* offset of n0 */
+    uint32_t x = n0, g = 0, i = 0;
+    for (;;) {
+        while (g < r->ngaps && r->gaps[g].start == x) {
+            w->skipped += r->gaps[g].end - r->gaps[g].start;
+            at += r->gaps[g].end - r->gaps[g].start;
+            x = r->gaps[g++].end;
+        }
+        if (i == b.len) break;
+        assert_int_equal(b.ptr[i], pat64(at));
+        i++;
+        x++;
+        at++;
+    }
+    assert_int_equal(g, r->ngaps);
+    w->got += b.len;
+    w->off += (uint32_t)(rg_seq_next(s) - n0); /* the 64-bit extension: a step under 2^31 */
+    (void)cfg;
+}
+
+static void test_recover_past_cap_across_wraps(void **state)
+{
+    (void)state;
+    static const rg_seq_cfg cfg = {.buffer_data = 1, .max_bytes = 4096, .recover = 1};
+    rg_rng rng = {27};
+    const uint32_t base = 0xFFFFF000u; /* the first wrap 4 KiB in */
+    uint8_t buf[1500];
+    rg_seq s;
+    rg_seq_init(&s);
+    wrap_run w = {0};
+    uint64_t o = 0, kept = 0, end = 0;
+    while (o < (20ull << 30)) { /* 20 GiB: five wraps */
+        uint32_t n = 1 + rng_below(&rng, 1500);
+        for (uint32_t i = 0; i < n; i++)
+            buf[i] = pat64(o + i);
+        const uint32_t seq = base + (uint32_t)o;
+        rg_seq_win win = {seq, seq + (1u << 30)}; /* left: no ACK past this segment */
+        rg_seq_res r = {0};
+        rg_seq_insert(&s, &cfg, seq, buf, n, n, &win, RG_SEQ_BORROW, &r);
+        assert_int_equal(r.flags & (RG_SEQ_EV_BUFFER_FULL | RG_SEQ_EV_OUT_OF_WINDOW), 0);
+        assert_int_equal(r.new_bytes, n);
+        kept += n;
+        end = o + n;
+        const uint32_t n0 = rg_seq_next(&s);
+        rg_bytes b = rg_seq_assemble(&s, &cfg, &r);
+        wrap_take(&s, &cfg, &w, base, b, n0, &r);
+        rg_seq_settle(&s, &cfg);
+        /* next never lags more than the cap behind the newest byte held */
+        assert_true(end - w.off <= 4096);
+        /* mostly in-order runs, sometimes a hole of up to 600 MB */
+        o = end + (rng_below(&rng, 4) ? 0 : (uint64_t)rng_below(&rng, 600u << 20));
+    }
+    rg_seq_flush(&s);
+    const uint32_t n0 = rg_seq_next(&s);
+    rg_seq_res r = {0};
+    rg_bytes b = rg_seq_assemble(&s, &cfg, &r);
+    wrap_take(&s, &cfg, &w, base, b, n0, &r);
+    assert_true(w.off == end);
+    assert_true(w.got == kept);
+    assert_true(w.skipped == end - kept); /* the holes: true byte counts */
+    rg_seq_free(&s);
+}
+
+static void test_recover_cap_boundaries(void **state)
+{
+    (void)state;
+    static const rg_seq_cfg cfg = {.buffer_data = 1, .max_bytes = 100, .recover = 1};
+    static const rg_seq_cfg nocfg = {.buffer_data = 1, .max_bytes = 100};
+    uint8_t d[60];
+    memset(d, 7, sizeof d);
+    rg_seq_win win = {0xFFFFFFF0u, 0xFFFFFFF0u + (1u << 30)};
+    for (int rec = 0; rec < 2; rec++) {
+        const rg_seq_cfg *c = rec ? &cfg : &nocfg;
+        rg_seq s;
+        rg_seq_init(&s);
+        rg_seq_res r = {0};
+        rg_seq_insert(&s, c, 0xFFFFFFF0u, d, 16, 16, &win, 0, &r); /* next 0 after the wrap */
+        (void)rg_seq_assemble(&s, c, &r);
+        assert_int_equal(rg_seq_next(&s), 0);
+        /* ends exactly at the cap: taken either way, nothing given up */
+        memset(&r, 0, sizeof r);
+        rg_seq_insert(&s, c, 40, d, 60, 60, &win, 0, &r);
+        assert_int_equal(r.new_bytes, 60);
+        assert_false(s.flags & RG_SEQF_FLOOR);
+        /* one byte past the cap: the plain cap drops it; recover gives up one byte */
+        memset(&r, 0, sizeof r);
+        rg_seq_insert(&s, c, 100, d, 1, 1, &win, 0, &r);
+        if (!rec) {
+            assert_true(r.flags & RG_SEQ_EV_BUFFER_FULL);
+        } else {
+            assert_int_equal(r.new_bytes, 1);
+            rg_seq_res a = {0};
+            rg_bytes b = rg_seq_assemble(&s, c, &a);
+            assert_int_equal(a.gap_bytes, 1); /* [0, 1): the one byte given up */
+            assert_int_equal(a.ngaps, 1);
+            assert_int_equal(a.gaps[0].start, 0);
+            assert_int_equal(b.len, 0); /* [1, 40) is still a hole within the cap */
+            assert_int_equal(rg_seq_next(&s), 1);
+        }
+        /* a segment over 1 GiB ahead is refused even with recover (2^31 stays far) */
+        memset(&r, 0, sizeof r);
+        rg_seq_win far = {0, 0};
+        rg_seq_insert(&s, c, (1u << 30) + 200, d, 10, 10, &far, 0, &r);
+        assert_true(r.flags & RG_SEQ_EV_BUFFER_FULL);
+        rg_seq_free(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2547,6 +2676,8 @@ int main(void)
         cmocka_unit_test(test_memcap_evict_oldest),
         cmocka_unit_test(test_insert_fresh_equals_insert),
         cmocka_unit_test(test_insert_fresh_refuses),
+        cmocka_unit_test(test_recover_past_cap_across_wraps),
+        cmocka_unit_test(test_recover_cap_boundaries),
     };
     return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);
 }

@@ -48,7 +48,17 @@
  *     left is beyond every byte seen (a bogus acknowledgment);
  *   - byte cap: bytes at or past next + cfg.max_bytes are dropped, block cap:
  *     a segment that would need block number max_blocks + 1 is dropped
- *     (both RG_SEQ_EV_BUFFER_FULL).
+ *     (both RG_SEQ_EV_BUFFER_FULL).  With cfg.recover (a stream whose holes
+ *     may be capture loss: TCP) a segment past the byte cap, up to 1 GiB
+ *     (RG_SEQ_MAX_SPAN) after next, is taken instead: the bytes before
+ *     seq + len - max_bytes are given up (gap skipping is armed up to there,
+ *     what is buffered before it is delivered and the holes skipped), so the
+ *     cap is a window that follows the data and next never lags more than
+ *     max_bytes behind the newest byte held: every 32-bit number stays within
+ *     2 GiB of next, however far the stream goes (a stream past 4 GiB whose
+ *     capture kept a few segments per GiB).  The cap then counts from the
+ *     floor until assemble reaches it (buffered bytes may pass max_bytes
+ *     between the insert and that assemble).
  * Assemble (rg_seq_assemble) returns the contiguous bytes at next (pointer
  * valid until the next call on this sequence) and advances next; when next
  * reaches the end marker it also consumes the phantom bytes.  With gap
@@ -120,6 +130,7 @@ typedef struct rg_seq_cfg {
     uint8_t zero_based;  /* 1: next starts at 0 instead of the first insert */
     uint8_t unit;        /* RG_SEQ_UNIT_BYTE, or RG_SEQ_UNIT_MSG: see "message units" */
     uint16_t layer;      /* the layer's index: its memory is counted in stats->layer[layer].mem */
+    uint8_t recover;     /* gap recovery past the byte cap: see "Byte cap" above */
 } rg_seq_cfg;
 
 /* What a sequence number counts (rg_seq_cfg.unit). */
