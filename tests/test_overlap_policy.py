@@ -84,16 +84,23 @@ def plans(d: bytes) -> list[list[tuple[int, bytes]]]:
     ]
 
 
-def overlaps(segments: list[tuple[int, bytes]]) -> list[tuple[int, int]]:
-    """Per segment that overlaps buffered bytes with other content: (first differing overlap
-    offset, bytes of differing overlaps) as the runtime reports them for policy last, from a
-    byte map of what is buffered (past the delivered point) when the segment arrives."""
+def overlaps(segments: list[tuple[int, bytes]]) -> list[tuple[int, int, int]]:
+    """Per segment that overlaps held bytes with other content: (first differing overlap
+    offset, bytes of differing overlaps, bytes of them the new copy won) as the runtime reports
+    them for policy last, from byte maps of what is delivered (kept until acknowledged: these
+    captures send no ACK of client data before the last client segment; compared as one run,
+    never replaced) and buffered (past the delivered point) when the segment arrives."""
     held: dict[int, int] = {}
+    kept = bytearray()  # delivered, unacknowledged
     delivered = 0
     out = []
     for off, chunk in segments:
+        first, total, won = None, 0, 0
+        old = [i for i in range(len(chunk)) if off + i < delivered]
+        if old and any(kept[off + i] != chunk[i] for i in old):
+            first, total = off + old[0], len(old)
         # runs of overlapped bytes per buffered run, compared as whole runs
-        first, total, run = None, 0, []
+        run: list[int] = []
         for i in range(len(chunk) + 1):
             pos = off + i
             inside = i < len(chunk) and pos >= delivered and pos in held
@@ -103,14 +110,15 @@ def overlaps(segments: list[tuple[int, bytes]]) -> list[tuple[int, int]]:
             if run and any(held[off + j] != chunk[j] for j in run):
                 first = off + run[0] if first is None else first
                 total += len(run)
+                won += len(run)
             run = []
         if first is not None:
-            out.append((first, total))
+            out.append((first, total, won))
         for i, b in enumerate(chunk):
             if off + i >= delivered:
                 held[off + i] = b
         while delivered in held:
-            held.pop(delivered)
+            kept.append(held.pop(delivered))
             delivered += 1
     return out
 
@@ -213,9 +221,10 @@ def test_overlap_event_values(
         if r.get("handler") == "ovl_log":
             calls.append(r["args"])
     want = [
-        {"seq": (isns[k] + 1 + off) % (1 << 32), "len": n, "won": n}  # last: the new copy won
+        # last: the new copy won the buffered bytes, never the delivered ones
+        {"seq": (isns[k] + 1 + off) % (1 << 32), "len": n, "won": w}
         for k, segs in enumerate(ps)
-        for off, n in overlaps(segs)
+        for off, n, w in overlaps(segs)
     ]
     assert len(want) >= 5
     assert calls == want

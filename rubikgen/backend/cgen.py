@@ -333,7 +333,7 @@ class CGen:
                     f"RG_SEQ_{sq.policy.upper()}, "
                     f"{1 if sq.buffer_data else 0}, {1 if sq.zero_based else 0}, "
                     f"{'RG_SEQ_UNIT_MSG' if sq.unit == 'message' else 'RG_SEQ_UNIT_BYTE'}, "
-                    f"{lc.index}, {1 if sq.drain else 0}}};"
+                    f"{lc.index}, {1 if sq.drain else 0}, {1 if sq.retain else 0}}};"
                 )
             if lc.atoms:
                 terms = []

@@ -98,11 +98,20 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
             sq.max_blocks,
             sq.drain,
             line(("sequence", "drain")).line,
+            _retain(sq.retain, d.options),
         )
     if proto.has_instance:
         _key(d, m.selector, x)
     _checksums(d, li, line)
     return d
+
+
+def _retain(v: bool | str, options: dict[str, tuple[bool, int]]) -> bool:
+    """sequence.retain: a constant, or a boolean option's value for this layer (sema checked
+    the name)."""
+    if isinstance(v, bool):
+        return v
+    return bool(options.get(v.removeprefix("option."), (True, 0))[1])
 
 
 def _checksums(d: LayerDesc, li: LayerInfo, line: Any) -> None:

@@ -118,6 +118,7 @@ class SeqDesc:
     max_blocks: int
     drain: bool
     drain_line: int
+    retain: bool = False
 
 
 @dataclass(frozen=True)

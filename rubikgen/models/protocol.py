@@ -208,6 +208,13 @@ class Sequence(Model):
         """The overlap policy in force: overlap_policy, else overwrite."""
         return self.overlap_policy or self.overwrite
 
+    retain: bool | StrictStr = Field(
+        False,
+        description="Keep delivered bytes until the window's left edge passes them (at most "
+        "max_bytes), so that a segment repeating delivered, unacknowledged bytes with other "
+        "content raises overlap (docs/spec-language.md 2.7); true, false, or option.NAME: a "
+        "boolean option of this protocol, so that a stack can turn it off per layer.",
+    )
     drain: bool = Field(
         False,
         description="Gap recovery when an instance ends (accept state, expiry, eviction, end of "

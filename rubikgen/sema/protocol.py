@@ -514,6 +514,31 @@ def check_protocol(
                     hint="overwrite is an alias of overlap_policy: keep one of them",
                 )
             )
+        if isinstance(sq.retain, str):
+            name = sq.retain.removeprefix("option.")
+            opt = m.options.get(name)
+            if (
+                not sq.retain.startswith("option.")
+                or opt is None
+                or not isinstance(opt.default, bool)
+            ):
+                diags.append(
+                    smap.diag(
+                        "RG006",
+                        f"retain: '{sq.retain}' is not option.NAME of a boolean option",
+                        ("sequence", "retain"),
+                        hint="true, false, or option.NAME naming a boolean in options:",
+                    )
+                )
+        if sq.retain is not False and (sq.unit != "byte" or not sq.buffer_data):
+            diags.append(
+                smap.diag(
+                    "RG006",
+                    "retain needs a byte sequence that buffers data (unit: byte, buffer_data)",
+                    ("sequence", "retain"),
+                    hint="retention keeps delivered bytes to compare: there are none without them",
+                )
+            )
         for k in ("max_bytes", "max_blocks"):
             v = getattr(sq, k)
             if v < 1 or v > 1 << 31:

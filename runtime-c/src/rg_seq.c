@@ -114,6 +114,7 @@ static const rg_seq_cfg *eff_cfg(const rg_seq *s, const rg_seq_cfg *cfg, rg_seq_
     if (RG_LIKELY(!(s->flags & RG_SEQF_BYPASS))) return cfg;
     *tmp = *cfg;
     tmp->buffer_data = 0;
+    tmp->retain = 0;
     return tmp;
 }
 
@@ -456,6 +457,95 @@ static uint32_t insert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, cons
                             uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
                             rg_seq_res *res);
 
+/* ---- retention (cfg.retain; rg_seq.h) ---- */
+
+/* The receiver acknowledged the bytes before left: they are no longer kept. */
+static void ret_release(rg_seq_store *st, uint32_t left)
+{
+    if (!st->ret_len) return;
+    const int32_t d = rg_sdiff(left, st->ret_seq);
+    if (d <= 0) return;
+    if ((uint32_t)d >= st->ret_len) {
+        st->ret_len = 0;
+        return;
+    }
+    memmove(st->ret, st->ret + d, st->ret_len - (uint32_t)d);
+    st->ret_seq = left;
+    st->ret_len -= (uint32_t)d;
+}
+
+/* Give up the kept bytes (and their buffer). */
+static void ret_drop(rg_seq_store *st)
+{
+    free(st->ret);
+    heap_sub(st, st->ret_cap);
+    st->ret = NULL;
+    st->ret_cap = st->ret_len = 0;
+}
+
+/* Keep the delivered bytes [seq, seq + n): they continue the kept run, or start a new one;
+ * at most max_bytes are kept (the oldest go).  Memory refused: nothing is kept. */
+static void ret_keep(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *p, uint32_t n)
+{
+    rg_seq_store *st = store_of(s, cfg);
+    if (!st) return;
+    if (st->ret_len && st->ret_seq + st->ret_len != seq) st->ret_len = 0;
+    if (!n) return;
+    const uint32_t maxb = rg_seq_cfg_max_bytes(cfg);
+    if (n >= maxb) {
+        p += n - maxb;
+        seq += n - maxb;
+        n = maxb;
+        st->ret_len = 0;
+    }
+    if (!st->ret_len) {
+        st->ret_seq = seq;
+    } else if (st->ret_len > maxb - n) {
+        const uint32_t drop = st->ret_len - (maxb - n);
+        memmove(st->ret, st->ret + drop, st->ret_len - drop);
+        st->ret_seq += drop;
+        st->ret_len -= drop;
+    }
+    const uint32_t need = st->ret_len + n;
+    if (need > st->ret_cap) {
+        uint64_t ncap = (uint64_t)st->ret_cap * 2;
+        if (ncap < 4096) ncap = 4096;
+        if (ncap > maxb) ncap = maxb;
+        if (ncap < need) ncap = need;
+        if (st_admit(st, (size_t)ncap - st->ret_cap) < 0) {
+            ret_drop(st);
+            return;
+        }
+        uint8_t *q = realloc(st->ret, (size_t)ncap);
+        if (!q) {
+            heap_fail(st->heap);
+            ret_drop(st);
+            return;
+        }
+        heap_add(st, (size_t)ncap - st->ret_cap);
+        st->ret = q;
+        st->ret_cap = (uint32_t)ncap;
+    }
+    memcpy(st->ret + st->ret_len, p, n);
+    st->ret_len += n;
+}
+
+/* A segment's bytes [seq, seq + n), all before next: compared with the kept ones. */
+static void ret_compare(const rg_seq_store *st, uint32_t seq, const uint8_t *data, uint32_t n,
+                        rg_seq_res *res)
+{
+    if (!st->ret_len || !n) return;
+    const int32_t a = rg_sdiff(seq, st->ret_seq); /* segment start vs kept start */
+    const uint32_t os = a > 0 ? (uint32_t)a : 0;  /* overlap, relative to ret_seq */
+    const int64_t e = (int64_t)a + n;
+    const uint32_t oe = e < (int64_t)st->ret_len ? (uint32_t)(e > 0 ? e : 0) : st->ret_len;
+    if (oe <= os) return;
+    if (memcmp(data + ((int64_t)os - a), st->ret + os, oe - os) == 0) return;
+    if (!res->ovl_bytes) res->ovl_seq = st->ret_seq + os;
+    res->ovl_bytes += oe - os; /* delivered bytes are never replaced: ovl_new stays */
+    res->flags |= RG_SEQ_EV_CONFLICT;
+}
+
 /* The byte cap's measure of a segment [seq, seq + len) at or after next
  * (rel = seq - next): its offset from next, or with cfg.recover from the
  * floor, which a segment past the cap first moves up to seq + len - maxspan
@@ -521,6 +611,7 @@ static uint32_t insert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, cons
     if (s->borrow && cfg->buffer_data) rg_seq__unborrow(s, cfg, res);
     maybe_shrink(s);
     const uint32_t dup0 = res->dup_bytes, new0 = res->new_bytes;
+    if (cfg->retain && s->st && win && (win->left | win->right)) ret_release(s->st, win->left);
 
     /* window: right edge trims, left edge past next arms gap skipping */
     if (win && (win->left | win->right)) {
@@ -556,6 +647,7 @@ static uint32_t insert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, cons
     int32_t d = rg_sdiff(seq, s->next);
     if (d < 0) {
         uint32_t below = 0u - (uint32_t)d;
+        if (cfg->retain && s->st) ret_compare(s->st, seq, data, below < len ? below : len, res);
         if (below >= takeup) {
             if (takeup) {
                 add_dup(res, seq, len);
@@ -701,6 +793,7 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         res = &tmp;
     }
     maybe_shrink(s); /* the previous view is no longer valid */
+    const uint32_t ng0 = res->ngaps;
     int borrowed = s->borrow != NULL;
     if (borrowed) { /* zero-copy: the caller's bytes, nothing else is buffered */
         if (cfg->buffer_data) {
@@ -766,6 +859,15 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         (rg_sdiff(s->floor, s->next) <= 0 ||
          ((s->flags & RG_SEQF_END) && rg_sdiff(s->next, s->end) >= 0)))
         s->flags &= (uint16_t)~RG_SEQF_FLOOR; /* reached, or nothing left to skip to */
+    if (cfg->retain && cfg->buffer_data && (out.len || res->ngaps != ng0)) {
+        /* the bytes after this call's last hole continue (or start) the kept run */
+        uint32_t tail = out.len;
+        if (res->ngaps != ng0) {
+            const uint32_t after = s->next - res->gaps[res->ngaps - 1].end;
+            if (after < tail) tail = after;
+        }
+        ret_keep(s, cfg, s->next - tail, out.ptr + (out.len - tail), tail);
+    }
     if ((s->flags & (RG_SEQF_END | RG_SEQF_DONE)) == RG_SEQF_END && s->next == s->end) {
         s->next = s->lend;
         s->flags |= RG_SEQF_DONE;
@@ -785,6 +887,7 @@ void rg_seq__release(rg_seq *s)
         for (uint32_t k = 0; k < s->nblk; k++)
             free(st->blk[k].data);
         heap_sub(st, rg_seq_heap_bytes(s));
+        free(st->ret);
         free(st->view);
         free(st->gap);
         free(st->blk);
@@ -797,6 +900,7 @@ void rg_seq_bypass(rg_seq *s)
 {
     rg_seq_store *st = s->st;
     if (st) { /* ranges stay (offsets are still tracked), their bytes go */
+        ret_drop(st);
         for (uint32_t k = 0; k < s->nblk; k++) {
             free(st->blk[k].data);
             heap_sub(st, st->blk[k].cap);
@@ -812,6 +916,7 @@ void rg_seq_set_base(rg_seq *s, uint32_t next)
 {
     if (s->st) {
         msgs_free(s->st); /* message units: the buffered messages go too */
+        s->st->ret_len = 0;
         for (uint32_t k = 0; k < s->nblk; k++) {
             free(s->st->blk[k].data);
             heap_sub(s->st, s->st->blk[k].cap);
@@ -839,7 +944,7 @@ size_t rg_seq_heap_bytes(const rg_seq *s)
     const rg_seq_store *st = s->st;
     if (!st) return 0;
     size_t n = sizeof *st + (size_t)st->blk_cap * sizeof *st->blk + st->view_cap +
-               (size_t)st->gap_cap * sizeof *st->gap;
+               (size_t)st->gap_cap * sizeof *st->gap + st->ret_cap;
     for (uint32_t k = 0; k < s->nblk; k++)
         n += st->blk[k].cap;
     return n + msgs_heap(st);

@@ -2623,6 +2623,110 @@ static void test_recover_cap_boundaries(void **state)
     }
 }
 
+/* ---- retention of delivered, unacknowledged bytes (cfg.retain) ---- */
+
+/* One segment in, then assemble; the result of both. */
+static rg_seq_res ret_send(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const char *data,
+                           uint32_t left)
+{
+    rg_seq_res r = {0};
+    const uint32_t n = (uint32_t)strlen(data);
+    rg_seq_win w = {left, left + (1u << 30)};
+    rg_seq_insert(s, cfg, seq, (const uint8_t *)data, n, n, &w, RG_SEQ_BORROW, &r);
+    (void)rg_seq_assemble(s, cfg, &r);
+    rg_seq_settle(s, cfg);
+    return r;
+}
+
+static void test_retain_compares_unacked(void **state)
+{
+    (void)state;
+    static const rg_seq_cfg keep = {.buffer_data = 1, .retain = 1};
+    static const rg_seq_cfg nokeep = {.buffer_data = 1};
+    for (int k = 0; k < 2; k++) {
+        const rg_seq_cfg *c = k ? &nokeep : &keep;
+        rg_seq s;
+        rg_seq_init(&s);
+        rg_seq_res r = ret_send(&s, c, 1, "GOOD", 1);
+        assert_int_equal(r.adv_bytes, 4);
+        /* the classic insertion: the same numbers, other bytes, before any ACK */
+        r = ret_send(&s, c, 1, "EVIL", 1);
+        assert_true(r.flags & RG_SEQ_EV_REXMIT);
+        if (k) { /* without retention nothing is kept to compare with */
+            assert_false(r.flags & RG_SEQ_EV_CONFLICT);
+            rg_seq_free(&s);
+            continue;
+        }
+        assert_true(r.flags & RG_SEQ_EV_CONFLICT);
+        assert_int_equal(r.ovl_seq, 1);
+        assert_int_equal(r.ovl_bytes, 4);
+        assert_int_equal(r.ovl_new, 0); /* delivered bytes stay */
+        /* the same bytes again: a plain retransmission */
+        r = ret_send(&s, c, 1, "GOOD", 1);
+        assert_true(r.flags & RG_SEQ_EV_REXMIT);
+        assert_false(r.flags & RG_SEQ_EV_CONFLICT);
+        /* partial: "OD" is old and the same, "XY" new */
+        r = ret_send(&s, c, 3, "ODXY", 1);
+        assert_true(r.flags & RG_SEQ_EV_OVERLAP);
+        assert_false(r.flags & RG_SEQ_EV_CONFLICT);
+        assert_int_equal(r.new_bytes, 2);
+        /* partial and different: "DzQ" against "DXY" (one byte differs, the overlap
+         * counted), "W" new */
+        r = ret_send(&s, c, 4, "DzQW", 1);
+        assert_true(r.flags & RG_SEQ_EV_CONFLICT);
+        assert_int_equal(r.ovl_seq, 4);
+        assert_int_equal(r.ovl_bytes, 3);
+        assert_int_equal(r.new_bytes, 1);
+        /* acknowledged up to 5: bytes before it are no longer kept, so not compared */
+        r = ret_send(&s, c, 1, "EVIL", 5);
+        assert_false(r.flags & RG_SEQ_EV_CONFLICT);
+        r = ret_send(&s, c, 5, "Y", 5); /* kept: [5, 8) = "XYW" */
+        assert_true(r.flags & RG_SEQ_EV_CONFLICT);
+        assert_int_equal(r.ovl_bytes, 1);
+        rg_seq_free(&s);
+    }
+}
+
+static void test_retain_accounting(void **state)
+{
+    (void)state;
+    static const rg_seq_cfg c = {.buffer_data = 1, .retain = 1, .max_bytes = 10000};
+    rg_seq_heap h;
+    memset(&h, 0, sizeof h);
+    rg_seq_heap *old = rg_seq_heap_bind(&h);
+    rg_seq s;
+    rg_seq_init(&s);
+    char seg[1001];
+    memset(seg, 'a', 1000);
+    seg[1000] = 0;
+    uint32_t seq = 100;
+    for (int i = 0; i < 30; i++, seq += 1000) /* no ACK: at most max_bytes kept */
+        (void)ret_send(&s, &c, seq, seg, 100);
+    assert_non_null(s.st);
+    assert_int_equal(s.st->ret_len, 10000);
+    assert_int_equal(s.st->ret_seq, seq - 10000);
+    assert_true(s.st->ret_cap <= 10000);
+    assert_int_equal(h.cur, rg_seq_heap_bytes(&s)); /* every kept byte is accounted */
+    /* an ACK releases the bytes before it (the buffer stays, still accounted) */
+    (void)ret_send(&s, &c, seq, "", seq - 100);
+    assert_int_equal(s.st->ret_len, 100);
+    assert_int_equal(h.cur, rg_seq_heap_bytes(&s));
+    rg_seq_free(&s);
+    assert_int_equal(h.cur, 0);
+    /* a memcap that refuses the copy: data is still delivered, only not compared */
+    h.cap = 1;
+    h.policy = RG_MEMCAP_DROP_FLOW;
+    rg_seq_init(&s);
+    rg_seq_res r = ret_send(&s, &c, 1, "GOOD", 1);
+    assert_int_equal(r.adv_bytes, 4);
+    r = ret_send(&s, &c, 1, "EVIL", 1);
+    assert_false(r.flags & RG_SEQ_EV_CONFLICT);
+    rg_seq_free(&s);
+    assert_int_equal(h.cur, 0);
+    rg_seq_heap_unbind(&h);
+    rg_seq_heap_bind(old);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2678,6 +2782,8 @@ int main(void)
         cmocka_unit_test(test_insert_fresh_refuses),
         cmocka_unit_test(test_recover_past_cap_across_wraps),
         cmocka_unit_test(test_recover_cap_boundaries),
+        cmocka_unit_test(test_retain_compares_unacked),
+        cmocka_unit_test(test_retain_accounting),
     };
     return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);
 }

@@ -69,6 +69,18 @@
  * cfg.buffer_data == 0 only offsets are tracked and the returned view is
  * empty (never NULL); res.adv_bytes says how far next moved.
  *
+ * Retention (cfg.retain, with buffer_data): the bytes assemble delivers are
+ * kept (copied, also those of the zero-copy paths) until the window's left
+ * edge passes them, at most max_bytes of them (the oldest go first; a
+ * memcap refusal or a failed allocation gives up the copy, never data), so
+ * that a segment repeating delivered, unacknowledged bytes is compared:
+ * different content raises RG_SEQ_EV_CONFLICT with res.ovl_* as for
+ * buffered bytes (ovl_new is always 0: delivered bytes are never replaced,
+ * whatever the policy).  Bytes after a hole skipped by gap recovery start a
+ * new retained run.  Acknowledged bytes are not retained: a repeat of them
+ * is a duplicate, not compared.  The inline fast paths step aside for a
+ * retaining sequence (each insert and assemble runs out of line).
+ *
  * Fast paths for generated code
  *   rg_seq_fast()      "fast forward": when the sequence is empty and the
  *                      segment is exactly at next (and passes the window and
@@ -131,6 +143,7 @@ typedef struct rg_seq_cfg {
     uint8_t unit;        /* RG_SEQ_UNIT_BYTE, or RG_SEQ_UNIT_MSG: see "message units" */
     uint16_t layer;      /* the layer's index: its memory is counted in stats->layer[layer].mem */
     uint8_t recover;     /* gap recovery past the byte cap: see "Byte cap" above */
+    uint8_t retain;      /* keep delivered bytes until acknowledged: see "Retention" above */
 } rg_seq_cfg;
 
 /* What a sequence number counts (rg_seq_cfg.unit). */
@@ -250,6 +263,9 @@ typedef struct rg_seq_store {
     uint32_t gap_cap;
     rg_seq_blk *gap;
     uint16_t layer; /* counted in heap->stats->layer[layer].mem */
+    /* retention (cfg.retain): delivered bytes [ret_seq, ret_seq + ret_len) */
+    uint32_t ret_seq, ret_len, ret_cap;
+    uint8_t *ret;
 } rg_seq_store;
 
 /* Internal flags (rg_seq.flags). */
@@ -359,7 +375,7 @@ RG_INLINE uint32_t rg_seq_insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq,
                                  const rg_seq_win *win, unsigned iflags, rg_seq_res *res)
 {
     const uint32_t f = s->flags;
-    if (RG_LIKELY(!(f & RG_SEQF_SHRINK))) {
+    if (RG_LIKELY(!(f & RG_SEQF_SHRINK) && !cfg->retain)) {
         const int nowin = !win || !(win->left | win->right);
         if (takeup == 0) {
             /* (a pending borrow may stay: assemble or settle must follow anyway) */
@@ -429,7 +445,7 @@ RG_INLINE int rg_seq_insert_fresh(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq
                                   const uint8_t *data, uint32_t len, uint32_t takeup,
                                   const rg_seq_win *win, unsigned iflags, rg_seq_res *res)
 {
-    if (RG_UNLIKELY(takeup != len || len == 0 || data == NULL)) return 0;
+    if (RG_UNLIKELY(takeup != len || len == 0 || data == NULL || cfg->retain)) return 0;
     if (cfg->zero_based && seq != 0) return 0;
     if (cfg->buffer_data && (!(iflags & RG_SEQ_BORROW) || len > rg_seq_cfg_max_bytes(cfg)))
         return 0;
@@ -451,7 +467,7 @@ RG_INLINE int rg_seq_insert_fresh(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq
 RG_INLINE rg_bytes rg_seq_assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
 {
     const uint32_t f = s->flags;
-    if (RG_LIKELY(((f & (RG_SEQF_FLOOR | RG_SEQF_BYPASS)) | s->nblk) == 0)) {
+    if (RG_LIKELY(((f & (RG_SEQF_FLOOR | RG_SEQF_BYPASS)) | s->nblk | cfg->retain) == 0)) {
         const uint32_t n = s->borrow_len;
         rg_bytes out;
         out.ptr = (cfg->buffer_data && n) ? s->borrow : rg_empty_byte;
@@ -558,7 +574,7 @@ RG_INLINE int rg_seq_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const 
                           rg_seq_res *res)
 {
     uint16_t f = s->flags;
-    if (RG_UNLIKELY(s->nblk | s->borrow_len |
+    if (RG_UNLIKELY(s->nblk | s->borrow_len | cfg->retain |
                     (f & (RG_SEQF_END | RG_SEQF_FLOOR | RG_SEQF_SHRINK | RG_SEQF_BYPASS))))
         return 0;
     if (RG_UNLIKELY(takeup != len || !data)) return 0;
