@@ -911,7 +911,13 @@ class CGen:
         if sq.window:
             lft = to_c(sq.window[0], env).text
             rgt = to_c(sq.window[1], env).text
-            lines.append(f"rg_seq_win w_ = {{(uint32_t){lft}, (uint32_t){rgt}}};")
+            if sq.ack is not None and sq.retain:
+                ack = to_c(sq.ack, env).text
+                lines.append(
+                    f"rg_seq_win w_ = {{(uint32_t){lft}, (uint32_t){rgt}, (uint32_t)({ack}), 1}};"
+                )
+            else:
+                lines.append(f"rg_seq_win w_ = {{(uint32_t){lft}, (uint32_t){rgt}, 0, 0}};")
             win = "&w_"
         d = lc.dir_expr()
         ev = lc.ev_index

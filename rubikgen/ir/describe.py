@@ -99,6 +99,7 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
             sq.drain,
             line(("sequence", "drain")).line,
             _retain(sq.retain, d.options),
+            x.expr(sq.ack) if sq.ack is not None else None,
         )
     if proto.has_instance:
         _key(d, m.selector, x)

@@ -119,6 +119,7 @@ class SeqDesc:
     drain: bool
     drain_line: int
     retain: bool = False
+    ack: Expr | None = None
 
 
 @dataclass(frozen=True)

@@ -208,6 +208,11 @@ class Sequence(Model):
         """The overlap policy in force: overlap_policy, else overwrite."""
         return self.overlap_policy or self.overwrite
 
+    ack: Expr | None = Field(
+        None,
+        description="With retain: the receiver's cumulative acknowledgment (32-bit): kept bytes "
+        "before it are released. Default: the window's left edge.",
+    )
     retain: bool | StrictStr = Field(
         False,
         description="Keep delivered bytes until the window's left edge passes them (at most "

@@ -500,6 +500,18 @@ def check_protocol(
         if sq.window is not None:
             for i, w in enumerate(sq.window):
                 ec.expr(("sequence", "window", i), w, B.SEQUENCE, "num")
+        if sq.ack is not None:
+            ec.expr(("sequence", "ack"), sq.ack, B.SEQUENCE, "num")
+            if sq.window is None:
+                diags.append(
+                    smap.diag(
+                        "RG006",
+                        "sequence ack needs a window",
+                        ("sequence", "ack"),
+                        key=True,
+                        hint="ack refines the window's left edge for retention: give window too",
+                    )
+                )
         if (
             sq.overlap_policy is not None
             and "overwrite" in sq.model_fields_set

@@ -611,7 +611,8 @@ static uint32_t insert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, cons
     if (s->borrow && cfg->buffer_data) rg_seq__unborrow(s, cfg, res);
     maybe_shrink(s);
     const uint32_t dup0 = res->dup_bytes, new0 = res->new_bytes;
-    if (cfg->retain && s->st && win && (win->left | win->right)) ret_release(s->st, win->left);
+    if (cfg->retain && s->st && win && (win->left | win->right))
+        ret_release(s->st, win->has_ack ? win->ack : win->left);
 
     /* window: right edge trims, left edge past next arms gap skipping */
     if (win && (win->left | win->right)) {

@@ -292,6 +292,10 @@ typedef struct rg_seq {
 /* Optional window [left, right); (0, 0) means none. */
 typedef struct rg_seq_win {
     uint32_t left, right;
+    /* retention (cfg.retain): the receiver's acknowledgment, when it is not left (TCP keeps
+     * left at or before the segment's own start) */
+    uint32_t ack;
+    uint32_t has_ack;
 } rg_seq_win;
 
 /* Insert flags. */
