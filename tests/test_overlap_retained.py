@@ -151,3 +151,28 @@ def test_repeat_of_unacked_bytes_is_compared(pcap: Path, tmp_path: Path, retain:
     assert mem == {"same": nsame, "different": ndiff}, (mem, want)
     got = sorted((x["seq"], x["len"], x["new_bytes"], x["won"]) for x in ovl)
     assert got == sorted((seq, n, 0, "old") for d, _ in want.values() for seq, n in d), ovl
+
+
+@pytest.mark.parametrize(
+    ("retain", "extra", "message"),
+    [
+        ("option.nope", "", "is not option.NAME of a boolean option"),
+        ("yes_please", "", "is not option.NAME of a boolean option"),
+        ("true", "  buffer_data: false\n", "retain needs a byte sequence that buffers data"),
+    ],
+)
+def test_retain_errors_name_the_line(tmp_path: Path, retain: str, extra: str, message: str) -> None:
+    """A bad `retain` is an error at its line, not a traceback."""
+    text = (REPO / "specs" / "protocols" / "tcp.yaml").read_text()
+    old = "  retain: option.retain_unacked\n"
+    assert old in text
+    text = text.replace(old, f"  retain: {retain}\n{extra}")
+    spec = tmp_path / "tcp.yaml"
+    spec.write_text(text.replace("protocol: [ip.yaml, ipv6.yaml]", "protocol: []"))
+    line = text.splitlines().index(f"  retain: {retain}") + 1
+    proc = subprocess.run(
+        [*rubikgen_command(), "validate", str(spec)], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"tcp.yaml:{line}:" in proc.stdout + proc.stderr and message in proc.stdout + proc.stderr

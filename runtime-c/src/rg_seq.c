@@ -509,7 +509,7 @@ static void ret_keep(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8
     const uint32_t need = st->ret_len + n;
     if (need > st->ret_cap) {
         uint64_t ncap = (uint64_t)st->ret_cap * 2;
-        if (ncap < 4096) ncap = 4096;
+        if (ncap < 512) ncap = 512; /* small: most connections keep a few segments */
         if (ncap > maxb) ncap = maxb;
         if (ncap < need) ncap = need;
         if (st_admit(st, (size_t)ncap - st->ret_cap) < 0) {
