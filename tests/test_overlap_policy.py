@@ -146,10 +146,14 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def run(stack: Path, pcap: Path, out: Path, nf: str) -> subprocess.CompletedProcess[str]:
+def run(
+    stack: Path, pcap: Path, out: Path, nf: str, extra: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     build = stack.parents[2] / "build"
     argv = [*rubikgen_command(), "run", str(stack), str(pcap), "--nf", nf, "--out", str(out)]
     argv += ["--build-dir", str(build), "--summary", "json"]
+    if extra:
+        argv += ["--", *extra]
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     return proc
@@ -204,9 +208,37 @@ def test_last_policy_matches_reference(
         assert got["last"][(46000 + k, "s2c" if c2s[0][1] == "c2s" else "c2s")] == b"reply"
 
 
-def _run_streams(stack: Path, pcap: Path, out: Path) -> Path:
-    run(stack, pcap, out, "streams")
+def _run_streams(stack: Path, pcap: Path, out: Path, extra: tuple[str, ...] = ()) -> Path:
+    run(stack, pcap, out, "streams", extra)
     return out
+
+
+def test_overlap_policy_at_run_time(
+    stacks: dict[str, Path], capture: tuple[Path, Plans, list[int]], tmp_path: Path
+) -> None:
+    """`--overlap-policy tcp=last` makes the stock stack (spec policy first) deliver what the
+    last-copy reference delivers, as the stack built with `overlap_policy: last` does; naming
+    another layer leaves tcp's policy alone, and a bad value is a usage error."""
+    pcap, ps, _ = capture
+    last = streams(
+        _run_streams(stacks["first"], pcap, tmp_path / "rt", ("--overlap-policy", "tcp=last"))
+    )
+    first = streams(
+        _run_streams(stacks["first"], pcap, tmp_path / "rt6", ("--overlap-policy", "tcp6=last"))
+    )
+    built = streams(_run_streams(stacks["last"], pcap, tmp_path / "built"))
+    assert last == built
+    for k, segs in enumerate(ps):
+        c2s = [key for key in last if key[0] == 46000 + k and last[key] != b"reply"]
+        assert len(c2s) == 1
+        assert last[c2s[0]] == last_copy(segs), f"flow {k}"
+        assert first[c2s[0]] != last_copy(segs), f"flow {k}: tcp6=last changed tcp"
+    binary = stacks["first"].parents[2] / "build" / "tcp_ip_first"
+    for bad in ("tcp=newest", "nolayer=last", ""):
+        proc = subprocess.run(
+            [str(binary), str(pcap), "--overlap-policy", bad], capture_output=True, text=True
+        )
+        assert proc.returncode == 2 and "--overlap-policy" in proc.stderr, (bad, proc.stderr)
 
 
 def test_overlap_event_values(

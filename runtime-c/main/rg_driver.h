@@ -68,6 +68,9 @@ typedef struct opts {
     uint64_t burst;   /* --burst N: frames per burst (1..RG_BURST_MAX; default RG_BURST) */
     int prefetch_always;  /* --prefetch-always: rg_ctx_cfg.prefetch_always */
     int prefetch_records; /* --prefetch-records: rg_ctx_cfg.prefetch_records */
+    /* --overlap-policy: per layer index, enum rg_seq_policy + 1 (0 = the spec's) */
+    uint8_t overlap_policy[RG_DRIVER_MAX_LAYERS];
+    int overlap_set;
 } opts;
 
 /* The stack context's configuration the options ask for, with observer obs: the one place
@@ -85,7 +88,8 @@ static inline rg_ctx_cfg rg_ctx_cfg_of(const opts *o, const rg_obs *obs)
                         .memcap_flows = o->memcap_flows,
                         .memcap_policy = o->memcap_policy,
                         .prefetch_always = o->prefetch_always,
-                        .prefetch_records = o->prefetch_records};
+                        .prefetch_records = o->prefetch_records,
+                        .overlap_policy = o->overlap_set ? o->overlap_policy : NULL};
 }
 
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */

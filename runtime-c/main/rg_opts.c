@@ -101,6 +101,9 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "  --memcap-flows SIZE  the cap on flow-table records alone (default %s)\n"
             "  --memcap-policy P  when a cap would be passed: drop-flow, evict-oldest,\n"
             "                   bypass or ignore (default %s)\n"
+            "  --overlap-policy P  which copy of overlapping bytes a sequence keeps: first,\n"
+            "                   last, linux, bsd, windows or solaris, for every layer, or\n"
+            "                   LAYER=P[,LAYER=P...] (e.g. tcp=last); default: the specs'\n"
             "  --summary FMT    summary on stdout: text or json (default text)\n"
             "  --stats          runtime counters on stderr\n"
             "  --checksums      verify the checksums the specs declare; bad ones are counted\n"
@@ -190,6 +193,40 @@ static int parse_cap(const char *arg, const rg_stack_desc *stack, opts *o)
     return 0;
 }
 
+/* --overlap-policy P for every layer with a sequence, or LAYER=P[,LAYER=P...]; 0 or -1. */
+static int parse_overlap(const char *arg, const rg_stack_desc *stack, opts *o)
+{
+    static const char *const names[] = {"first", "last", "linux", "bsd", "windows", "solaris"};
+    const char *p = arg;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        const char *val = eq ? eq + 1 : p;
+        const size_t vlen = n - (size_t)(val - p);
+        unsigned pol = 0;
+        while (pol < 6 && (strlen(names[pol]) != vlen || strncmp(names[pol], val, vlen)))
+            pol++;
+        if (pol == 6) return -1;
+        if (!eq) { /* every layer */
+            for (unsigned i = 0; i < stack->nlayers && i < RG_DRIVER_MAX_LAYERS; i++)
+                o->overlap_policy[i] = (uint8_t)(pol + 1);
+        } else {
+            const size_t len = (size_t)(eq - p);
+            unsigned i = 0;
+            while (i < stack->nlayers && i < RG_DRIVER_MAX_LAYERS &&
+                   (strlen(stack->layers[i].name) != len || strncmp(stack->layers[i].name, p, len)))
+                i++;
+            if (i == stack->nlayers || i == RG_DRIVER_MAX_LAYERS) return -1;
+            o->overlap_policy[i] = (uint8_t)(pol + 1);
+        }
+        o->overlap_set = 1;
+        p += n;
+        if (*p == ',') p++;
+    }
+    return o->overlap_set ? 0 : -1;
+}
+
 enum {
     O_NF = 256,
     O_IO,
@@ -222,6 +259,7 @@ enum {
     O_MEMCAP_RA,
     O_MEMCAP_FL,
     O_MEMCAP_POL,
+    O_OVERLAP,
     O_RULES_SO, /* rg_rules_ctl.h */
     O_BURST,
     O_PREFETCH_ALWAYS,
@@ -264,6 +302,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"memcap-reassembly", required_argument, NULL, O_MEMCAP_RA},
         {"memcap-flows", required_argument, NULL, O_MEMCAP_FL},
         {"memcap-policy", required_argument, NULL, O_MEMCAP_POL},
+        {"overlap-policy", required_argument, NULL, O_OVERLAP},
         {"rules-so", required_argument, NULL, O_RULES_SO},
         {"burst", required_argument, NULL, O_BURST},
         {"prefetch-always", no_argument, NULL, O_PREFETCH_ALWAYS},
@@ -434,6 +473,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             break;
         case O_MEMCAP_FL:
             if (parse_size(optarg, &o->memcap_flows)) bad = "--memcap-flows";
+            break;
+        case O_OVERLAP:
+            if (parse_overlap(optarg, stack, o)) bad = "--overlap-policy";
             break;
         case O_MEMCAP_POL: {
             int p = rg_memcap_policy_parse(optarg);

@@ -229,6 +229,16 @@ static void stall_skip(rg_seq *s)
     }
 }
 
+/* The overlap policy in force for a sequence: its context's run-time choice for the layer
+ * (rg_ctx_cfg.overlap_policy), else the spec's. */
+static unsigned policy_of(const rg_seq *s, const rg_seq_cfg *cfg)
+{
+    const rg_seq_heap *h = s->st ? s->st->heap : heap_cur();
+    if (h->ovl_policy && cfg->layer < h->novl && h->ovl_policy[cfg->layer])
+        return h->ovl_policy[cfg->layer] - 1u;
+    return cfg->policy;
+}
+
 /* Whether the new copy wins the bytes a new segment [ra, rb) shares with a
  * buffered block [ks, ke) (offsets relative to next; they overlap): the
  * table in rg_seq.h. */
@@ -286,6 +296,7 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         return -1;
     }
     uint32_t n = s->nblk;
+    const unsigned policy = policy_of(s, cfg);
 
     /* blocks [i, j) overlap or touch [ra, rb] */
     uint32_t lo = 0, hi = n;
@@ -349,7 +360,7 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         if (oe <= os) continue;
         add_dup(res, next + os, oe - os);
         dup += oe - os;
-        const int nw = new_wins(cfg->policy, ra, rb, ks, ke);
+        const int nw = new_wins(policy, ra, rb, ks, ke);
         if (cfg->buffer_data && memcmp(data + (os - ra), b[k].data + (os - ks), oe - os) != 0) {
             if (!res->ovl_bytes) res->ovl_seq = next + os;
             res->ovl_bytes += oe - os;
@@ -372,7 +383,7 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
             }
         }
         uint8_t *dst = base + (ra - ms);
-        if (cfg->policy == RG_SEQ_LAST || i == j) {
+        if (policy == RG_SEQ_LAST || i == j) {
             memcpy(dst, data, len);
         } else { /* fill the gaps between old blocks, and the overlaps the new copy wins */
             uint32_t cur = ra;
@@ -381,7 +392,7 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
                 if (ks > cur) memcpy(dst + (cur - ra), data + (cur - ra), ks - cur);
                 if (ke > cur) {
                     uint32_t os = ks > cur ? ks : cur, oe = ke < rb ? ke : rb;
-                    if (oe > os && new_wins(cfg->policy, ra, rb, ks, ke))
+                    if (oe > os && new_wins(policy, ra, rb, ks, ke))
                         memcpy(dst + (os - ra), data + (os - ra), oe - os);
                     cur = ke;
                 }
@@ -1225,7 +1236,7 @@ static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, co
                 if (!res->ovl_bytes) res->ovl_seq = unit;
                 res->ovl_bytes += len; /* message bytes, like every message counter */
                 rg_seq_msg nm;
-                if (cfg->policy == RG_SEQ_LAST && msg_copy(s->st, &nm, data, len) == 0) {
+                if (policy_of(s, cfg) == RG_SEQ_LAST && msg_copy(s->st, &nm, data, len) == 0) {
                     res->ovl_new += len;
                     heap_sub(s->st, m->len);
                     free(m->data);

@@ -291,6 +291,9 @@ typedef struct rg_ctx_cfg {
     /* 1: burst stage 1 also prefetches the flow records (pass B, rg_stack_desc.prefetch_recs;
      * off by default: it did not pay where measured, BENCHMARKS.md) */
     int prefetch_records;
+    /* per layer index: the overlap policy of the layer's sequences (enum rg_seq_policy + 1;
+     * 0 = the spec's); NULL = the specs' everywhere.  Read while the context lives. */
+    const uint8_t *overlap_policy;
 } rg_ctx_cfg;
 
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`): the one

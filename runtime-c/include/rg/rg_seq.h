@@ -240,6 +240,10 @@ typedef struct rg_seq_heap {
     uint32_t hit_asked, hit_pending; /* a reassembly hit since the last insert began */
     uint32_t ntables;
     struct rg_flow *tables[RG_MEM_MAX_TABLES];
+    /* run-time overlap policies (rg_ctx_cfg.overlap_policy): per layer, enum rg_seq_policy + 1,
+     * 0 = cfg.policy; NULL = none */
+    const uint8_t *ovl_policy;
+    uint32_t novl;
 } rg_seq_heap;
 
 /* A buffered block: its range and, with cfg.buffer_data, its own bytes
