@@ -74,19 +74,23 @@ def _tshark(pcap: Path) -> list[dict[str, str]]:
     return [dict(zip(fields, line.split("\t"), strict=True)) for line in text.splitlines()]
 
 
-def _expected(pcap: Path) -> dict[int, tuple[list[tuple[int, int]], int]]:
+def _expected(
+    pcap: Path, ports: dict[int, str] | None = None, server: int = TPORT
+) -> dict[int, tuple[list[tuple[int, int]], int]]:
     """Per client port: [(raw seq, bytes)] of each repeat whose unacknowledged old bytes differ,
     and the number of repeats whose bytes were all the same or acknowledged."""
     rows = _tshark(pcap)
     out: dict[int, tuple[list[tuple[int, int]], int]] = {}
-    for k, name in enumerate(CASES):
-        port = PORT0 + k
+    if ports is None:
+        ports = {PORT0 + k: name for k, name in enumerate(CASES)}
+    srv = server
+    for port, name in ports.items():
         have: dict[int, int] = {}  # relative seq -> the first byte seen there
         acked = 0  # relative: what the server acknowledged of the client's bytes
         diff: list[tuple[int, int]] = []
         same = 0
         for r in rows:
-            if r["tcp.srcport"] == str(TPORT) and r["tcp.dstport"] == str(port):
+            if r["tcp.srcport"] == str(srv) and r["tcp.dstport"] == str(port):
                 if r["tcp.flags.ack"] in ("1", "True"):
                     acked = max(acked, int(r["tcp.ack"]))
                 continue
@@ -176,3 +180,21 @@ def test_retain_errors_name_the_line(tmp_path: Path, retain: str, extra: str, me
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"tcp.yaml:{line}:" in proc.stdout + proc.stderr and message in proc.stdout + proc.stderr
+
+
+def test_real_crafted_trace(tmp_path: Path) -> None:
+    """tcp-overlap-partial-crafted.pcap (../shared/traces): `GOOD` at 1, then `XXX` at 2 before
+    the ACK, which tshark flags as a retransmission; its bytes differ from the delivered `OOD`:
+    one `different` overlap, where the stack without retention counted one `same`."""
+    from oracle import TRACES
+
+    src = TRACES / "tcp-overlap-partial-crafted.pcap"
+    if not src.is_file() or not tshark_available():
+        pytest.skip(f"{src.name} or tshark is missing")
+    want = _expected(src, {12345: "trace"}, 8080)[12345]
+    assert want[0], want
+    lines, summary = _run(_stack(tmp_path, True), src, tmp_path / "out")
+    mem = summary["layers"]["tcp"]["memory"]["overlaps"]
+    assert mem == {"same": want[1], "different": len(want[0])}
+    got = [(x["seq"], x["len"]) for x in lines if x.get("event") == "overlap"]
+    assert got == want[0]
