@@ -1,6 +1,6 @@
 """Streams past 4 GiB: sequence numbers that wrap, captured with heavy loss (issue 27 item 3).
 
-A small writer here makes a capture of one TCP connection carrying more than 8 GiB from the
+A small writer here (bench/flood.py's frames) makes a capture of one TCP connection carrying more than 8 GiB from the
 client, of which only a few segments per GiB were kept (runs of one to three consecutive
 segments, one run across each wrap of the 32-bit sequence number, one retransmitted): a few
 hundred frames. The test knows the transfer it wrote, so it computes independently which bytes
@@ -23,8 +23,8 @@ capture first: its `tcp.payload` fields, frame by frame, are the bytes the write
 from __future__ import annotations
 
 import random
-import struct
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,37 +32,20 @@ import pytest
 from lossy import run
 from oracle import tshark_available
 
-from captures import flow_key
+from captures import REPO, flow_key
+
+sys.path.insert(0, str(REPO / "bench"))
+import flood  # noqa: E402
 
 MSS = 1448
 GIB = 1 << 30
 CLIENT, SERVER = ("10.1.0.1", 40001), ("10.1.0.2", 8080)
 
 
-def _csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
-def _ip(a: str) -> bytes:
-    return bytes(int(x) for x in a.split("."))
-
-
 def _frame(src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
            payload: bytes = b"") -> bytes:  # fmt: skip
-    tcp = struct.pack("!HHIIBBHHH", src[1], dst[1], seq % (1 << 32), ack % (1 << 32), 5 << 4,
-                      flags, 65535, 0, 0)  # fmt: skip
-    pseudo = _ip(src[0]) + _ip(dst[0]) + struct.pack("!BBH", 0, 6, len(tcp) + len(payload))
-    tcp = tcp[:16] + struct.pack("!H", _csum(pseudo + tcp + payload)) + tcp[18:]
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 1, 0x4000, 64, 6,
-                     0, _ip(src[0]), _ip(dst[0]))  # fmt: skip
-    ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
-    eth = b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + b"\x08\x00"
-    return eth + ip + tcp + payload
+    return flood.tcp(flood.addr(src[0]), flood.addr(dst[0]), src[1], dst[1], seq % (1 << 32),
+                     ack % (1 << 32), flags, payload)  # fmt: skip
 
 
 def _payload(off: int, n: int) -> bytes:
@@ -144,12 +127,7 @@ def _write(t: Transfer, path: Path, acks: bool) -> list[bytes]:
         _frame(s, c, sisn + 1, fin + 1, 0x11),
         _frame(c, s, fin + 1, sisn + 2, 0x10),
     ]
-    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)]
-    for i, f in enumerate(frames):
-        out.append(struct.pack("<IIII", 1_700_000_000 + i // 100, (i % 100) * 10_000, len(f),
-                               len(f)))  # fmt: skip
-        out.append(f)
-    path.write_bytes(b"".join(out))
+    flood.write_pcap(path, frames)
     return sent
 
 
