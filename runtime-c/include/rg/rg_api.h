@@ -240,9 +240,11 @@ typedef struct rg_obs {
                       uint64_t ts_ns);
     /* ---- evasion: overlapping bytes that differ ----
      * direction dir of f received a segment overlapping bytes already held
-     * with different content: len differing bytes from sequence number seq
-     * (the first differing overlap), new_bytes of them now hold the new copy
-     * (the overlap policy chose; 0: the old copy won, len: the new one). */
+     * with different content (buffered bytes, or with the sequence's retain
+     * delivered bytes not yet acknowledged): len differing bytes from sequence
+     * number seq (the first differing overlap), new_bytes of them now hold the
+     * new copy (the overlap policy chose; 0: the old copy won, len: the new
+     * one; always 0 for delivered bytes, which are never replaced). */
     void (*on_overlap)(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
                        uint32_t new_bytes, uint64_t ts_ns);
     /* ---- one-packet instances (appended: issue 13) ----
