@@ -98,7 +98,7 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
             sq.max_blocks,
             sq.drain,
             line(("sequence", "drain")).line,
-            _retain(sq.retain, d.options),
+            _retain(sq.retain, d.options) and sq.buffer_data and sq.unit == "byte",
             x.expr(sq.ack) if sq.ack is not None else None,
         )
     if proto.has_instance:

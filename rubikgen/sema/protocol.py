@@ -542,7 +542,9 @@ def check_protocol(
                         hint="true, false, or option.NAME naming a boolean in options:",
                     )
                 )
-        if sq.retain is not False and (sq.unit != "byte" or not sq.buffer_data):
+        # (an option's value may be on where nothing is buffered: then it does nothing, so a
+        # flow-tracking copy of a protocol keeps the option)
+        if sq.retain is True and (sq.unit != "byte" or not sq.buffer_data):
             diags.append(
                 smap.diag(
                     "RG006",
