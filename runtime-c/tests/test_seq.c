@@ -2509,13 +2509,10 @@ static uint8_t pat64(uint64_t o)
 typedef struct wrap_run {
     uint64_t off; /* 64-bit offset of next, extended from the window: off += next - next0 */
     uint64_t skipped, got;
-    uint64_t want_at; /* the next captured offset expected */
 } wrap_run;
 
-static void wrap_take(rg_seq *s, const rg_seq_cfg *cfg, wrap_run *w, uint32_t base, rg_bytes b,
-                      uint32_t n0, const rg_seq_res *r)
+static void wrap_take(const rg_seq *s, wrap_run *w, rg_bytes b, uint32_t n0, const rg_seq_res *r)
 {
-    (void)base;
     uint64_t at = w->off; /* offset of n0 */
     uint32_t x = n0, g = 0, i = 0;
     for (;;) {
@@ -2533,7 +2530,6 @@ static void wrap_take(rg_seq *s, const rg_seq_cfg *cfg, wrap_run *w, uint32_t ba
     assert_int_equal(g, r->ngaps);
     w->got += b.len;
     w->off += (uint32_t)(rg_seq_next(s) - n0); /* the 64-bit extension: a step under 2^31 */
-    (void)cfg;
 }
 
 static void test_recover_past_cap_across_wraps(void **state)
@@ -2561,7 +2557,7 @@ static void test_recover_past_cap_across_wraps(void **state)
         end = o + n;
         const uint32_t n0 = rg_seq_next(&s);
         rg_bytes b = rg_seq_assemble(&s, &cfg, &r);
-        wrap_take(&s, &cfg, &w, base, b, n0, &r);
+        wrap_take(&s, &w, b, n0, &r);
         rg_seq_settle(&s, &cfg);
         /* next never lags more than the cap behind the newest byte held */
         assert_true(end - w.off <= 4096);
@@ -2572,7 +2568,7 @@ static void test_recover_past_cap_across_wraps(void **state)
     const uint32_t n0 = rg_seq_next(&s);
     rg_seq_res r = {0};
     rg_bytes b = rg_seq_assemble(&s, &cfg, &r);
-    wrap_take(&s, &cfg, &w, base, b, n0, &r);
+    wrap_take(&s, &w, b, n0, &r);
     assert_true(w.off == end);
     assert_true(w.got == kept);
     assert_true(w.skipped == end - kept); /* the holes: true byte counts */
