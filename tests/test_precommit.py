@@ -203,7 +203,7 @@ def test_every_kind_broken_fails_the_hook(scratch: Scratch) -> None:
         (scratch.path / rel).parent.mkdir(exist_ok=True)
         (scratch.path / rel).write_text(targets[rel], encoding="utf-8")
     scratch.git("add", *KINDS)
-    proc = scratch.run(*_pre_commit(), "run", "rubikgen-validate", "--files", *targets)
+    proc = scratch.run(*_pre_commit(), "run", "rubikgen-validate", "--verbose", "--files", *targets)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "4 spec files OK" in proc.stdout + proc.stderr
     for rel, text in targets.items():
