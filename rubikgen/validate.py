@@ -5,7 +5,8 @@ that cannot be read or parsed (syntax, bytes that are not UTF-8, a top level tha
 mapping) is an error: a broken document is not "not a document". A mapping is then
 recognised by the rules of KINDS and checked as that kind; any other mapping is skipped (a CI
 workflow, a compose file), named with `-v`, and an error with `--strict` when its folder holds
-a rubikgen document of this run (docs/validate.md).
+a rubikgen document of this run (docs/spec-language.md, *What validate reads, and what it
+skips*).
 """
 
 from __future__ import annotations
