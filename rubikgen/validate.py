@@ -35,6 +35,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("rules", "a mapping with a top-level `rules` key (docs/rules.md)"),
     ("chain", "a mapping with a top-level `chain` key (docs/nf.md)"),
 )
+KIND_NAMES = {k for k, _ in KINDS}
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
 
 
@@ -149,7 +150,7 @@ def check_paths(files: Sequence[str], *, on_skip: Callable[[str], None] | None =
 
 def strict_skips(out: Outcome) -> list[Diagnostic]:
     """--strict: a skipped file in a folder that holds a rubikgen document of this run."""
-    folders = {os.path.dirname(os.path.abspath(f)) for f in out.kinds}
+    folders = {os.path.dirname(os.path.abspath(f)) for f, k in out.kinds.items() if k in KIND_NAMES}
     return [
         Diagnostic(
             "RG003",

@@ -68,9 +68,11 @@ class Workspace:
             diags.append(
                 smap.diag(
                     "RG003",
-                    "a spec is a mapping with a 'protocol' or 'stack' key",
+                    "the top level is not a mapping: every rubikgen document is one",
                     (),
-                    hint="start the file with 'protocol: NAME' or 'stack: NAME'",
+                    hint="start the file with 'protocol: NAME' or 'stack: NAME' (the other "
+                    "kinds: rubikgen validate --list-kinds); a file that is not rubikgen's: "
+                    "rubikgen validate --exclude GLOB",
                 )
             )
             return Document(shown, ap, None, None, smap, diags)

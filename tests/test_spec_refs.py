@@ -187,6 +187,12 @@ def test_strict_fails_on_skipped_files_beside_documents(
     (d,) = json.loads(capsys.readouterr().out)  # ci/ holds no rubikgen document: not named
     assert (d["code"], d["file"], d["line"]) == ("RG003", str(tmp_path / "compose.yaml"), 1)
     assert main(["validate", "--strict", "--exclude", "compose.yaml", str(tmp_path), str(s)]) == 0
+    # a file that does not parse is an error, but does not make its folder one of documents
+    (tmp_path / "ci" / "list.yaml").write_text("- a\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["validate", "--strict", "--format", "json", str(tmp_path / "ci")]) == 1
+    (d,) = json.loads(capsys.readouterr().out)
+    assert (d["code"], d["file"]) == ("RG003", str(tmp_path / "ci" / "list.yaml"))
 
 
 @pytest.mark.parametrize(
