@@ -256,6 +256,21 @@ def test_every_mutant_fails_at_its_place(tree: Path, capsys: pytest.CaptureFixtu
     assert sum(tried.get(w, 0) for w in WHATS) >= n
 
 
+def validate_fails(*args: str) -> str:
+    """`rubikgen validate ARGS` in a new process: exit 1, no traceback; its output."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "rubikgen", "validate", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "Traceback" not in out and "RG900" not in out, out
+    return out
+
+
 def test_mutants_in_a_walk_fail_as_a_subprocess(tree: Path) -> None:
     """What the pre-commit hook and CI run: a directory walk in a new process, exit 1 with
     file:line:col, no traceback. The failures of the issue: a stack overwritten with garbage,
@@ -269,16 +284,7 @@ def test_mutants_in_a_walk_fail_as_a_subprocess(tree: Path) -> None:
         vector.write_text(
             "".join(lines[:2] + ["  bad: [unclosed, {x: \n"] + lines[3:]), encoding="utf-8"
         )
-        proc = subprocess.run(
-            [sys.executable, "-m", "rubikgen", "validate", "--strict", str(tree / "specs")],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        out = proc.stdout + proc.stderr
-        assert proc.returncode == 1, out
-        assert "Traceback" not in out and "RG900" not in out, out
+        out = validate_fails("--strict", str(tree / "specs"))
         for p in (stack, vector):
             assert re.search(rf"{re.escape(str(p))}:\d+:\d+: error\[RG00\d\]", out), out
     finally:
