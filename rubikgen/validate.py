@@ -29,11 +29,11 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("stack", "a mapping with a top-level `stack` key (schema/stack.schema.json)"),
     (
         "test",
-        "a spec test vector file: named *.test.yaml or *.test.yml, or a mapping with top-level "
-        "`test` and `cases` keys (docs/test-vectors.md)",
+        "a spec test vector file: named *.test.yaml or *.test.yml, or a YAML mapping with "
+        "top-level `test` and `cases` keys (docs/test-vectors.md)",
     ),
     ("rules", "a mapping with a top-level `rules` key (docs/rules.md)"),
-    ("chain", "a mapping with a top-level `chain` key (docs/nf.md)"),
+    ("chain", "a YAML mapping with a top-level `chain` key (docs/nf.md)"),
 )
 KIND_NAMES = {k for k, _ in KINDS}
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
@@ -44,12 +44,12 @@ def kind_of(path: str, data: dict[Any, Any]) -> str | None:
     keys = {str(k) for k in data}
     if keys & {"protocol", "stack"}:
         return "protocol" if "protocol" in keys else "stack"
-    if path.endswith(TEST_SUFFIXES) or {"test", "cases"} <= keys:
+    yaml_file = path.endswith((".yaml", ".yml"))  # `rubikgen test` and the driver read YAML
+    if path.endswith(TEST_SUFFIXES) or (yaml_file and {"test", "cases"} <= keys):
         return "test"
-    for k in ("rules", "chain"):
-        if k in keys:
-            return k
-    return None
+    if "rules" in keys:
+        return "rules"
+    return "chain" if yaml_file and "chain" in keys else None
 
 
 def excluded(path: str, globs: Sequence[str]) -> bool:
