@@ -234,3 +234,32 @@ def test_every_kind_broken_fails_the_hook(scratch: Scratch) -> None:
         finally:
             f.write_text(text, encoding="utf-8")
             scratch.git("add", rel)
+
+
+def test_exclude_leaves_out_what_is_not_yaml(scratch: Scratch) -> None:
+    """A file that does not parse fails the hook whatever it is meant as (a template), until
+    the configuration's `exclude:` leaves it out, as for any pre-commit hook."""
+    rel = "templates/values.yaml"
+    (scratch.path / "templates").mkdir(exist_ok=True)
+    (scratch.path / rel).write_text("name: {{ .Values.name }\n", encoding="utf-8")
+    scratch.git("add", rel)
+    proc = scratch.run(*_pre_commit(), "run", "rubikgen-validate", "--files", rel)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and f"{rel}:1:" in out and "error[RG001]" in out, out
+    config = scratch.path / ".pre-commit-config.yaml"
+    original = config.read_text(encoding="utf-8")
+    try:
+        config.write_text(
+            original.replace(
+                "- id: rubikgen-validate", "- id: rubikgen-validate\n        exclude: ^templates/"
+            ),
+            encoding="utf-8",
+        )
+        assert "exclude: ^templates/" in config.read_text(encoding="utf-8")
+        scratch.git("add", ".pre-commit-config.yaml")
+        proc = scratch.run(*_pre_commit(), "run", "rubikgen-validate", "--files", rel)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0 and "Skipped" in out, out
+    finally:
+        config.write_text(original, encoding="utf-8")
+        scratch.git("add", ".pre-commit-config.yaml", rel)
