@@ -146,18 +146,3 @@ def check_chain_file(file: str, sources: SourceCache | None = None) -> ChainChec
     except (OSError, UnicodeDecodeError) as e:
         return ChainCheck([Diagnostic("RG007", f"cannot read: {e}", file, 1, 1)])
     return check_chain_text(file, text, sources)
-
-
-def looks_like_chain_file(file: str) -> bool:
-    """A YAML file whose top level has `chain` (and neither `protocol` nor `stack`)."""
-    if not file.endswith((".yaml", ".yml")):
-        return False
-    try:
-        with open(file, encoding="utf-8") as f:
-            head = f.read(65536)
-    except (OSError, UnicodeDecodeError):
-        return False
-    import re
-
-    keys = set(re.findall(r"^([A-Za-z_]+)\s*:", head, flags=re.MULTILINE))
-    return "chain" in keys and not {"protocol", "stack"} & keys

@@ -55,7 +55,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--list-codes", action="store_true", help="print the diagnostic codes and exit")
     v.add_argument(
-        "-v", "--verbose", action="store_true", help="say which files are skipped as not specs"
+        "--list-kinds",
+        action="store_true",
+        help="print the document kinds validate recognises, and how, and exit",
+    )
+    v.add_argument(
+        "--exclude",
+        metavar="GLOB",
+        action="append",
+        default=[],
+        help="skip files matching GLOB (relative path, path as given or file name; repeatable)",
+    )
+    v.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="name the files skipped as not rubikgen documents",
     )
     _spec_path(v)
 
@@ -361,40 +376,37 @@ def _import_problem(e: ImportError) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from rubikgen.pipeline import check_files
+    from rubikgen.validate import KINDS, check_paths, excluded, strict_skips
     from rubikgen.workspace import expand_paths
 
     if args.list_codes:
         for code, title in CODES.items():
             print(f"{code}  {title}")
         return EXIT_OK
+    if args.list_kinds:
+        for kind, how in KINDS:
+            print(f"{kind:9} {how}")
+        print("Any other YAML/TOML file that parses to a mapping is skipped (named with -v); "
+              "one that does not parse is an error.")  # fmt: skip
+        return EXIT_OK
     paths = [resolve_arg(p) for p in args.paths] or ["specs"]
     fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
+    # references may not leave a validated folder that is in no git repository (specpath.py)
+    specpath.configure_trees([p for p in paths if os.path.isdir(p)])
     files, diags = expand_paths(paths)
-    from rubikgen.chain import check_chain_file, looks_like_chain_file
-
-    chains = [f for f in files if looks_like_chain_file(f)]
-    files = [f for f in files if f not in chains]
+    files = [f for f in files if not excluded(f, args.exclude)]
 
     def skipped_note(f: str) -> None:
         if args.verbose:
-            print(f"{f}: note: skipped: not a rubikgen document (no top-level "
-                  "'protocol' or 'stack' key)", file=sys.stderr)  # fmt: skip
+            print(f"{f}: note: skipped: not a rubikgen document (see --list-kinds)",
+                  file=sys.stderr)  # fmt: skip
 
-    from rubikgen.rules.detect import looks_like_rules
-
-    rules_files = [f for f in files if looks_like_rules(f)]  # docs/rules.md
-    res = check_files([f for f in files if f not in rules_files], on_skip=skipped_note)
-    checked, skipped, internal = res.checked, res.skipped, bool(res.failures)
-    for f in chains:  # NF chain files (rubikgen/chain.py)
-        diags += check_chain_file(f, res.workspace.sources).diags
-    checked += len(chains)
+    res = check_paths(files, on_skip=skipped_note)
+    checked, skipped, internal = res.checked, len(res.skipped), bool(res.failures)
     diags += [_internal_error(e, f) for f, e in res.failures]
-    diags = diags + res.diagnostics
-    if rules_files:
-        from rubikgen.rules.front import validate_files
-
-        checked += validate_files(rules_files, diags, res.workspace.sources)
+    diags += res.diags
+    if args.strict:
+        diags += strict_skips(res)
     if args.rules:  # `validate STACK --rules R.yaml`: the rules against that stack
         from rubikgen.rules.front import validate_files
 
@@ -402,6 +414,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             sys.stderr.write("rubikgen: error: --rules checks rules against one STACK file\n")
             return EXIT_USAGE
         checked += validate_files(args.rules, diags, res.workspace.sources, paths[0])
+    diags.sort(key=lambda d: (d.file, d.line, d.col, d.code))
     render(diags, res.workspace.sources, fmt)
     if internal:
         return EXIT_INTERNAL

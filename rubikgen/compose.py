@@ -190,8 +190,10 @@ def compose(ws: SpecLoader, doc: Document) -> None:
                     hint="a stack cannot extend itself, directly or through others",
                 )
             )
-        elif not os.path.isfile(base):
-            what = "is a directory, not a stack file" if os.path.isdir(base) else "not found"
+        elif (
+            res := specpath.resolve(st.extends, os.path.dirname(doc.abspath), ("stacks",))
+        ).path is None:
+            what = specpath.problem(res, "stack file")
             diags.append(
                 own.diag(
                     "RG007",

@@ -3,9 +3,9 @@
 Each stage runs at most once, when something first asks for its result, and is cached on the
 object, so a command that needs the stack's name, its files and its generated C reads and
 checks the specs once (before, `rubikgen build` parsed the stack file three times, `run` four,
-and `check` after an -O1 build checked the stack twice). `check_files` is `rubikgen validate`'s
-check of many files in one workspace. The compile stage (`rubikgen.build.build_compilation`) takes the
-object. Spec errors raise `GenerateError` with the diagnostics of the check stage;
+and `check` after an -O1 build checked the stack twice); `rubikgen validate` checks many files
+in one workspace instead (rubikgen/validate.py). The compile stage
+(`rubikgen.build.build_compilation`) takes the object. Spec errors raise `GenerateError` with the diagnostics of the check stage;
 `diagnostics` holds every diagnostic (warnings too) once the check ran.
 
     comp = Compilation("specs/stacks/tcp_ip.yaml", opt_level=2)
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -235,48 +235,7 @@ class Compilation:
         return gen
 
 
-@dataclass
-class FileCheck:
-    """`rubikgen validate` over files: one workspace, so a protocol several stacks use is
-    checked once."""
-
-    workspace: Workspace
-    checked: int = 0
-    skipped: int = 0
-    failures: list[tuple[str, Exception]] = field(default_factory=list)  # internal errors
-
-    @property
-    def diagnostics(self) -> list[Diagnostic]:
-        return self.workspace.all_diagnostics()
-
-
-def check_files(files: Iterable[str], *, on_skip: Callable[[str], None] | None = None) -> FileCheck:
-    """Checks each file that is a rubikgen document; YAML/TOML files that are not (CI
-    workflows, compose files, the pre-commit config) are skipped and reported to `on_skip`, so
-    the pre-commit hook may see every such file. An exception checking a file is kept with the
-    file, and the others are still checked."""
-    from rubikgen.workspace import is_rubikgen_document
-
-    res = FileCheck(Workspace())
-    ws = res.workspace
-    for f in files:
-        try:
-            known = os.path.abspath(f) in ws.docs  # loaded already: a stack refers to it
-            if not is_rubikgen_document(ws, f):
-                res.skipped += 1
-                if not known:
-                    ws.docs.pop(os.path.abspath(f), None)  # and none of its diagnostics
-                if on_skip is not None:
-                    on_skip(f)
-                continue
-            res.checked += 1
-            ws.check(f)
-        except Exception as e:  # never a traceback for a user: the caller reports it
-            res.failures.append((f, e))
-    return res
-
-
-__all__ = ["Compilation", "FileCheck", "Options", "check_files"]
+__all__ = ["Compilation", "Options"]
 
 
 def generate(

@@ -12,6 +12,16 @@ A reference (a layer's `protocol:`, a parameter's `protocol:`) is resolved in th
   then the directories of the environment variable RUBIKGEN_SPEC_PATH (separated by ':').
 
 A reference that resolves nowhere reports where it looked (`Resolved.looked`).
+
+A reference must not leave the repository root (`roots`): a spec in an untrusted pull request
+could otherwise make `rubikgen validate` read, and print a line of, any file of the machine
+(`protocol: ../../../../root/.bashrc`). The file found for a relative or absolute reference
+(symbolic links followed) must be inside the referring file's repository root, a directory
+of the spec search path or the stock library; otherwise the reference is refused
+(`Resolved.outside`) and the file is never opened. The repository root of a file is the
+nearest enclosing directory holding `.git`; a file in no git repository has as root the top
+of the validated tree it is in (a directory named to `rubikgen validate`, `trees`); a file in
+neither (a stack built from a scratch folder) is not confined.
 """
 
 from __future__ import annotations
@@ -29,11 +39,47 @@ PROTOCOLS = ("protocols",)
 STACK_ARGS = ("stacks", "protocols")  # a command-line stack argument: stacks first
 
 _configured: list[str] = []  # --spec-path directories of this process (set by the CLI)
+_trees: list[str] = []  # directories named to `rubikgen validate` (roots outside git)
 
 
 def configure(dirs: Sequence[str]) -> None:
     """Sets the --spec-path directories (made absolute: relative to the working directory)."""
     _configured[:] = [os.path.abspath(d) for d in dirs]
+
+
+def configure_trees(dirs: Sequence[str]) -> None:
+    """Sets the tops of the validated trees (the roots of files in no git repository)."""
+    _trees[:] = [os.path.realpath(d) for d in dirs]
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def repo_root(directory: str) -> str | None:
+    """The nearest directory from `directory` up that holds `.git` (a folder or, in a
+    worktree or submodule, a file)."""
+    d = os.path.realpath(directory)
+    while True:
+        if os.path.exists(os.path.join(d, ".git")):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
+
+
+def roots(base_dir: str) -> list[str] | None:
+    """Where references from a file in base_dir may lead: its repository root (or validated
+    tree), the spec search path and the stock library; None when the file is in neither a
+    repository nor a validated tree (not confined)."""
+    real = os.path.realpath(base_dir)
+    top = repo_root(real)
+    own = [top] if top is not None else [t for t in _trees if _inside(real, t)]
+    if not own:
+        return None
+    extra = [os.path.realpath(d) for d in search_path()]
+    return [*own, *extra, os.path.realpath(resources.stock_specs_dir())]
 
 
 def search_path() -> list[str]:
@@ -47,6 +93,7 @@ class Resolved:
     path: str | None  # the absolute path of the file found, None when nothing matched
     looked: tuple[str, ...]  # absolute candidates, in the order tried
     stock: bool = False
+    outside: str | None = None  # a file found, but outside the roots: never to be opened
 
     @property
     def first(self) -> str:
@@ -72,12 +119,26 @@ def resolve(ref: str, base_dir: str, kinds: Sequence[str] = PROTOCOLS) -> Resolv
         found = next((c for c in cands if os.path.isfile(c)), None)
         return Resolved(found, tuple(cands), stock=True)
     if os.path.isabs(ref):
-        return Resolved(ref if os.path.isfile(ref) else None, (os.path.normpath(ref),))
-    cands = [os.path.abspath(os.path.join(base_dir, ref))]
-    cands += [os.path.abspath(os.path.join(d, ref)) for d in search_path()]
-    cands = list(dict.fromkeys(cands))
+        cands = [os.path.normpath(ref)]
+    else:
+        cands = [os.path.abspath(os.path.join(base_dir, ref))]
+        cands += [os.path.abspath(os.path.join(d, ref)) for d in search_path()]
+        cands = list(dict.fromkeys(cands))
     found = next((c for c in cands if os.path.isfile(c)), None)
+    allowed = roots(base_dir)
+    if found is not None and allowed is not None:
+        real = os.path.realpath(found)
+        if not any(_inside(real, r) for r in allowed):
+            return Resolved(None, tuple(cands), outside=found)
     return Resolved(found, tuple(cands))
+
+
+def problem(res: Resolved, kind: str) -> str:
+    """What is wrong with a reference that resolved to no file (`kind`: "protocol file"...)."""
+    if res.outside is not None:
+        return "leaves the repository root"
+    f = res.first
+    return f"is a directory, not a {kind}" if os.path.isdir(f) else "not found"
 
 
 def locate(ref: str, base_dir: str, kinds: Sequence[str] = PROTOCOLS) -> str:
@@ -106,6 +167,12 @@ def hint(ref: str, res: Resolved, relative_to: str, kind: str = "protocols") -> 
     """The hint of a reference that resolved nowhere: where it looked and what exists (`kind`:
     the stock library's folder the reference names a file of)."""
     looked = ", ".join(_shown(c) for c in res.looked) or "nowhere"
+    if res.outside is not None:
+        return (
+            "references may lead only into the repository root (the nearest directory with "
+            ".git, or the validated folder), the spec search path (--spec-path DIR) and the "
+            "stock library (stock:NAME); the file is not read"
+        )
     if res.stock:
         name = os.path.basename(ref[len(STOCK) :])
         names = stock_names(kind)

@@ -68,9 +68,11 @@ class Workspace:
             diags.append(
                 smap.diag(
                     "RG003",
-                    "a spec is a mapping with a 'protocol' or 'stack' key",
+                    "the top level is not a mapping: every rubikgen document is one",
                     (),
-                    hint="start the file with 'protocol: NAME' or 'stack: NAME'",
+                    hint="start the file with 'protocol: NAME' or 'stack: NAME' (the other "
+                    "kinds: rubikgen validate --list-kinds); a file that is not rubikgen's: "
+                    "rubikgen validate --exclude GLOB",
                 )
             )
             return Document(shown, ap, None, None, smap, diags)
@@ -146,13 +148,11 @@ class Workspace:
             opts = []
             raw = model.params[pname].protocol
             raw_list = [raw] if isinstance(raw, str) else raw
-            for i, f in enumerate(files):
+            for i in range(len(files)):
                 ppath = ("params", pname, "protocol") + ((i,) if isinstance(raw, list) else ())
-                if not os.path.isfile(f):
-                    what = (
-                        "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
-                    )
-                    res = specpath.resolve(raw_list[i], os.path.dirname(doc.abspath))
+                res = specpath.resolve(raw_list[i], os.path.dirname(doc.abspath))
+                if res.path is None:
+                    what = specpath.problem(res, "protocol file")
                     doc.diags.append(
                         doc.smap.diag(
                             "RG007",
@@ -162,7 +162,7 @@ class Workspace:
                         )
                     )
                     continue
-                pdoc = self.protocol_info(f)
+                pdoc = self.protocol_info(res.path)
                 if pdoc.kind == "stack":
                     doc.diags.append(
                         doc.smap.diag("RG051", f"'{raw_list[i]}' is a stack, not a protocol", ppath)

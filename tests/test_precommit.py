@@ -151,3 +151,115 @@ def test_invalid_spec_fails_with_its_diagnostic(scratch: Scratch) -> None:
     assert want in out, out
     assert "RG900" not in out and "RG901" not in out, out
     assert scratch.git("rev-parse", "HEAD").stdout == head  # the commit was refused
+
+
+# Every document kind (issue 26), next to the user's stack: each must stay valid here, and
+# garbage, a syntax error or a truncation in it must stop the hook at file:line:col.
+KINDS = {
+    "gate/rules.yaml": (
+        "spec: ../net/{stack}\n"
+        "rules:\n"
+        '  - {{name: telnet, match: "tcp.dport == 23", action: drop}}\n'
+        '  - {{name: web, match: "tcp.dport == 80 && ip.saddr == 10.0.0.0/8", action: pass}}\n'
+    ),
+    "gate/chain.yaml": "chain:\n  - nf: flowstats\n    params: {{all: true}}\n  - nf: events\n",
+    "gate/udp.test.yaml": (
+        "test: one UDP datagram\n"
+        "spec: ../net/{stack}\n"
+        "cases:\n"
+        "  - name: one\n"
+        "    packets:\n"
+        '      - {{ipv4: {{src: 10.0.0.1, dst: 10.0.0.2}}, udp: {{sport: 1, dport: 2}}, payload: "x"}}\n'
+        "    expect:\n"
+        '      streams: [{{layer: udp, data: "x"}}]\n'
+    ),
+}
+
+
+def _breaks(text: str) -> dict[str, bytes]:
+    """Garbage (bytes that are not UTF-8), a syntax error (the issue's unclosed flow), and a
+    truncation inside a flow mapping (PyYAML refuses each)."""
+    lines = text.splitlines(keepends=True)
+    cut = text.rindex("{") + 3
+    return {
+        "garbage": bytes(range(256))[::-1][:200],
+        "syntax": "".join(lines[:2] + ["  bad: [unclosed, {x: \n"] + lines[2:]).encode(),
+        "truncation": text[:cut].encode(),
+    }
+
+
+def test_every_kind_broken_fails_the_hook(scratch: Scratch) -> None:
+    import json
+
+    import yaml
+
+    from rubikgen.cli import main
+
+    stack_name, _ = readme_snippets.user_stack()
+    stack = scratch.path / "net" / stack_name
+    targets = {"net/" + stack_name: stack.read_text(encoding="utf-8")}
+    for rel, text in KINDS.items():
+        targets[rel] = text.format(stack=stack_name)
+        (scratch.path / rel).parent.mkdir(exist_ok=True)
+        (scratch.path / rel).write_text(targets[rel], encoding="utf-8")
+    scratch.git("add", *KINDS)
+    proc = scratch.run(*_pre_commit(), "run", "rubikgen-validate", "--verbose", "--files", *targets)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 spec files OK" in proc.stdout + proc.stderr
+    for rel, text in targets.items():
+        f = scratch.path / rel
+        try:
+            for what, broken in _breaks(text).items():
+                try:  # certainly broken: PyYAML refuses it too
+                    yaml.safe_load(broken.decode("utf-8"))
+                except (yaml.YAMLError, UnicodeDecodeError):
+                    pass
+                else:
+                    raise AssertionError(f"{rel} {what}: PyYAML reads it")
+                f.write_bytes(broken)
+                scratch.git("add", rel)
+                # where this process's validate reports it
+                import contextlib
+                import io
+
+                buf = io.StringIO()
+                with contextlib.redirect_stdout(buf):
+                    assert main(["validate", "--format", "json", str(f)]) == 1
+                d = json.loads(buf.getvalue())[0]
+                proc = scratch.run(*_pre_commit(), "run", "rubikgen-validate", "--files", rel)
+                out = proc.stdout + proc.stderr
+                assert proc.returncode == 1, (rel, what, out)
+                assert f"{rel}:{d['line']}:{d['col']}: error[{d['code']}]" in out, (rel, what, out)
+                assert "Traceback" not in out and "RG900" not in out, out
+        finally:
+            f.write_text(text, encoding="utf-8")
+            scratch.git("add", rel)
+
+
+def test_exclude_leaves_out_what_is_not_yaml(scratch: Scratch) -> None:
+    """A file that does not parse fails the hook whatever it is meant as (a template), until
+    the configuration's `exclude:` leaves it out, as for any pre-commit hook."""
+    rel = "templates/values.yaml"
+    (scratch.path / "templates").mkdir(exist_ok=True)
+    (scratch.path / rel).write_text("name: {{ .Values.name }\n", encoding="utf-8")
+    scratch.git("add", rel)
+    proc = scratch.run(*_pre_commit(), "run", "rubikgen-validate", "--files", rel)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and f"{rel}:1:" in out and "error[RG001]" in out, out
+    config = scratch.path / ".pre-commit-config.yaml"
+    original = config.read_text(encoding="utf-8")
+    try:
+        config.write_text(
+            original.replace(
+                "- id: rubikgen-validate", "- id: rubikgen-validate\n        exclude: ^templates/"
+            ),
+            encoding="utf-8",
+        )
+        assert "exclude: ^templates/" in config.read_text(encoding="utf-8")
+        scratch.git("add", ".pre-commit-config.yaml")
+        proc = scratch.run(*_pre_commit(), "run", "rubikgen-validate", "--files", rel)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0 and "Skipped" in out, out
+    finally:
+        config.write_text(original, encoding="utf-8")
+        scratch.git("add", ".pre-commit-config.yaml", rel)

@@ -114,11 +114,10 @@ def test_cli_spec_path_and_stock_arguments(tmp_path: Path, capsys: pytest.Captur
     assert main(["validate", str(s)]) == 1
     assert main(["validate", "--spec-path", str(lib), str(s)]) == 0
     files = list((REPO / "specs").rglob("*.yaml"))
-    vectors = sum(1 for p in files if p.name.endswith(".test.yaml"))  # not specs: skipped
     capsys.readouterr()
     assert main(["validate", "stock:"]) == 0
-    skipped = f" ({vectors} other YAML/TOML files skipped)" if vectors else ""
-    assert capsys.readouterr().out.strip() == f"{len(files) - vectors} spec files OK{skipped}"
+    # test vectors are rubikgen documents too (issue 26): nothing of the library is skipped
+    assert capsys.readouterr().out.strip() == f"{len(files)} spec files OK"
     assert main(["validate", "--format", "json", "stock:nope.yaml"]) == 1
     (d,) = json.loads(capsys.readouterr().out)
     assert (d["code"], d["file"]) == ("RG007", "stock:nope.yaml")
@@ -131,8 +130,14 @@ NOT_SPECS = {
     "k8s.yaml": "kind: Pod\n---\nkind: Service\n",  # several documents
     "cfn.yaml": "Resources:\n  B: {Type: x, Name: !Ref N}\n",  # tags
     "pyproject.toml": '[project]\nname = "x"\n',
-    "empty.yaml": "# nothing\n",
-    "broken.yaml": "key: [unclosed\n",  # does not parse, nothing of rubikgen's
+}
+# Files that do not parse are errors, whatever they were meant as (issue 26): (code, line, col)
+BROKEN = {
+    "empty.yaml": ("# nothing\n", "RG003", 1, 1),
+    "broken.yaml": ("key: [unclosed\n", "RG001", 1, 6),  # at the unclosed [
+    "list.yaml": ("- a\n- b\n", "RG003", 1, 1),
+    "bad.toml": ("[project\n", "RG008", 1, 9),
+    "latin1.yml": ("name: caf\xe9\n", "RG001", 1, 10),
 }
 
 
@@ -140,7 +145,8 @@ def test_validate_skips_what_is_not_rubikgen(tmp_path: Path, capsys: pytest.Capt
     for rel, text in NOT_SPECS.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text, encoding="utf-8")
-    s = stack(tmp_path)
+    (tmp_path / "net").mkdir()
+    s = stack(tmp_path / "net")
     files = [str(tmp_path / r) for r in NOT_SPECS] + [str(s)]
     assert main(["validate", "--strict", "-v", *files]) == 0
     out, err = capsys.readouterr()
@@ -149,6 +155,44 @@ def test_validate_skips_what_is_not_rubikgen(tmp_path: Path, capsys: pytest.Capt
         assert f"{tmp_path / rel}: note: skipped: not a rubikgen document" in err
     assert main(["validate", str(tmp_path)]) == 0  # a directory: the same (dot dirs aside)
     assert "1 spec file OK" in capsys.readouterr().out
+
+
+def test_validate_fails_on_what_does_not_parse(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    for rel, (text, *_) in BROKEN.items():
+        (tmp_path / rel).write_bytes(text.encode("latin-1"))
+    assert main(["validate", "--format", "json", str(tmp_path)]) == 1
+    got = {
+        (Path(d["file"]).name, d["code"], d["line"], d["col"])
+        for d in json.loads(capsys.readouterr().out)
+    }
+    assert got == {(rel, *want) for rel, (_, *want) in BROKEN.items()}
+    # excluded explicitly: not read at all
+    globs = [x for rel in BROKEN for x in ("--exclude", rel)]
+    assert main(["validate", *globs, str(tmp_path)]) == 0, capsys.readouterr()
+    assert main(["validate", "--exclude", f"{tmp_path}/*", str(tmp_path)]) == 0
+
+
+def test_strict_fails_on_skipped_files_beside_documents(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    s = stack(tmp_path)
+    (tmp_path / "compose.yaml").write_text(NOT_SPECS["compose.yaml"], encoding="utf-8")
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "ci.yml").write_text(NOT_SPECS["compose.yaml"], encoding="utf-8")
+    assert main(["validate", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--strict", "--format", "json", str(tmp_path)]) == 1
+    (d,) = json.loads(capsys.readouterr().out)  # ci/ holds no rubikgen document: not named
+    assert (d["code"], d["file"], d["line"]) == ("RG003", str(tmp_path / "compose.yaml"), 1)
+    assert main(["validate", "--strict", "--exclude", "compose.yaml", str(tmp_path), str(s)]) == 0
+    # a file that does not parse is an error, but does not make its folder one of documents
+    (tmp_path / "ci" / "list.yaml").write_text("- a\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["validate", "--strict", "--format", "json", str(tmp_path / "ci")]) == 1
+    (d,) = json.loads(capsys.readouterr().out)
+    assert (d["code"], d["file"]) == ("RG003", str(tmp_path / "ci" / "list.yaml"))
 
 
 @pytest.mark.parametrize(

@@ -312,13 +312,36 @@ class _Checker:
         return int(v)
 
 
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
+
+
+class _SyntaxChecker(_Checker):
+    """A rules file without a stack (`spec:` missing): everything but what the names mean."""
+
+    def field(self, dotted: str, path: tuple[Any, ...], text: str | None,
+              span: tuple[int, int] | None) -> FieldRef | LayerRef | None:  # fmt: skip
+        if not _DOTTED.match(dotted):
+            self.err("RG011", f"'{dotted}' is not a field name", path, text, span,
+                     "write LAYER, LAYER.FIELD or LAYER.header.FIELD")  # fmt: skip
+        return None
+
+
+def check_syntax(loaded: Loaded) -> list[Diagnostic]:
+    """The checks of a (model-valid) rules file that need no stack: expression syntax,
+    literals, operators, names' shape, duplicate rule names."""
+    return check(loaded, StackFields("", {}, {}, {}), checker=_SyntaxChecker)[1]
+
+
 def check(
-    loaded: Loaded, sf: StackFields, reloadable: bool = False
+    loaded: Loaded,
+    sf: StackFields,
+    reloadable: bool = False,
+    checker: type[_Checker] = _Checker,
 ) -> tuple[RuleSet | None, list[Diagnostic]]:
     """The rules of a loaded (model-valid) rules file checked against a stack's fields (for a
     reloadable rule set: only the fields it can read)."""
     data, smap = loaded.data, loaded.smap
-    c = _Checker(smap, sf, reloadable)
+    c = checker(smap, sf, reloadable)
     seen: dict[str, int] = {}
     out: list[RuleIR] = []
     for i, r in enumerate(data["rules"]):

@@ -9,7 +9,7 @@ from pathlib import Path
 from rubikgen import specpath
 from rubikgen.diagnostics import Diagnostic, SourceCache
 
-from .check import StackFields, check, load
+from .check import StackFields, check, check_syntax, load
 
 
 def validate(path: str, stack: str | None = None) -> tuple[list[Diagnostic], int]:
@@ -31,7 +31,7 @@ def validate(path: str, stack: str | None = None) -> tuple[list[Diagnostic], int
     ref = loaded.data.get("spec")
     if ref is None:
         hint = "add `spec: STACK.yaml` so that the fields the rules name are checked"
-        return diags + [
+        return diags + check_syntax(loaded) + [
             loaded.smap.diag(
                 "RG004",
                 "no `spec:`: the rules are not checked against a stack",
@@ -46,9 +46,9 @@ def validate(path: str, stack: str | None = None) -> tuple[list[Diagnostic], int
         return diags + [
             loaded.smap.diag(
                 "RG007",
-                f"stack '{ref}' not found",
+                f"stack '{ref}' {specpath.problem(res, 'stack file')}",
                 ("spec",),
-                hint=f"looked for {', '.join(res.looked)}",
+                hint=specpath.hint(str(ref), res, "the rules file", "stacks"),
             )  # fmt: skip
         ], 1
     comp = Compilation(res.path, opt_level=0)

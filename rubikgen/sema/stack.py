@@ -88,8 +88,7 @@ def _check_layers(c: _StackCheck) -> None:
         check_ident(lname, "layer name", smap, lp, diags)
         res = specpath.resolve(layer.protocol, base)
         if res.path is None:
-            f = res.first
-            what = "is a directory, not a protocol file" if os.path.isdir(f) else "not found"
+            what = specpath.problem(res, "protocol file")
             diags.append(
                 smap.diag(
                     "RG007",
