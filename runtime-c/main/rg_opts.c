@@ -101,7 +101,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "  --memcap-flows SIZE  the cap on flow-table records alone (default %s)\n"
             "  --memcap-policy P  when a cap would be passed: drop-flow, evict-oldest,\n"
             "                   bypass or ignore (default %s)\n"
-            "  --summary FMT    summary on stdout: text or json (default text)\n"
+            "  --summary FMT    summary on stdout: text (a few lines), full (text with the\n"
+            "                   per-layer tables; the default) or json\n"
             "  --stats          runtime counters on stderr\n"
             "  --checksums      verify the checksums the specs declare; bad ones are counted\n"
             "                   per layer (checksum_bad in the summary; default off)\n"
@@ -289,6 +290,7 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     o->io = rg_source_file.name;
     o->nf = RG_NF_COUNT;
     o->out = "rg-out";
+    o->full = 1; /* run directly, the whole summary (rubikgen run asks for text) */
     o->passes = DEFAULT_PASSES;
     o->burst = RG_BURST;
     optind = 0; /* full reset: rg_main may run more than once in a process */
@@ -444,10 +446,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             break;
         }
         case O_SUMMARY:
-            if (!strcmp(optarg, "json"))
-                o->json = 1;
-            else if (strcmp(optarg, "text"))
-                bad = "--summary";
+            o->json = !strcmp(optarg, "json");
+            o->full = !strcmp(optarg, "full");
+            if (!o->json && !o->full && strcmp(optarg, "text")) bad = "--summary";
             break;
         case O_STATS:
             o->stats = 1;
