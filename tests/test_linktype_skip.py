@@ -47,16 +47,20 @@ def _run(binary: Path, capture: Path, fmt: str) -> subprocess.CompletedProcess[s
     )
 
 
+def _need(capture: Path) -> None:
+    if not capture.is_file():
+        pytest.skip(f"{capture} is missing")
+    if not tshark_available():
+        pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
+
+
 def _tshark_count(capture: Path, display_filter: str) -> int:
     out = _tshark(["-r", str(capture), "-Y", display_filter, "-T", "fields", "-e", "frame.number"])
     return len(out.split())
 
 
 def test_gtp_on_a_linux_cooked_capture_says_why_it_writes_nothing(tmp_path: Path) -> None:
-    if not SLL.is_file():
-        pytest.skip(f"{SLL} is missing")
-    if not tshark_available():
-        pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
+    _need(SLL)
     binary = build(_stack(tmp_path, "gtp", "{ethernet: eth}"), tmp_path / "b", quiet=True).binary
     frames = _tshark_count(SLL, "sll")
     assert frames > 0
@@ -103,10 +107,7 @@ def test_a_single_ethernet_entry_is_not_parsed_from_other_link_types(
     """`entry: eth` (the only entry an Ethernet layer): raw-IP and Linux cooked frames used to
     be parsed as Ethernet, 0 flows and no word; now each is skipped, counted and warned about
     with the stack's entries named. The frames counted are tshark's."""
-    if not capture.is_file():
-        pytest.skip(f"{capture} is missing")
-    if not tshark_available():
-        pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
+    _need(capture)
     binary = build(_stack(tmp_path, "tcp_ip", "eth"), tmp_path / "b", quiet=True).binary
     frames = _tshark_count(capture, "frame")
     proc = _run(binary, capture, "json")
