@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,48 @@ def test_a_shared_object_nf_gets_its_output_folder(build_tmp: Path, tmp_path: Pa
     )
     assert (other / "flowbytes.jsonl").read_text().splitlines() == lines
     assert str(other / "flowbytes.jsonl") in _named(summary)[0]
+
+
+def test_ctl_attach_creates_the_out_folder(build_tmp: Path, tmp_path: Path) -> None:
+    """`rubikgen ctl SOCK attach X.so out=DIR` on a running binary, DIR not there yet: the
+    attach succeeds, the NF writes into DIR and the summary names its file."""
+    from rubikgen.build import build
+
+    so = _flowbytes(tmp_path)
+    binary = build(REPO / STACK, build_tmp / "build", quiet=True).binary  # the runs' build
+    fifo, sock = tmp_path / "in.pcap", tmp_path / "ctl.sock"
+    os.mkfifo(fifo)
+    argv = [str(binary), str(fifo), "--control", str(sock), "--burst", "1"]
+    argv += ["--out", str(tmp_path / "o"), "--summary", "json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    data = CAPTURE.read_bytes()
+    first = 24 + 16 + int.from_bytes(data[32:36], "little")  # header and first record
+    with open(fifo, "wb") as w:
+        w.write(data[:first])  # the binary opens its socket once it has read them
+        w.flush()
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        assert sock.exists(), proc.communicate(timeout=60)
+        out = tmp_path / "new" / "dir"
+        ctl = [sys.executable, "-m", "rubikgen", "ctl", str(sock), "attach", str(so)]
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        reply = subprocess.Popen(
+            [*ctl, "--name", "fb", f"out={out}"], stdout=subprocess.PIPE, text=True, env=env
+        )
+        # the request applies between two packets: the rest goes slowly until it is done
+        at = first
+        while at < len(data):
+            end = at + 16 + int.from_bytes(data[at + 8 : at + 12], "little")
+            w.write(data[at:end])
+            w.flush()
+            at = end
+            if reply.poll() is None:
+                time.sleep(0.05)
+    assert reply.wait(timeout=60) == 0, proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    lines = (out / "flowbytes.jsonl").read_text().splitlines()
+    assert lines
+    summary = json.loads(stdout)
+    assert str(out / "flowbytes.jsonl") in _named(summary)[0]
