@@ -293,7 +293,6 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
 /* The files the run wrote (rg_wrote.c): the start of the run, the output folders NFs were
  * given (deduplicated, any thread), and the summary's "wrote" line / "files_written" member. */
 void rg_wrote_start(void);
-unsigned rg_wrote_ndirs(void);
 void rg_wrote_text(void);
 void rg_wrote_json(void);
 /* "layers":{NAME:{...},...} for every layer with a selector. */

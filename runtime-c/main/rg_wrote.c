@@ -50,11 +50,6 @@ void rg_wrote_dir(const char *dir)
     pthread_mutex_unlock(&wr.mu);
 }
 
-unsigned rg_wrote_ndirs(void)
-{
-    return wr.n;
-}
-
 static int since_start(const struct stat *st)
 {
     return st->st_mtim.tv_sec > wr.t0.tv_sec ||
