@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Quick start: set everything up on a fresh machine, check the stock specs, draw the TCP/IP
-# stack, then compile it to C and run it on the bundled capture (captures/README.md) with the
-# `streams` network function, and show what it found.
+# Quick start: set up what the main job needs (ci/setup.sh: a C toolchain, libpcap, Graphviz,
+# the .venv with rubikgen), check the stock specs, draw the TCP/IP stack, then compile it to C
+# and run it on the bundled capture (captures/README.md) with the `streams` network function,
+# and show the conversations it reassembled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Setup only when something is missing (ci/setup.sh --check runs no apt, pip or compiler).
@@ -10,20 +11,20 @@ if bash ci/setup.sh --check >/dev/null; then
 else
   bash ci/setup.sh
 fi
-PY=${PYTHON:-python3}
+PY=${RG_VENV:-.venv}/bin/python
 $PY -m rubikgen validate specs/
 mkdir -p build
 $PY -m rubikgen graph specs/stacks/tcp_ip.yaml --format svg -o build/tcp_ip-tree.svg
 $PY -m rubikgen graph specs/stacks/tcp_ip.yaml --psm tcp --format svg -o build/tcp-psm.svg
 echo "parse tree of the TCP/IP stack: build/tcp_ip-tree.svg; TCP state machine: build/tcp-psm.svg"
 
-CAPTURE=captures/raw-ipv4-ipv6-http.pcap
+CAPTURE=captures/veth-http-udp-frag.pcap
 OUT=out/quickstart
 echo
 echo "== rubikgen run specs/stacks/tcp_ip.yaml $CAPTURE --nf streams --out $OUT"
 $PY -m rubikgen run specs/stacks/tcp_ip.yaml "$CAPTURE" --nf streams --out "$OUT"
 echo
-echo "== flows ($OUT/flows.jsonl)"
+echo "== conversations ($OUT/flows.jsonl; the bytes of each direction in $OUT/streams/)"
 $PY - "$OUT/flows.jsonl" <<'PYEOF'
 import json
 import sys
@@ -61,5 +62,5 @@ for row in rows:
     print("  ".join(cell.rjust(w) if i == 3 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
 # Two records per flow (one per direction): the summary's `flows` line counts flows.
 nflows = len({r.get("uid") for r in shown})
-print(f"{nflows} flow(s) with ports, {len(shown)} direction(s) shown; {len(flows)} record(s) in {path}")
+print(f"{nflows} conversation(s), {len(shown)} direction(s); complete: a TCP connection seen from handshake to close ('-': UDP)")
 PYEOF

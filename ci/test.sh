@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# The whole test suite: Python (pytest) and the C runtime (cmocka under ASan/UBSan).
+# The whole test suite: Python (pytest) and the C runtime (cmocka under ASan/UBSan), after
+# ci/setup.sh --test (system packages, the .venv, the runtime libraries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/setup.sh
-PY=${PYTHON:-python3}
+bash ci/setup.sh --test
+# everything runs with the environment's interpreter (ci/setup.sh made it; PEP 668 systems
+# refuse packages in their own), its scripts first on PATH
+VENV=${RG_VENV:-.venv}
+PY=$VENV/bin/python
+export PATH="$(cd "$VENV/bin" && pwd -P):$PATH"
 
 echo "== lint =="
 $PY -m ruff check rubikgen tests ci bench
 $PY -m ruff format --check rubikgen tests ci bench
 echo "== layering (import-linter contracts in setup.cfg) =="
-lint-imports
+$PY -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())'
 echo "== types (mypy; configuration in setup.cfg) =="
 $PY -m mypy
 echo "== specs =="

@@ -138,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="network function: a name the binary's NF registry knows (streams, events, "
         "flowstats, sni; count and none: the summary only; BINARY --help lists them), or an "
-        "NF's .so (default: streams, or count with --chain)",
+        "NF's .so (default: flowstats, records of every flow; or count with --chain; "
+        "streams, every payload byte, only when asked for)",
     )
     r.add_argument(
         "--out", metavar="DIR", help="output directory of the NF (default: out/STACK-CAPTURE)"
@@ -147,7 +148,13 @@ def _parser() -> argparse.ArgumentParser:
     _inline_options(r)
     _build_options(r)
     _spec_path(r)
-    r.add_argument("--summary", choices=("text", "json"), default="text")
+    r.add_argument(
+        "--summary",
+        choices=("text", "full", "json"),
+        default="text",
+        help="the summary at the end: text (a few lines; the default), full (with the "
+        "per-layer tables) or json",
+    )
     r.add_argument("--chain", metavar="FILE", help="a chain of NFs (validated first; docs/nf.md)")
     r.add_argument(
         "--control", metavar="SOCKET", help="a UNIX socket for `rubikgen ctl` (docs/nf.md)"
@@ -679,7 +686,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if res.rebuilt:
         sys.stderr.write(f"rubikgen: rebuilt {res.binary}: {res.command}\n")
     if args.nf is None:
-        args.nf = "count" if args.chain else "streams"
+        # records, not payload: every payload byte (streams) only when asked for
+        args.nf = "count" if args.chain else "flowstats"
     if args.nf == "streams":
         _warn_unseen_sequences(res.generated.unseen_sequences)
     out = Path(args.out) if args.out else Path("out") / f"{comp.stack_name}-{stem}"

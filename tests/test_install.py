@@ -288,7 +288,9 @@ def test_stock_stack_by_reference_runs(
 ) -> None:
     shutil.copyfile(CAPTURE, installed.work / "capture.pcap")
     out = installed.work / "out" / "stock"
-    proc = installed.rubikgen("run", "stock:tcp_ip.yaml", "capture.pcap", "--out", str(out))
+    proc = installed.rubikgen(
+        "run", "stock:tcp_ip.yaml", "capture.pcap", "--nf", "streams", "--out", str(out)
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (installed.work / "build" / "tcp_ip" / "tcp_ip").is_file()
     assert _flows(out / "flows.jsonl") == reference_flows

@@ -47,16 +47,20 @@ def _run(binary: Path, capture: Path, fmt: str) -> subprocess.CompletedProcess[s
     )
 
 
+def _need(capture: Path) -> None:
+    if not capture.is_file():
+        pytest.skip(f"{capture} is missing")
+    if not tshark_available():
+        pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
+
+
 def _tshark_count(capture: Path, display_filter: str) -> int:
     out = _tshark(["-r", str(capture), "-Y", display_filter, "-T", "fields", "-e", "frame.number"])
     return len(out.split())
 
 
 def test_gtp_on_a_linux_cooked_capture_says_why_it_writes_nothing(tmp_path: Path) -> None:
-    if not SLL.is_file():
-        pytest.skip(f"{SLL} is missing")
-    if not tshark_available():
-        pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
+    _need(SLL)
     binary = build(_stack(tmp_path, "gtp", "{ethernet: eth}"), tmp_path / "b", quiet=True).binary
     frames = _tshark_count(SLL, "sll")
     assert frames > 0
@@ -71,7 +75,7 @@ def test_gtp_on_a_linux_cooked_capture_says_why_it_writes_nothing(tmp_path: Path
     assert len(warnings) == 1, proc.stderr
     assert "packet 1:" in warnings[0] and "LINUX_SLL" in warnings[0]
     assert "its entries: ethernet" in warnings[0]
-    text = _run(binary, SLL, "text").stdout
+    text = _run(binary, SLL, "full").stdout
     line = f"skipped_linktype {frames}  (of skipped: capture link type LINUX_SLL; "
     assert line + "the stack's entries: ethernet)" in text, text
 
@@ -96,6 +100,29 @@ def test_raw_ip_frames_of_a_version_without_entry_are_counted(tmp_path: Path) ->
     assert json.loads(proc.stdout)["skipped_linktype"] == 0 and "warning" not in proc.stderr
 
 
+@pytest.mark.parametrize("capture", [RAW, SLL], ids=["raw-ip", "sll"])
+def test_a_single_ethernet_entry_is_not_parsed_from_other_link_types(
+    tmp_path: Path, capture: Path
+) -> None:
+    """`entry: eth` (the only entry an Ethernet layer): raw-IP and Linux cooked frames used to
+    be parsed as Ethernet, 0 flows and no word; now each is skipped, counted and warned about
+    with the stack's entries named. The frames counted are tshark's."""
+    _need(capture)
+    binary = build(_stack(tmp_path, "tcp_ip", "eth"), tmp_path / "b", quiet=True).binary
+    frames = _tshark_count(capture, "frame")
+    proc = _run(binary, capture, "json")
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout)
+    assert s["entries"] == ["ethernet"]
+    assert s["packets"] == s["skipped_linktype"] == frames > 0
+    assert s["flows_opened"] == 0 and s["flows"] == 0
+    assert proc.stderr.count("warning") == 1 and "its entries: ethernet" in proc.stderr
+    # the short summary says it in words
+    text = _run(binary, capture, "text").stdout
+    assert f"skipped        {frames} frames of link type {s['link_type']}" in text, text
+    assert "which the stack has no entry for (its entries: ethernet)" in text, text
+
+
 def test_run_streams_warns_of_a_sequence_nothing_takes(tmp_path: Path, capfd) -> None:
     """tcp_ip without its tcp_data handler: the streams NF would record no IPv4 TCP flow. run
     says so, naming the layer where the stack declares it; the handler it suggests fixes it."""
@@ -109,7 +136,7 @@ def test_run_streams_warns_of_a_sequence_nothing_takes(tmp_path: Path, capfd) ->
         n for n, line in enumerate(stack.read_text().splitlines(), 1) if line.startswith("  tcp:")
     )
     args = ["run", str(stack), str(RAW), "--build-dir", str(tmp_path / "b")]
-    assert main([*args, "--out", str(tmp_path / "o1")]) == 0
+    assert main([*args, "--out", str(tmp_path / "o1"), "--nf", "streams"]) == 0
     err = capfd.readouterr().err
     warned = [line for line in err.splitlines() if "warning: layer 'tcp'" in line]
     assert len(warned) == 1 and f"tcp_ip.yaml:{layer_line}:3:" in warned[0], err
@@ -124,6 +151,6 @@ def test_run_streams_warns_of_a_sequence_nothing_takes(tmp_path: Path, capfd) ->
     assert suggestion
     stack.write_text(stack.read_text().replace("handlers:\n", f"handlers:\n  {suggestion[1]}\n"))
     shutil.rmtree(tmp_path / "b")
-    assert main([*args, "--out", str(tmp_path / "o3")]) == 0
+    assert main([*args, "--out", str(tmp_path / "o3"), "--nf", "streams"]) == 0
     assert "warning" not in capfd.readouterr().err
     assert '"layer":"tcp"' in (tmp_path / "o3" / "flows.jsonl").read_text()

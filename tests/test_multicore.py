@@ -342,7 +342,7 @@ def test_pin_sets_each_threads_core(stack_bin: Path) -> None:  # noqa: F811
 
 def _rubikgen_run(build_dir: Path, *args: str, ns: str | None = None) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "rubikgen", "run", str(REPO / "specs/stacks/tcp_ip.yaml")]
-    cmd += ["--build-dir", str(build_dir), *args]
+    cmd += ["--build-dir", str(build_dir), "--summary", "full", *args]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if ns:
         cmd = ["ip", "netns", "exec", ns, *cmd]

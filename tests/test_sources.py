@@ -431,7 +431,9 @@ def _wait_capturing(ns: Netns) -> None:
 
 
 def _summary_lines(text: str) -> list[str]:
-    return [ln for ln in text.splitlines() if not ln.startswith(("capture ", "dropped "))]
+    # the runs compared write into folders of their own
+    skip = ("capture ", "dropped ", "wrote ")
+    return [ln for ln in text.splitlines() if not ln.startswith(skip)]
 
 
 def _tree(d: Path) -> dict[str, bytes]:
@@ -586,7 +588,7 @@ def _without_workers_line(summary: str) -> list[str]:
         if skipping and ln.startswith("  "):
             continue
         skipping = False
-        if not ln.startswith("workers "):
+        if not ln.startswith(("workers ", "wrote ")):
             out.append(ln)
     return out
 

@@ -1,7 +1,7 @@
 /* flowbytes_nf.c - a sample out-of-tree NF (rg_nf_api.h): the packets and
  * bytes of every flow direction of every layer with instances, one JSON line
  * per flow when it closes, in OUT/flowbytes.jsonl (OUT: the "out" parameter,
- * by default the driver's --out directory, which must exist).
+ * by default the driver's --out directory, which the driver creates).
  *
  * It uses only built-in events, so one .so serves every stack:
  *

@@ -252,7 +252,7 @@ class Lowerer:
         self.prog.desc = self.stack_desc(smap, display or stack_file)
         entries = entries_of(self.stack.entry)
         if "*" in entries:
-            self.prog.entries = {k: entries["*"] for k in LINK_KINDS}
+            self.prog.entries = _single_entry(entries["*"], info.layers[entries["*"]])
         else:
             self.prog.entries = dict(entries)
         return self.prog
@@ -723,6 +723,26 @@ def lower_stack(
         res = resolve_stack(stack, info, smap)
     # a branch whose arm was never filled in names block "": verify() reports it
     return Lowerer(stack, info, stack_file, res).lower(smap, stack_file, display)
+
+
+# The link kind a link-layer protocol of the stock library parses, by protocol name.
+_LINK_OF_PROTOCOL = {
+    "eth": "ethernet",
+    "sll": "sll",
+    "sll2": "sll2",
+    "loopback": "null",
+    "ip": "raw_ipv4",
+    "ipv6": "raw_ipv6",
+}
+
+
+def _single_entry(layer: str, li: LayerInfo) -> dict[str, str]:
+    """`entry: LAYER`: a layer of a link-layer protocol (eth, sll, ...) is the entry for its own
+    link type only, so that a capture of another link type is skipped with a warning naming the
+    entries instead of being parsed as that protocol (issue 26: 0 flows and no word); a layer
+    of any other protocol stays the entry for every link type."""
+    kind = _LINK_OF_PROTOCOL.get(li.protocol.model.protocol)
+    return {kind: layer} if kind else {k: layer for k in LINK_KINDS}
 
 
 __all__ = ["LINK_KINDS", "Lowerer", "lower_stack"]

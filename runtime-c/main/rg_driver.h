@@ -51,7 +51,8 @@ typedef struct opts {
     /* memcaps (rg_ctx_cfg): --memcap*, 0 = the stack's default, UINT64_MAX = none */
     uint64_t memcap_reassembly, memcap_flows;
     int memcap_policy; /* --memcap-policy: enum rg_memcap_policy + 1, 0 = the stack's */
-    int json;
+    int json;          /* --summary json */
+    int full;          /* --summary full: the text with the per-layer tables */
     int stats;
     int bench;
     /* NF chains (rg_nfchain.h): --nf PATH.so, --chain FILE, --control PATH */
@@ -293,6 +294,11 @@ uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);
 /* Live per layer before the flush, which closes exactly the instances live then. */
 void rg_live_before_flush(const rg_stack_desc *stack, rg_counts *n, uint64_t *live);
 void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *s);
+/* The files the run wrote (rg_wrote.c): the start of the run, the output folders NFs were
+ * given (deduplicated, any thread), and the summary's "wrote" line / "files_written" member. */
+void rg_wrote_start(void);
+void rg_wrote_text(void);
+void rg_wrote_json(void);
 /* "layers":{NAME:{...},...} for every layer with a selector. */
 /* "checksum_bad":{LAYER:N,...} (every layer; --checksums), after a comma */
 void rg_checksums_json(const rg_stack_desc *stack, const rg_stats *st);

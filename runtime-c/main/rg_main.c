@@ -476,6 +476,7 @@ int rg_main(int argc, char **argv, const rg_stack_desc *stack)
      * the end of the summary */
     struct sigaction old_sig[2];
     catch_stop_signals(old_sig);
+    rg_wrote_start();
     rc = rg_wants_workers(&o) ? rg_run_workers(&o, stack, &stop_flag) : run_capture(&o, stack);
     restore_stop_signals(old_sig);
     return rc;

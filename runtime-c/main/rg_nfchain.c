@@ -539,6 +539,17 @@ int rg_chain_attach(rg_chain *ch, const char *nf, const char *name, const rg_nf_
         kv[n++] = (rg_nf_kv){"out", wout};
     }
     why[0] = 0;
+    /* the folder exists for any NF, not only for the stock ones that create it themselves */
+    const char *out_dir = rg_nf_cfg_get(kv, n, "out", NULL);
+    if (wout) out_dir = wout;
+    if (is_path(nf) && out_dir && rg_mkdirs(out_dir, why, sizeof why)) {
+        snprintf(err, errlen, "NF '%s' (%s): %s", sl->abi->name, nf, why);
+        free(kv);
+        free(wout);
+        slot_free(sl);
+        return RG_EIO;
+    }
+    if (rg_nf_cfg_get(cfg, ncfg, "out", NULL)) rg_wrote_dir(rg_nf_cfg_get(cfg, ncfg, "out", NULL));
     sl->self = sl->abi->init(s, kv, n, &ch->host, why, sizeof why);
     free(kv);
     free(wout);

@@ -67,6 +67,9 @@ int rg_chain_free(rg_chain *ch, const char *prog);
  * Each worker's NFs write into OUT/.rg-worker-K of every output directory OUT (the chain's,
  * and every "out" an NF is given); rg_wmerge (rg_wmerge.c) merges them into OUT at the end. */
 #define RG_WORKER_DIR ".rg-worker-"
+
+/* Notes a folder an NF writes into, for the summary's list of files written (rg_wrote.c). */
+void rg_wrote_dir(const char *dir);
 enum { RG_WDIRS_MAX = 64 };
 typedef struct rg_wdirs {
     void *mu; /* a pthread_mutex_t: attach runs on the workers' threads */

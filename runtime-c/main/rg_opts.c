@@ -104,7 +104,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "  --overlap-policy P  which copy of overlapping bytes a sequence keeps: first,\n"
             "                   last, linux, bsd, windows or solaris, for every layer, or\n"
             "                   LAYER=P[,LAYER=P...] (e.g. tcp=last); default: the specs'\n"
-            "  --summary FMT    summary on stdout: text or json (default text)\n"
+            "  --summary FMT    summary on stdout: text (a few lines), full (text with the\n"
+            "                   per-layer tables; the default) or json\n"
             "  --stats          runtime counters on stderr\n"
             "  --checksums      verify the checksums the specs declare; bad ones are counted\n"
             "                   per layer (checksum_bad in the summary; default off)\n"
@@ -328,6 +329,7 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     o->io = rg_source_file.name;
     o->nf = RG_NF_COUNT;
     o->out = "rg-out";
+    o->full = 1; /* run directly, the whole summary (rubikgen run asks for text) */
     o->passes = DEFAULT_PASSES;
     o->burst = RG_BURST;
     optind = 0; /* full reset: rg_main may run more than once in a process */
@@ -486,10 +488,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             break;
         }
         case O_SUMMARY:
-            if (!strcmp(optarg, "json"))
-                o->json = 1;
-            else if (strcmp(optarg, "text"))
-                bad = "--summary";
+            o->json = !strcmp(optarg, "json");
+            o->full = !strcmp(optarg, "full");
+            if (!o->json && !o->full && strcmp(optarg, "text")) bad = "--summary";
             break;
         case O_STATS:
             o->stats = 1;

@@ -6,6 +6,7 @@
 #include "rg/rg_json.h"
 #include "rg/rg_obs.h"
 #include "rg_driver.h"
+#include "rg_nfchain.h"
 #include "rg_rules_out.h"
 
 uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n)
@@ -203,15 +204,160 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
         if (stack->entry[k] >= 0) printf("%s\"%s\"", n++ ? "," : "", rg_link_kind_names[k]);
     fputs("],", stdout);
     rg_rules_json(s->st);
+    rg_wrote_json();
     rg_layers_json(stack, s->n, s->live_per, s->st);
     if (o->checksums) rg_checksums_json(stack, s->st);
     fputs("}\n", stdout);
 }
 
+/* The lines a source, a writer, inline forwarding and workers add (both text forms). */
+static void io_text(const opts *o, const summary *s)
+{
+    if (s->has_dropped)
+        printf("dropped        %" PRIu64 "  (frames the %s source lost before the stack: kernel, "
+               "NIC)\n",
+               s->dropped, o->io);
+    if (s->writer)
+        printf("written        %" PRIu64 "  (packets that passed, to %s; %" PRIu64
+               " not written: dropped by a verdict or of another link type)\n",
+               s->writer->written, s->writer->path, s->pkts - s->writer->written);
+    if (s->tx)
+        printf("forwarded      %" PRIu64 "  (withheld %" PRIu64 " by verdicts, %" PRIu64
+               " failed: frames sent on to the peer, --inline)\n",
+               s->tx->tx_frames, s->tx->tx_withheld, s->tx->tx_failed);
+    if (s->nworkers) {
+        printf("workers        %u  (frames per worker:", s->nworkers);
+        for (unsigned w = 0; w < s->nworkers; w++)
+            printf(" %" PRIu64, s->worker_pkts[w]);
+        fputs(")\n", stdout);
+        if (s->worker_flows) {
+            fputs("workers flows ", stdout);
+            for (unsigned w = 0; w < s->nworkers; w++)
+                printf(" %" PRIu64, s->worker_flows[w]);
+            fputs("  (instances each worker opened)\n", stdout);
+        }
+    }
+}
+
+/* What the memcaps and the cap took, added over the layers (the short summary's words). */
+typedef struct {
+    uint64_t evicted, cap_hits, dropped_pkts, seq_limit, seq_bytes, conflicts;
+} losses;
+
+static losses losses_of(const rg_stack_desc *stack, const summary *s)
+{
+    losses x = {0};
+    for (unsigned i = 0; i < stack->nlayers; i++) {
+        if (!stack->layers[i].has_instance) continue;
+        x.evicted += s->n->layer[i].closed[RG_CLOSE_EVICTED];
+        if (!s->st || i >= s->st->nlayers) continue;
+        const rg_mem_stats *m = &s->st->layer[i].mem;
+        const rg_seq_stats *q = &s->st->layer[i].seq;
+        x.cap_hits += m->cap_hits;
+        x.dropped_pkts += m->dropped_pkts;
+        x.seq_limit += q->buffer_full;
+        x.seq_bytes += q->bytes_dropped;
+        x.conflicts += q->conflict;
+    }
+    return x;
+}
+
+/* The default human summary (issue 26): what was read, what came out, and everything lost or
+ * skipped said in words, in a few lines; --summary full has the per-layer tables. */
+static void summary_short(const opts *o, const rg_stack_desc *stack, const summary *s)
+{
+    char entries[128];
+    printf("stack          %s\n"
+           "capture        %s  (link type %s)\n"
+           "nf             %s\n"
+           "packets        %" PRIu64 "\n"
+           "bytes          %" PRIu64 "\n"
+           "flows          %" PRIu64,
+           stack->name, o->capture, rg_link_type_name(s->li), o->nf, s->pkts, s->bytes,
+           rg_total_flows(stack, s->n));
+    const char *sep = "  (";
+    for (unsigned i = 0; i < stack->nlayers; i++) {
+        uint64_t f = stack->layers[i].has_instance ? rg_layer_flows(&s->n->layer[i]) : 0;
+        if (!f) continue;
+        printf("%s%s %" PRIu64, sep, stack->layers[i].name, f);
+        sep = ", ";
+    }
+    fputs(*sep == ',' ? ")\n" : "\n", stdout);
+    if (strcmp(o->nf, RG_NF_NONE))
+        printf("delivered      %" PRIu64 " payload bytes in %" PRIu64 " handler calls\n",
+               s->payload, s->calls);
+    else
+        fputs("delivered      not observed (--nf none)\n", stdout);
+    const losses x = losses_of(stack, s);
+    const uint64_t stack_err = s->errors > s->skipped ? s->errors - s->skipped : 0;
+    int lost = 0;
+    if (s->skipped_linktype) {
+        printf("skipped        %" PRIu64 " frames of link type %s%s, which the stack has no "
+               "entry for (its entries: %s)\n",
+               s->skipped_linktype, rg_link_type_name(s->li), s->linktype_what,
+               rg_entry_names(stack, entries, sizeof entries));
+        lost = 1;
+    }
+    if (s->skipped > s->skipped_linktype) {
+        printf("skipped        %" PRIu64 " frames whose link header is cut or that no entry "
+               "layer takes\n",
+               s->skipped - s->skipped_linktype);
+        lost = 1;
+    }
+    if (stack_err) {
+        printf("errors         %" PRIu64 " stack errors (--stats counts them by kind)\n",
+               stack_err);
+        lost = 1;
+    }
+    if (s->gaps) {
+        printf("gaps           %" PRIu64 " holes in reassembled data: %" PRIu64
+               " bytes the capture lost\n",
+               s->gaps, s->gap_bytes);
+        lost = 1;
+    }
+    if (s->clock_fwd || s->clock_back) {
+        printf("clock_jumps    %" PRIu64 " forward, %" PRIu64 " backward: packets dated beyond "
+               "--max-clock-jump, processed at the flow clock\n",
+               s->clock_fwd, s->clock_back);
+        lost = 1;
+    }
+    if (x.evicted) {
+        printf("evicted        %" PRIu64 " instances, to make room (--cap, memcaps)\n", x.evicted);
+        lost = 1;
+    }
+    if (x.cap_hits || x.dropped_pkts || x.seq_limit) {
+        printf("memcap         %" PRIu64 " allocations past a memory cap, %" PRIu64
+               " packets of dropped instances, %" PRIu64 " inserts past a sequence's caps (%" PRIu64
+               " bytes)\n",
+               x.cap_hits, x.dropped_pkts, x.seq_limit, x.seq_bytes);
+        lost = 1;
+    }
+    if (x.conflicts) {
+        printf("overlaps       %" PRIu64 " retransmissions with different data\n", x.conflicts);
+        lost = 1;
+    }
+    if (!lost)
+        fputs("lost           nothing: no frame skipped, no stack error, no gap, no clock jump, "
+              "no eviction\n",
+              stdout);
+    io_text(o, s);
+    rg_rules_text(s->st);
+    if (o->checksums) rg_checksums_text(stack, s->st);
+    rg_wrote_text();
+    fputs("(--summary full: instances and memory per layer; --summary json: everything)\n", stdout);
+}
+
 void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *s)
 {
+    /* --out is where the NFs write unless given another folder (noted as they attach) */
+    if ((strcmp(o->nf, RG_NF_COUNT) && strcmp(o->nf, RG_NF_NONE)) || o->chain_file || o->control)
+        rg_wrote_dir(o->out);
     if (o->json) {
         summary_json(o, stack, s);
+        return;
+    }
+    if (!o->full) {
+        summary_short(o, stack, s);
         return;
     }
     char entries[128];
@@ -242,32 +388,10 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
            s->errors, s->skipped, s->skipped_linktype, rg_link_type_name(s->li), s->linktype_what,
            rg_entry_names(stack, entries, sizeof entries), s->gaps, s->gap_bytes, s->clock_fwd,
            s->clock_back);
-    if (s->has_dropped)
-        printf("dropped        %" PRIu64 "  (frames the %s source lost before the stack: kernel, "
-               "NIC)\n",
-               s->dropped, o->io);
-    if (s->writer)
-        printf("written        %" PRIu64 "  (packets that passed, to %s; %" PRIu64
-               " not written: dropped by a verdict or of another link type)\n",
-               s->writer->written, s->writer->path, s->pkts - s->writer->written);
-    if (s->tx)
-        printf("forwarded      %" PRIu64 "  (withheld %" PRIu64 " by verdicts, %" PRIu64
-               " failed: frames sent on to the peer, --inline)\n",
-               s->tx->tx_frames, s->tx->tx_withheld, s->tx->tx_failed);
-    if (s->nworkers) {
-        printf("workers        %u  (frames per worker:", s->nworkers);
-        for (unsigned w = 0; w < s->nworkers; w++)
-            printf(" %" PRIu64, s->worker_pkts[w]);
-        fputs(")\n", stdout);
-        if (s->worker_flows) {
-            fputs("workers flows ", stdout);
-            for (unsigned w = 0; w < s->nworkers; w++)
-                printf(" %" PRIu64, s->worker_flows[w]);
-            fputs("  (instances each worker opened)\n", stdout);
-        }
-    }
+    io_text(o, s);
     layers_text(stack, s->n, s->live_per, s->st);
     rg_rules_text(s->st);
     if (o->checksums) rg_checksums_text(stack, s->st);
     memory_text(stack, s->st);
+    rg_wrote_text();
 }
