@@ -50,7 +50,8 @@ FEATURES = {
     r"chains? of NFs|NF chains?": "--chain",
 }
 MISSING = re.compile(
-    r"\bnot yet\b|\bnot (?:supported|implemented|available)\b|\bunsupported\b|\bplanned\b"
+    # "not yet delivered/acknowledged" describes data, not a feature
+    r"\bnot yet\b(?! (?:delivered|acknowledged|acked|seen|sent|received|buffered|known)\b)|\bnot (?:supported|implemented|available)\b|\bunsupported\b|\bplanned\b"
     r"|\bTODO\b|\bcoming soon\b|\bmissing:",
     re.I,
 )
