@@ -412,18 +412,37 @@ class CGen:
         ]
         return "\n".join(lines)
 
+    def _loop_key_headers(self) -> set[str]:
+        """Layers whose header a self-looping layer's key reads (GRE's outer addresses): the
+        next pass builds its key again after the layers above returned."""
+        from rubikgen.ir.lower import expr_reads
+
+        out: set[str] = set()
+        for lc in self.layers.values():
+            if self._max_repeat(lc):
+                for p in lc.key_fwd + lc.key_rev:
+                    out |= {r[7:] for r in expr_reads(lc.name, p.expr) if r.startswith("HEADER:")}
+        return out
+
     def locals(self) -> str:
         out = []
+        loop_keys = self._loop_key_headers()
         for lc in self.layers.values():
             n = lc.name
             out.append(f"    /* layer {n} */")
-            # a self-looping layer's loop condition reads its header in the block the layers
-            # above return to; gcc cannot follow the returns (a switch) and would warn that it
-            # may be unset, so those few headers start initialised (one small struct copy)
+            # a self-looping layer's loop condition (and its key, on the next pass) reads
+            # headers in the block the layers above return to; gcc cannot follow the returns (a
+            # switch) and would warn that they may be unset, so those few headers start
+            # initialised (one small struct copy)
             rule_read = self.rules is not None and self.rules.header_init(n)
-            init = f" = {lc.t('hdr_init')}" if self._max_repeat(lc) or rule_read else ""
+            init = (
+                f" = {lc.t('hdr_init')}"
+                if self._max_repeat(lc) or rule_read or n in loop_keys
+                else ""
+            )
             out.append(f"    struct {lc.t('hdr')} h_{n} RG_MAYBE_UNUSED{init};")
-            out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED;")
+            tinit = f" = {lc.t('tmp_init')}" if self._max_repeat(lc) else ""
+            out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED{tinit};")
             out.append(f"    struct {lc.t('inst')} *inst_{n} RG_MAYBE_UNUSED = &ctx->scratch_{n};")
             out.append(f"    int has_inst_{n} RG_MAYBE_UNUSED = 0, dir_{n} RG_MAYBE_UNUSED = 0;")
             out.append(f"    unsigned err_{n} RG_MAYBE_UNUSED = 0;")
