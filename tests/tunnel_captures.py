@@ -182,8 +182,39 @@ WRAPS: dict[str, tuple[bool, Wrap]] = {
 }
 
 
+def _gtpu(payload: bytes, seq: bool) -> bytes:
+    """A G-PDU (3GPP TS 29.281 5.1): version 1, PT 1, with or without a sequence number."""
+    if seq:
+        return struct.pack("!BBHIHBB", 0x32, 255, len(payload) + 4, 0x1A2B3C4D, 7, 0, 0) + payload
+    return struct.pack("!BBHI", 0x30, 255, len(payload), 0x1A2B3C4D) + payload
+
+
+#: GTP-U user planes for the gtp stack (tests/test_e2e_gtp_pptp.py): inner TCP and UDP, IPv4
+#: and IPv6, over an IPv4 or an IPv6 transport
+GTP_WRAPS: dict[str, tuple[bool, Wrap]] = {
+    "gtp-u-inner-v4": (
+        False,
+        lambda p, s: _eth(
+            _outer4(s, 17) / UDP(sport=2152, dport=2152) / Raw(_gtpu(bytes(p), False))
+        ),
+    ),
+    "gtp-u-inner-v6": (
+        True,
+        lambda p, s: _eth(
+            _outer4(s, 17) / UDP(sport=2152, dport=2152) / Raw(_gtpu(bytes(p), True))
+        ),
+    ),
+    "gtp-u-v6-inner-v6": (
+        True,
+        lambda p, s: _eth(
+            _outer6(s, 17) / UDP(sport=2152, dport=2152) / Raw(_gtpu(bytes(p), False))
+        ),
+    ),
+}
+
+
 def write(name: str, out: Path) -> Path:
-    v6, wrap = WRAPS[name]
+    v6, wrap = WRAPS[name] if name in WRAPS else GTP_WRAPS[name]
     cap = Capture()
     for p, server in _inner(v6):
         cap.add(wrap(p, server))
