@@ -445,6 +445,8 @@ class CGen:
             out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED{tinit};")
             out.append(f"    struct {lc.t('inst')} *inst_{n} RG_MAYBE_UNUSED = &ctx->scratch_{n};")
             out.append(f"    int has_inst_{n} RG_MAYBE_UNUSED = 0, dir_{n} RG_MAYBE_UNUSED = 0;")
+            if lc.d.find_table is not None:  # lookup: the instance of another layer found
+                out.append(f"    const rg_flow_info *flow_{n} RG_MAYBE_UNUSED = NULL;")
             out.append(f"    unsigned err_{n} RG_MAYBE_UNUSED = 0;")
             out.append(
                 f"    rg_bytes in_{n} RG_MAYBE_UNUSED = rg_bytes_empty(), sdu_{n} RG_MAYBE_UNUSED = rg_bytes_empty();"
@@ -675,6 +677,7 @@ class CGen:
             rz(f"sres_{n}", f"rg_zero(&sres_{n}, sizeof sres_{n});"),
             f"psm_{n} = 0; cur_{n} = 0; err_{n} = 0; loop_{n} = 0;",
             f"has_inst_{n} = 0; dir_{n} = 0; inst_{n} = &ctx->scratch_{n};",
+            *([f"flow_{n} = NULL;"] if lc.d.find_table is not None else []),
             f"sdu_{n} = rg_bytes_empty();",
             f"rg_stats_layer_packet(&ctx->stats->layer[{lc.index}], in_{n}.len);",
         ]
@@ -769,6 +772,31 @@ class CGen:
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
                 f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
                 f"goto V_{n};",
+            ]
+        )
+
+    def i_find_flow(self, ins: I.FindFlow, lc: LayerC) -> str:
+        # the key is laid out as the table's forward key; one probe finds the instance from
+        # either side (dir_: 0 when this key's first half is the creator's). No touch: the
+        # packet is not one of the instance's own, so its idle timer and LRU place stay
+        n, t = lc.name, self.layers[ins.table]
+        sizes = [p.size for p in lc.find_fwd]
+        if sizes != [p.size for p in t.key_fwd]:
+            raise ValueError(
+                f"{lc.spec_file}: layer {n}: the lookup's key items have sizes {sizes}, the "
+                f"selector of layer {t.name} {[p.size for p in t.key_fwd]}"
+            )
+        return "\n".join(
+            [
+                f"{{ /* lookup in {t.name}, {lc.spec_file} */",
+                f"    uint8_t fk_[{t.key_len}];",
+                *["    " + x for x in self._store_key("fk_", lc.find_fwd, lc)],
+                f"    const struct {t.t('inst')} *fi_ = NULL;",
+                f"    if (rg_flow_live(ctx->tbl_{t.name}) != 0)",
+                f"        fi_ = (const struct {t.t('inst')} *)rg_flow_find_hn(ctx->tbl_{t.name}, fk_, "
+                f"{t.key_len}, rg_hash_bytes(fk_, {t.key_len}, ctx->tbl_{t.name}->seed), &dir_{n});",
+                f"    flow_{n} = fi_ ? &fi_->fi : NULL;",
+                "}",
             ]
         )
 
@@ -1060,15 +1088,19 @@ class CGen:
                 inits.append(f".{an} = ({ct}){ce.text}")
                 vals.append(f"{{RG_VAL_NUM, a_.{an}, {{rg_empty_byte, 0}}}}")
         hidx = list(self.handlers).index(h.name)
+        flow = f"has_inst_{n} ? &inst_{n}->fi : NULL"
+        user = f"has_inst_{n} ? &inst_{n}->fi.user[dir_{n}] : NULL"
+        if lc.d.find_table is not None:  # the instance the lookup found (its user slots: NULL)
+            flow, user = f"flow_{n}", "NULL"
         lines = [
             f"{h.struct} a_ = {{{', '.join(inits) or '0'}}};",
-            f"rg_hctx hc_ = {{has_inst_{n} ? &inst_{n}->fi : NULL, has_inst_{n} ? &inst_{n}->fi.user[dir_{n}] : NULL, "
+            f"rg_hctx hc_ = {{{flow}, {user}, "
             f"(uint8_t)dir_{n}, {lc.index}, ctx->clock.now, ctx, {end}, &ctx->verdict}};",
             f"{h.name}(&a_, &hc_);",
             "ctx->calls++;",
             "if (ctx->obs && ctx->obs->on_call) {",
             f"    const rg_val v_[{max(1, len(vals))}] = {{{', '.join(vals) or '{0, 0, {rg_empty_byte, 0}}'}}};",
-            f"    rg_call c_ = {{{hidx}, {lc.index}, (uint8_t)dir_{n}, has_inst_{n} ? &inst_{n}->fi : NULL, "
+            f"    rg_call c_ = {{{hidx}, {lc.index}, (uint8_t)dir_{n}, {flow}, "
             f"ctx->clock.now, ctx->pkt_no, v_, {end}, &ctx->verdict}};",
             "    ctx->obs->on_call(ctx->obs->self, &c_);",
             "}",
