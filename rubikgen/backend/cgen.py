@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 
 from rubikgen import __version__, resources
-from rubikgen.expr.ast import unparse
+from rubikgen.expr.ast import Name, unparse, walk
 from rubikgen.expr.types import NumT
 from rubikgen.handlercheck import HandlerSig, spec_type
 from rubikgen.ir import instrs as I
@@ -415,13 +415,13 @@ class CGen:
     def _loop_key_headers(self) -> set[str]:
         """Layers whose header a self-looping layer's key reads (GRE's outer addresses): the
         next pass builds its key again after the layers above returned."""
-        from rubikgen.ir.lower import expr_reads
-
         out: set[str] = set()
         for lc in self.layers.values():
             if self._max_repeat(lc):
                 for p in lc.key_fwd + lc.key_rev:
-                    out |= {r[7:] for r in expr_reads(lc.name, p.expr) if r.startswith("HEADER:")}
+                    for x in walk(p.expr):
+                        if isinstance(x, Name) and x.ref is not None and x.ref.owner:
+                            out.add(x.ref.owner)
         return out
 
     def locals(self) -> str:
