@@ -179,8 +179,10 @@ def test_graph_shows_the_composed_tree() -> None:
     assert "graft: subtree ethernet, prefix inner_" in cluster
     names = set(re.findall(r'^\s+"(\w+)" \[label=', cluster, re.M))
     assert names == {
-        f"inner_{n}" for n in ("eth", "vlan", "arp", "ip", "ipv6", "tcp", "udp", "tcp6", "udp6")
-    }
+        f"inner_{n}"
+        for n in ("eth", "vlan", "arp", "ip", "ipv6", "tcp", "udp", "tcp6", "udp6", "icmp",
+                  "icmp6", "icmp_ip", "icmp6_ip", "icmp_tcp", "icmp_udp", "icmp6_tcp", "icmp6_udp")
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("key", ["extends", "graft", "remove", "subtrees"])

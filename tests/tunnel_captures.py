@@ -1,7 +1,9 @@
 """Crafted captures for the encapsulations no real capture in ../shared/traces carries:
 Geneve (with an option, Ethernet and IPv4 payloads), GRE (IPv4, IPv6, transparent Ethernet
 bridging), IP in IP (4in4, 6in6), an MPLS label stack over Ethernet, PPPoE with IPv6 under
-802.1ad QinQ, and VXLAN over IPv6. Each carries one TCP connection (handshake, data both ways
+802.1ad QinQ, VXLAN over IPv6, Teredo with authentication and origin indications, AYIYA
+carrying IPv6 and IPv4, GRE inside GRE inside GRE (IPv4 and IPv6 delivery headers) and PPP in
+GRE. Each carries one TCP connection (handshake, data both ways
 in several segments, FIN both ways) and one UDP exchange inside the tunnel; tshark dissects them
 and is the reference (tests/test_e2e_tunnels.py).
 """
@@ -96,6 +98,29 @@ def _mpls(label: int, bos: int) -> bytes:
     return struct.pack("!I", label << 12 | bos << 8 | 64)
 
 
+def _teredo(server: bool, payload: bytes) -> bytes:
+    """RFC 4380 5.1.1: the client authenticates (id and value of 4 bytes), the server's packets
+    carry both indications (authentication first, then the origin: port 40000, 192.0.2.77, each
+    bit inverted)."""
+    auth = struct.pack("!HBB", 1, 4, 4) + b"cid1" + b"auth" + bytes(range(8)) + b"\x00"
+    origin = struct.pack("!HHI", 0, 40000 ^ 0xFFFF, 0xC000024D ^ 0xFFFFFFFF)
+    return auth + (origin if server else b"") + payload
+
+
+def _ayiya(payload: bytes, next_header: int) -> bytes:
+    # identity of 2^4 = 16 bytes (ASCII), a SHA-1 signature of 5 words, shared secret, forward
+    hdr = struct.pack("!BBBBI", 4 << 4 | 2, 5 << 4 | 2, 1 << 4 | 1, next_header, 1700000000)
+    return hdr + b"sixxs-tunnel-id!" + bytes(range(20)) + payload
+
+
+def _gre_in_gre(p: Packet, server: bool) -> Packet:
+    """Three GRE levels: outer IPv4, then an IPv6 and an IPv4 delivery header inside."""
+    inner = GRE(proto=0x0800) / p
+    mid4 = IP(src="198.51.100.1", dst="198.51.100.2", proto=47) / inner
+    mid6 = IPv6(src="2001:db8:aa::1", dst="2001:db8:aa::2", nh=47) / GRE(proto=0x0800) / mid4
+    return _eth(_outer4(server, 47) / GRE(proto=0x86DD) / mid6)
+
+
 WRAPS: dict[str, tuple[bool, Wrap]] = {
     # name: (inner is IPv6, wrap)
     "geneve-eth": (
@@ -112,6 +137,23 @@ WRAPS: dict[str, tuple[bool, Wrap]] = {
     ),
     "gre-ip": (False, lambda p, s: _eth(_outer4(s, 47) / GRE(proto=0x0800) / p)),
     "gre6-ipv6": (True, lambda p, s: _eth(_outer6(s, 47) / GRE(proto=0x86DD) / p)),
+    "gre-ppp": (
+        False,
+        lambda p, s: _eth(_outer4(s, 47) / GRE(proto=0x880B) / PPP(proto=0x0021) / p),
+    ),
+    "gre-in-gre": (False, _gre_in_gre),
+    "teredo-auth-origin": (
+        True,
+        lambda p, s: _eth(_outer4(s, 17) / _udp(s, 3544) / Raw(_teredo(s, bytes(p)))),
+    ),
+    "ayiya-ipv6": (
+        True,
+        lambda p, s: _eth(_outer4(s, 17) / _udp(s, 5072) / Raw(_ayiya(bytes(p), 41))),
+    ),
+    "ayiya-ipv4-over-ipv6": (
+        False,
+        lambda p, s: _eth(_outer6(s, 17) / _udp(s, 5072) / Raw(_ayiya(bytes(p), 4))),
+    ),
     "ipip-4in4": (False, lambda p, s: _eth(_outer4(s, 4) / p)),
     "ipip-6in6": (True, lambda p, s: _eth(_outer6(s, 41) / p)),
     "mpls-stack": (
@@ -140,8 +182,39 @@ WRAPS: dict[str, tuple[bool, Wrap]] = {
 }
 
 
+def _gtpu(payload: bytes, seq: bool) -> bytes:
+    """A G-PDU (3GPP TS 29.281 5.1): version 1, PT 1, with or without a sequence number."""
+    if seq:
+        return struct.pack("!BBHIHBB", 0x32, 255, len(payload) + 4, 0x1A2B3C4D, 7, 0, 0) + payload
+    return struct.pack("!BBHI", 0x30, 255, len(payload), 0x1A2B3C4D) + payload
+
+
+#: GTP-U user planes for the gtp stack (tests/test_e2e_gtp_pptp.py): inner TCP and UDP, IPv4
+#: and IPv6, over an IPv4 or an IPv6 transport
+GTP_WRAPS: dict[str, tuple[bool, Wrap]] = {
+    "gtp-u-inner-v4": (
+        False,
+        lambda p, s: _eth(
+            _outer4(s, 17) / UDP(sport=2152, dport=2152) / Raw(_gtpu(bytes(p), False))
+        ),
+    ),
+    "gtp-u-inner-v6": (
+        True,
+        lambda p, s: _eth(
+            _outer4(s, 17) / UDP(sport=2152, dport=2152) / Raw(_gtpu(bytes(p), True))
+        ),
+    ),
+    "gtp-u-v6-inner-v6": (
+        True,
+        lambda p, s: _eth(
+            _outer6(s, 17) / UDP(sport=2152, dport=2152) / Raw(_gtpu(bytes(p), False))
+        ),
+    ),
+}
+
+
 def write(name: str, out: Path) -> Path:
-    v6, wrap = WRAPS[name]
+    v6, wrap = WRAPS[name] if name in WRAPS else GTP_WRAPS[name]
     cap = Capture()
     for p, server in _inner(v6):
         cap.add(wrap(p, server))

@@ -37,7 +37,13 @@
  *              {"layer","proto","uid","src","dst","sport","dport",
  *               "packets":[c2s,s2c],"bytes":[c2s,s2c],"first_ts","last_ts",
  *               "state": final PSM state name | null,
- *               "close": "accept"|"evicted"|"expired"|"flushed","complete": bool}
+ *               "close": "accept"|"evicted"|"expired"|"flushed","complete": bool,
+ *               "icmp_type","icmp_code": when a handler with numeric arguments of
+ *               these names was called for the instance (its first call: an ICMP
+ *               conversation's first packet),
+ *               "icmp_errors":[{"type","code","reporter","ts"}]: when handlers
+ *               hooked on an `icmp_error` event (icmp_quote.yaml) named the
+ *               instance as the flow an ICMP error quoted, in order}
  *              An instance that does not outlive a packet is one the packet
  *              that created it also destroyed ("accept" after at most one
  *              packet: a whole IPv4 datagram, a lone SYN+RST does not). packets:

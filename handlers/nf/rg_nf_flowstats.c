@@ -32,7 +32,9 @@ static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, const char *stat
             "],\"first_ts\":%" PRIu64 ",\"last_ts\":%" PRIu64 ",\"state\":",
             r->packets[0], r->packets[1], r->bytes[0], r->bytes[1], r->first_ts, r->last_ts);
     rg_json_string(out, state);
-    fprintf(out, ",\"close\":\"%s\",\"complete\":%s}\n", close, complete ? "true" : "false");
+    fprintf(out, ",\"close\":\"%s\",\"complete\":%s", close, complete ? "true" : "false");
+    rg_nf_json_icmp(out, r);
+    fputs("}\n", out);
 }
 
 static void write_rec(rg_nf_flows *nf, const rg_nf_flowrec *r, const rg_flow_info *f, int reason,

@@ -73,6 +73,14 @@ void *rg_nf_flow_of(rg_nf *nf, rg_nf_map *m, const rg_flow_info *f, size_t size,
 
 /* ---- flow records (flowstats, flowexport: rg_nf_flows.c) ---- */
 
+/* An ICMP/ICMPv6 error that quoted a datagram of a flow (a handler hooked on the
+ * `icmp_error` event, rg_call.flow the flow: specs/protocols/icmp_quote.yaml). */
+typedef struct rg_nf_icmp_err {
+    uint8_t type, code;
+    char reporter[48]; /* the error's source address, as text */
+    uint64_t ts;
+} rg_nf_icmp_err;
+
 /* One instance's counters, by direction (0: from the side that created it). */
 typedef struct rg_nf_flowrec {
     uint64_t uid;
@@ -80,7 +88,15 @@ typedef struct rg_nf_flowrec {
     uint64_t packets[2], bytes[2]; /* bytes: the layer's length argument of on_packet */
     uint64_t first_ts, last_ts;
     rg_nf_endpoints ep; /* read at open: the keys are gone after on_close */
+    /* an ICMP conversation: its first packet's type and code (-1: not one) */
+    int16_t icmp_type, icmp_code;
+    rg_nf_icmp_err *icmp_errors; /* the errors quoting this flow's datagrams, in order */
+    uint32_t nicmp_errors, cap_icmp_errors;
 } rg_nf_flowrec;
+
+/* Writes r's "icmp_type"/"icmp_code" and "icmp_errors" fields (each preceded by a comma)
+ * when it has them. */
+void rg_nf_json_icmp(FILE *out, const rg_nf_flowrec *r);
 
 typedef struct rg_nf_flows rg_nf_flows;
 /* Write r's line (or not): at its close (f: the instance, with reason and complete) or, f
@@ -93,6 +109,11 @@ struct rg_nf_flows {
     const char *file; /* its name in outdir */
     rg_nf_map flows;  /* uid -> rg_nf_flowrec */
     rg_nf_flows_write write;
+    /* per handler: 1 the first packet of an ICMP conversation (numeric arguments icmp_type
+     * and icmp_code), 2 an ICMP error naming the flow it answers (hooked on icmp_error, with
+     * type, code, reporter); 0 neither.  Built at the first call; then the argument indexes */
+    uint8_t *hkind;
+    int16_t (*hargs)[3];
 };
 
 /* A flow-record NF of size bytes (a struct starting with rg_nf_flows) writing outdir/file

@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 
 from rubikgen import __version__, resources
-from rubikgen.expr.ast import unparse
+from rubikgen.expr.ast import Name, unparse, walk
 from rubikgen.expr.types import NumT
 from rubikgen.handlercheck import HandlerSig, spec_type
 from rubikgen.ir import instrs as I
@@ -412,20 +412,41 @@ class CGen:
         ]
         return "\n".join(lines)
 
+    def _loop_key_headers(self) -> set[str]:
+        """Layers whose header a self-looping layer's key reads (GRE's outer addresses): the
+        next pass builds its key again after the layers above returned."""
+        out: set[str] = set()
+        for lc in self.layers.values():
+            if self._max_repeat(lc):
+                for p in lc.key_fwd + lc.key_rev:
+                    for x in walk(p.expr):
+                        if isinstance(x, Name) and x.ref is not None and x.ref.owner:
+                            out.add(x.ref.owner)
+        return out
+
     def locals(self) -> str:
         out = []
+        loop_keys = self._loop_key_headers()
         for lc in self.layers.values():
             n = lc.name
             out.append(f"    /* layer {n} */")
-            # a self-looping layer's loop condition reads its header in the block the layers
-            # above return to; gcc cannot follow the returns (a switch) and would warn that it
-            # may be unset, so those few headers start initialised (one small struct copy)
+            # a self-looping layer's loop condition (and its key, on the next pass) reads
+            # headers in the block the layers above return to; gcc cannot follow the returns (a
+            # switch) and would warn that they may be unset, so those few headers start
+            # initialised (one small struct copy)
             rule_read = self.rules is not None and self.rules.header_init(n)
-            init = f" = {lc.t('hdr_init')}" if self._max_repeat(lc) or rule_read else ""
+            init = (
+                f" = {lc.t('hdr_init')}"
+                if self._max_repeat(lc) or rule_read or n in loop_keys
+                else ""
+            )
             out.append(f"    struct {lc.t('hdr')} h_{n} RG_MAYBE_UNUSED{init};")
-            out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED;")
+            tinit = f" = {lc.t('tmp_init')}" if self._max_repeat(lc) else ""
+            out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED{tinit};")
             out.append(f"    struct {lc.t('inst')} *inst_{n} RG_MAYBE_UNUSED = &ctx->scratch_{n};")
             out.append(f"    int has_inst_{n} RG_MAYBE_UNUSED = 0, dir_{n} RG_MAYBE_UNUSED = 0;")
+            if lc.d.find_table is not None:  # lookup: the instance of another layer found
+                out.append(f"    const rg_flow_info *flow_{n} RG_MAYBE_UNUSED = NULL;")
             out.append(f"    unsigned err_{n} RG_MAYBE_UNUSED = 0;")
             out.append(
                 f"    rg_bytes in_{n} RG_MAYBE_UNUSED = rg_bytes_empty(), sdu_{n} RG_MAYBE_UNUSED = rg_bytes_empty();"
@@ -656,6 +677,7 @@ class CGen:
             rz(f"sres_{n}", f"rg_zero(&sres_{n}, sizeof sres_{n});"),
             f"psm_{n} = 0; cur_{n} = 0; err_{n} = 0; loop_{n} = 0;",
             f"has_inst_{n} = 0; dir_{n} = 0; inst_{n} = &ctx->scratch_{n};",
+            *([f"flow_{n} = NULL;"] if lc.d.find_table is not None else []),
             f"sdu_{n} = rg_bytes_empty();",
             f"rg_stats_layer_packet(&ctx->stats->layer[{lc.index}], in_{n}.len);",
         ]
@@ -750,6 +772,31 @@ class CGen:
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
                 f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
                 f"goto V_{n};",
+            ]
+        )
+
+    def i_find_flow(self, ins: I.FindFlow, lc: LayerC) -> str:
+        # the key is laid out as the table's forward key; one probe finds the instance from
+        # either side (dir_: 0 when this key's first half is the creator's). No touch: the
+        # packet is not one of the instance's own, so its idle timer and LRU place stay
+        n, t = lc.name, self.layers[ins.table]
+        sizes = [p.size for p in lc.find_fwd]
+        if sizes != [p.size for p in t.key_fwd]:
+            raise ValueError(
+                f"{lc.spec_file}: layer {n}: the lookup's key items have sizes {sizes}, the "
+                f"selector of layer {t.name} {[p.size for p in t.key_fwd]}"
+            )
+        return "\n".join(
+            [
+                f"{{ /* lookup in {t.name}, {lc.spec_file} */",
+                f"    uint8_t fk_[{t.key_len}];",
+                *["    " + x for x in self._store_key("fk_", lc.find_fwd, lc)],
+                f"    const struct {t.t('inst')} *fi_ = NULL;",
+                f"    if (rg_flow_live(ctx->tbl_{t.name}) != 0)",
+                f"        fi_ = (const struct {t.t('inst')} *)rg_flow_find_hn(ctx->tbl_{t.name}, fk_, "
+                f"{t.key_len}, rg_hash_bytes(fk_, {t.key_len}, ctx->tbl_{t.name}->seed), &dir_{n});",
+                f"    flow_{n} = fi_ ? &fi_->fi : NULL;",
+                "}",
             ]
         )
 
@@ -1047,15 +1094,19 @@ class CGen:
                 inits.append(f".{an} = ({ct}){ce.text}")
                 vals.append(f"{{RG_VAL_NUM, a_.{an}, {{rg_empty_byte, 0}}}}")
         hidx = list(self.handlers).index(h.name)
+        flow = f"has_inst_{n} ? &inst_{n}->fi : NULL"
+        user = f"has_inst_{n} ? &inst_{n}->fi.user[dir_{n}] : NULL"
+        if lc.d.find_table is not None:  # the instance the lookup found (its user slots: NULL)
+            flow, user = f"flow_{n}", "NULL"
         lines = [
             f"{h.struct} a_ = {{{', '.join(inits) or '0'}}};",
-            f"rg_hctx hc_ = {{has_inst_{n} ? &inst_{n}->fi : NULL, has_inst_{n} ? &inst_{n}->fi.user[dir_{n}] : NULL, "
+            f"rg_hctx hc_ = {{{flow}, {user}, "
             f"(uint8_t)dir_{n}, {lc.index}, ctx->clock.now, ctx, {end}, &ctx->verdict}};",
             f"{h.name}(&a_, &hc_);",
             "ctx->calls++;",
             "if (ctx->obs && ctx->obs->on_call) {",
             f"    const rg_val v_[{max(1, len(vals))}] = {{{', '.join(vals) or '{0, 0, {rg_empty_byte, 0}}'}}};",
-            f"    rg_call c_ = {{{hidx}, {lc.index}, (uint8_t)dir_{n}, has_inst_{n} ? &inst_{n}->fi : NULL, "
+            f"    rg_call c_ = {{{hidx}, {lc.index}, (uint8_t)dir_{n}, {flow}, "
             f"ctx->clock.now, ctx->pkt_no, v_, {end}, &ctx->verdict}};",
             "    ctx->obs->on_call(ctx->obs->self, &c_);",
             "}",

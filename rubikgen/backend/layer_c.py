@@ -95,6 +95,7 @@ class LayerC:
     key_fwd: list[KeyPart] = field(default_factory=list)
     key_rev: list[KeyPart] = field(default_factory=list)
     key_len: int = 0
+    find_fwd: list[KeyPart] = field(default_factory=list)  # lookup: the key searched for
     atoms: int = 0
     # sema's typed expressions of this layer, by source text (Program.exprs)
     x: ExprTable = field(default_factory=lambda: ExprTable(""))
@@ -163,20 +164,35 @@ class LayerC:
         self.transforms = sorted(set(transforms or []))
         if self.has_instance:
             self._key()
+        if self.d.find_table is not None:
+            self._find_key()
+
+    def _parts(self, items: list[KeyItem], side: int) -> list[KeyPart]:
+        out = []
+        for it in items:
+            ce = to_c(it.expr, self.env())
+            if isinstance(ce.type, NumT):
+                out.append(KeyPart(it.text, it.expr, "num", (ce.type.width + 7) // 8, side))
+            else:
+                assert isinstance(ce.type, BytesT) and ce.type.size is not None
+                out.append(KeyPart(it.text, it.expr, "bytes", ce.type.size, side))
+        return out
+
+    def _find_key(self) -> None:
+        """A lookup's key, laid out as the forward key of the table it searches."""
+        d = self.d
+        self.find_fwd = self._parts(d.find_a, 0)
+        if d.find_p is not None:
+            self.find_fwd += self._parts(d.find_p, 2)
+        self.find_fwd += self._parts(d.find_common, 1)
+        off = 0
+        for kp in self.find_fwd:
+            kp.off = off
+            off += kp.size
 
     def _key(self) -> None:
         d = self.d
-
-        def parts(items: list[KeyItem], side: int) -> list[KeyPart]:
-            out = []
-            for it in items:
-                ce = to_c(it.expr, self.env())
-                if isinstance(ce.type, NumT):
-                    out.append(KeyPart(it.text, it.expr, "num", (ce.type.width + 7) // 8, side))
-                else:
-                    assert isinstance(ce.type, BytesT) and ce.type.size is not None
-                    out.append(KeyPart(it.text, it.expr, "bytes", ce.type.size, side))
-            return out
+        parts = self._parts
 
         # A bidirectional key is both half keys: (a, p, common) stored forward and
         # (p, a, common) swapped, so one probe with the packet's (src half, dst half) finds

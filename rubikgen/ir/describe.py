@@ -103,6 +103,12 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
         )
     if proto.has_instance:
         _key(d, m.selector, x)
+    if m.lookup is not None:
+        # the same items as a selector's, kept apart: the layer has no table of its own
+        found = LayerDesc(d.name, d.protocol, d.spec_file, d.header_line, False, False)
+        _key(found, m.lookup, x)
+        d.find_table = li.bindings[m.lookup.table]
+        d.find_a, d.find_p, d.find_common = found.key_a, found.key_p, found.key_common
     _checksums(d, li, line)
     return d
 

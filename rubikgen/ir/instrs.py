@@ -29,6 +29,7 @@ __all__ = [
     "Enter",
     "Error",
     "Fail",
+    "FindFlow",
     "Finish",
     "Fire",
     "Handler",
@@ -110,6 +111,14 @@ class BuildKey(Instr):
 class Lookup(Instr):
     op = "lookup"
     doc = "look the key up in the layer's instance table"
+
+
+@dataclass(kw_only=True, slots=True)
+class FindFlow(Instr):
+    op = "find_flow"
+    command = True
+    doc = "lookup: find an instance of another layer by a key of this packet (no create, no touch)"
+    table: str  # the layer whose instance table is searched
 
 
 @dataclass(kw_only=True, slots=True)
@@ -302,6 +311,7 @@ OPCODES: dict[str, type[Instr]] = {
         ParseHeader,
         BuildKey,
         Lookup,
+        FindFlow,
         Create,
         NoInstance,
         Observe,

@@ -183,6 +183,11 @@ class LayerDesc:
     key_a: list[KeyItem] = field(default_factory=list)
     key_p: list[KeyItem] | None = None
     key_common: list[KeyItem] = field(default_factory=list)
+    # lookup: the layer whose instance table is searched, and the key (as the selector's)
+    find_table: str | None = None
+    find_a: list[KeyItem] = field(default_factory=list)
+    find_p: list[KeyItem] | None = None
+    find_common: list[KeyItem] = field(default_factory=list)
     # transforms the layer runs -> the C type of their per-instance state
     transform_states: dict[str, str] = field(default_factory=dict)
     # checksums and setters: the fields at a fixed place (bit offset from the header's start),
@@ -209,6 +214,7 @@ class LayerDesc:
             out += [x for x in (sq.meta, sq.data, sq.data_len, sq.early) if x is not None]
             out += list(sq.window or ())
         out += [k.expr for k in [*self.key_a, *(self.key_p or []), *self.key_common]]
+        out += [k.expr for k in [*self.find_a, *(self.find_p or []), *self.find_common]]
         return out
 
 

@@ -329,6 +329,12 @@ class Lowerer:
             noinst.term = Jump(prep.name)
         else:
             self.emit(cur, I.NoInstance, L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
+            if m.lookup is not None:
+                table = b[m.lookup.table]
+                reads = {f"HEADER:{L}", "RUNTIME"}
+                reads |= {f"HEADER:{x}" for p, x in b.items() if p != m.lookup.table}
+                src = self.src(li, ("lookup",), f"lookup in {table}")
+                self.emit(cur, I.FindFlow, L, reads, {f"INST:{L}"}, src, table=table)
             cur.term = Jump(prep.name)
 
         # 3. prep

@@ -168,6 +168,24 @@ class Selector(Model):
     create_if: Expr | None = Field(None, description="Create an instance on a miss only when true.")
 
 
+class Lookup(Model):
+    """Find an instance of another layer (a parameter) by a key built from this layer's
+    packet, without creating or refreshing it: an ICMP error's quoted header names the
+    TCP/UDP flow it answers."""
+
+    table: StrictStr = Field(
+        description="The parameter whose layer's instance table is searched; its selector "
+        "has the same shape (sides, items, sizes) as this key."
+    )
+    key: list[StrictStr] | None = Field(None, description="Unidirectional key.")
+    sides: list[list[StrictStr]] | None = Field(
+        None, description="Two half keys: found from either side, as the table's own packets."
+    )
+    common: list[StrictStr] = Field(
+        default_factory=list, description="Direction-independent key part."
+    )
+
+
 class Sequence(Model):
     meta: Expr = Field(description="Offset of this packet's data (32-bit).")
     data: Expr = Field("payload", description="The bytes to buffer.")
@@ -333,6 +351,11 @@ class Protocol(Model):
     temp: dict[str, FieldDecl] = Field(default_factory=dict)
     perm: dict[str, FieldDecl] = Field(default_factory=dict)
     selector: list[StrictStr] | Selector | None = None
+    lookup: Lookup | None = Field(
+        None,
+        description="Find another layer's instance (no selector of its own): handlers of this "
+        "layer name it (docs/spec-language.md 2.5).",
+    )
     prep: list[Statement] = Field(default_factory=list)
     sequence: Sequence | None = None
     psm: PSM | None = None

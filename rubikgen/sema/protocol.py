@@ -21,6 +21,7 @@ from rubikgen.models.protocol import (
     ElseStmt,
     IfStep,
     IfStmt,
+    Lookup,
     Selector,
 )
 from rubikgen.sema import builtins as B
@@ -441,6 +442,9 @@ def check_protocol(
         else:
             _check_selector(ec, sel)
 
+    if m.lookup is not None:
+        _check_lookup(ec, m.lookup, sel is not None, params)
+
     if sel is None and m.perm:
         first = next(iter(m.perm))
         diags.append(
@@ -734,6 +738,84 @@ def _check_selector(ec: ExprChecker, sel: Selector) -> None:
         _selector_item(ec, ("selector", "common", i), item)
     if sel.create_if is not None:
         ec.expr(("selector", "create_if"), sel.create_if, B.SELECTOR, "bool")
+
+
+def _key_shape(sel: Any) -> tuple[str, list[int]]:
+    """A selector's (or lookup's) shape: unidirectional or not, items per part."""
+    if isinstance(sel, list):
+        return "key", [len(sel), 0]
+    if sel.sides is not None:
+        return "sides", [len(s) for s in sel.sides] + [len(sel.common)]
+    return "key", [len(sel.key or []), len(sel.common)]
+
+
+def _check_lookup(
+    ec: ExprChecker, lk: Lookup, has_selector: bool, params: dict[str, ProtocolInfo]
+) -> None:
+    """lookup: a key of this packet searched in a parameter layer's instance table."""
+    smap, diags = ec.smap, ec.diags
+    if has_selector:
+        diags.append(
+            smap.diag(
+                "RG029",
+                "a protocol with 'lookup' has no selector: its handlers name the instance found",
+                ("lookup",),
+                key=True,
+                hint="remove the selector, or the lookup",
+            )
+        )
+    if (lk.key is None) == (lk.sides is None):
+        diags.append(
+            smap.diag(
+                "RG029",
+                "a lookup needs exactly one of 'key' (unidirectional) and 'sides' (bidirectional)",
+                ("lookup",),
+                key=True,
+                hint="write the key as the table's selector is written",
+            )
+        )
+        return
+    items: list[tuple[Path, str]] = [(("lookup", "key", i), x) for i, x in enumerate(lk.key or [])]
+    for j, side in enumerate(lk.sides or []):
+        items += [(("lookup", "sides", j, i), x) for i, x in enumerate(side)]
+    items += [(("lookup", "common", i), x) for i, x in enumerate(lk.common)]
+    for path, x in items:
+        _selector_item(ec, path, x)
+    target = params.get(lk.table)
+    if target is None:
+        if lk.table not in ec.info.param_files:
+            diags.append(
+                smap.diag(
+                    "RG011",
+                    f"unknown parameter '{lk.table}': a lookup searches a parameter's layer",
+                    ("lookup", "table"),
+                    hint=_dym(lk.table, ec.info.param_files) or "declare it under params",
+                )
+            )
+        return
+    tsel = target.model.selector
+    if tsel is None:
+        diags.append(
+            smap.diag(
+                "RG029",
+                f"parameter '{lk.table}' is a '{target.name}' layer, which has no instances "
+                "(no selector) to look up",
+                ("lookup", "table"),
+            )
+        )
+        return
+    mine, theirs = _key_shape(lk), _key_shape(tsel)
+    if mine != theirs:
+        diags.append(
+            smap.diag(
+                "RG029",
+                f"the lookup's key ({mine[0]}, items {mine[1]}) does not have the shape of "
+                f"'{target.name}''s selector ({theirs[0]}, items {theirs[1]})",
+                ("lookup",),
+                key=True,
+                hint="list the same kinds of items, in the same order, as the table's selector",
+            )
+        )
 
 
 def _key_size(t: Type) -> tuple[str, int | None]:

@@ -109,6 +109,13 @@ class ProtocolScope:
         if need is not None and not getattr(self.ctx, need):
             self.unavailable[parts] = self.ctx.why
             return None
+        lk = self.info.model.lookup
+        if r.kind.startswith("foreign") and lk is not None and parts[0] == lk.table:
+            self.unavailable[parts] = (
+                f"'{lk.table}' is the lookup's table: only its instances are searched, its "
+                "layer is not parsed on this packet"
+            )
+            return None
         if r.kind.startswith("foreign") and parts[0] in self.owners:
             r = replace(r, owner=self.owners[parts[0]])
         return r

@@ -381,7 +381,10 @@ def _check_parameter_order(c: _StackCheck) -> None:
     if roots:
         dom = _dominators(roots, list(st.layers), children)
         for lname, li in info.layers.items():
+            lk = li.protocol.model.lookup
             for pname, target in li.bindings.items():
+                if lk is not None and pname == lk.table:
+                    continue  # only its instance table is read, whatever path led here
                 if (
                     target in st.layers
                     and lname in dom

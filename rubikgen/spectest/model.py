@@ -77,6 +77,13 @@ class Packet(Model):
     gre: LayerValue | None = None
     mpls: LayerValue | None = None
     geneve: LayerValue | None = None
+    icmp: LayerValue | None = None
+    icmpv6_echo_request: LayerValue | None = None
+    icmpv6_echo_reply: LayerValue | None = None
+    icmpv6_unreach: LayerValue | None = None
+    icmpv6_too_big: LayerValue | None = None
+    icmpv6_time_exceeded: LayerValue | None = None
+    ppp: LayerValue | None = None
     payload: ByteValue | None = None
     fragment: Fragment | None = None
 

@@ -37,6 +37,13 @@ LAYERS: dict[str, tuple[str, str]] = {
     "gre": ("scapy.layers.l2", "GRE"),
     "mpls": ("scapy.contrib.mpls", "MPLS"),
     "geneve": ("scapy.contrib.geneve", "GENEVE"),
+    "icmp": ("scapy.layers.inet", "ICMP"),
+    "icmpv6_echo_request": ("scapy.layers.inet6", "ICMPv6EchoRequest"),
+    "icmpv6_echo_reply": ("scapy.layers.inet6", "ICMPv6EchoReply"),
+    "icmpv6_unreach": ("scapy.layers.inet6", "ICMPv6DestUnreach"),
+    "icmpv6_too_big": ("scapy.layers.inet6", "ICMPv6PacketTooBig"),
+    "icmpv6_time_exceeded": ("scapy.layers.inet6", "ICMPv6TimeExceeded"),
+    "ppp": ("scapy.layers.ppp", "PPP"),
 }
 
 
