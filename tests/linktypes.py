@@ -21,6 +21,7 @@ LT_RAW, LT_RAW_12, LT_RAW_14 = 101, 12, 14  # LINKTYPE_RAW and the two DLT_RAW v
 LT_IPV4, LT_IPV6 = 228, 229
 LT_SLL, LT_SLL2 = 113, 276
 LT_USER0 = 147
+LT_PPP, LT_PPP_HDLC = 9, 50
 
 SNAPLEN = 262144
 AF_INET = 2
@@ -77,6 +78,7 @@ def wrap(f: Frame, link: str) -> tuple[int, bytes, int]:
     mac_a, mac_b = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
     et = struct.pack(">H", f.ethertype)
     family = AF_INET if f.version == 4 else AF_INET6["macos"]
+    ppp_proto = b"\x00\x21" if f.version == 4 else b"\x00\x57"
     hdrs: dict[str, tuple[int, bytes]] = {
         "ethernet": (LT_ETHERNET, mac_a + mac_b + et),
         # 802.1Q: TPID 0x8100, PCP 3, VID 100
@@ -100,6 +102,12 @@ def wrap(f: Frame, link: str) -> tuple[int, bytes, int]:
         "raw14": (LT_RAW_14, b""),
         "ipv4": (LT_IPV4, b""),
         "ipv6": (LT_IPV6, b""),
+        # PPP (RFC 1661/1662): address/control 0xFF 0x03 and a 2-byte protocol; without the
+        # address/control bytes (ACFC); with a 1-byte protocol (PFC); PPP in HDLC framing (50)
+        "ppp": (LT_PPP, b"\xff\x03" + ppp_proto),
+        "ppp_acfc": (LT_PPP, ppp_proto),
+        "ppp_pfc": (LT_PPP, b"\xff\x03" + ppp_proto[1:]),
+        "ppp_hdlc": (LT_PPP_HDLC, b"\xff\x03" + ppp_proto),
         "user0": (LT_USER0, b""),  # a link type no stack has an entry for
     }
     lt, hdr = hdrs[link]

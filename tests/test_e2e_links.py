@@ -6,7 +6,8 @@ null-smtp-rset.pcap: an IPv4 TCP connection with its handshake and FIN) are stri
 IP packets and rewritten into each encapsulation by tests/linktypes.py (struct only): Ethernet,
 802.1Q, QinQ (802.1ad + 802.1Q), Linux SLL and SLL2, BSD NULL in both byte orders, LOOP (network
 order: what macOS/OpenBSD `tcpdump -i lo0` writes), raw IP (link types 101, 12, 14), raw IPv4
-(228) and IPv6 (229); classic pcap in both byte orders with µs and ns timestamps; pcapng with
+(228) and IPv6 (229), PPP (9: with and without the address/control bytes, with a 1-byte
+protocol field; 50: PPP in HDLC framing); classic pcap in both byte orders with µs and ns timestamps; pcapng with
 several interfaces of different link types, Simple Packet Blocks, a big-endian section after a
 little-endian one, `if_tsresol` (decimal and binary) and `if_tsoffset`, and a last block cut
 short.
@@ -112,6 +113,10 @@ CASES = [
     Case("raw14", _pcap("raw14")),
     Case("ipv4", _pcap("ipv4"), frames="v4"),
     Case("ipv6", _pcap("ipv6"), frames="v6"),
+    Case("ppp", _pcap("ppp")),
+    Case("ppp-acfc", _pcap("ppp_acfc")),
+    Case("ppp-pfc", _pcap("ppp_pfc")),
+    Case("ppp-hdlc", _pcap("ppp_hdlc")),
     Case("pcap-be-ns", _pcap("ethernet", big=True, nsec=True)),
     Case("pcapng-multi-link", _multi),
     Case("pcapng-spb", _spb),

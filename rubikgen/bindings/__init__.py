@@ -76,7 +76,7 @@ class Stack:
 
     def feed(self, frame: bytes, ts_ns: int = 0, link: str = "ether") -> list[Event]:
         """Process one frame of the given link type ("ether", "raw", "null", "loop", "sll",
-        "sll2"); returns its events (none when callbacks are attached: they got them)."""
+        "sll2", "ppp"); returns its events (none when callbacks are attached: they got them)."""
         return list(self._engine.feed(frame, ts_ns, link))
 
     def feed_pcap(self, path: str | os.PathLike[str], flush: bool = True) -> Iterator[Event]:

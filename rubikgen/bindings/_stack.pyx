@@ -101,6 +101,7 @@ cdef extern from "rg/rg_api.h":
         RG_LINK_RAW_IPV6
         RG_LINK_SLL
         RG_LINK_SLL2
+        RG_LINK_PPP
 
 cdef extern from "rg/rg_pcap.h":
     ctypedef enum rg_entry:
@@ -137,10 +138,11 @@ cdef extern from "rg_py_shim.h":
 
 # pcap link types (LINKTYPE_* / DLT_*) with a fixed entry kind; others: raw IP by version
 cdef dict _DLT_KIND = {1: RG_LINK_ETHERNET, 0: RG_LINK_NULL, 108: RG_LINK_NULL,
-                       113: RG_LINK_SLL, 276: RG_LINK_SLL2}
+                       113: RG_LINK_SLL, 276: RG_LINK_SLL2, 9: RG_LINK_PPP,
+                       50: RG_LINK_PPP}
 # feed(link=...) names: DLT values
 LINKS = {"ether": 1, "ethernet": 1, "raw": 101, "null": 0, "loop": 108, "sll": 113,
-         "sll2": 276}
+         "sll2": 276, "ppp": 9}
 CLOSE_REASONS = ("accept", "evicted", "expired", "flushed")
 NS_PER_S = 1000000000
 

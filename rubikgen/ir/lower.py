@@ -739,6 +739,7 @@ _LINK_OF_PROTOCOL = {
     "loopback": "null",
     "ip": "raw_ipv4",
     "ipv6": "raw_ipv6",
+    "ppp_frame": "ppp",
 }
 
 

@@ -34,7 +34,7 @@ from .instrs import OPCODES, Instr  # one dataclass per opcode
 from .layout import LayerDesc, StackDesc
 
 # The capture link kinds a stack's entry maps ('*' stands for all of them).
-LINK_KINDS = ("ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2")
+LINK_KINDS = ("ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2", "ppp")
 
 RESOURCE_KINDS = (
     "HEADER",

@@ -76,7 +76,7 @@ class StackEvent(Model):
 
 
 # Link types of captures, as the capture driver reports them (see runtime-c rg_pcap.h).
-LinkType = Literal["ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2"]
+LinkType = Literal["ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2", "ppp"]
 
 
 def entries_of(entry: str | dict[Any, str] | None) -> dict[str, str]:

@@ -23,6 +23,9 @@ static int link_kind(int dlt)
         return RG_LINK_SLL;
     case DLT_LINUX_SLL2:
         return RG_LINK_SLL2;
+    case DLT_PPP:
+    case RG_LINKTYPE_PPP_HDLC:
+        return RG_LINK_PPP;
     default:
         return -1;
     }

@@ -59,6 +59,12 @@ int rg_link_info(int dlt, rg_linkinfo *li)
         li->net_off = 4;
         li->name = "null";
         return RG_OK;
+    case DLT_PPP:
+    case RG_LINKTYPE_PPP_HDLC:
+        /* the network header's offset depends on each frame's compressions (rg_link_locate) */
+        li->entry = RG_ENTRY_IP;
+        li->name = "ppp";
+        return RG_OK;
     case DLT_LOOP:
         li->entry = RG_ENTRY_IP;
         li->net_off = 4;
@@ -151,6 +157,21 @@ int rg_link_locate(const rg_linkinfo *li, const uint8_t *p, uint32_t caplen, rg_
         from_af(np, le <= 0xffff ? le : be);
     } else if (li->dlt == DLT_LOOP) {
         from_af(np, rg_load_be32(p));
+    } else if (li->dlt == DLT_PPP || li->dlt == RG_LINKTYPE_PPP_HDLC) {
+        /* RFC 1662 address/control bytes unless compressed (ACFC), then a 1-byte protocol
+         * field when its first byte is odd (PFC, RFC 1661 6.5), else 2 bytes */
+        uint32_t off = caplen >= 2 && p[0] == 0xFF && p[1] == 0x03 ? 2 : 0;
+        if (off >= caplen) return RG_ETRUNC;
+        uint16_t proto = p[off];
+        if (proto & 1) {
+            off += 1;
+        } else {
+            if (off + 2 > caplen) return RG_ETRUNC;
+            proto = rg_load_be16(p + off);
+            off += 2;
+        }
+        np->off = off;
+        from_ethertype(np, proto == 0x0021 ? 0x0800 : proto == 0x0057 ? 0x86DD : 0);
     } else {
         from_version(np, p, caplen, 0);
         return caplen ? RG_OK : RG_ETRUNC;

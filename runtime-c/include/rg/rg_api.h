@@ -307,7 +307,8 @@ typedef struct rg_ctx_cfg {
     X(RG_LINK_RAW_IPV4, 2, "raw_ipv4")                                                             \
     X(RG_LINK_RAW_IPV6, 3, "raw_ipv6")                                                             \
     X(RG_LINK_SLL, 4, "sll")                                                                       \
-    X(RG_LINK_SLL2, 5, "sll2")
+    X(RG_LINK_SLL2, 5, "sll2")                                                                     \
+    X(RG_LINK_PPP, 6, "ppp")
 
 enum rg_link_kind {
 #define RG_LINK_ENUM_(name, value, text) name = value,

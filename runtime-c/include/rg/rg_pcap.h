@@ -32,13 +32,16 @@ typedef enum rg_entry {
     RG_ENTRY_IP,    /* IPv4 or IPv6 at net_off: per frame, see rg_link_locate */
 } rg_entry;
 
+/* LINKTYPE_PPP_HDLC: PPP in HDLC-like framing (RFC 1662), parsed like DLT_PPP (9). */
+#define RG_LINKTYPE_PPP_HDLC 50
+
 typedef struct rg_linkinfo {
     int dlt;          /* pcap_datalink() value */
     rg_entry entry;   /* entry protocol hint for the capture */
     uint32_t net_off; /* fixed link-header length: where the network layer starts
                          (Ethernet: 14 without VLAN tags) */
-    const char
-        *name; /* short name: "ether", "raw", "ipv4", "ipv6", "sll", "sll2", "null", "loop" */
+    const char *
+        name; /* short name: "ether", "raw", "ipv4", "ipv6", "sll", "sll2", "null", "loop", "ppp" */
 } rg_linkinfo;
 
 /* Per-frame result of rg_link_locate. */
