@@ -25,6 +25,8 @@
  *              beyond the clock guard (--max-clock-jump, rg_obs.on_clock_jump):
  *              {"pkt","ts": the flow clock it was processed at,"event":
  *               "clock_jump","pkt_ts": its own timestamp,"dir":"forward"|"backward"}
+ *              and one with "resync":true when the clock followed a new time
+ *              base (pkt_ts: its first timestamp)
  *              And one line per memcap hit (rg_obs.on_memcap):
  *              {"ts","event":"memcap","layer","flow": null for a new
  *               instance,"policy","asked","flow_state":"dropped"|"bypassed"|null}
@@ -45,8 +47,9 @@
  *              (IP fragments: each; a reassembled datagram is one packet of
  *              the layer above); bytes: the lengths of those packets' input
  *              to the layer, as captured (TCP/UDP: header + payload, without
- *              link padding); first_ts: the creating packet's time; last_ts:
- *              the last packet's.  sport/dport are omitted for layers whose
+ *              link padding); first_ts: the creating packet's own timestamp
+ *              (as captured, not the guarded flow clock); last_ts: the last
+ *              packet's.  sport/dport are omitted for layers whose
  *              selector has no sides (see rg_nf_endpoints_of).
  *   streams    the delivered payload of every flow direction: the
  *              concatenation, in call order, of the "data" argument of every

@@ -195,6 +195,7 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     }
     printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},", s->clock_fwd,
            s->clock_back);
+    printf("\"clock_resyncs\":%" PRIu64 ",", s->clock_resyncs);
     rg_memcap_json(s->st);
     printf("\"skipped_linktype\":%" PRIu64 ",\"link_type\":", s->skipped_linktype);
     rg_json_string(stdout, rg_link_type_name(s->li));
@@ -242,6 +243,9 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
            s->errors, s->skipped, s->skipped_linktype, rg_link_type_name(s->li), s->linktype_what,
            rg_entry_names(stack, entries, sizeof entries), s->gaps, s->gap_bytes, s->clock_fwd,
            s->clock_back);
+    if (s->clock_resyncs)
+        printf("clock_resyncs  %" PRIu64 "  (new time bases the clock followed)\n",
+               s->clock_resyncs);
     if (s->has_dropped)
         printf("dropped        %" PRIu64 "  (frames the %s source lost before the stack: kernel, "
                "NIC)\n",

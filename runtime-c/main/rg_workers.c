@@ -423,8 +423,11 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
             const uint64_t ts0 = f->ts_ns; /* --write writes the frame as read */
             frames++;
             unsigned k = rg_rss_dist_worker(&dist, f);
-            if (RG_UNLIKELY(rg_clock_packet(clk, f->ts_ns))) { /* told to the frame's worker */
-                clock_rec c = {f->ts_ns, (uint32_t)clk->last_fwd, 0};
+            const int ck = rg_clock_packet(clk, f->ts_ns);
+            if (RG_UNLIKELY(ck)) { /* told to the frame's worker (a resync: with the new base) */
+                clock_rec c = {
+                    ck == RG_CLOCK_RESYNC ? clk->base : f->ts_ns,
+                    (uint32_t)clk->last_fwd | (ck == RG_CLOCK_RESYNC ? RG_CLOCK_EV_RESYNC : 0u), 0};
                 rg_frame cr = {.data = (const uint8_t *)&c,
                                .caplen = sizeof c,
                                .ts_ns = clk->now,
@@ -715,6 +718,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.dropped = sst.dropped;
         s.clock_fwd = clk.jumps_fwd; /* the reading thread's clock decided them */
         s.clock_back = clk.jumps_back;
+        s.clock_resyncs = clk.resyncs;
         s.nworkers = nw;
         s.writer = ww_ok && ww.write ? &ww.w : NULL;
         s.tx = o->inline_mode ? &sst : NULL;
