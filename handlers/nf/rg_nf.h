@@ -144,6 +144,9 @@ typedef struct rg_nf_endpoints {
     char dst[48];
     uint16_t sport, dport;
     uint8_t has_sport, has_dport;
+    /* Community ID v1 of the flow (rg_community_id.h, seed rg_community_id_seed), "" when the
+     * layer is no IP flow: both addresses and an IP protocol are needed (rg_nf_endpoints_of) */
+    char community_id[32];
 } rg_nf_endpoints;
 
 void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf_endpoints *ep);
