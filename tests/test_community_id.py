@@ -12,7 +12,7 @@ implementation on PyPI, `communityid` (corelight/community-id-spec's own Python 
   TCP/UDP/SCTP ports, so tunnelled flows hash their inner 5-tuple); every record whose
   endpoints are a TCP/UDP/SCTP flow of tshark's has one;
 * `--community-id-seed` changes them as the reference's seed does; the streams
-  (flows.jsonl) and flowexport records carry the same IDs.
+  (flows.jsonl) and flowexport records carry the same IDs, hostlog's lines their connection's.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def run(stack: str, pcap: Path, out: Path, nf: str, *args: str) -> list[dict]:
     argv += ["--out", str(out), "--summary", "json", *args]
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False, timeout=900)
     assert proc.returncode == 0, proc.stderr
-    file = {"flowstats": "flowstats.jsonl", "streams": "flows.jsonl"}.get(nf, "flows.ipfix.jsonl")
+    files = {"flowstats": "flowstats.jsonl", "streams": "flows.jsonl", "hostlog": "hostlog.jsonl"}
+    file = files.get(nf, "flows.ipfix.jsonl")
     path = out / file
     return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
@@ -211,3 +212,16 @@ def test_seed_and_other_nfs(tmp_path: Path) -> None:
     for x in exported:
         key = (x["sourceIPAddress"], x["sourceTransportPort"], x["destinationIPAddress"])
         assert x["community_id"] == by_tuple[(*key, x["destinationTransportPort"])], x
+
+
+@pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
+@pytest.mark.parametrize("name", ["sll-dns2tcp-tls.pcap", "null-ipv6-http-connect-tls.pcap"])
+def test_hostlog_records(name: str, tmp_path: Path) -> None:
+    """hostlog's lines (TLS SNI, HTTP Host) carry their TCP connection's Community ID."""
+    pcap = TRACES / name
+    if not pcap.is_file():
+        pytest.skip(f"{pcap} missing")
+    lines = run("tcp_tls_http", pcap, tmp_path / "out", "hostlog")
+    assert lines
+    for x in lines:
+        assert x["community_id"] == reference(0, 6, x["src"], x["dst"], x["sport"], x["dport"]), x

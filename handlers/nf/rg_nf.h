@@ -36,7 +36,7 @@
  *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes,
  *              for instances that outlive a packet (all of them after
  *              rg_nf_flowstats_all; the driver's --flowstats-all):
- *              {"layer","proto","uid","src","dst","sport","dport",
+ *              {"layer","proto","uid","src","dst","sport","dport","community_id",
  *               "packets":[c2s,s2c],"bytes":[c2s,s2c],"first_ts","last_ts",
  *               "state": final PSM state name | null,
  *               "close": "accept"|"evicted"|"expired"|"flushed","complete": bool}
@@ -57,7 +57,7 @@
  *              OUT/streams/<uid>-<c2s|s2c>.bin (created on the first byte);
  *              at close, two lines (c2s then s2c, even with 0 bytes) in
  *              OUT/flows.jsonl:
- *              {"layer","proto","src","dst","sport","dport","dir","bytes",
+ *              {"layer","proto","src","dst","sport","dport","community_id","dir","bytes",
  *               "sha256","file": "streams/<uid>-<dir>.bin" | null,
  *               "complete": bool | null (no PSM),"uid","close",
  *               "gaps": [[offset, length], ...]}
@@ -145,7 +145,8 @@ typedef struct rg_nf_endpoints {
     uint16_t sport, dport;
     uint8_t has_sport, has_dport;
     /* Community ID v1 of the flow (rg_community_id.h, seed rg_community_id_seed), "" when the
-     * layer is no IP flow: both addresses and an IP protocol are needed (rg_nf_endpoints_of) */
+     * layer is no IP flow: both addresses and an IP protocol are needed (rg_nf_endpoints_of);
+     * written as "community_id" (null for "") after the ports by rg_nf_json_endpoints */
     char community_id[32];
 } rg_nf_endpoints;
 

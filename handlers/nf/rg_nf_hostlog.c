@@ -12,7 +12,8 @@
  * Endpoints come from the optional arguments saddr, daddr (4 or 16 bytes), sport, dport.
  * Output: OUT/hostlog.jsonl, one line per record:
  *   {"pkt":N,"ts":NS,"proto":"tls"|"http","layer":L,"src":..,"dst":..,"sport":..,"dport":..,
- *    "host":STRING|null}  (for http also "method" and "uri") */
+ *    "community_id":ID|null,"host":STRING|null}  (for http also "method" and "uri";
+ *    community_id: the Community ID v1 of the call's instance, rg_nf.h) */
 #include "rg_nf_int.h"
 
 #include <stdlib.h>
@@ -61,6 +62,11 @@ static void head(nf_hostlog *nf, const rg_call *c, const char *proto)
     rg_json_string(nf->out, l ? l->name : NULL);
     fprintf(nf->out, ",\"src\":\"%s\",\"dst\":\"%s\",\"sport\":%llu,\"dport\":%llu", src, dst,
             sp ? (unsigned long long)sp->num : 0ull, dp ? (unsigned long long)dp->num : 0ull);
+    /* the flow's Community ID, from the instance the call is on (its key's endpoints) */
+    rg_nf_endpoints ep = {0};
+    if (l && c->flow) rg_nf_endpoints_of(l, c->flow, &ep);
+    fputs(",\"community_id\":", nf->out);
+    rg_json_string(nf->out, ep.community_id[0] ? ep.community_id : NULL);
 }
 
 /* the next line of [p, end): its length without CR LF; *next after it */
