@@ -126,6 +126,11 @@ _TFIELDS = ("frame.protocols", "ip.src", "ip.dst", "ip.proto", "ipv6.src", "ipv6
 _TFIELDS += tuple(f"{p}.{e}" for p in PROTO for e in ("srcport", "dstport"))
 
 
+def _nth(row: dict[str, str], protos: list[str], field: str, pos: int) -> str:
+    """A field of the header at protos[pos]: its occurrence among the headers of its kind."""
+    return row[field].split(",")[protos[:pos].count(protos[pos])]
+
+
 def tshark_tuples(pcap: Path) -> tuple[dict[tuple, tuple], set[tuple[str, str, int]]]:
     """tshark's flows: (proto, {(addr, port), (addr, port)}) -> the first frame's tuple
     (proto, src, dst, sport, dport), from the innermost IP header and its transport header;
@@ -144,15 +149,15 @@ def tshark_tuples(pcap: Path) -> tuple[dict[tuple, tuple], set[tuple[str, str, i
         ):
             if s and p:
                 ip.add((s, d, int(p)))
-        l4 = [p for p in protos if p in PROTO]
-        nets = [p for p in protos if p in ("ip", "ipv6")]
-        if not l4 or not nets or not row[f"{l4[-1]}.srcport"]:
+        # the innermost transport header and the IP header right before it (after a tunnel's
+        # outer headers), each field list indexed by the header's occurrence in the frame
+        at = max((i for i, p in enumerate(protos) if p in PROTO), default=-1)
+        ip_at = max((i for i, p in enumerate(protos[:at]) if p in ("ip", "ipv6")), default=-1)
+        if at < 0 or ip_at < 0 or not row[f"{protos[at]}.srcport"]:
             continue
-        t = l4[-1]
-        net = nets[-1]  # the innermost IP header (after a tunnel's outer one)
-        src, dst = row[f"{net}.src"].split(",")[-1], row[f"{net}.dst"].split(",")[-1]
-        sp = int(row[f"{t}.srcport"].split(",")[-1])
-        dp = int(row[f"{t}.dstport"].split(",")[-1])
+        t, net = protos[at], protos[ip_at]
+        src, dst = (_nth(row, protos, f"{net}.{e}", ip_at) for e in ("src", "dst"))
+        sp, dp = (int(_nth(row, protos, f"{t}.{e}", at)) for e in ("srcport", "dstport"))
         flows.setdefault((t, frozenset([(src, sp), (dst, dp)])), (PROTO[t], src, dst, sp, dp))
     return flows, ip
 

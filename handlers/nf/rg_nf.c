@@ -336,49 +336,6 @@ static uint16_t port_of(const rg_keypart *p, const uint8_t *key)
     return (uint16_t)(key[p->off] << 8 | key[p->off + 1]);
 }
 
-/* The IP protocol of a layer's flows: that of the protocol its ports' key part belongs to
- * ("tcp.header.sport": the parameter tcp; "header.sport": the layer's own protocol), of the
- * layer's own protocol without ports (gre), or an IP datagram's protocol number in its key
- * (ip: saddr, daddr, id, protocol).  -1 when none is known. */
-static int flow_ipproto(const rg_layer_desc *layer, const rg_keypart *port, const uint8_t *key)
-{
-    if (port) {
-        const char *dot = strstr(port->name, ".header.");
-        if (!dot) return rg_ip_proto_of(layer->protocol);
-        char name[32];
-        const size_t n = (size_t)(dot - port->name);
-        if (n >= sizeof name) return -1;
-        memcpy(name, port->name, n);
-        name[n] = 0;
-        return rg_ip_proto_of(name);
-    }
-    const int own = rg_ip_proto_of(layer->protocol);
-    if (own >= 0 || !layer->protocol || strncmp(layer->protocol, "ip", 2)) return own;
-    for (unsigned i = 0; i < layer->nparts; i++) {
-        const rg_keypart *p = &layer->parts[i];
-        if (p->kind == RG_VAL_NUM && p->size == 1 && !strcmp(p->name, "header.protocol") &&
-            (uint32_t)p->off < layer->key_len)
-            return key[p->off];
-    }
-    return -1;
-}
-
-/* ep->community_id of a flow of key key between saddr and daddr (ep's ports, when the layer
- * has them) */
-static void community_id(const rg_layer_desc *layer, const rg_keypart *port, const uint8_t *key,
-                         const uint8_t *saddr, const uint8_t *daddr, size_t alen,
-                         rg_nf_endpoints *ep)
-{
-    const int proto = flow_ipproto(layer, port, key);
-    if (proto < 0 || proto == RG_IPPROTO_ICMP || proto == RG_IPPROTO_ICMPV6)
-        return; /* ICMP: by type and code (rg_community_id_icmp), which the key does not hold */
-    const int ports =
-        proto == RG_IPPROTO_TCP || proto == RG_IPPROTO_UDP || proto == RG_IPPROTO_SCTP;
-    if (ports && !(ep->has_sport && ep->has_dport)) return;
-    rg_community_id(ep->community_id, rg_community_id_seed, saddr, daddr, alen, (uint8_t)proto,
-                    ports, ep->sport, ep->dport);
-}
-
 void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf_endpoints *ep)
 {
     memset(ep, 0, sizeof *ep);
@@ -417,8 +374,9 @@ void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf
         ep->has_dport = 1;
     }
     if (addr[0] && daddr && addr[0]->size == daddr->size)
-        community_id(layer, port[0], f->key_a, f->key_a + addr[0]->off, dkey + daddr->off,
-                     addr[0]->size, ep);
+        rg_community_id_flow(ep->community_id, rg_community_id_seed, layer, f->key_a,
+                             f->key_a + addr[0]->off, dkey + daddr->off, addr[0]->size,
+                             ep->has_sport && ep->has_dport, ep->sport, ep->dport);
 }
 
 /* ---- JSON ---- */

@@ -1,6 +1,8 @@
 /* rg_community_id.c - Community ID v1 (see rg_community_id.h). */
 #include "rg/rg_community_id.h"
 
+#include "rg/rg_api.h"
+
 #include <openssl/evp.h>
 #include <string.h>
 
@@ -108,4 +110,43 @@ int rg_ip_proto_of(const char *protocol)
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcmp(protocol, t[i].name)) return t[i].num;
     return -1;
+}
+
+int rg_flow_ipproto(const rg_layer_desc *layer, const uint8_t *key)
+{
+    const rg_keypart *port = NULL, *proto = NULL;
+    for (unsigned i = 0; i < layer->nparts; i++) {
+        const rg_keypart *p = &layer->parts[i];
+        if (p->common || (uint32_t)p->off + p->size > layer->key_len || p->kind != RG_VAL_NUM)
+            continue;
+        if (p->size == 2 && layer->bidir && !port) port = p;
+        if (p->size == 1 && !strcmp(p->name, "header.protocol")) proto = p;
+    }
+    if (port) { /* "tcp.header.sport": the parameter tcp; "header.sport": the layer's own */
+        const char *dot = strstr(port->name, ".header.");
+        if (!dot) return rg_ip_proto_of(layer->protocol);
+        char name[32];
+        const size_t n = (size_t)(dot - port->name);
+        if (n >= sizeof name) return -1;
+        memcpy(name, port->name, n);
+        name[n] = 0;
+        return rg_ip_proto_of(name);
+    }
+    const int own = rg_ip_proto_of(layer->protocol);
+    if (own >= 0 || !layer->protocol || strncmp(layer->protocol, "ip", 2)) return own;
+    return proto ? key[proto->off] : -1; /* an IP datagram's own protocol number */
+}
+
+int rg_community_id_flow(char *out, uint16_t seed, const rg_layer_desc *layer, const uint8_t *key,
+                         const uint8_t *saddr, const uint8_t *daddr, size_t alen, int has_ports,
+                         uint16_t sport, uint16_t dport)
+{
+    out[0] = '\0';
+    const int proto = rg_flow_ipproto(layer, key);
+    /* ICMP: by type and code (rg_community_id_icmp), which the key does not hold */
+    if (proto < 0 || proto == RG_IPPROTO_ICMP || proto == RG_IPPROTO_ICMPV6) return -1;
+    const int ports =
+        proto == RG_IPPROTO_TCP || proto == RG_IPPROTO_UDP || proto == RG_IPPROTO_SCTP;
+    if (ports && !has_ports) return -1;
+    return rg_community_id(out, seed, saddr, daddr, alen, (uint8_t)proto, ports, sport, dport);
 }

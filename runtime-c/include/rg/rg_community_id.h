@@ -47,6 +47,22 @@ int rg_community_id_icmp(char *out, uint16_t seed, const uint8_t *saddr, const u
  * "icmp" 1, "icmpv6" 58, "gre" 47, "esp" 50, "ah" 51), -1 for another. */
 int rg_ip_proto_of(const char *protocol);
 
+typedef struct rg_layer_desc rg_layer_desc;
+
+/* The IP protocol of a layer's instances: that of the protocol its ports' key part belongs to
+ * ("tcp.header.sport": the parameter tcp; "header.sport": the layer's own protocol), the
+ * layer's own protocol without ports (gre), or an IP datagram's protocol number in its key
+ * (key: the forward key; ip: saddr, daddr, id, header.protocol).  -1 when none is known. */
+int rg_flow_ipproto(const rg_layer_desc *layer, const uint8_t *key);
+
+/* The Community ID of an instance of layer with forward key key, between saddr and daddr
+ * (its key's addresses) and, has_ports, sport and dport (its sides' ports): what the stock
+ * NFs and the Python bindings write.  -1 (out "") when the layer is no IP flow, or an ICMP one
+ * (whose type and code the key does not hold: rg_community_id_icmp). */
+int rg_community_id_flow(char *out, uint16_t seed, const rg_layer_desc *layer, const uint8_t *key,
+                         const uint8_t *saddr, const uint8_t *daddr, size_t alen, int has_ports,
+                         uint16_t sport, uint16_t dport);
+
 #ifdef __cplusplus
 }
 #endif
