@@ -220,13 +220,22 @@ def test_seed_and_other_nfs(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
-@pytest.mark.parametrize("name", ["sll-dns2tcp-tls.pcap", "null-ipv6-http-connect-tls.pcap"])
-def test_hostlog_records(name: str, tmp_path: Path) -> None:
-    """hostlog's lines (TLS SNI, HTTP Host) carry their TCP connection's Community ID."""
+@pytest.mark.parametrize(
+    ("name", "stack", "proto"),
+    [
+        ("sll-dns2tcp-tls.pcap", "tcp_tls_http", 6),
+        ("null-ipv6-http-connect-tls.pcap", "tcp_tls_http", 6),
+        ("quic-v1-chromium.pcap", "quic", 17),
+    ],
+)
+def test_hostlog_records(name: str, stack: str, proto: int, tmp_path: Path) -> None:
+    """hostlog's lines (TLS SNI over TCP or QUIC, HTTP Host) carry their connection's
+    Community ID."""
     pcap = TRACES / name
     if not pcap.is_file():
         pytest.skip(f"{pcap} missing")
-    lines = run("tcp_tls_http", pcap, tmp_path / "out", "hostlog")
+    lines = run(stack, pcap, tmp_path / "out", "hostlog")
     assert lines
     for x in lines:
-        assert x["community_id"] == reference(0, 6, x["src"], x["dst"], x["sport"], x["dport"]), x
+        want = reference(0, proto, x["src"], x["dst"], x["sport"], x["dport"])
+        assert x["community_id"] == want, x
