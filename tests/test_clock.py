@@ -319,3 +319,13 @@ def test_sustained_shift_followed(binary: Path, tmp_path: Path) -> None:
     late = [p for p, (r,) in recs.items() if r["first_ts"] >= shift]
     assert late == list(range(10000 + 2 * n, 10000 + 3 * n))
     assert {r["close"] for (r,) in recs.values()} == {"flushed"}
+    # three workers (the reading thread guards the clock, the workers add its offset to the
+    # frames' own times): the same times, closes and jumps
+    summary3, out3 = run(binary, pcap, "flowstats", "--workers", "3")
+    recs3 = [json.loads(x) for x in (out3 / "flowstats.jsonl").read_text().splitlines()]
+    times = {(r["layer"], r["sport"]): (r["first_ts"], r["last_ts"], r["close"]) for r in recs3}
+    assert times == {
+        k: (r["first_ts"], r["last_ts"], r["close"]) for k, (r,) in by.items() if len(by[k]) == 1
+    }
+    assert summary3["clock_jumps"] == summary["clock_jumps"]
+    assert summary3["clock_resyncs"] == 1

@@ -111,8 +111,7 @@ int rg_clock__slow(rg_clock *c, uint64_t ts_ns)
 {
     if (!c->started) { /* the first packet sets the clock, whatever its date */
         c->started = c->steady = 1;
-        c->off = 0;
-        c->now = ts_ns;
+        c->now = ts_ns + c->off; /* off: 0, or one set from outside (rg_stack_desc.clock_offset) */
         return 0;
     }
     if (!c->steady) { /* a jump is pending */

@@ -356,6 +356,10 @@ typedef struct rg_stack_desc {
      * read the index slots it prefetched and prefetch the flow records they lead to
      * (rg_flow_prefetch_hints); changes nothing */
     void (*prefetch_recs)(void *ctx);
+    /* workers (NULL: none): the offset (rg_clock.off) of the reading thread's flow clock,
+     * which a context made with max_clock_jump_ns = UINT64_MAX then adds to the packets' own
+     * timestamps (frames keep their own times for the records; the jumps are decided once) */
+    void (*clock_offset)(void *ctx, uint64_t off);
 } rg_stack_desc;
 
 /* Built-in memcap defaults per context (worker): see docs/reliability.md. */
