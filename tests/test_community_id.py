@@ -8,9 +8,11 @@ implementation on PyPI, `communityid` (corelight/community-id-spec's own Python 
   0, 1, 65535; the expected values are computed here by `communityid`;
 * every flow record of every capture in ../shared/traces (flowstats, on the stack the tshark
   tests use for it): the record's `community_id` equals `communityid`'s from the record's own
-  tuple AND from the tuple tshark dissects for that flow (the innermost IP header and its
-  TCP/UDP/SCTP ports, so tunnelled flows hash their inner 5-tuple); every record whose
-  endpoints are a TCP/UDP/SCTP flow of tshark's has one;
+  tuple AND from the tuple tshark dissects for that flow (a TCP/UDP/SCTP header and the IP
+  header right before it, so tunnelled flows hash their inner 5-tuple and the tunnels' outer
+  UDP flows theirs); every record whose endpoints are a TCP/UDP/SCTP flow of tshark's has one,
+  and a record of an IP datagram (no ports) one of the protocols tshark saw between its
+  addresses, or none for TCP/UDP/SCTP, which the spec hashes only with ports;
 * `--community-id-seed` changes them as the reference's seed does; the streams
   (flows.jsonl) and flowexport records carry the same IDs, hostlog's lines their connection's.
 """
@@ -133,7 +135,7 @@ def _nth(row: dict[str, str], protos: list[str], field: str, pos: int) -> str:
 
 def tshark_tuples(pcap: Path) -> tuple[dict[tuple, tuple], set[tuple[str, str, int]]]:
     """tshark's flows: (proto, {(addr, port), (addr, port)}) -> the first frame's tuple
-    (proto, src, dst, sport, dport), from the innermost IP header and its transport header;
+    (proto, src, dst, sport, dport), from each transport header and the IP header before it;
     and the (src, dst, protocol) of every IPv4 header (flows without ports)."""
     args = ["-r", str(pcap), "-o", "ip.defragment:TRUE", "-o", "ipv6.defragment:TRUE"]
     args += ["-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,"]
@@ -149,16 +151,18 @@ def tshark_tuples(pcap: Path) -> tuple[dict[tuple, tuple], set[tuple[str, str, i
         ):
             if s and p:
                 ip.add((s, d, int(p)))
-        # the innermost transport header and the IP header right before it (after a tunnel's
-        # outer headers), each field list indexed by the header's occurrence in the frame
-        at = max((i for i, p in enumerate(protos) if p in PROTO), default=-1)
-        ip_at = max((i for i, p in enumerate(protos[:at]) if p in ("ip", "ipv6")), default=-1)
-        if at < 0 or ip_at < 0 or not row[f"{protos[at]}.srcport"]:
-            continue
-        t, net = protos[at], protos[ip_at]
-        src, dst = (_nth(row, protos, f"{net}.{e}", ip_at) for e in ("src", "dst"))
-        sp, dp = (int(_nth(row, protos, f"{t}.{e}", at)) for e in ("srcport", "dstport"))
-        flows.setdefault((t, frozenset([(src, sp), (dst, dp)])), (PROTO[t], src, dst, sp, dp))
+        # every transport header with the IP header right before it (a tunnel's outer flow
+        # and its inner one), each field list indexed by the header's occurrence in the frame
+        for at in (i for i, p in enumerate(protos) if p in PROTO):
+            ip_at = max((i for i, p in enumerate(protos[:at]) if p in ("ip", "ipv6")), default=-1)
+            t = protos[at]
+            ports = row[f"{t}.srcport"].split(",")
+            if ip_at < 0 or len(ports) <= protos[:at].count(t) or not ports[0]:
+                continue
+            net = protos[ip_at]
+            src, dst = (_nth(row, protos, f"{net}.{e}", ip_at) for e in ("src", "dst"))
+            sp, dp = (int(_nth(row, protos, f"{t}.{e}", at)) for e in ("srcport", "dstport"))
+            flows.setdefault((t, frozenset([(src, sp), (dst, dp)])), (PROTO[t], src, dst, sp, dp))
     return flows, ip
 
 
