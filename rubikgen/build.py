@@ -309,7 +309,13 @@ def compile_command(
         *pcap_libs(),
         *pkg_libs("yaml-0.1", "-lyaml"),  # the driver's chain files (--chain)
         *(pkg_libs("libdpdk", "-lrte_eal") if io != "pcap" else ()),
-        *[f for p in gen.pkg_config for f in pkg_libs(p, _PKG_FALLBACK.get(p, f"-l{p}"))],
+        *[
+            f
+            for p in gen.pkg_config
+            if p != "libcrypto"
+            for f in pkg_libs(p, _PKG_FALLBACK.get(p, f"-l{p}"))
+        ],
+        *pkg_libs("libcrypto", "-lcrypto"),  # the NFs' Community ID (SHA-1), QUIC transforms
         *cflags,
     ]
 

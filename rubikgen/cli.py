@@ -155,6 +155,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the summary at the end: text (a few lines; the default), full (with the "
         "per-layer tables) or json",
     )
+    r.add_argument(
+        "--community-id-seed",
+        type=int,
+        metavar="N",
+        help="seed (0..65535, default 0) of the Community ID v1 on the flow records",
+    )
     r.add_argument("--chain", metavar="FILE", help="a chain of NFs (validated first; docs/nf.md)")
     r.add_argument(
         "--control", metavar="SOCKET", help="a UNIX socket for `rubikgen ctl` (docs/nf.md)"
@@ -696,6 +702,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cmd += ["--control", args.control] if args.control else []
     cmd += ["--summary", args.summary, *(["--checksums"] if args.checksums else [])]
     cmd += _memcap_args(args)
+    if args.community_id_seed is not None:
+        cmd += ["--community-id-seed", str(args.community_id_seed)]
     cmd += [*(["--write", args.write] if args.write else []), *args.extra]
     if so_rules:
         from rubikgen.rules.reload_cli import compile_for_run, run_reloading

@@ -90,6 +90,9 @@ def test_events_equal_the_binary_events(capture: str, stack_module: Path, tmp_pa
     for c, f in zip(closes, fs, strict=True):
         assert (c.key.src, c.key.dst) == (f["src"], f["dst"]), (c, f)
         assert (c.key.sport, c.key.dport) == (f.get("sport"), f.get("dport")), (c, f)
+        # the Community ID, computed by the same C function (test_community_id.py checks the
+        # flowstats one against the reference implementation)
+        assert c.key.community_id == f["community_id"], (c, f)
 
 
 def test_feed_and_callbacks(stack_module: Path) -> None:

@@ -11,7 +11,11 @@ last time) and the `events` NF (one `clock_jump` line per jump):
 * the clock set back by a day for good: one backward jump, and idle connections from before and
   after it still expire;
 * timestamps after 2038 (pcap: unsigned 32-bit seconds) and after 2106 (pcapng, 64-bit ticks
-  with if_tsresol) read as tshark reads them (frame.time_epoch).
+  with if_tsresol) read as tshark reads them (frame.time_epoch);
+* a capture whose last third is dated 2038 (a sustained shift, after one outlier ten years
+  ahead): the outlier is not followed, the shift is (one re-synchronisation, with the new
+  base), and every flow record is dated by its own packets (tshark's frame.time_epoch of the
+  flow's first and last frame).
 
 What must happen is written from the documented rules (docs/reliability.md, the clock): the
 guard (300 s by default) keeps a jumped packet at the current clock and later packets follow on
@@ -86,10 +90,13 @@ def flows(binary: Path, pcap: Path) -> dict[tuple[str, int], list[dict]]:
     return by
 
 
-def jumps(binary: Path, pcap: Path) -> tuple[dict, list[dict]]:
+def jumps(binary: Path, pcap: Path, *, resyncs: bool = False) -> tuple[dict, list[dict]]:
+    """The summary and the `clock_jump` events (re-synchronisations only with `resyncs`)."""
     summary, out = run(binary, pcap, "events")
     lines = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
-    return summary, [e for e in lines if e.get("event") == "clock_jump"]
+    return summary, [
+        e for e in lines if e.get("event") == "clock_jump" and (resyncs or "resync" not in e)
+    ]
 
 
 def conn(cap: Timed, port: int) -> Tcp:
@@ -247,3 +254,78 @@ def test_far_timestamps_read_as_tshark(binary: Path, tmp_path: Path, fmt: str) -
     # tshark prints 9 decimals; binary ticks convert with truncation on both sides
     assert abs(recs[0]["first_ts"] - ref[0]) <= 1, (recs[0]["first_ts"], ref[0])
     assert ref[0] // NS == t // NS
+
+
+def stream_times(pcap: Path) -> dict[int, tuple[int, int]]:
+    """tshark: the client port of each TCP stream -> the times of its first and last frame."""
+    text = _tshark(
+        ["-r", str(pcap), "-Y", "tcp", "-T", "fields", "-e", "tcp.stream"]
+        + ["-e", "tcp.srcport", "-e", "tcp.dstport", "-e", "frame.time_epoch"]
+    )
+    by: dict[int, tuple[int, int]] = {}
+    port: dict[str, int] = {}
+    for line in text.splitlines():
+        stream, sport, dport, epoch = line.split("\t")
+        sec, _, frac = epoch.partition(".")
+        t = int(sec) * NS + int(frac.ljust(9, "0")[:9])
+        cport = port.setdefault(stream, int(sport) if int(dport) == 80 else int(dport))
+        first, _ = by.get(cport, (t, t))
+        by[cport] = (first, t)
+    return by
+
+
+@pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
+def test_sustained_shift_followed(binary: Path, tmp_path: Path) -> None:
+    cap = Timed()
+    n = 300  # connections per third
+    for i in range(2 * n):  # two thirds in 2023; the outlier in the middle of them
+        if i == n:
+            cap.add(eth(IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=5000, dport=53)))
+            outlier = len(cap.frames)
+            cap.ts[-1] = cap.ts[-2] + 10 * YEAR
+        c = conn(cap, 10000 + i)
+        c.handshake()
+        keepalive(c, i)
+    shift = 2_150_000_000 * NS  # 2038-02-17, for good
+    cap.at(shift)
+    first_2038 = len(cap.frames) + 1
+    for i in range(2 * n, 3 * n):
+        c = conn(cap, 10000 + i)
+        c.handshake()
+        keepalive(c, i)
+    pcap = cap.write(tmp_path / "shift.pcap")
+
+    summary, events = jumps(binary, pcap, resyncs=True)
+    # the outlier: one jump, dismissed by the packet after it; the shift: one jump, then the
+    # re-synchronisation once RG_CLOCK_RESYNC_PKTS (16) packets agreed with it
+    assert [(e["pkt"], e["dir"], e.get("resync", False)) for e in events] == [
+        (outlier, "forward", False),
+        (first_2038, "forward", False),
+        (first_2038 + 16, "forward", True),
+    ]
+    assert events[2]["pkt_ts"] == shift  # the new base
+    assert summary["clock_jumps"] == {"forward": 2, "backward": 0}
+    assert summary["clock_resyncs"] == 1
+
+    by = flows(binary, pcap)
+    ref = stream_times(pcap)
+    recs = {port: v for (layer, port), v in by.items() if layer == "tcp"}
+    assert sorted(recs) == sorted(ref) == list(range(10000, 10000 + 3 * n))
+    for port, (first, last) in ref.items():
+        (r,) = recs[port]
+        assert (r["first_ts"], r["last_ts"]) == (first, last), port
+    # the last third is dated 2038 by its own packets, the rest 2023; nothing expired on the
+    # outlier's date or the shift's (the connections alive across them are flushed at the end)
+    late = [p for p, (r,) in recs.items() if r["first_ts"] >= shift]
+    assert late == list(range(10000 + 2 * n, 10000 + 3 * n))
+    assert {r["close"] for (r,) in recs.values()} == {"flushed"}
+    # three workers (the reading thread guards the clock, the workers add its offset to the
+    # frames' own times): the same times, closes and jumps
+    summary3, out3 = run(binary, pcap, "flowstats", "--workers", "3")
+    recs3 = [json.loads(x) for x in (out3 / "flowstats.jsonl").read_text().splitlines()]
+    times = {(r["layer"], r["sport"]): (r["first_ts"], r["last_ts"], r["close"]) for r in recs3}
+    assert times == {
+        k: (r["first_ts"], r["last_ts"], r["close"]) for k, (r,) in by.items() if len(by[k]) == 1
+    }
+    assert summary3["clock_jumps"] == summary["clock_jumps"]
+    assert summary3["clock_resyncs"] == 1

@@ -110,16 +110,23 @@ def flow_clock(times: tuple[int, ...]) -> dict[int, int]:
     (docs/reliability.md): within the bound of the clock either way, a frame advances it or
     leaves it; beyond, the clock stays and later frames follow on from there (a capture merged
     from two recorded years apart expires nothing at the seam), unless they fit the offset from
-    before that jump, which then comes back."""
+    before that jump, which then comes back; 16 frames (or 60 s) agreeing with the new offset
+    first make it the base (re-synchronisation: the old offset is forgotten)."""
     out: dict[int, int] = {}
     now, off, prev = (times[0], 0, 0) if times else (0, 0, 0)
+    agree, t0 = -1, 0  # frames agreeing with a pending jump (-1: none pending), its clock
     for t in times:
         if abs(t + off - now) > MAX_CLOCK_JUMP_NS:
-            if abs(t + prev - now) <= MAX_CLOCK_JUMP_NS:
-                off = prev
+            if agree >= 0 and abs(t + prev - now) <= MAX_CLOCK_JUMP_NS:
+                off, agree = prev, -1
             else:
-                off, prev = now - t, off
+                off, prev = now - t, (prev if agree >= 0 else off)
+                agree, t0 = 0, now
+        elif agree >= 0:
+            agree += 1
         now = max(now, t + off) if abs(t + off - now) <= MAX_CLOCK_JUMP_NS else now
+        if agree >= 0 and (agree >= 16 or now - t0 >= 60 * 10**9):
+            prev, agree = off, -1
         out[t] = now
     return out
 

@@ -2,12 +2,13 @@
 built in the test from tshark's dissection of each capture of `oracle.ELIGIBLE`.
 
 The reference is test_e2e_nfs.reference: every TCP/UDP header tshark dissects (IP reassembly
-on), with its 5-tuple, time on the flow clock, flags and TCP/UDP length, and tshark's
+on), with its 5-tuple, its own time, flags and TCP/UDP length, and tshark's
 `conv,tcp`/`conv,udp` conversations. For every flow record:
 - protocolIdentifier is 6 for TCP and 17 for UDP; the addresses and ports are a tshark
   conversation's;
 - its forward (source -> destination) and reverse packet counts are the conversation's frames
-  in that direction between flowStartNanoseconds and flowEndNanoseconds, and its octet counts
+  in that direction from the first at flowStartNanoseconds to the last at flowEndNanoseconds
+  (capture order: the times are the packets' own), and its octet counts
   those frames' TCP/UDP lengths (minus bytes a snaplen cut off); frames at exactly the first
   or last instant may or may not count (a duplicate ACK after the close at the same timestamp
   belongs to no instance), so the counts lie between those without and with them; records whose time span
@@ -55,6 +56,17 @@ def _creates(p: Pkt) -> bool:
     return p.proto == "udp" or bool(p.flags & 0x02) or p.payload > 0
 
 
+def _window(pkts: list[Pkt], lo: int, hi: int) -> list[Pkt]:
+    """A record's frames, in capture order: from the first frame at its start time to the
+    last one at its end time (records are dated by their first and last packets' own
+    timestamps, which a capture need not keep in order), or by time when none is at either."""
+    first = next((i for i, p in enumerate(pkts) if p.ts == lo), None)
+    last = next((i for i in range(len(pkts) - 1, -1, -1) if pkts[i].ts == hi), None)
+    if first is None or last is None:
+        return [p for p in pkts if lo <= p.ts <= hi]
+    return pkts[first : last + 1]
+
+
 @pytest.mark.parametrize("name", sorted(ELIGIBLE))
 def test_flowexport_matches_tshark_flow_table(binary: Path, name: str, tmp_path: Path) -> None:
     pcap = TRACES / name
@@ -87,7 +99,7 @@ def test_flowexport_matches_tshark_flow_table(binary: Path, name: str, tmp_path:
     for r, conv, a in keyed:
         lo, hi = r["flowStartNanoseconds"], r["flowEndNanoseconds"]
         assert lo <= hi
-        frames = [p for p in by_conv[conv] if lo <= p.ts <= hi]
+        frames = _window(by_conv[conv], lo, hi)
         if r["flowEndReason"] == 3:
             assert conv[0] == "tcp" and any(p.flags & 0x05 for p in frames), f"{name}: {r}"
         else:
@@ -100,7 +112,7 @@ def test_flowexport_matches_tshark_flow_table(binary: Path, name: str, tmp_path:
                                    (False, "reversePacketDeltaCount",
                                     "reverseTransportOctetDeltaCount")):  # fmt: skip
             mine = [p for p in frames if (p.src == a) == fwd_dir]
-            inner = [p for p in mine if lo < p.ts < hi]
+            inner = [p for p in mine if p.ts not in (lo, hi)]
             edge = [p for p in mine if p.ts in (lo, hi)]
             assert len(inner) <= r[cnt] <= len(inner) + len(edge), (
                 f"{name}: {cnt} {r[cnt]} vs frames {[p.frame for p in inner]} + edge "

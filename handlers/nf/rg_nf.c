@@ -1,6 +1,7 @@
 /* rg_nf.c - NF creation and helpers shared by the stock NFs (see rg_nf.h). */
 #include "rg_nf_int.h"
 
+#include "rg/rg_community_id.h"
 #include "rg/rg_nf_api.h"
 
 #include <arpa/inet.h>
@@ -372,6 +373,10 @@ void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf
         ep->dport = port_of(dport, dkey);
         ep->has_dport = 1;
     }
+    if (addr[0] && daddr && addr[0]->size == daddr->size)
+        rg_community_id_flow(ep->community_id, rg_community_id_seed, layer, f->key_a,
+                             f->key_a + addr[0]->off, dkey + daddr->off, addr[0]->size,
+                             ep->has_sport && ep->has_dport, ep->sport, ep->dport);
 }
 
 /* ---- JSON ---- */
@@ -414,4 +419,6 @@ void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep)
     rg_json_string(out, ep->dst[0] ? ep->dst : NULL);
     if (ep->has_sport) fprintf(out, ",\"sport\":%u", (unsigned)ep->sport);
     if (ep->has_dport) fprintf(out, ",\"dport\":%u", (unsigned)ep->dport);
+    fputs(",\"community_id\":", out);
+    rg_json_string(out, ep->community_id[0] ? ep->community_id : NULL);
 }

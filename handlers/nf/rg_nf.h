@@ -25,6 +25,8 @@
  *              beyond the clock guard (--max-clock-jump, rg_obs.on_clock_jump):
  *              {"pkt","ts": the flow clock it was processed at,"event":
  *               "clock_jump","pkt_ts": its own timestamp,"dir":"forward"|"backward"}
+ *              and one with "resync":true when the clock followed a new time
+ *              base (pkt_ts: its first timestamp)
  *              And one line per memcap hit (rg_obs.on_memcap):
  *              {"ts","event":"memcap","layer","flow": null for a new
  *               instance,"policy","asked","flow_state":"dropped"|"bypassed"|null}
@@ -34,7 +36,7 @@
  *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes,
  *              for instances that outlive a packet (all of them after
  *              rg_nf_flowstats_all; the driver's --flowstats-all):
- *              {"layer","proto","uid","src","dst","sport","dport",
+ *              {"layer","proto","uid","src","dst","sport","dport","community_id",
  *               "packets":[c2s,s2c],"bytes":[c2s,s2c],"first_ts","last_ts",
  *               "state": final PSM state name | null,
  *               "close": "accept"|"evicted"|"expired"|"flushed","complete": bool,
@@ -51,8 +53,9 @@
  *              (IP fragments: each; a reassembled datagram is one packet of
  *              the layer above); bytes: the lengths of those packets' input
  *              to the layer, as captured (TCP/UDP: header + payload, without
- *              link padding); first_ts: the creating packet's time; last_ts:
- *              the last packet's.  sport/dport are omitted for layers whose
+ *              link padding); first_ts: the creating packet's own timestamp
+ *              (as captured, not the guarded flow clock); last_ts: the last
+ *              packet's.  sport/dport are omitted for layers whose
  *              selector has no sides (see rg_nf_endpoints_of).
  *   streams    the delivered payload of every flow direction: the
  *              concatenation, in call order, of the "data" argument of every
@@ -60,7 +63,7 @@
  *              OUT/streams/<uid>-<c2s|s2c>.bin (created on the first byte);
  *              at close, two lines (c2s then s2c, even with 0 bytes) in
  *              OUT/flows.jsonl:
- *              {"layer","proto","src","dst","sport","dport","dir","bytes",
+ *              {"layer","proto","src","dst","sport","dport","community_id","dir","bytes",
  *               "sha256","file": "streams/<uid>-<dir>.bin" | null,
  *               "complete": bool | null (no PSM),"uid","close",
  *               "gaps": [[offset, length], ...]}
@@ -147,6 +150,10 @@ typedef struct rg_nf_endpoints {
     char dst[48];
     uint16_t sport, dport;
     uint8_t has_sport, has_dport;
+    /* Community ID v1 of the flow (rg_community_id.h, seed rg_community_id_seed), "" when the
+     * layer is no IP flow: both addresses and an IP protocol are needed (rg_nf_endpoints_of);
+     * written as "community_id" (null for "") after the ports by rg_nf_json_endpoints */
+    char community_id[32];
 } rg_nf_endpoints;
 
 void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf_endpoints *ep);

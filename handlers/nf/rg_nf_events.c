@@ -74,15 +74,17 @@ static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uin
 }
 
 /* the clock guard: {"pkt","ts","event":"clock_jump","pkt_ts","dir"}; ts is the flow clock the
- * packet was processed at, pkt_ts its own timestamp */
+ * packet was processed at, pkt_ts its own timestamp; a re-synchronisation adds "resync":true,
+ * pkt_ts then the new time base's first timestamp */
 static void on_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64_t clock_ns,
                           int fwd)
 {
     nf_events *nf = self;
     fprintf(nf->out,
             "{\"pkt\":%" PRIu64 ",\"ts\":%" PRIu64 ",\"event\":\"clock_jump\",\"pkt_ts\":%" PRIu64
-            ",\"dir\":\"%s\"}\n",
-            pkt_no, clock_ns, pkt_ts_ns, fwd ? "forward" : "backward");
+            ",\"dir\":\"%s\"%s}\n",
+            pkt_no, clock_ns, pkt_ts_ns, fwd & 1 ? "forward" : "backward",
+            fwd & RG_CLOCK_EV_RESYNC ? ",\"resync\":true" : "");
 }
 
 /* memcaps: {"ts","event":"memcap","layer","flow"(null: a new instance was asked for),

@@ -9,7 +9,8 @@
  *    "packetDeltaCount","transportOctetDeltaCount" (initiator -> responder),
  *    "reversePacketDeltaCount","reverseTransportOctetDeltaCount" (responder -> initiator),
  *    "flowEndReason" (RFC 7012 5.11.3: 1 idle timeout, 3 end of flow detected, 4 forced end,
- *    5 lack of resources), "layer", "closeReason" (the runtime's name of it)}
+ *    5 lack of resources), "layer", "closeReason" (the runtime's name of it),
+ *    "community_id" (Community ID v1, rg_nf.h)}
  * The source is the side that created the instance.  Octets are the transport layer's bytes
  * (its header and payload, what the layer parsed), not IPFIX's IP-level octetDeltaCount:
  * the NF sees the transport layer, whose instance outlives the IP datagrams.  A flow still open
@@ -70,7 +71,9 @@ static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, int reason, cons
             r->first_ts, r->last_ts, r->packets[0], r->bytes[0], r->packets[1], r->bytes[1],
             reason);
     rg_json_string(out, l ? l->name : NULL);
-    fprintf(out, ",\"closeReason\":\"%s\"}\n", close);
+    fprintf(out, ",\"closeReason\":\"%s\",\"community_id\":", close);
+    rg_json_string(out, r->ep.community_id[0] ? r->ep.community_id : NULL);
+    fputs("}\n", out);
 }
 
 static void write_rec(rg_nf_flows *nf, const rg_nf_flowrec *r, const rg_flow_info *f, int reason,

@@ -12,7 +12,8 @@
  * Endpoints come from the optional arguments saddr, daddr (4 or 16 bytes), sport, dport.
  * Output: OUT/hostlog.jsonl, one line per record:
  *   {"pkt":N,"ts":NS,"proto":"tls"|"http","layer":L,"src":..,"dst":..,"sport":..,"dport":..,
- *    "host":STRING|null}  (for http also "method" and "uri") */
+ *    "community_id":ID|null,"host":STRING|null}  (for http also "method" and "uri";
+ *    community_id: the Community ID v1 of the call's instance, rg_nf.h) */
 #include "rg_nf_int.h"
 
 #include <stdlib.h>
@@ -23,7 +24,23 @@ typedef struct nf_hostlog {
     rg_nf base;
     FILE *out;
     uint8_t *http; /* per handler: 1 if it is made for an http_request* event */
+    /* the instance the last packet reached (NULL once it closed): the flow of the calls of a
+     * layer without instances above it (a ClientHello over TCP or QUIC), for its Community ID */
+    const rg_flow_info *last;
 } nf_hostlog;
+
+static void on_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
+{
+    (void)dir, (void)len, (void)ts_ns;
+    ((nf_hostlog *)self)->last = f;
+}
+
+static void on_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    (void)reason, (void)complete, (void)ts_ns;
+    nf_hostlog *nf = self;
+    if (nf->last == f) nf->last = NULL;
+}
 
 static const rg_val *arg(const rg_handler_desc *h, const rg_call *c, const char *name, int kind)
 {
@@ -61,6 +78,18 @@ static void head(nf_hostlog *nf, const rg_call *c, const char *proto)
     rg_json_string(nf->out, l ? l->name : NULL);
     fprintf(nf->out, ",\"src\":\"%s\",\"dst\":\"%s\",\"sport\":%llu,\"dport\":%llu", src, dst,
             sp ? (unsigned long long)sp->num : 0ull, dp ? (unsigned long long)dp->num : 0ull);
+    /* the flow's Community ID: of the instance the call is on, or, for a layer without
+     * instances, of the one the packet last reached when its ports are the call's */
+    rg_nf_endpoints ep = {0};
+    const rg_flow_info *f = c->flow ? c->flow : nf->last;
+    const rg_layer_desc *fl = f ? rg_nf_layer(nf->base.stack, f->layer) : NULL;
+    if (fl) rg_nf_endpoints_of(fl, f, &ep);
+    if (!c->flow && !(sp && dp && ep.has_sport && ep.has_dport &&
+                      ((ep.sport == sp->num && ep.dport == dp->num) ||
+                       (ep.sport == dp->num && ep.dport == sp->num))))
+        ep.community_id[0] = '\0';
+    fputs(",\"community_id\":", nf->out);
+    rg_json_string(nf->out, ep.community_id[0] ? ep.community_id : NULL);
 }
 
 /* the next line of [p, end): its length without CR LF; *next after it */
@@ -155,6 +184,8 @@ rg_nf *rg_nf_hostlog_new(const rg_stack_desc *stack, const char *outdir, char *e
         return NULL;
     }
     nf->base.obs.on_call = on_call;
+    nf->base.obs.on_packet = on_packet;
+    nf->base.obs.on_close = on_close;
     nf->base.finish = finish;
     return &nf->base;
 }

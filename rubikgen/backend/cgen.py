@@ -823,7 +823,7 @@ class CGen:
         rev = f"kr_{n}" if lc.bidir else "NULL"
         opened = [
             f"    ev_{n}[{lc.ev_index('created')}] = 1;" if ins.flag_created else "",
-            f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->clock.now);",
+            f"    if (ctx->obs && ctx->obs->on_open) ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->pkt_ts);",
         ]
         if ins.lazy:
             # fast-destroy: built in the scratch record; `finish` commits it to the table
@@ -906,13 +906,13 @@ class CGen:
         # as dropped_by_verdict), and a record created by this packet carries no mark yet.
         packet = (
             f"if (has_inst_{n} && ctx->obs && ctx->obs->on_packet)\n"
-            f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
+            f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->pkt_ts);"
         )
         if self._created == n and self._created_lazy and n in self.quiet:
             # lazy_ 2: not shown (yet): the commit shows it if it outlives the packet
             return (
                 f"if (lazy_{n} == 1u && ctx->obs && ctx->obs->on_packet)\n"
-                f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->clock.now);"
+                f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->pkt_ts);"
             )
         return packet
 
@@ -1270,9 +1270,9 @@ class CGen:
             show = [
                 "if (show_ && ctx->obs) {",
                 "    if (ctx->obs->on_open) "
-                f"ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->clock.now);",
+                f"ctx->obs->on_open(ctx->obs->self, &inst_{n}->fi, ctx->pkt_ts);",
                 "    if (ctx->obs->on_packet) "
-                f"ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, 0, qlen_{n}, ctx->clock.now);",
+                f"ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, 0, qlen_{n}, ctx->pkt_ts);",
                 "}",
             ]
             shown = ["    " + x for x in show] if quiet else []

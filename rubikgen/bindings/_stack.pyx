@@ -133,6 +133,11 @@ cdef extern from "rg/rg_pcap.h":
     const char *rg_pcap_error(const rg_pcap *c)
     void rg_pcap_close(rg_pcap *c)
 
+cdef extern from "rg/rg_community_id.h":
+    int rg_community_id_flow(char *out, uint16_t seed, const rg_layer_desc *layer,
+                             const uint8_t *key, const uint8_t *saddr, const uint8_t *daddr,
+                             size_t alen, int has_ports, uint16_t sport, uint16_t dport)
+
 cdef extern from "rg_py_shim.h":
     const rg_stack_desc *rg_py_stack()
 
@@ -237,6 +242,8 @@ cdef class Engine:
         (handlers/nf/rg_nf.h, rg_nf_endpoints_of)."""
         cdef const uint8_t *ka = f.key_a
         cdef const uint8_t *kp = f.key_p
+        cdef const uint8_t *da = NULL
+        cdef char cid[32]
         parts = self.parts[f.layer]
         bidir = self.desc.layers[f.layer].bidir
         src = dst = sport = dport = None
@@ -249,15 +256,24 @@ cdef class Engine:
                     addr = (off, size)
                 elif not bidir and dst is None:
                     dst = _addr(ka[off:off + size])
+                    da = ka + <size_t>off
             elif kind == RG_VAL_NUM and size == 2 and sport is None and bidir:
                 sport = ka[off] << 8 | ka[off + 1]
                 dport = kp[off] << 8 | kp[off + 1]
+        community = None
         if addr is not None:
             off, size = addr
             src = _addr(ka[off:off + size])
             if bidir:
                 dst = _addr(kp[off:off + size])
-        return FlowKey(src, dst, sport, dport)
+                da = kp + <size_t>off
+            # the Community ID as the stock NFs write it (seed 0; rg_community_id.h)
+            if da != NULL and rg_community_id_flow(
+                cid, 0, &self.desc.layers[f.layer], ka, ka + <size_t>off, da, size,
+                sport is not None, sport or 0, dport or 0,
+            ) == 0:
+                community = cid.decode("ascii")
+        return FlowKey(src, dst, sport, dport, community)
 
     cdef int emit(self, ev):
         """The strongest verdict the callbacks returned (an int 0..3; None: 0)."""

@@ -16,6 +16,9 @@ class FlowKey:
     dst: str | None
     sport: int | None
     dport: int | None
+    #: Community ID v1 of the flow (seed 0), as the stock NFs' records carry it; None when the
+    #: layer is no IP flow (docs/nf.md, Community ID)
+    community_id: str | None = None
 
 
 @dataclass(slots=True)

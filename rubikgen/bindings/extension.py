@@ -36,6 +36,7 @@ RUNTIME = (
     "rg_pcap",
     "rg_stats",
     "rg_csum",
+    "rg_community_id",  # FlowKey.community_id (SHA-1: libcrypto)
 )
 PIC = ("-fPIC", "-fvisibility=hidden")
 
@@ -75,8 +76,10 @@ def build_extension(
     libs = rgbuild.pcap_libs() + [
         f
         for p in gen.pkg_config
+        if p != "libcrypto"
         for f in rgbuild.pkg_libs(p, rgbuild._PKG_FALLBACK.get(p, f"-l{p}"))
     ]
+    libs += rgbuild.pkg_libs("libcrypto", "-lcrypto")
     inputs = [PYX, *csrc, *sorted((rgbuild.RUNTIME_DIR / "include" / "rg").glob("*.h"))]
     inputs += [out / f"{stack}_gen.h"]
     recipe = json.dumps([cc, includes, libs, [str(p) for p in csrc], sys.version])

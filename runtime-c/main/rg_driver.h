@@ -275,6 +275,7 @@ typedef struct summary {
     uint64_t pkts, bytes, opened, closed, live, calls, payload, errors, skipped;
     uint64_t gaps, gap_bytes;       /* gap recovery: holes skipped, bytes in them */
     uint64_t clock_fwd, clock_back; /* the clock guard's jumps */
+    uint64_t clock_resyncs;         /* and the new time bases it followed */
     const rg_counts *n;             /* per-layer counts (after the flush) */
     const uint64_t *live_per;       /* per layer: live before the final flush */
     const rg_stats *st;             /* NULL without stats: no state bytes */

@@ -195,11 +195,13 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
     return RG_OK;
 }
 
-/* The clock guard's jumps of a context (rg_stats), forward or backward. */
+/* The clock guard's jumps of a context (rg_stats), forward (1) or backward (0), or its
+ * re-synchronisations (2). */
 static uint64_t clock_jumps(const rg_stack_desc *stack, const void *ctx, int fwd)
 {
     const rg_stats *st = stack->stats ? stack->stats(ctx) : NULL;
-    return st ? fwd ? st->clock_jumps_fwd : st->clock_jumps_back : 0;
+    if (!st) return 0;
+    return fwd == 2 ? st->clock_resyncs : fwd ? st->clock_jumps_fwd : st->clock_jumps_back;
 }
 
 static int run_capture(const opts *o, const rg_stack_desc *stack)
@@ -306,6 +308,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .gap_bytes = c->gap_bytes,
                  .clock_fwd = clock_jumps(stack, r.ctx, 1),
                  .clock_back = clock_jumps(stack, r.ctx, 0),
+                 .clock_resyncs = clock_jumps(stack, r.ctx, 2),
                  .li = &lm.m[0].li,
                  .has_dropped = r.io != &rg_source_file,
                  .dropped = sst.dropped,

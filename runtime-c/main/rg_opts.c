@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rg/rg_community_id.h"
 #include "rg/rg_obs.h"
 #include "rg_driver.h"
 #include "rg_rules_ctl.h"
@@ -93,7 +94,10 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "  --no-timeouts    never expire idle instances\n"
             "  --max-clock-jump S  a packet dated more than S seconds from the flow clock\n"
             "                   (either way) is a clock jump: counted, processed at the\n"
-            "                   clock, which it does not move (default 300; 0 = no guard)\n"
+            "                   clock, which it does not move, until 16 packets (or 60 s)\n"
+            "                   agree on its new time base (default 300; 0 = no guard)\n"
+            "  --community-id-seed N  the seed (0..65535, default 0) of the Community ID v1\n"
+            "                   (community_id) on the stock NFs' flow records\n"
             "  --memcap SIZE    memory cap per worker (context) on reassembly buffers and\n"
             "                   flow records together (SIZE: bytes or 64K, 64M, 1G; 0 =\n"
             "                   none); default: the stack's (--memcap-* apart, see below)\n"
@@ -236,6 +240,7 @@ enum {
     O_SEED,
     O_NOTO,
     O_CLOCK,
+    O_CIDSEED,
     O_SUMMARY,
     O_STATS,
     O_BENCH,
@@ -279,6 +284,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"seed", required_argument, NULL, O_SEED},
         {"no-timeouts", no_argument, NULL, O_NOTO},
         {"max-clock-jump", required_argument, NULL, O_CLOCK},
+        {"community-id-seed", required_argument, NULL, O_CIDSEED},
         {"summary", required_argument, NULL, O_SUMMARY},
         {"stats", no_argument, NULL, O_STATS},
         {"bench", no_argument, NULL, O_BENCH},
@@ -451,6 +457,14 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
                 bad = "--max-clock-jump";
             else
                 o->max_clock_jump_ns = sec ? sec * NS_PER_S : UINT64_MAX;
+            break;
+        }
+        case O_CIDSEED: { /* the NFs read it when they make a record (rg_nf_endpoints_of) */
+            uint64_t seed;
+            if (parse_num(optarg, 0, UINT16_MAX, &seed))
+                bad = "--community-id-seed";
+            else
+                rg_community_id_seed = (uint16_t)seed;
             break;
         }
         case O_MEMCAP: { /* one budget: split as the stack's defaults are (half each if none) */

@@ -196,6 +196,7 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     }
     printf("\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "},", s->clock_fwd,
            s->clock_back);
+    printf("\"clock_resyncs\":%" PRIu64 ",", s->clock_resyncs);
     rg_memcap_json(s->st);
     printf("\"skipped_linktype\":%" PRIu64 ",\"link_type\":", s->skipped_linktype);
     rg_json_string(stdout, rg_link_type_name(s->li));
@@ -319,6 +320,9 @@ static void summary_short(const opts *o, const rg_stack_desc *stack, const summa
         printf("clock_jumps    %" PRIu64 " forward, %" PRIu64 " backward: packets dated beyond "
                "--max-clock-jump, processed at the flow clock\n",
                s->clock_fwd, s->clock_back);
+        if (s->clock_resyncs)
+            printf("clock_resyncs  %" PRIu64 " new time bases the clock followed\n",
+                   s->clock_resyncs);
         lost = 1;
     }
     if (x.evicted) {
@@ -388,6 +392,9 @@ void rg_print_summary(const opts *o, const rg_stack_desc *stack, const summary *
            s->errors, s->skipped, s->skipped_linktype, rg_link_type_name(s->li), s->linktype_what,
            rg_entry_names(stack, entries, sizeof entries), s->gaps, s->gap_bytes, s->clock_fwd,
            s->clock_back);
+    if (s->clock_resyncs)
+        printf("clock_resyncs  %" PRIu64 "  (new time bases the clock followed)\n",
+               s->clock_resyncs);
     io_text(o, s);
     layers_text(stack, s->n, s->live_per, s->st);
     rg_rules_text(s->st);

@@ -99,6 +99,10 @@ typedef struct qshared {
 /* A clock jump the reader saw at a frame: told to the NFs of the worker that gets the frame,
  * as the stack of one context would (ring record with dlt CLOCK_DLT, ts_ns = the flow clock). */
 #define CLOCK_DLT (-2)
+/* A ring record with the reading thread's new clock offset (data: a uint64_t), sent to every
+ * worker before the frame that changed it, when the stack takes one (rg_stack_desc.clock_offset):
+ * frames then keep their own timestamps and each worker's clock adds the offset. */
+#define OFFSET_DLT (-3)
 typedef struct clock_rec {
     uint64_t pkt_ts;
     uint32_t fwd, pad;
@@ -159,6 +163,10 @@ static void process(worker *w, const rg_frame *f, uint64_t seq)
         if (w->chain) rg_chain_set_pkt(w->chain, seq);
         w->stack->expire(w->ctx, f->ts_ns);
         if (w->chain) rg_chain_batch_end(w->chain);
+    } else if (f->dlt == OFFSET_DLT) {
+        uint64_t off;
+        memcpy(&off, f->data, sizeof off);
+        w->stack->clock_offset(w->ctx, off);
     } else if (f->dlt == CLOCK_DLT) {
         clock_rec c;
         memcpy(&c, f->data, sizeof c);
@@ -351,6 +359,8 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
     w->obs = rg_make_observer(&w->counter, w->chain ? &cobs : NULL, strcmp(o->nf, RG_NF_NONE) != 0,
                               &w->ch);
     rg_ctx_cfg cfg = rg_ctx_cfg_of(o, &w->obs);
+    /* the reading thread guards the one clock and sends its offset (distribute) */
+    if (stack->clock_offset && !mq) cfg.max_clock_jump_ns = UINT64_MAX;
     w->ctx = stack->ctx_new(&cfg);
     w->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *w->live_per);
     if (!w->ctx || !w->live_per) {
@@ -411,35 +421,52 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
     uint64_t t_end = o->duration_ns ? mono_ns() + o->duration_ns : 0;
     rg_frame burst[RG_BURST];
     uint64_t frames = 0;
+    /* the workers' clocks add the offset to the frames' own times (OFFSET_DLT) */
+    const int own_ts = ws[0].stack->clock_offset != NULL;
+    uint64_t sent_off = 0; /* the offset the workers have */
     for (;;) {
         if (!left || *stop || (t_end && mono_ns() >= t_end)) return RG_SRC_END;
         int n = io->next_burst(src, burst, left < RG_BURST ? (unsigned)left : RG_BURST);
         if (n < 0) return n;
         for (int i = 0; i < n; i++) {
             /* the one flow clock of the input (a single context's rule, rg_clock): workers get
-             * frames dated in it, so a jump is decided once, here, and every worker's clock
-             * follows the same time whichever packets it gets */
+             * its offset (or, for a stack without clock_offset, frames dated in it), so a jump
+             * is decided once, here, and every worker's clock follows the same time whichever
+             * packets it gets */
             rg_frame *f = &burst[i];
             const uint64_t ts0 = f->ts_ns; /* --write writes the frame as read */
             frames++;
             unsigned k = rg_rss_dist_worker(&dist, f);
-            if (RG_UNLIKELY(rg_clock_packet(clk, f->ts_ns))) { /* told to the frame's worker */
-                clock_rec c = {f->ts_ns, (uint32_t)clk->last_fwd, 0};
+            const int ck = rg_clock_packet(clk, f->ts_ns);
+            if (RG_UNLIKELY(ck)) { /* told to the frame's worker (a resync: with the new base) */
+                clock_rec c = {
+                    ck == RG_CLOCK_RESYNC ? clk->base : f->ts_ns,
+                    (uint32_t)clk->last_fwd | (ck == RG_CLOCK_RESYNC ? RG_CLOCK_EV_RESYNC : 0u), 0};
                 rg_frame cr = {.data = (const uint8_t *)&c,
                                .caplen = sizeof c,
                                .ts_ns = clk->now,
                                .dlt = CLOCK_DLT};
                 push(&ws[k], &cr, frames);
             }
-            f->ts_ns += clk->off;
-            if (f->ts_ns >= next_expire) { /* the feeder's expiry rule (rg_feed) */
-                if (expire_on) {
+            if (own_ts && clk->off != sent_off) { /* before the frame, to every worker */
+                sent_off = clk->off;
+                rg_frame orec = {.data = (const uint8_t *)&sent_off,
+                                 .caplen = sizeof sent_off,
+                                 .ts_ns = clk->now,
+                                 .dlt = OFFSET_DLT};
+                for (unsigned j = 0; j < nw; j++)
+                    push(&ws[j], &orec, frames - 1);
+            }
+            const uint64_t t = f->ts_ns + clk->off; /* the frame on the flow clock */
+            if (!own_ts) f->ts_ns = t;
+            if (t >= next_expire) { /* the feeder's expiry rule (rg_feed) */
+                if (expire_on) {    /* dated as the frame is: the workers add their offset */
                     rg_frame tick = {.data = &none, .ts_ns = f->ts_ns, .dlt = TICK_DLT};
                     for (unsigned j = 0; j < nw; j++)
                         push(&ws[j], &tick, frames - 1);
                 }
                 expire_on = 1;
-                next_expire = f->ts_ns + NS_PER_S;
+                next_expire = t + NS_PER_S;
             }
             if (ww) { /* the writer's copy first: its verdict may come at once */
                 int rc;
@@ -715,6 +742,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.dropped = sst.dropped;
         s.clock_fwd = clk.jumps_fwd; /* the reading thread's clock decided them */
         s.clock_back = clk.jumps_back;
+        s.clock_resyncs = clk.resyncs;
         s.nworkers = nw;
         s.writer = ww_ok && ww.write ? &ww.w : NULL;
         s.tx = o->inline_mode ? &sst : NULL;

@@ -68,6 +68,7 @@ void rg_stats_add(rg_stats *into, const rg_stats *from)
     into->bytes += from->bytes;
     into->clock_jumps_fwd += from->clock_jumps_fwd;
     into->clock_jumps_back += from->clock_jumps_back;
+    into->clock_resyncs += from->clock_resyncs;
     for (uint32_t i = 0; i < into->nlayers && i < from->nlayers; i++)
         add_layer(&into->layer[i], &from->layer[i]);
     into->mem_seq_peak += from->mem_seq_peak;
@@ -85,7 +86,7 @@ void rg_stats_reset(rg_stats *s)
 {
     s->packets = 0;
     s->bytes = 0;
-    s->clock_jumps_fwd = s->clock_jumps_back = 0;
+    s->clock_jumps_fwd = s->clock_jumps_back = s->clock_resyncs = 0;
     for (uint32_t i = 0; i < s->nlayers; i++) {
         const char *name = s->layer[i].name;
         memset(&s->layer[i], 0, sizeof s->layer[i]);
@@ -146,6 +147,7 @@ void rg_stats_print(const rg_stats *s, FILE *out)
     if (s->clock_jumps_fwd || s->clock_jumps_back)
         fprintf(out, "clock_jumps forward %" PRIu64 " backward %" PRIu64 "\n", s->clock_jumps_fwd,
                 s->clock_jumps_back);
+    if (s->clock_resyncs) fprintf(out, "clock_resyncs %" PRIu64 "\n", s->clock_resyncs);
     for (uint32_t i = 0; i < s->nlayers; i++) {
         const rg_layer_stats *l = &s->layer[i];
         char name[64];
@@ -193,6 +195,7 @@ void rg_stats_json(const rg_stats *s, FILE *out)
             s->bytes, rg_stats_total_errors(s));
     fprintf(out, ",\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64 "}",
             s->clock_jumps_fwd, s->clock_jumps_back);
+    fprintf(out, ",\"clock_resyncs\":%" PRIu64, s->clock_resyncs);
     fprintf(out,
             ",\"instances\":{\"live\":%" PRIu64 ",\"created\":%" PRIu64 ",\"destroyed\":%" PRIu64
             ",\"evicted\":%" PRIu64 ",\"expired\":%" PRIu64 "}",

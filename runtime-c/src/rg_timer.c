@@ -97,20 +97,39 @@ void rg_clock_init(rg_clock *c, uint64_t max_jump_ns)
     c->max_jump = max_jump_ns ? max_jump_ns : RG_CLOCK_DEFAULT_MAX_JUMP;
 }
 
+/* t (a packet's time by some offset) within max_jump of the clock: advance to it if later. */
+static int clock_fits(rg_clock *c, uint64_t t)
+{
+    if (t - c->now <= c->max_jump) {
+        c->now = t;
+        return 1;
+    }
+    return c->now - t <= c->max_jump;
+}
+
 int rg_clock__slow(rg_clock *c, uint64_t ts_ns)
 {
     if (!c->started) { /* the first packet sets the clock, whatever its date */
-        c->started = 1;
-        c->off = 0;
-        c->now = ts_ns;
+        c->started = c->steady = 1;
+        c->now = ts_ns + c->off; /* off: 0, or one set from outside (rg_stack_desc.clock_offset) */
         return 0;
     }
-    /* the offset from before the last jump fits: that jump was a lone packet dated far off */
-    const uint64_t tp = ts_ns + c->off_prev;
-    if (tp - c->now <= c->max_jump || c->now - tp <= c->max_jump) {
-        c->off = c->off_prev;
-        if (tp - c->now <= c->max_jump) c->now = tp;
-        return 0;
+    if (!c->steady) { /* a jump is pending */
+        /* the offset from before it fits: that jump was a lone packet dated far off */
+        if (clock_fits(c, ts_ns + c->off_prev)) {
+            c->off = c->off_prev;
+            c->steady = 1;
+            return 0;
+        }
+        if (clock_fits(c, ts_ns + c->off)) { /* agrees with the new base */
+            if (++c->pend_n < RG_CLOCK_RESYNC_PKTS && c->now - c->pend_t0 < RG_CLOCK_RESYNC_NS)
+                return 0;
+            c->off_prev = c->off; /* the old base is forgotten */
+            c->base = c->last_ts;
+            c->resyncs++;
+            c->steady = 1;
+            return RG_CLOCK_RESYNC;
+        }
     }
     const uint64_t t = ts_ns + c->off;
     /* the direction modulo 2^64: the offset may make small timestamps wrap */
@@ -120,7 +139,10 @@ int rg_clock__slow(rg_clock *c, uint64_t ts_ns)
     else
         c->jumps_back++;
     c->last_ts = ts_ns;
-    c->off_prev = c->off;
-    c->off = c->now - ts_ns; /* this packet maps to now; the next ones follow it */
-    return 1;
+    if (c->steady) c->off_prev = c->off; /* a jump on a pending one keeps the base before both */
+    c->off = c->now - ts_ns;             /* this packet maps to now; the next ones follow it */
+    c->steady = 0;
+    c->pend_n = 0;
+    c->pend_t0 = c->now;
+    return RG_CLOCK_JUMP;
 }

@@ -371,28 +371,31 @@ static void test_streams(void **state)
     char *flows = fs_read(dir, "flows.jsonl", NULL);
     assert_non_null(flows);
     const char *want =
-        "{\"layer\":\"frag\",\"proto\":\"ip\",\"src\":\"1.2.3.4\",\"dst\":\"5.6.7.8\",\"dir\":"
+        "{\"layer\":\"frag\",\"proto\":\"ip\",\"src\":\"1.2.3.4\",\"dst\":\"5.6.7.8\",\"community_"
+        "id\":null,\"dir\":"
         "\"c2s\","
         "\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\",\"file\":null,\"complete\":null,\"uid\":3,"
         "\"close\":\"evicted\",\"gaps\":[]}\n"
-        "{\"layer\":\"frag\",\"proto\":\"ip\",\"src\":\"5.6.7.8\",\"dst\":\"1.2.3.4\",\"dir\":"
+        "{\"layer\":\"frag\",\"proto\":\"ip\",\"src\":\"5.6.7.8\",\"dst\":\"1.2.3.4\",\"community_"
+        "id\":null,\"dir\":"
         "\"s2c\","
         "\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\",\"file\":null,\"complete\":null,\"uid\":3,"
         "\"close\":\"evicted\",\"gaps\":[]}\n"
         "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"src\":\"10.0.0.1\",\"dst\":\"192.168.1.2\","
-        "\"sport\":40000,\"dport\":80,\"dir\":\"c2s\",\"bytes\":11,\"sha256\":\"" SHA_HELLO_WORLD
-        "\",\"file\":\"streams/"
+        "\"sport\":40000,\"dport\":80,\"community_id\":\"1:UCffkKgSwco2fG5CBE3QIF9AmFs=\",\"dir\":"
+        "\"c2s\",\"bytes\":11,\"sha256\":\"" SHA_HELLO_WORLD "\",\"file\":\"streams/"
         "1-c2s.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[[6,7],[18,5]]}\n"
         "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"src\":\"192.168.1.2\",\"dst\":\"10.0.0.1\","
-        "\"sport\":80,\"dport\":40000,\"dir\":\"s2c\",\"bytes\":17,\"sha256\":\"" SHA_HTTP_200
-        "\",\"file\":\"streams/"
+        "\"sport\":80,\"dport\":40000,\"community_id\":\"1:UCffkKgSwco2fG5CBE3QIF9AmFs=\",\"dir\":"
+        "\"s2c\",\"bytes\":17,\"sha256\":\"" SHA_HTTP_200 "\",\"file\":\"streams/"
         "1-s2c.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[]}\n"
         "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"src\":\"2001:db8::1\",\"dst\":\"fe80::1:2\","
-        "\"sport\":5555,\"dport\":443,\"dir\":\"c2s\",\"bytes\":3,\"sha256\":\"" SHA_ABC
-        "\",\"file\":\"streams/"
+        "\"sport\":5555,\"dport\":443,\"community_id\":\"1:rdBKrO7lyFvKUkpL4ZuwoYW1vWY=\",\"dir\":"
+        "\"c2s\",\"bytes\":3,\"sha256\":\"" SHA_ABC "\",\"file\":\"streams/"
         "2-c2s.bin\",\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n"
         "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"src\":\"fe80::1:2\",\"dst\":\"2001:db8::1\","
-        "\"sport\":443,\"dport\":5555,\"dir\":\"s2c\",\"bytes\":0,\"sha256\":\"" SHA_EMPTY
+        "\"sport\":443,\"dport\":5555,\"community_id\":\"1:rdBKrO7lyFvKUkpL4ZuwoYW1vWY=\",\"dir\":"
+        "\"s2c\",\"bytes\":0,\"sha256\":\"" SHA_EMPTY
         "\",\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n";
     assert_string_equal(flows, want);
     free(flows);
@@ -481,9 +484,15 @@ static void test_streams_sid(void **state)
 
     char *flows = fs_read(dir, "flows.jsonl", NULL);
     assert_non_null(flows);
-#define EP_C2S "\"src\":\"10.0.0.1\",\"dst\":\"192.168.1.2\",\"sport\":40000,\"dport\":80"
-#define EP_S2C "\"src\":\"192.168.1.2\",\"dst\":\"10.0.0.1\",\"sport\":80,\"dport\":40000"
-#define HEAD   "{\"layer\":\"user\",\"proto\":\"sctp_user\","
+/* community_id: the values of the PyPI communityid package (seed 0) for these tuples; none for the
+ * test layers whose protocol names are no IP protocol (frag without a protocol part, sctp_user) */
+#define EP_C2S                                                                                     \
+    "\"src\":\"10.0.0.1\",\"dst\":\"192.168.1.2\",\"sport\":40000,\"dport\":80,\"community_id\":"  \
+    "null"
+#define EP_S2C                                                                                     \
+    "\"src\":\"192.168.1.2\",\"dst\":\"10.0.0.1\",\"sport\":80,\"dport\":40000,\"community_id\":"  \
+    "null"
+#define HEAD "{\"layer\":\"user\",\"proto\":\"sctp_user\","
     const char *want = HEAD EP_C2S
         ",\"dir\":\"c2s\",\"sid\":0,\"bytes\":1,\"sha256\":\"" SHA_B "\","
         "\"file\":\"streams/"
@@ -638,18 +647,20 @@ static void test_flowstats(void **state)
     char *fs = fs_read(dir, "flowstats.jsonl", NULL);
     assert_non_null(fs);
     assert_string_equal(
-        fs,
-        "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"uid\":1,\"src\":\"10.0.0.1\","
-        "\"dst\":\"192.168.1.2\",\"sport\":40000,\"dport\":80,\"packets\":[2,1],"
-        "\"bytes\":[112,40],\"first_ts\":100,\"last_ts\":300,\"state\":\"ESTABLISHED\","
-        "\"close\":\"accept\",\"complete\":true}\n"
-        "{\"layer\":\"frag\",\"proto\":\"ip\",\"uid\":3,\"src\":\"1.2.3.4\",\"dst\":\"5.6.7.8\","
-        "\"packets\":[0,0],\"bytes\":[0,0],\"first_ts\":250,\"last_ts\":250,\"state\":null,"
-        "\"close\":\"expired\",\"complete\":false}\n"
-        "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"uid\":2,\"src\":\"2001:db8::1\","
-        "\"dst\":\"fe80::1:2\",\"sport\":5555,\"dport\":443,\"packets\":[0,0],"
-        "\"bytes\":[0,0],\"first_ts\":150,\"last_ts\":150,\"state\":null,"
-        "\"close\":\"open\",\"complete\":false}\n");
+        fs, "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"uid\":1,\"src\":\"10.0.0.1\","
+            "\"dst\":\"192.168.1.2\",\"sport\":40000,\"dport\":80,\"community_id\":\"1:"
+            "UCffkKgSwco2fG5CBE3QIF9AmFs=\",\"packets\":[2,1],"
+            "\"bytes\":[112,40],\"first_ts\":100,\"last_ts\":300,\"state\":\"ESTABLISHED\","
+            "\"close\":\"accept\",\"complete\":true}\n"
+            "{\"layer\":\"frag\",\"proto\":\"ip\",\"uid\":3,\"src\":\"1.2.3.4\",\"dst\":\"5.6.7."
+            "8\",\"community_id\":null,"
+            "\"packets\":[0,0],\"bytes\":[0,0],\"first_ts\":250,\"last_ts\":250,\"state\":null,"
+            "\"close\":\"expired\",\"complete\":false}\n"
+            "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"uid\":2,\"src\":\"2001:db8::1\","
+            "\"dst\":\"fe80::1:2\",\"sport\":5555,\"dport\":443,\"community_id\":\"1:"
+            "rdBKrO7lyFvKUkpL4ZuwoYW1vWY=\",\"packets\":[0,0],"
+            "\"bytes\":[0,0],\"first_ts\":150,\"last_ts\":150,\"state\":null,"
+            "\"close\":\"open\",\"complete\":false}\n");
     free(fs);
     fs_rm_tree(dir);
 }

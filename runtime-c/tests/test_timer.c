@@ -343,6 +343,47 @@ static void test_clock_two_jumps(void **state)
     assert_int_equal(c.now, 1015 * S_);
 }
 
+/* A sustained shift is followed: RG_CLOCK_RESYNC_PKTS packets agreeing with the jump's offset
+ * confirm it (the old base is then forgotten), while a lone outlier between normal packets is
+ * dismissed and never resyncs. */
+static void test_clock_resync(void **state)
+{
+    (void)state;
+    rg_clock c;
+    rg_clock_init(&c, 300 * S_);
+    assert_int_equal(rg_clock_packet(&c, 1000 * S_), 0);
+    /* a lone outlier ten years ahead, then normal traffic: dismissed */
+    assert_int_equal(rg_clock_packet(&c, (1000 + 10 * 31536000) * S_), RG_CLOCK_JUMP);
+    for (unsigned i = 1; i <= 2 * RG_CLOCK_RESYNC_PKTS; i++)
+        assert_int_equal(rg_clock_packet(&c, (1000 + i) * S_), 0);
+    assert_int_equal(c.resyncs, 0);
+    assert_int_equal(c.steady, 1);
+    /* the capture's time moves a year ahead for good, one packet per ms */
+    const uint64_t y = 2000 * S_ + 31536000 * S_, ms = S_ / 1000;
+    const uint64_t now0 = c.now;
+    assert_int_equal(rg_clock_packet(&c, y), RG_CLOCK_JUMP);
+    for (unsigned i = 1; i < RG_CLOCK_RESYNC_PKTS; i++)
+        assert_int_equal(rg_clock_packet(&c, y + i * ms), 0);
+    assert_int_equal(c.resyncs, 0);
+    assert_int_equal(rg_clock_packet(&c, y + RG_CLOCK_RESYNC_PKTS * ms), RG_CLOCK_RESYNC);
+    assert_int_equal(c.resyncs, 1);
+    assert_int_equal(c.base, y);
+    /* the clock kept the pace across the shift (expiry sees 16 ms, not a year) */
+    assert_int_equal(c.now, now0 + RG_CLOCK_RESYNC_PKTS * ms);
+    /* the old base is forgotten: a packet dated in it now is a jump of its own */
+    assert_int_equal(rg_clock_packet(&c, 1100 * S_), RG_CLOCK_JUMP);
+    assert_int_equal(c.jumps_back, 1);
+    assert_int_equal(rg_clock_packet(&c, y + 20 * ms), 0); /* and the new base dismisses it */
+    assert_int_equal(c.resyncs, 1);
+    /* RG_CLOCK_RESYNC_NS of agreeing clock time confirm too, with fewer packets */
+    const uint64_t z = y + 86400 * S_;
+    assert_int_equal(rg_clock_packet(&c, z), RG_CLOCK_JUMP);
+    assert_int_equal(rg_clock_packet(&c, z + RG_CLOCK_RESYNC_NS / 2), 0);
+    assert_int_equal(rg_clock_packet(&c, z + RG_CLOCK_RESYNC_NS), RG_CLOCK_RESYNC);
+    assert_int_equal(c.base, z);
+    assert_int_equal(c.resyncs, 2);
+}
+
 /* max_jump = UINT64_MAX: no guard, the clock is the maximum timestamp seen. */
 static void test_clock_unguarded(void **state)
 {
@@ -367,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_clock_monotonic),  cmocka_unit_test(test_callback_frees),
         cmocka_unit_test(test_flow_integration), cmocka_unit_test(test_clock_guard),
         cmocka_unit_test(test_clock_unguarded),  cmocka_unit_test(test_clock_two_jumps),
+        cmocka_unit_test(test_clock_resync),
     };
     return cmocka_run_group_tests_name("rg_timer", tests, NULL, NULL);
 }

@@ -200,10 +200,15 @@ typedef struct rg_hctx {
 
 /* ---- observers ---- */
 
+#define RG_CLOCK_EV_RESYNC 2 /* on_clock_jump's fwd: a re-synchronisation (rg_clock) */
+
 typedef struct rg_obs {
     void *self;
     /* every handler call, in order */
     void (*on_call)(void *self, const rg_call *c);
+    /* Times: on_open and on_packet get the packet's own timestamp as captured (flow records
+     * are dated by their own packets); the other callbacks the flow clock (rg_clock), the
+     * guarded time expiry runs on. */
     /* an instance was created (f->key_* valid until on_close returns) */
     void (*on_open)(void *self, const rg_flow_info *f, uint64_t ts_ns);
     /* a packet reached an instance: dir, bytes of the layer's input */
@@ -226,7 +231,10 @@ typedef struct rg_obs {
      * packet pkt_no's timestamp pkt_ts_ns jumped forward (fwd = 1) or back
      * beyond --max-clock-jump from the flow clock: the packet was processed
      * at clock_ns (the clock did not move) and later packets follow on from
-     * there. */
+     * there.  fwd | RG_CLOCK_EV_RESYNC: not a jump but packet pkt_no
+     * confirmed that the last jump's time base is the capture's new one (the
+     * clock re-synchronised to it); pkt_ts_ns is then the base's first packet
+     * timestamp, fwd & 1 that jump's direction. */
     void (*on_clock_jump)(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint64_t clock_ns,
                           int fwd);
     /* ---- memcaps (rg_seq_heap in rg_seq.h) ----
@@ -354,6 +362,10 @@ typedef struct rg_stack_desc {
      * read the index slots it prefetched and prefetch the flow records they lead to
      * (rg_flow_prefetch_hints); changes nothing */
     void (*prefetch_recs)(void *ctx);
+    /* workers (NULL: none): the offset (rg_clock.off) of the reading thread's flow clock,
+     * which a context made with max_clock_jump_ns = UINT64_MAX then adds to the packets' own
+     * timestamps (frames keep their own times for the records; the jumps are decided once) */
+    void (*clock_offset)(void *ctx, uint64_t off);
 } rg_stack_desc;
 
 /* Built-in memcap defaults per context (worker): see docs/reliability.md. */

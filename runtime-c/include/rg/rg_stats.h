@@ -107,6 +107,7 @@ typedef struct rg_stats {
     uint64_t bytes;   /* captured bytes given to the stack */
     /* packets whose timestamp jumped beyond the clock guard (rg_clock) */
     uint64_t clock_jumps_fwd, clock_jumps_back;
+    uint64_t clock_resyncs; /* new time bases the clock re-synchronised to */
     uint32_t nlayers;
     const char *reason_name[RG_REASON_MAX];
     rg_layer_stats *layer; /* nlayers entries */

@@ -144,8 +144,26 @@ uint64_t rg_timer_next_deadline(const rg_timer *tm);
  * traffic is then one jump and changes nothing else.  A genuine pause in a
  * capture longer than max_jump therefore delays expiry by the pause instead
  * of expiring every instance alive across it.  max_jump = UINT64_MAX turns
- * the guard off (the clock is then the maximum timestamp seen). */
+ * the guard off (the clock is then the maximum timestamp seen).
+ *
+ * Re-synchronisation: a jump is pending until either a packet fits the
+ * offset from before it (a lone outlier: dismissed, as above) or
+ * RG_CLOCK_RESYNC_PKTS packets, or RG_CLOCK_RESYNC_NS of clock time, agree
+ * with the new offset without one fitting the old: the capture's time base
+ * changed for good.  The clock then re-synchronises to that base (counted in
+ * resyncs; base: the first packet timestamp of it): the old offset is
+ * forgotten, so a later packet dated in the old base is a jump of its own,
+ * and the clock keeps advancing at the new base's pace (instances idle
+ * across the shift keep their idle time: no mass expiry).  While a jump is
+ * pending every packet takes the out-of-line path (steady = 0); in steady
+ * state the inline path is as before. */
 #define RG_CLOCK_DEFAULT_MAX_JUMP (UINT64_C(300) * 1000000000u) /* 300 s */
+#define RG_CLOCK_RESYNC_PKTS      16u                           /* packets agreeing */
+#define RG_CLOCK_RESYNC_NS        (UINT64_C(60) * 1000000000u)  /* or 60 s of them */
+
+/* rg_clock_packet's results */
+#define RG_CLOCK_JUMP   1 /* this packet jumped (counted in jumps_fwd / jumps_back) */
+#define RG_CLOCK_RESYNC 2 /* this packet confirmed a new time base (counted in resyncs) */
 
 typedef struct rg_clock {
     uint64_t now;      /* the flow clock (ns) */
@@ -154,21 +172,27 @@ typedef struct rg_clock {
     uint64_t max_jump; /* ns; UINT64_MAX = no guard */
     uint64_t jumps_fwd, jumps_back;
     uint64_t last_ts; /* the packet timestamp of the last jump */
+    uint64_t resyncs; /* new time bases followed */
+    uint64_t base;    /* the first packet timestamp of the last base followed (last_ts then) */
+    uint64_t pend_t0; /* the clock when the pending jump came */
+    uint32_t pend_n;  /* packets that agreed with the pending jump's offset */
     uint8_t started;  /* a first packet has set the clock */
+    uint8_t steady;   /* started, and no jump pending: the inline path decides */
     uint8_t last_fwd; /* the last jump went forward */
 } rg_clock;
 
 /* max_jump_ns 0 = RG_CLOCK_DEFAULT_MAX_JUMP. */
 void rg_clock_init(rg_clock *c, uint64_t max_jump_ns);
-/* Out of line: the first packet, and jumps (returns 1 for a jump). */
+/* Out of line: the first packet, jumps and pending jumps (rg_clock_packet's result). */
 int rg_clock__slow(rg_clock *c, uint64_t ts_ns);
 
-/* One packet's timestamp: 1 when it was a jump (counted in jumps_fwd /
- * jumps_back), else 0.  The clock is c->now afterwards. */
+/* One packet's timestamp: RG_CLOCK_JUMP when it was a jump, RG_CLOCK_RESYNC
+ * when it confirmed a new time base, else 0.  The clock is c->now
+ * afterwards. */
 RG_INLINE int rg_clock_packet(rg_clock *c, uint64_t ts_ns)
 {
     const uint64_t t = ts_ns + c->off;
-    if (RG_LIKELY(c->started)) {
+    if (RG_LIKELY(c->steady)) {
         if (t >= c->now) {
             if (RG_LIKELY(t - c->now <= c->max_jump)) {
                 c->now = t;
