@@ -166,6 +166,32 @@ def tshark_tuples(pcap: Path) -> tuple[dict[tuple, tuple], set[tuple[str, str, i
     return flows, ip
 
 
+_IFIELDS = ("frame.protocols", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "icmp.type")
+_IFIELDS += ("icmp.code", "icmpv6.type", "icmpv6.code")
+
+
+def tshark_icmp(pcap: Path) -> set[tuple[str, str, int, int]]:
+    """(src, dst, type, code) of every ICMP/ICMPv6 message tshark dissects, with the addresses
+    of the IP header that carries it (the one right before it: a tunnel's inner header)."""
+    args = ["-r", str(pcap), "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a"]
+    args += ["-E", "aggregator=,"]
+    for f in _IFIELDS:
+        args += ["-e", f]
+    out: set[tuple[str, str, int, int]] = set()
+    for line in _tshark(args).splitlines():
+        row = dict(zip(_IFIELDS, line.split("\t"), strict=True))
+        protos = row["frame.protocols"].split(":")
+        at = next((i for i, p in enumerate(protos) if p in ("icmp", "icmpv6")), -1)
+        ip_at = max((i for i, p in enumerate(protos[:at]) if p in ("ip", "ipv6")), default=-1)
+        if at < 0 or ip_at < 0:
+            continue
+        net, t = protos[ip_at], protos[at]
+        src, dst = (_nth(row, protos, f"{net}.{e}", ip_at) for e in ("src", "dst"))
+        typ, code = (int(row[f"{t}.{e}"].split(",")[0]) for e in ("type", "code"))
+        out.add((src, dst, typ, code))
+    return out
+
+
 CASES = captures()
 
 
@@ -175,6 +201,7 @@ def test_records_match_communityid(name: str, stack: str, tmp_path: Path) -> Non
     pcap = TRACES / name
     recs = run(stack, pcap, tmp_path / "out", "flowstats")
     flows, ip = tshark_tuples(pcap)
+    icmp = tshark_icmp(pcap)
     checked = 0
     for r in recs:
         cid = r["community_id"]
@@ -187,6 +214,11 @@ def test_records_match_communityid(name: str, stack: str, tmp_path: Path) -> Non
             assert cid is not None, f"{name}: no community_id on {r}"
             assert cid == reference(0, ref[0], *ref[1:]), (name, r, ref)
             assert cid == reference(0, ref[0], r["src"], r["dst"], r["sport"], r["dport"])
+            checked += 1
+        elif "icmp_type" in r:  # an ICMP conversation: its first message's type and code
+            proto = 58 if ":" in r["src"] else 1
+            assert cid == reference(0, proto, r["src"], r["dst"], r["icmp_type"], r["icmp_code"])
+            assert (r["src"], r["dst"], r["icmp_type"], r["icmp_code"]) in icmp, (name, r)
             checked += 1
         elif cid is not None:  # an IP flow without ports: one of the protocols tshark saw
             protos = {p for s, d, p in ip if {s, d} == {r["src"], r["dst"]}}

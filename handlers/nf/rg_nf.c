@@ -373,10 +373,24 @@ void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf
         ep->dport = port_of(dport, dkey);
         ep->has_dport = 1;
     }
+    if (addr[0] && daddr && addr[0]->size == daddr->size) {
+        ep->alen = (uint8_t)addr[0]->size;
+        memcpy(ep->saddr, f->key_a + addr[0]->off, ep->alen);
+        memcpy(ep->daddr, dkey + daddr->off, ep->alen);
+    }
     if (addr[0] && daddr && addr[0]->size == daddr->size)
         rg_community_id_flow(ep->community_id, rg_community_id_seed, layer, f->key_a,
                              f->key_a + addr[0]->off, dkey + daddr->off, addr[0]->size,
                              ep->has_sport && ep->has_dport, ep->sport, ep->dport);
+}
+
+void rg_nf_endpoints_icmp(const rg_layer_desc *layer, rg_nf_endpoints *ep, uint8_t type,
+                          uint8_t code)
+{
+    int proto = rg_ip_proto_of(layer->protocol);
+    if (!ep->alen || (proto != RG_IPPROTO_ICMP && proto != RG_IPPROTO_ICMPV6)) return;
+    rg_community_id_icmp(ep->community_id, rg_community_id_seed, ep->saddr, ep->daddr, ep->alen,
+                         type, code);
 }
 
 /* ---- JSON ---- */

@@ -154,9 +154,18 @@ typedef struct rg_nf_endpoints {
      * layer is no IP flow: both addresses and an IP protocol are needed (rg_nf_endpoints_of);
      * written as "community_id" (null for "") after the ports by rg_nf_json_endpoints */
     char community_id[32];
+    /* the addresses as in the key (alen 4 or 16; 0: none), for the ICMP Community ID, which
+     * needs the conversation's first type and code as well (rg_nf_endpoints_icmp) */
+    uint8_t saddr[16], daddr[16];
+    uint8_t alen;
 } rg_nf_endpoints;
 
 void rg_nf_endpoints_of(const rg_layer_desc *layer, const rg_flow_info *f, rg_nf_endpoints *ep);
+
+/* Sets ep's community_id of an ICMP/ICMPv6 conversation of layer from the type and code of its
+ * first packet (sent by side a, ep's src); nothing for a layer of another protocol. */
+void rg_nf_endpoints_icmp(const rg_layer_desc *layer, rg_nf_endpoints *ep, uint8_t type,
+                          uint8_t code);
 
 #ifdef __cplusplus
 }

@@ -95,6 +95,8 @@ static void on_call(void *self, const rg_call *c)
         if (r->icmp_type < 0) { /* the conversation's first packet */
             r->icmp_type = (int16_t)(c->args[a[0]].num & 0xff);
             r->icmp_code = (int16_t)(c->args[a[1]].num & 0xff);
+            const rg_layer_desc *l = rg_nf_layer(nf->base.stack, c->flow->layer);
+            if (l) rg_nf_endpoints_icmp(l, &r->ep, (uint8_t)r->icmp_type, (uint8_t)r->icmp_code);
         }
         return;
     }
