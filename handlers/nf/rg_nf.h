@@ -37,7 +37,9 @@
  *              {"layer","proto","uid","src","dst","sport","dport",
  *               "packets":[c2s,s2c],"bytes":[c2s,s2c],"first_ts","last_ts",
  *               "state": final PSM state name | null,
- *               "close": "accept"|"evicted"|"expired"|"flushed","complete": bool}
+ *               "close": "accept"|"evicted"|"expired"|"flushed","complete": bool,
+ *               then how it ended (rg_nf_end_fields): "reason", "late_packets" and
+ *               the layer's record fields (spec record:, e.g. TCP's "originator")}
  *              An instance that does not outlive a packet is one the packet
  *              that created it also destroyed ("accept" after at most one
  *              packet: a whole IPv4 datagram, a lone SYN+RST does not). packets:
@@ -57,7 +59,8 @@
  *              {"layer","proto","src","dst","sport","dport","dir","bytes",
  *               "sha256","file": "streams/<uid>-<dir>.bin" | null,
  *               "complete": bool | null (no PSM),"uid","close",
- *               "gaps": [[offset, length], ...]}
+ *               "gaps": [[offset, length], ...], then "reason", "late_packets" and
+ *               the record fields as flowstats}
  *              (gaps: the holes skipped in that direction, in order,
  *              adjacent ones merged; offset counts delivered and missing
  *              bytes from the direction's start, so the bytes of the .bin
