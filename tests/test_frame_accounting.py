@@ -24,6 +24,16 @@ expected `reason` of the stream's last record: written here from RFC 9293 (3.10.
 acknowledging a SYN before any SYN-ACK, or a responder's RST before the handshake completed,
 refuses the connection; a RST otherwise aborts it, originator's or responder's; a FIN each way,
 each acknowledged, closes it; anything else is still open when the capture ends: flushed).
+
+Connection state and history. For every TCP stream whose record we have, the expected Zeek
+`history` and `conn_state` are derived here from tshark's flags, following Zeek's documentation
+(the `conn.log` fields: history letters S a SYN without ACK, H a SYN-ACK, A a pure ACK, D
+data, F a FIN, R a RST, upper case for the originator, each recorded once per side in order;
+both from the packets up to the one that closed the connection (see close reasons: later
+ones are late packets, counted but not processed); conn_state from each endpoint's state, as Zeek's `conn_state()` reads them: what the endpoint
+sent decides it here — RESET after a RST, else CLOSED after a FIN, else ESTABLISHED once its
+handshake packet was acknowledged, else SYN_SENT / SYN_ACK_SENT, else PARTIAL if it sent
+anything, else INACTIVE), written independently of tcp.yaml's per-packet rules.
 """
 
 from __future__ import annotations
@@ -205,6 +215,12 @@ def assign(recs: list[dict], streams: dict[tuple[str, int], TStream]) -> dict[st
 
 def expected_reason(s: TStream) -> str:
     """How the connection ended, from its packets (RFC 9293), as records name it."""
+    return ended(s)[0]
+
+
+def ended(s: TStream) -> tuple[str, int]:
+    """expected_reason and the index of the packet that ended the connection (the last one
+    when it did not end): later ones are late packets, counted but not processed."""
     SYN, ACK, RST, FIN = 0x02, 0x10, 0x04, 0x01
     orig = None
     for sender, fl, _seq, _ack, _n in s.pkts:  # the SYN sender; a SYN-ACK's receiver
@@ -218,7 +234,7 @@ def expected_reason(s: TStream) -> str:
     fin_acked: set[Node] = set()
     seen_synack = seen_ack_of_synack = False
     syn_seq = None
-    for sender, fl, seq, ack, n in s.pkts:
+    for k, (sender, fl, seq, ack, n) in enumerate(s.pkts):
         other = next(n for n in s.nodes if n != sender)
         if fl & SYN and not fl & ACK and sender == orig:
             syn_seq = seq
@@ -233,16 +249,16 @@ def expected_reason(s: TStream) -> str:
                 if not (fl & ACK and ack == (syn_seq + 1) % 2**32):
                     continue
             if sender != orig and before_handshake:
-                return "rejected"
-            return "rst_orig" if sender == orig else "rst_resp"
+                return "rejected", k
+            return ("rst_orig" if sender == orig else "rst_resp"), k
         if fl & ACK and other in fin_seq and ack == fin_seq[other]:
             fin_acked.add(other)
         if fl & FIN:
             # the FIN's number: seq + SYN + data; what acknowledges it is one past
             fin_seq[sender] = (seq + (1 if fl & SYN else 0) + n + 1) % 2**32
         if len(fin_acked) == 2:
-            return "fin"
-    return "flushed"
+            return "fin", k
+    return "flushed", len(s.pkts) - 1
 
 
 @pytest.mark.parametrize("cap", CAPTURES, ids=[c.name for c in CAPTURES])
@@ -294,4 +310,126 @@ def test_close_reason_of_every_tcp_connection(binary: Path, cap: Path, tmp_path:
         have = got[s.label][-1]["reason"]
         if have != want and not (want == "flushed" and have == "timeout"):
             bad.append(f"{s.label}: reason {have}, expected {want}")
+    assert not bad, "\n".join(bad)
+
+
+SYN, ACK, RST, FIN = 0x02, 0x10, 0x04, 0x01
+
+
+def originator(s: TStream) -> Node:
+    for sender, fl, _seq, _ack, _n in s.pkts:  # the SYN sender; a SYN-ACK's receiver
+        if fl & SYN:
+            return sender if not fl & ACK else next(n for n in s.nodes if n != sender)
+    a, b = s.nodes  # mid-stream: the higher (ephemeral) port
+    return a if a[1] >= b[1] else b
+
+
+def zeek_history(s: TStream, orig: Node) -> str:
+    out, seen = "", set()
+    for sender, fl, _seq, _ack, n in s.pkts:
+        letters = []
+        if fl & SYN:
+            letters.append("H" if fl & ACK else "S")
+        if fl & ACK and not fl & (SYN | FIN | RST) and n == 0:
+            letters.append("A")
+        if n > 0:
+            letters.append("D")
+        if fl & FIN:
+            letters.append("F")
+        if fl & RST:
+            letters.append("R")
+        for c in letters:
+            c = c if sender == orig else c.lower()
+            if c not in seen:
+                seen.add(c)
+                out += c
+    return out
+
+
+def endpoint_state(s: TStream, who: Node, orig: Node) -> str:
+    """Zeek's endpoint state from what `who` sent (and whether its handshake was answered)."""
+    mine = [(fl, n) for sender, fl, _s, _a, n in s.pkts if sender == who]
+    if not mine:
+        return "INACTIVE"
+    if any(fl & RST for fl, _ in mine):
+        return "RESET"
+    if any(fl & FIN for fl, _ in mine):
+        return "CLOSED"
+    opened = None
+    for k, (sender, fl, _s, _a, _n) in enumerate(s.pkts):
+        if sender == who and fl & SYN:
+            opened = k
+            break
+    if opened is None:
+        return "PARTIAL"  # sent, but never a SYN
+    kind = "SYN_ACK_SENT" if s.pkts[opened][1] & ACK else "SYN_SENT"
+    # established: the originator ACKed after the SYN-ACK; the responder with it, or by
+    # sending an ACK of its own after its SYN-ACK
+    later = s.pkts[opened + 1 :]
+    synack_at = next((k for k, p in enumerate(s.pkts) if p[1] & SYN and p[1] & ACK), None)
+    for k, (sender, fl, _s, _a, _n) in enumerate(later, opened + 1):
+        plain_ack = fl & ACK and not fl & SYN
+        if sender == who and plain_ack and (who != orig or synack_at is not None and k > synack_at):
+            return "ESTABLISHED"
+        if who != orig and sender == orig and plain_ack and kind == "SYN_ACK_SENT":
+            return "ESTABLISHED"
+    return kind
+
+
+def zeek_conn_state(s: TStream, hist: str) -> str:
+    orig = originator(s)
+    resp = next(n for n in s.nodes if n != orig)
+    os_, rs = endpoint_state(s, orig, orig), endpoint_state(s, resp, orig)
+    o_inactive = os_ in ("INACTIVE", "PARTIAL")
+    r_inactive = rs in ("INACTIVE", "PARTIAL")
+    no_data = "D" not in hist and "d" not in hist
+    if rs == "RESET":  # the responder sent a RST
+        if os_ in ("SYN_SENT", "SYN_ACK_SENT") or (os_ == "RESET" and no_data):
+            return "REJ"  # connection attempt rejected
+        return "RSTRH" if o_inactive else "RSTR"
+    if os_ == "RESET":  # the originator aborted
+        if r_inactive:
+            # originator sent a SYN followed by a RST, no SYN-ACK from the responder
+            return "RSTOS0" if re.match(r"\^?S[^HAFGIQ]*R", hist) else "OTH"
+        return "RSTO"
+    if os_ == "CLOSED" and rs == "CLOSED":
+        return "SF"  # normal establishment and termination
+    if os_ == "CLOSED":  # close attempt by the originator
+        return "SH" if r_inactive else "S2"
+    if rs == "CLOSED":  # close attempt by the responder
+        return "SHR" if o_inactive else "S3"
+    if os_ == "SYN_SENT" and rs == "INACTIVE":
+        return "S0"  # connection attempt seen, no reply
+    if os_ == "ESTABLISHED" and rs == "ESTABLISHED":
+        return "S1"  # established, not terminated
+    return "OTH"
+
+
+@pytest.mark.parametrize("cap", CAPTURES, ids=[c.name for c in CAPTURES])
+def test_conn_state_and_history_of_every_tcp_connection(
+    binary: Path, cap: Path, tmp_path: Path
+) -> None:
+    streams = tshark_streams(cap)
+    got = assign(records(binary, cap, tmp_path), streams)
+    bad = []
+    for s in streams.values():
+        rs = got.get(s.label)
+        if s.proto != "tcp" or not rs or len(rs) != 1:
+            continue  # a stream split into several records: each is its own connection
+        r = rs[0]
+        orig = originator(s)
+        # the connection's packets up to its close (late packets change no state)
+        s = TStream(s.proto, s.index, s.nodes, pkts=s.pkts[: ended(s)[1] + 1])
+        if (
+            (r["src"], r["sport"]) != orig
+            and r["originator"] == "a"
+            or ((r["dst"], r["dport"]) != orig and r["originator"] == "p")
+        ):
+            bad.append(f"{s.label}: originator {r['originator']}, expected {orig}")
+        hist = zeek_history(s, orig)
+        if r["history"] != hist:
+            bad.append(f"{s.label}: history {r['history']}, expected {hist}")
+        want = zeek_conn_state(s, hist)
+        if r["conn_state"] != want:
+            bad.append(f"{s.label}: conn_state {r['conn_state']}, expected {want}")
     assert not bad, "\n".join(bad)

@@ -468,6 +468,14 @@ void rg_nf_end_fields(char *buf, size_t n, const rg_stack_desc *stack, const rg_
         if (!strcmp(k->name, "reason")) continue;
         char num[24];
         const char *t = rec_text(k, f->rec[i], num, sizeof num);
+        if (k->letters) { /* 4-bit letter codes, the first in the low bits */
+            const size_t nl = strlen(k->letters);
+            size_t j = 0;
+            for (uint64_t v = f->rec[i]; (v & 15u) && j + 1 < sizeof num; v >>= 4)
+                if ((v & 15u) <= nl) num[j++] = k->letters[(v & 15u) - 1];
+            num[j] = 0;
+            t = num;
+        }
         if (t)
             RG_NF_PUT_(",\"%s\":\"%s\"", k->name, t); /* spec identifiers: no escaping */
         else

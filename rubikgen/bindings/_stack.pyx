@@ -34,6 +34,7 @@ cdef extern from "rg/rg_api.h":
         const char *name
         uint32_t nnames
         const char *const *names
+        const char *letters
     ctypedef struct rg_layer_desc:
         const char *name
         const char *protocol
@@ -195,7 +196,8 @@ cdef class Engine:
         ]
         # record fields (spec record:): name and value names, per layer
         self.recs = [
-            tuple((_s(r.name), tuple(_s(r.names[k]) for k in range(r.nnames)))
+            tuple((_s(r.name), tuple(_s(r.names[k]) for k in range(r.nnames)),
+                   _s(r.letters) if r.letters != NULL else None)
                   for r in d.layers[i].rec[:min(d.layers[i].nrec, 4)])
             for i in range(d.nlayers)
         ]
@@ -466,9 +468,15 @@ cdef void _on_close(void *self, const rg_flow_info *f, int reason, int complete,
         # the records' vocabulary (handlers/nf rg_nf_end_fields): an accept state's reason
         # comes from the layer's record field `reason`
         args["reason"] = RECORD_REASONS.get(reason, "accept")
-        for k, (name, names) in enumerate(e.recs[f.layer]):
+        for k, (name, names, letters) in enumerate(e.recs[f.layer]):
             v = f.rec[k]
             text = names[v] if v < len(names) else v
+            if letters is not None:  # 4-bit letter codes, the first in the low bits
+                text = ""
+                while v & 15:
+                    if (v & 15) <= len(letters):
+                        text += letters[(v & 15) - 1]
+                    v >>= 4
             if name == "reason":
                 if reason == 0:
                     args["reason"] = text

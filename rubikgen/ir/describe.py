@@ -88,7 +88,11 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
     for vn, fd in m.perm.items():
         if isinstance(fd, FieldSpec) and fd.record:
             rec = fd.record
-            d.records[vn] = (vn, []) if rec is True else (rec.name or vn, list(rec.names))
+            d.records[vn] = (
+                (vn, [], "")
+                if rec is True
+                else (rec.name or vn, list(rec.names), rec.letters or "")
+            )
     for n, o in m.options.items():
         val = li.options.get(n, o.default)
         d.options[n] = (isinstance(o.default, bool), int(val))

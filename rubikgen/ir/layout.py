@@ -175,8 +175,9 @@ class LayerDesc:
     # closed instances linger (spec `linger:`): how long, and the condition that reopens one
     linger_ns: int = 0
     linger_reopen: Expr | None = None
-    # perm variables in the instance's record (`record:`): variable -> (record key, value names)
-    records: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    # perm variables in the instance's record (`record:`): variable -> (record key, value
+    # names, letters: the value is a string of 4-bit letter codes; "" none)
+    records: dict[str, tuple[str, list[str], str]] = field(default_factory=dict)
     # fired-flag slots before the layer's handlers: the protocol's events, then the built-ins
     events: list[str] = field(default_factory=list)
     # option name -> (is a boolean, the layer's value)

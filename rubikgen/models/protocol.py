@@ -22,6 +22,11 @@ class RecordField(Model):
         default_factory=list,
         description="Names of the values 0, 1, ...: the record shows names[value].",
     )
+    letters: StrictStr | None = Field(
+        None,
+        description="The value is a string of letters, 4 bits each, the first in the low bits: "
+        "code k (1..15) is letters[k-1]; 0 ends it.",
+    )
     doc: StrictStr | None = None
 
 

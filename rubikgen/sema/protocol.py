@@ -608,6 +608,16 @@ def _check_linger(ec: Any, m: Any, smap: Any, diags: list[Diagnostic]) -> None:
                             hint="letters, digits and _ (it is written into JSON unescaped)",
                         )
                     )
+        if isinstance(rec, RecordField) and rec.letters is not None:
+            if not re.fullmatch(r"[A-Za-z^]{1,15}", rec.letters):
+                diags.append(
+                    smap.diag(
+                        "RG026",
+                        f"record letters '{rec.letters}': 1 to 15 letters",
+                        ("perm", vname, "record", "letters"),
+                        hint="one letter per 4-bit code 1..15",
+                    )
+                )
         if isinstance(fd, FieldSpec) and fd.record is not None and fd.bytes is not None:
             diags.append(
                 smap.diag(

@@ -78,6 +78,9 @@ typedef struct rg_recfield {
     const char *name;
     uint32_t nnames;
     const char *const *names;
+    /* or: the value is a string of letters, 4 bits each, the first in the low bits: code k
+     * (1..15) is letters[k - 1], 0 ends it (TCP's history) */
+    const char *letters;
 } rg_recfield;
 #define RG_REC_MAX 4 /* record fields per layer */
 
