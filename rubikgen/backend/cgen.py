@@ -469,15 +469,15 @@ class CGen:
             states = ", ".join(c_string(s) for s in lc.states) or "NULL"
             out.append(f"static const char *const {S}_states_{n}[] = {{{states}}};")
             recs = []
-            for var, (key, names, letters) in lc.d.records.items():
+            for var, (key, vnames, letters) in lc.d.records.items():
                 nn = "NULL"
-                if names:
+                if vnames:
                     nn = f"{S}_recn_{n}_{var}"
                     out.append(
-                        f"static const char *const {nn}[] = {{{', '.join(map(c_string, names))}}};"
+                        f"static const char *const {nn}[] = {{{', '.join(map(c_string, vnames))}}};"
                     )
                 lt = c_string(letters) if letters else "NULL"
-                recs.append(f"{{{c_string(key)}, {len(names)}, {nn}, {lt}}}")
+                recs.append(f"{{{c_string(key)}, {len(vnames)}, {nn}, {lt}}}")
             if recs:
                 out.append(
                     f"static const rg_recfield {S}_rec_{n}[] = {{\n    "
