@@ -261,11 +261,16 @@ def ended(s: TStream) -> tuple[str, int]:
     return "flushed", len(s.pkts) - 1
 
 
+def _run(binary: Path, cap: Path, tmp: Path) -> tuple[dict, list[dict], dict[str, list[dict]]]:
+    """tshark's streams, our records, and our records by tshark stream."""
+    streams = tshark_streams(cap)
+    recs = records(binary, cap, tmp)
+    return streams, recs, assign(recs, streams)
+
+
 @pytest.mark.parametrize("cap", CAPTURES, ids=[c.name for c in CAPTURES])
 def test_every_stream_frame_counted_once(binary: Path, cap: Path, tmp_path: Path) -> None:
-    streams = tshark_streams(cap)
-    recs = records(binary, cap, tmp_path)
-    got = assign(recs, streams)
+    streams, recs, got = _run(binary, cap, tmp_path)
     bad = []
     for label, rs in got.items():
         if label.startswith("?"):
@@ -299,9 +304,7 @@ def test_every_stream_frame_counted_once(binary: Path, cap: Path, tmp_path: Path
 
 @pytest.mark.parametrize("cap", CAPTURES, ids=[c.name for c in CAPTURES])
 def test_close_reason_of_every_tcp_connection(binary: Path, cap: Path, tmp_path: Path) -> None:
-    streams = tshark_streams(cap)
-    recs = records(binary, cap, tmp_path)
-    got = assign(recs, streams)
+    streams, _recs, got = _run(binary, cap, tmp_path)
     bad = []
     for s in streams.values():
         if s.proto != "tcp" or not got.get(s.label):
@@ -409,8 +412,7 @@ def zeek_conn_state(s: TStream, hist: str) -> str:
 def test_conn_state_and_history_of_every_tcp_connection(
     binary: Path, cap: Path, tmp_path: Path
 ) -> None:
-    streams = tshark_streams(cap)
-    got = assign(records(binary, cap, tmp_path), streams)
+    streams, _recs, got = _run(binary, cap, tmp_path)
     bad = []
     for s in streams.values():
         rs = got.get(s.label)

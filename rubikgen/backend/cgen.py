@@ -622,21 +622,17 @@ class CGen:
         none of its handlers, reassembly or PSM and no layer above it run; the layers below
         finish as for any packet (a fragment instance below is still released)."""
         out: list[str] = []
-        for n in self.verdict_exits:
-            lc = self.layers[n]
-            out += [
-                "",
-                f"V_{n}: /* layer {n}: an instance marked by a flow verdict */",
-                f"    {self.S}__flow_verdict(ctx, {lc.index}, &inst_{n}->fi);",
-            ]
-            out += ["    " + x for x in self._return(n)]
-        for n in self.linger_exits:
-            lc = self.layers[n]
-            out += [
-                "",
-                f"Z_{n}: /* layer {n}: a late packet of a closed instance (spec linger:) */",
-                f"    {self.S}__late(ctx, {lc.index}, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len);",
-            ]
+        exits = [
+            (n, "V", "an instance marked by a flow verdict", "__flow_verdict(ctx, {i}, &inst_{n}->fi)")
+            for n in self.verdict_exits
+        ] + [
+            (n, "Z", "a late packet of a closed instance (spec linger:)",
+             "__late(ctx, {i}, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len)")
+            for n in self.linger_exits
+        ]  # fmt: skip
+        for n, label, why, call in exits:
+            call = call.format(i=self.layers[n].index, n=n)
+            out += ["", f"{label}_{n}: /* layer {n}: {why} */", f"    {self.S}{call};"]
             out += ["    " + x for x in self._return(n)]
         return out
 
