@@ -273,3 +273,21 @@ def test_midstream_off_creates_no_payload_less_flow(tmp_path: Path) -> None:
     k.c2s("PA", b"data")
     recs, _ = run(b, tmp_path, k.pkts)
     assert recs == []
+
+
+def test_python_close_events_carry_the_record_fields(tmp_path: Path) -> None:
+    bindings = pytest.importorskip("rubikgen.bindings")
+    k = Conn()
+    k.handshake()
+    k.c2s("PA", b"hello")
+    k.s2c("RA")
+    k.c2s("A", adv=False)  # late: after the responder's RST
+    cap = tmp_path / "c.pcap"
+    scapy.wrpcap(str(cap), k.pkts)
+    stack = bindings.Stack.build(str(STACK), str(tmp_path / "py"))
+    closes = [e for e in stack.feed_pcap(str(cap)) if e.kind == "close" and e.layer == "tcp"]
+    assert len(closes) == 1
+    a = closes[0].args
+    assert (a["reason"], a["late_packets"], a["originator"]) == ("rst_resp", 1, "a"), a
+    # Zeek: established, then the responder's RST (RSTR); S h A D r, in order
+    assert (a["conn_state"], a["history"]) == ("RSTR", "ShADr"), a
