@@ -102,6 +102,7 @@ typedef struct rg_layer_stats {
     uint64_t transient;
     /* late packets: packets of a closed instance that lingers (spec linger:), counted on it */
     uint64_t late;
+    uint64_t lingering; /* closed instances lingering now (a gauge) */
 } rg_layer_stats;
 
 typedef struct rg_stats {
