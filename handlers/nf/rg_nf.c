@@ -5,6 +5,7 @@
 #include "rg/rg_nf_api.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,4 +436,71 @@ void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep)
     if (ep->has_dport) fprintf(out, ",\"dport\":%u", (unsigned)ep->dport);
     fputs(",\"community_id\":", out);
     rg_json_string(out, ep->community_id[0] ? ep->community_id : NULL);
+}
+
+/* record field k's value of f as text: a name, else the number (into num) */
+static const char *rec_text(const rg_recfield *k, uint64_t v, char *num, size_t n)
+{
+    if (v < k->nnames) return k->names[v];
+    snprintf(num, n, "%" PRIu64, v);
+    return NULL;
+}
+
+const char *rg_nf_reason(const rg_stack_desc *stack, const rg_flow_info *f, int reason)
+{
+    switch (reason) {
+    case RG_CLOSE_EXPIRED:
+        return "timeout";
+    case RG_CLOSE_EVICTED:
+        return "evicted";
+    case RG_CLOSE_FLUSHED:
+        return "flushed";
+    default:
+        break;
+    }
+    const rg_layer_desc *l = f ? rg_nf_layer(stack, f->layer) : NULL;
+    for (uint16_t i = 0; l && i < l->nrec && i < RG_REC_MAX; i++) {
+        char num[24];
+        const char *t = strcmp(l->rec[i].name, "reason")
+                            ? NULL
+                            : rec_text(&l->rec[i], f->rec[i], num, sizeof num);
+        if (t) return t;
+    }
+    return "accept";
+}
+
+void rg_nf_end_fields(char *buf, size_t n, const rg_stack_desc *stack, const rg_flow_info *f,
+                      int reason)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    if (!f) return;
+#define RG_NF_PUT_(...)                                                                            \
+    do {                                                                                           \
+        int w_ = snprintf(buf + at, n - at, __VA_ARGS__);                                          \
+        if (w_ < 0 || (size_t)w_ >= n - at) return;                                                \
+        at += (size_t)w_;                                                                          \
+    } while (0)
+    RG_NF_PUT_(",\"reason\":\"%s\",\"late_packets\":%" PRIu32, rg_nf_reason(stack, f, reason),
+               f->late);
+    const rg_layer_desc *l = rg_nf_layer(stack, f->layer);
+    for (uint16_t i = 0; l && i < l->nrec && i < RG_REC_MAX; i++) {
+        const rg_recfield *k = &l->rec[i];
+        if (!strcmp(k->name, "reason")) continue;
+        char num[24];
+        const char *t = rec_text(k, f->rec[i], num, sizeof num);
+        if (k->letters) { /* 4-bit letter codes, the first in the low bits */
+            const size_t nl = strlen(k->letters);
+            size_t j = 0;
+            for (uint64_t v = f->rec[i]; (v & 15u) && j + 1 < sizeof num; v >>= 4)
+                if ((v & 15u) <= nl) num[j++] = k->letters[(v & 15u) - 1];
+            num[j] = 0;
+            t = num;
+        }
+        if (t)
+            RG_NF_PUT_(",\"%s\":\"%s\"", k->name, t); /* spec identifiers: no escaping */
+        else
+            RG_NF_PUT_(",\"%s\":%s", k->name, num);
+    }
+#undef RG_NF_PUT_
 }

@@ -40,6 +40,8 @@
  *               "packets":[c2s,s2c],"bytes":[c2s,s2c],"first_ts","last_ts",
  *               "state": final PSM state name | null,
  *               "close": "accept"|"evicted"|"expired"|"flushed","complete": bool,
+ *               then how it ended (rg_nf_end_fields): "reason", "late_packets" and
+ *               the layer's record fields (spec record:, e.g. TCP's "originator"),
  *               "icmp_type","icmp_code": when a handler with numeric arguments of
  *               these names was called for the instance (its first call: an ICMP
  *               conversation's first packet),
@@ -66,7 +68,8 @@
  *              {"layer","proto","src","dst","sport","dport","community_id","dir","bytes",
  *               "sha256","file": "streams/<uid>-<dir>.bin" | null,
  *               "complete": bool | null (no PSM),"uid","close",
- *               "gaps": [[offset, length], ...]}
+ *               "gaps": [[offset, length], ...], then "reason", "late_packets" and
+ *               the record fields as flowstats}
  *              (gaps: the holes skipped in that direction, in order,
  *              adjacent ones merged; offset counts delivered and missing
  *              bytes from the direction's start, so the bytes of the .bin

@@ -17,7 +17,7 @@ void rg_nf_flowstats_all(rg_obs *obs, int all)
 }
 
 static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, const char *state,
-                       const char *close, int complete)
+                       const char *close, int complete, const char *end)
 {
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, r->layer);
     FILE *out = nf->out;
@@ -32,7 +32,7 @@ static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, const char *stat
             "],\"first_ts\":%" PRIu64 ",\"last_ts\":%" PRIu64 ",\"state\":",
             r->packets[0], r->packets[1], r->bytes[0], r->bytes[1], r->first_ts, r->last_ts);
     rg_json_string(out, state);
-    fprintf(out, ",\"close\":\"%s\",\"complete\":%s", close, complete ? "true" : "false");
+    fprintf(out, ",\"close\":\"%s\",\"complete\":%s%s", close, complete ? "true" : "false", end);
     rg_nf_json_icmp(out, r);
     fputs("}\n", out);
 }
@@ -41,16 +41,21 @@ static void write_rec(rg_nf_flows *nf, const rg_nf_flowrec *r, const rg_flow_inf
                       int complete)
 {
     if (!f) { /* an instance that never closed (the context was not flushed) */
-        write_flow(nf, r, NULL, "open", 0);
+        write_flow(nf, r, NULL, "open", 0, "");
         return;
     }
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
     const char *state = l && l->has_psm && f->state < l->nstates ? l->states[f->state] : NULL;
     /* destroyed by the packet that created it: one record per unfragmented
-     * datagram would drown the connections */
-    int within_packet = reason == RG_CLOSE_ACCEPT && r->packets[0] + r->packets[1] <= 1;
-    if (((nf_flowstats *)nf)->all || !within_packet)
-        write_flow(nf, r, state, rg_close_name(reason), complete);
+     * datagram would drown the connections (a connection of one packet, a lone RST, is
+     * written: its layer lingers) */
+    int within_packet =
+        reason == RG_CLOSE_ACCEPT && r->packets[0] + r->packets[1] <= 1 && !(l && l->linger_ns);
+    if (((nf_flowstats *)nf)->all || !within_packet) {
+        char end[512];
+        rg_nf_end_fields(end, sizeof end, nf->base.stack, f, reason);
+        write_flow(nf, r, state, rg_close_name(reason), complete, end);
+    }
 }
 
 rg_nf *rg_nf_flowstats_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)

@@ -64,6 +64,16 @@ void rg_nf_addr_text(const uint8_t *p, size_t len, char *out, size_t n);
  * when absent), each preceded by a comma. */
 void rg_nf_json_endpoints(FILE *out, const rg_nf_endpoints *ep);
 
+/* How instance f ended, as the JSON fields of its record, each preceded by a comma, into buf
+ * (NUL-terminated, cut at n): "reason" (an accept state: the layer's record field `reason`,
+ * else "accept"; "timeout", "evicted", "flushed" for the other close reasons), "late_packets"
+ * (after the accept state: spec linger:) and the layer's other record fields (spec record:). */
+void rg_nf_end_fields(char *buf, size_t n, const rg_stack_desc *stack, const rg_flow_info *f,
+                      int reason);
+
+/* The close reason's name in records ("reason", as rg_nf_end_fields writes it). */
+const char *rg_nf_reason(const rg_stack_desc *stack, const rg_flow_info *f, int reason);
+
 /* The record of instance f in m: the one made at its first sighting, or a
  * new one (size bytes, zeroed; *created = 1) whose endpoints
  * (rg_nf_endpoints_of, read now: the keys are gone after on_close) are at

@@ -305,7 +305,7 @@ static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uin
 
 /* One line of flows.jsonl for record d (direction i of r); closes its file. */
 static void report_dir(nf_streams *nf, st_flow *r, sdir *d, unsigned i, int split,
-                       const char *close, int complete)
+                       const char *close, int complete, const char *end)
 {
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, r->layer);
     FILE *out = nf->flows_out;
@@ -340,7 +340,7 @@ static void report_dir(nf_streams *nf, st_flow *r, sdir *d, unsigned i, int spli
     for (uint32_t k = 0; k < d->ngaps; k++)
         fprintf(out, "%s[%" PRIu64 ",%" PRIu64 "]", k ? "," : "", d->gaps[2 * k],
                 d->gaps[2 * k + 1]);
-    fputs("]}\n", out);
+    fprintf(out, "]%s}\n", end);
     nf->bytes += d->bytes;
     nf->gaps += d->ngaps;
     nf->gap_bytes += d->skipped;
@@ -348,13 +348,13 @@ static void report_dir(nf_streams *nf, st_flow *r, sdir *d, unsigned i, int spli
 
 /* The flow's lines (both directions, or one per direction and stream id of a split flow
  * that delivered something); frees r.  complete: 1/0, or -1 for null. */
-static void report(nf_streams *nf, st_flow *r, const char *close, int complete)
+static void report(nf_streams *nf, st_flow *r, const char *close, int complete, const char *end)
 {
     const int split = splits(nf, r->layer);
     if (r->nsubs) {
         qsort(r->subs, r->nsubs, sizeof *r->subs, cmp_sub);
         for (uint32_t k = 0; k < r->nsubs; k++) {
-            report_dir(nf, r, r->subs[k], r->subs[k]->dir, split, close, complete);
+            report_dir(nf, r, r->subs[k], r->subs[k]->dir, split, close, complete, end);
             free(r->subs[k]->gaps);
             free(r->subs[k]);
         }
@@ -365,7 +365,7 @@ static void report(nf_streams *nf, st_flow *r, const char *close, int complete)
         }
     } else {
         for (unsigned i = 0; i < 2; i++)
-            report_dir(nf, r, &r->d[i], i, split, close, complete);
+            report_dir(nf, r, &r->d[i], i, split, close, complete, end);
         nf->ndirs += 2;
     }
     free(r->d[0].gaps);
@@ -384,13 +384,15 @@ static void on_close(void *self, const rg_flow_info *f, int reason, int complete
     if (!r) return;
     rg_nf_map_del(&nf->flows, f->uid);
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
-    report(nf, r, rg_close_name(reason), l && l->has_psm ? complete != 0 : -1);
+    char end[512];
+    rg_nf_end_fields(end, sizeof end, nf->base.stack, f, reason);
+    report(nf, r, rg_close_name(reason), l && l->has_psm ? complete != 0 : -1, end);
 }
 
 /* An instance that never closed (the context was not flushed). */
 static void report_open(void *self, void *r)
 {
-    report(self, r, "open", -1);
+    report(self, r, "open", -1, "");
 }
 
 static int finish(rg_nf *base)

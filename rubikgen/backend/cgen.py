@@ -143,6 +143,8 @@ class CGen:
         # (rg_obs.quiet_transient): nothing but on_close and freeing the sequences at their close
         self.quiet = self._quiet_layers(prog)
         self.resets = Resets()  # per-layer clears, dropped where nothing reads them (prune.py)
+        # layers whose lookup looks in a closed table: each gets a late-packet exit (Z_<layer>)
+        self.linger_exits: list[str] = []
         # layers whose lookup was rendered: each gets a verdict exit (V_<layer>)
         self.verdict_exits: list[str] = []
 
@@ -487,6 +489,22 @@ class CGen:
             )
             states = ", ".join(c_string(s) for s in lc.states) or "NULL"
             out.append(f"static const char *const {S}_states_{n}[] = {{{states}}};")
+            recs = []
+            for var, (key, vnames, letters) in lc.d.records.items():
+                nn = "NULL"
+                if vnames:
+                    nn = f"{S}_recn_{n}_{var}"
+                    out.append(
+                        f"static const char *const {nn}[] = {{{', '.join(map(c_string, vnames))}}};"
+                    )
+                lt = c_string(letters) if letters else "NULL"
+                recs.append(f"{{{c_string(key)}, {len(vnames)}, {nn}, {lt}}}")
+            if recs:
+                out.append(
+                    f"static const rg_recfield {S}_rec_{n}[] = {{\n    "
+                    + ",\n    ".join(recs)
+                    + "\n};"
+                )
         rows = []
         for lc in self.layers.values():
             rows.append(
@@ -494,7 +512,9 @@ class CGen:
                 f"{int(lc.has_instance)}, {int(lc.bidir)}, {int(lc.d.has_psm)}, "
                 f"{int(lc.has_seq)}, {lc.key_len if lc.has_instance else 0}, "
                 f"{len(lc.key_fwd)}, {S}_keyparts_{lc.name}, {len(lc.states)}, "
-                f"{S}_states_{lc.name}, UINT64_C({lc.timeout_ns})}},"
+                f"{S}_states_{lc.name}, UINT64_C({lc.timeout_ns}), "
+                f"UINT64_C({lc.d.linger_ns}), {len(lc.d.records)}, "
+                f"{f'{S}_rec_{lc.name}' if lc.d.records else 'NULL'}}},"
             )
         out.append(f"static const rg_layer_desc {S}_layers[] = {{\n" + "\n".join(rows) + "\n};")
         hrows = []
@@ -623,13 +643,17 @@ class CGen:
         none of its handlers, reassembly or PSM and no layer above it run; the layers below
         finish as for any packet (a fragment instance below is still released)."""
         out: list[str] = []
-        for n in self.verdict_exits:
-            lc = self.layers[n]
-            out += [
-                "",
-                f"V_{n}: /* layer {n}: an instance marked by a flow verdict */",
-                f"    {self.S}__flow_verdict(ctx, {lc.index}, &inst_{n}->fi);",
-            ]
+        exits = [
+            (n, "V", "an instance marked by a flow verdict", "__flow_verdict(ctx, {i}, &inst_{n}->fi)")
+            for n in self.verdict_exits
+        ] + [
+            (n, "Z", "a late packet of a closed instance (spec linger:)",
+             "__late(ctx, {i}, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len)")
+            for n in self.linger_exits
+        ]  # fmt: skip
+        for n, label, why, call in exits:
+            call = call.format(i=self.layers[n].index, n=n)
+            out += ["", f"{label}_{n}: /* layer {n}: {why} */", f"    {self.S}{call};"]
             out += ["    " + x for x in self._return(n)]
         return out
 
@@ -768,6 +792,7 @@ class CGen:
         return "\n".join(
             [
                 *look,
+                *self._linger_lookup(lc),
                 f"has_inst_{n} = inst_{n} != NULL;",
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
                 f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
@@ -799,6 +824,33 @@ class CGen:
                 "}",
             ]
         )
+
+    def _linger_lookup(self, lc: LayerC) -> list[str]:
+        """A miss looks in the layer's closed table (spec `linger:`): a packet of a closed
+        instance is late (Z_<layer>) unless `reopen` holds, which ends the linger and lets the
+        packet create a new instance. Only misses pay: one test of an empty table."""
+        n = lc.name
+        if not lc.d.linger_ns:
+            return []
+        if n not in self.linger_exits:
+            self.linger_exits.append(n)
+        reopen = "0"
+        if lc.d.linger_reopen is not None:
+            reopen = cond_to_c(lc.d.linger_reopen, lc.env())
+        return [
+            f"if (RG_UNLIKELY(inst_{n} == NULL && ctx->lz_{n} != NULL && rg_flow_live(ctx->lz_{n}) != 0)) {{",
+            f"    inst_{n} = (struct {lc.t('inst')} *)rg_flow_lookup_nt(ctx->lz_{n}, kf_{n}, "
+            f"{lc.key_len}, &dir_{n}, ctx->clock.now);",
+            f"    if (inst_{n} != NULL) {{",
+            f"        if (!({reopen})) goto Z_{n}; /* a late packet */",
+            "        /* a new connection on the key: the closed one ends first */",
+            f"        {lc.t('linger_end')}(ctx, ctx->lz_{n}, inst_{n}, RG_CLOSE_ACCEPT);",
+            f"        rg_flow_delete(ctx->lz_{n}, inst_{n});",
+            f"        inst_{n} = NULL;",
+            f"        dir_{n} = 0;",
+            "    }",
+            "}",
+        ]
 
     def _perm_init(self, lc: LayerC, pad: str) -> list[str]:
         from rubikgen.expr.ast import Assign

@@ -30,9 +30,16 @@ cdef extern from "rg/rg_api.h":
         uint8_t common
         uint16_t off
         uint16_t size
+    ctypedef struct rg_recfield:
+        const char *name
+        uint32_t nnames
+        const char *const *names
+        const char *letters
     ctypedef struct rg_layer_desc:
         const char *name
         const char *protocol
+        uint16_t nrec
+        const rg_recfield *rec
         uint8_t has_instance
         uint8_t bidir
         uint16_t key_len
@@ -50,6 +57,8 @@ cdef extern from "rg/rg_api.h":
         uint64_t uid
         uint16_t layer
         uint16_t state
+        uint32_t late
+        uint64_t rec[4]
         const uint8_t *key_a
         const uint8_t *key_p
     ctypedef struct rg_verdict_slot:
@@ -149,6 +158,7 @@ cdef dict _DLT_KIND = {1: RG_LINK_ETHERNET, 0: RG_LINK_NULL, 108: RG_LINK_NULL,
 LINKS = {"ether": 1, "ethernet": 1, "raw": 101, "null": 0, "loop": 108, "sll": 113,
          "sll2": 276, "ppp": 9}
 CLOSE_REASONS = ("accept", "evicted", "expired", "flushed")
+RECORD_REASONS = {1: "evicted", 2: "timeout", 3: "flushed"}
 NS_PER_S = 1000000000
 
 
@@ -165,7 +175,7 @@ cdef class Engine:
     cdef list pending       # events of the frame being processed (no callbacks attached)
     cdef list callbacks     # Python callables: get each event at once
     cdef object stop_error  # an exception a callback raised, re-raised after the frame
-    cdef list layer_names, handler_names, arg_names, states, parts
+    cdef list layer_names, handler_names, arg_names, states, parts, recs
     cdef uint64_t next_expire
     cdef bint expire_on, no_timeouts
     cdef dict link_entry    # dlt -> (fixed entry layer or -1, v4, v6, linkinfo tuple)
@@ -189,6 +199,13 @@ cdef class Engine:
         ]
         self.states = [
             tuple(_s(d.layers[i].states[j]) for j in range(d.layers[i].nstates))
+            for i in range(d.nlayers)
+        ]
+        # record fields (spec record:): name and value names, per layer
+        self.recs = [
+            tuple((_s(r.name), tuple(_s(r.names[k]) for k in range(r.nnames)),
+                   _s(r.letters) if r.letters != NULL else None)
+                  for r in d.layers[i].rec[:min(d.layers[i].nrec, 4)])
             for i in range(d.nlayers)
         ]
         self.parts = [
@@ -463,10 +480,29 @@ cdef void _on_close(void *self, const rg_flow_info *f, int reason, int complete,
     cdef Engine e = <Engine>self
     try:
         states = e.states[f.layer]
+        args = {"complete": bool(complete),
+                "state": states[f.state] if f.state < len(states) else None,
+                "late_packets": f.late}
+        # the records' vocabulary (handlers/nf rg_nf_end_fields): an accept state's reason
+        # comes from the layer's record field `reason`
+        args["reason"] = RECORD_REASONS.get(reason, "accept")
+        for k, (name, names, letters) in enumerate(e.recs[f.layer]):
+            v = f.rec[k]
+            text = names[v] if v < len(names) else v
+            if letters is not None:  # 4-bit letter codes, the first in the low bits
+                text = ""
+                while v & 15:
+                    if (v & 15) <= len(letters):
+                        text += letters[(v & 15) - 1]
+                    v >>= 4
+            if name == "reason":
+                if reason == 0:
+                    args["reason"] = text
+            else:
+                args[name] = text
         ev = Event(
             "close", e.layer_names[f.layer], "close", f.uid, e.key_of(f), None, ts_ns, None,
-            {"complete": bool(complete),
-             "state": states[f.state] if f.state < len(states) else None},
+            args,
             CLOSE_REASONS[reason] if 0 <= reason < 4 else None,
         )
         e.emit(ev)

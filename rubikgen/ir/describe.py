@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rubikgen.expr.table import ExprTable
-from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, IfStep
+from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, FieldSpec, IfStep, Linger
 from rubikgen.sema.builtins import BUILTIN_EVENTS
 from rubikgen.sema.checksums import fixed_offsets
 from rubikgen.sema.protocol import parse_duration
@@ -79,6 +79,20 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
     if m.timeout is not None:
         sec = parse_duration(m.timeout)
         d.timeout_ns = int(sec * 1e9) if sec else 0
+    lg = m.linger
+    if lg is not None:
+        sec = parse_duration(lg.time if isinstance(lg, Linger) else lg)
+        d.linger_ns = int(sec * 1e9) if sec else 0
+        if isinstance(lg, Linger) and lg.reopen is not None:
+            d.linger_reopen = x.expr(lg.reopen)
+    for vn, fd in m.perm.items():
+        if isinstance(fd, FieldSpec) and fd.record:
+            rec = fd.record
+            d.records[vn] = (
+                (vn, [], "")
+                if rec is True
+                else (rec.name or vn, list(rec.names), rec.letters or "")
+            )
     for n, o in m.options.items():
         val = li.options.get(n, o.default)
         d.options[n] = (isinstance(o.default, bool), int(val))

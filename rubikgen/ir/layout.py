@@ -174,6 +174,12 @@ class LayerDesc:
     transitions: list[str] = field(default_factory=list)
     setup_mask: int = 0
     timeout_ns: int = 0
+    # closed instances linger (spec `linger:`): how long, and the condition that reopens one
+    linger_ns: int = 0
+    linger_reopen: Expr | None = None
+    # perm variables in the instance's record (`record:`): variable -> (record key, value
+    # names, letters: the value is a string of 4-bit letter codes; "" none)
+    records: dict[str, tuple[str, list[str], str]] = field(default_factory=dict)
     # fired-flag slots before the layer's handlers: the protocol's events, then the built-ins
     events: list[str] = field(default_factory=list)
     # option name -> (is a boolean, the layer's value)
@@ -200,6 +206,8 @@ class LayerDesc:
         """Every expression the description holds (verify checks they are resolved)."""
         out = [f.length for f in self.fields.values() if f.length is not None]
         out += [v.init for v in self.perms.values() if v.init is not None]
+        if self.linger_reopen is not None:
+            out.append(self.linger_reopen)
         todo = list(self.header)
         while todo:
             st = todo.pop()

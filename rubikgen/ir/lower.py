@@ -249,6 +249,8 @@ class Lowerer:
             spec_file = specpath.display(li.protocol.file, self.stack_dir)
             desc = describe_layer(li, self.prog.exprs[name], spec_file, used)
             self.prog.layers[name].desc = desc
+            # record fields are read at the close: their stores are live (dead-stores)
+            self.prog.read_names |= {("perm", v) for v in desc.records}
         self.prog.desc = self.stack_desc(smap, display or stack_file)
         entries = entries_of(self.stack.entry)
         if "*" in entries:

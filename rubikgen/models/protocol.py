@@ -8,6 +8,39 @@ from pydantic import Discriminator, Field, StrictBool, StrictInt, StrictStr, Tag
 
 from rubikgen.models.common import Callback, Expr, Model, Transform
 
+Duration = Annotated[
+    StrictInt | float | StrictStr,
+    Field(description="Seconds, or a string like '30s', '500ms', '2m'."),
+]
+
+
+class RecordField(Model):
+    """How a perm variable appears in an instance's record."""
+
+    name: StrictStr | None = Field(None, description="The record's key (default: the variable).")
+    names: list[StrictStr] = Field(
+        default_factory=list,
+        description="Names of the values 0, 1, ...: the record shows names[value].",
+    )
+    letters: StrictStr | None = Field(
+        None,
+        description="The value is a string of letters, 4 bits each, the first in the low bits: "
+        "code k (1..15) is letters[k-1]; 0 ends it.",
+    )
+    doc: StrictStr | None = None
+
+
+class Linger(Model):
+    """Closed instances linger (docs/spec-language.md, linger)."""
+
+    time: Duration = Field(description="How long a closed instance is kept after its accept state.")
+    reopen: Expr | None = Field(
+        None,
+        description="A packet of a lingering instance for which this holds ends the linger and "
+        "creates a new instance (a new connection on the same key); else it is a late packet.",
+    )
+    doc: StrictStr | None = None
+
 
 class FieldSpec(Model):
     """A field or variable, long form."""
@@ -24,6 +57,11 @@ class FieldSpec(Model):
         None, description="Required value; the tag in an any_until loop."
     )
     init: Expr | None = Field(None, description="Initial value of a perm variable.")
+    record: StrictBool | RecordField | None = Field(
+        None,
+        description="A perm variable only: network functions add its value (at the close) to "
+        "the instance's record, under its name (true) or as the long form says.",
+    )
     doc: StrictStr | None = None
 
 
@@ -283,12 +321,6 @@ class Event(Model):
     doc: StrictStr | None = None
 
 
-Duration = Annotated[
-    StrictInt | float | StrictStr,
-    Field(description="Seconds, or a string like '30s', '500ms', '2m'."),
-]
-
-
 class Checksum(Model):
     """A checksum field: its algorithm and what it covers (docs/spec-language.md, checksums)."""
 
@@ -361,6 +393,11 @@ class Protocol(Model):
     psm: PSM | None = None
     events: dict[str, Event] = Field(default_factory=dict)
     timeout: Duration | None = None
+    linger: Duration | Linger | None = Field(
+        None,
+        description="After its accept state an instance lingers as a closed record this long: "
+        "late packets of its key are counted on it and not processed.",
+    )
     checksums: dict[str, Checksum] = Field(
         default_factory=dict,
         description="Checksum fields of the header, by field name, and what each covers.",

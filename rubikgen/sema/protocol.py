@@ -19,9 +19,12 @@ from rubikgen.models.protocol import (
     ElifStmt,
     ElseStep,
     ElseStmt,
+    FieldSpec,
     IfStep,
     IfStmt,
+    Linger,
     Lookup,
+    RecordField,
     Selector,
 )
 from rubikgen.sema import builtins as B
@@ -582,8 +585,91 @@ def check_protocol(
                 hint="a positive number of seconds or a string like '30s', '500ms', '2m'",
             )
         )
+    _check_linger(ec, m, smap, diags)
     diags.extend(check_checksums(info, params))
     return diags
+
+
+RECORD_MAX = 4  # record fields per layer: rg_api.h RG_REC_MAX
+
+
+def _check_linger(ec: Any, m: Any, smap: Any, diags: list[Diagnostic]) -> None:
+    """`linger:` (a duration, or time + reopen) and perm variables' `record:`."""
+    lg = m.linger
+    if lg is not None:
+        t = lg.time if isinstance(lg, Linger) else lg
+        path: tuple[str | int, ...] = ("linger", "time") if isinstance(lg, Linger) else ("linger",)
+        if parse_duration(t) is None:
+            diags.append(
+                smap.diag(
+                    "RG037",
+                    f"invalid linger '{t}'",
+                    path,
+                    hint="a positive number of seconds or a string like '30s', '500ms', '2m'",
+                )
+            )
+        if m.selector is None:
+            diags.append(
+                smap.diag(
+                    "RG043",
+                    "linger needs a selector",
+                    ("linger",),
+                    hint="only instances linger; add a selector",
+                )
+            )
+        elif m.psm is None or not m.psm.accept:
+            diags.append(
+                smap.diag(
+                    "RG043",
+                    "linger needs a PSM with accept states",
+                    ("linger",),
+                    hint="an instance lingers after it reached an accept state",
+                )
+            )
+        if isinstance(lg, Linger) and lg.reopen is not None:
+            ec.expr(("linger", "reopen"), lg.reopen, B.PREP, "bool")
+    recs = [n for n, fd in m.perm.items() if isinstance(fd, FieldSpec) and fd.record]
+    if len(recs) > RECORD_MAX:
+        diags.append(
+            smap.diag(
+                "RG026",
+                f"{len(recs)} record fields: at most {RECORD_MAX}",
+                ("perm", recs[RECORD_MAX], "record"),
+                hint="records carry a few values (rg_api.h RG_REC_MAX)",
+            )
+        )
+    for vname, fd in m.perm.items():
+        rec = fd.record if isinstance(fd, FieldSpec) else None
+        if isinstance(rec, RecordField):
+            for i, nm in enumerate([rec.name or vname, *rec.names]):
+                if not re.fullmatch(r"[A-Za-z0-9_]+", nm):
+                    diags.append(
+                        smap.diag(
+                            "RG026",
+                            f"record name '{nm}' is not a word",
+                            ("perm", vname, "record", "name" if i == 0 else "names"),
+                            hint="letters, digits and _ (it is written into JSON unescaped)",
+                        )
+                    )
+        if isinstance(rec, RecordField) and rec.letters is not None:
+            if not re.fullmatch(r"[A-Za-z^]{1,15}", rec.letters):
+                diags.append(
+                    smap.diag(
+                        "RG026",
+                        f"record letters '{rec.letters}': 1 to 15 letters",
+                        ("perm", vname, "record", "letters"),
+                        hint="one letter per 4-bit code 1..15",
+                    )
+                )
+        if isinstance(fd, FieldSpec) and fd.record is not None and fd.bytes is not None:
+            diags.append(
+                smap.diag(
+                    "RG026",
+                    f"perm.{vname}: only a number can be a record field",
+                    ("perm", vname, "record"),
+                    hint="give it bits: N",
+                )
+            )
 
 
 def _check_field_order(ec: ExprChecker, info: ProtocolInfo, lname: str, f: Any) -> None:

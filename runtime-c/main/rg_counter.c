@@ -91,5 +91,6 @@ void rg_counter_fold(rg_counter *c, const rg_stats *st)
         l->one_packet += t;
         c->n.opened += t;
         c->n.closed += t;
+        l->lingering = st->layer[i].lingering;
     }
 }

@@ -13,6 +13,8 @@ typedef struct rg_layer_counts {
     uint64_t closed[4];  /* by close reason: RG_CLOSE_ACCEPT, _EVICTED, _EXPIRED, _FLUSHED */
     uint64_t one_packet; /* closed while the packet that opened them was processed (an
                             unfragmented IP datagram): not flows */
+    uint64_t lingering;  /* closed by their accept state, lingering (spec linger:) when the
+                            counts were folded: closed, though observers see it at the flush */
 } rg_layer_counts;
 
 typedef struct rg_counts {

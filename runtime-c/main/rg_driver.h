@@ -47,6 +47,7 @@ typedef struct opts {
     int passes_set;
     int no_timeouts;
     uint64_t max_clock_jump_ns; /* rg_ctx_cfg.max_clock_jump_ns: 0 default, UINT64_MAX off */
+    uint64_t linger_ns;         /* rg_ctx_cfg.linger_ns: --linger, 0 = the specs' */
     int nf_flag;                /* the chosen NF's flag was given */
     /* memcaps (rg_ctx_cfg): --memcap*, 0 = the stack's default, UINT64_MAX = none */
     uint64_t memcap_reassembly, memcap_flows;
@@ -90,7 +91,8 @@ static inline rg_ctx_cfg rg_ctx_cfg_of(const opts *o, const rg_obs *obs)
                         .memcap_policy = o->memcap_policy,
                         .prefetch_always = o->prefetch_always,
                         .prefetch_records = o->prefetch_records,
-                        .overlap_policy = o->overlap_set ? o->overlap_policy : NULL};
+                        .overlap_policy = o->overlap_set ? o->overlap_policy : NULL,
+                        .linger_ns = o->linger_ns};
 }
 
 /* 0: run; 1: --help printed; EXIT_USAGE: bad usage (message printed). */

@@ -275,8 +275,10 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
 
     rg_counter_fold(&r.counter, stack->stats ? stack->stats(r.ctx) : NULL);
     const rg_counts *c = &r.counter.n;
-    uint64_t live = c->opened - c->closed;
     rg_live_before_flush(stack, &r.counter.n, r.live_per);
+    uint64_t live = 0;
+    for (unsigned i = 0; i < stack->nlayers; i++)
+        live += r.live_per[i];
     stack->flush(r.ctx);
     if (r.nf && o->nfd->finish(r.nf)) status = 1;
     r.nf = NULL;

@@ -92,6 +92,9 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "  --cap LAYER=N    the same for one layer (repeatable)\n"
             "  --seed N         hash seed (default random)\n"
             "  --no-timeouts    never expire idle instances\n"
+            "  --linger S       closed connections linger S seconds (decimals allowed; 0 =\n"
+            "                   none): their late packets are counted on them (default:\n"
+            "                   each layer's spec `linger:`, 5 s for TCP)\n"
             "  --max-clock-jump S  a packet dated more than S seconds from the flow clock\n"
             "                   (either way) is a clock jump: counted, processed at the\n"
             "                   clock, which it does not move, until 16 packets (or 60 s)\n"
@@ -241,6 +244,7 @@ enum {
     O_NOTO,
     O_CLOCK,
     O_CIDSEED,
+    O_LINGER,
     O_SUMMARY,
     O_STATS,
     O_BENCH,
@@ -285,6 +289,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"no-timeouts", no_argument, NULL, O_NOTO},
         {"max-clock-jump", required_argument, NULL, O_CLOCK},
         {"community-id-seed", required_argument, NULL, O_CIDSEED},
+        {"linger", required_argument, NULL, O_LINGER},
         {"summary", required_argument, NULL, O_SUMMARY},
         {"stats", no_argument, NULL, O_STATS},
         {"bench", no_argument, NULL, O_BENCH},
@@ -451,6 +456,15 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_NOTO:
             o->no_timeouts = 1;
             break;
+        case O_LINGER: {
+            char *end = NULL;
+            const double sec = strtod(optarg, &end);
+            if (end == optarg || *end || !(sec >= 0 && sec <= 86400))
+                bad = "--linger";
+            else
+                o->linger_ns = sec > 0 ? (uint64_t)(sec * 1e9 + 0.5) | 1u : RG_LINGER_NONE;
+            break;
+        }
         case O_CLOCK: {
             uint64_t sec;
             if (parse_num(optarg, 0, UINT64_MAX / NS_PER_S, &sec))

@@ -22,7 +22,9 @@ void rg_live_before_flush(const rg_stack_desc *stack, rg_counts *n, uint64_t *li
     n->uid_mark = n->uid_max; /* the flush closes nothing during a packet */
     for (unsigned i = 0; i < stack->nlayers; i++) {
         const rg_layer_counts *l = &n->layer[i];
-        live[i] = l->opened - l->closed[0] - l->closed[1] - l->closed[2] - l->closed[3];
+        /* a lingering instance is closed (its close comes at the flush, as accept) */
+        live[i] =
+            l->opened - l->closed[0] - l->closed[1] - l->closed[2] - l->closed[3] - l->lingering;
     }
 }
 

@@ -670,11 +670,11 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         for (unsigned i = 0; i < nw; i++) {
             worker *w = &ws[i];
             rg_counter_fold(&w->counter, stack->stats ? stack->stats(w->ctx) : NULL);
-            const rg_counts *c = &w->counter.n;
-            live += c->opened - c->closed;
             rg_live_before_flush(stack, &w->counter.n, w->live_per);
-            for (unsigned l = 0; l < stack->nlayers; l++)
+            for (unsigned l = 0; l < stack->nlayers; l++) {
                 live_per[l] += w->live_per[l];
+                live += w->live_per[l];
+            }
             if (w->chain && !mq) rg_chain_set_pkt(w->chain, frames);
             stack->flush(w->ctx);
             if (w->chain) {
@@ -686,7 +686,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
                 fprintf(stderr, "%s: worker %u: out of memory noting its flows\n", o->prog, i);
                 status = 1;
             }
-            add_counts(&total.n, c, stack->nlayers);
+            add_counts(&total.n, &w->counter.n, stack->nlayers);
             s.pkts += w->fd.pkts;
             s.bytes += w->fd.bytes;
             s.skipped += w->fd.skipped;

@@ -50,6 +50,8 @@ static void add_layer(rg_layer_stats *a, const rg_layer_stats *b)
     a->bypassed += b->bypassed;
     a->checksum_bad += b->checksum_bad;
     a->transient += b->transient;
+    a->late += b->late;
+    a->lingering += b->lingering;
     uint64_t *am = &a->mem.seq_bytes;
     const uint64_t *bm = &b->mem.seq_bytes;
     for (size_t k = 0; k < sizeof a->mem / sizeof(uint64_t); k++)

@@ -16,6 +16,8 @@
 #ifndef RG_API_H
 #define RG_API_H
 
+#include <string.h>
+
 #include "rg_common.h"
 #include "rg_stats.h"
 
@@ -62,7 +64,25 @@ typedef struct rg_layer_desc {
     uint16_t nstates;
     const char *const *states; /* PSM state names by id */
     uint64_t timeout_ns;       /* idle timeout; 0 = none */
+    /* closed instances linger this long (spec `linger:`; 0: none): see rg_flow_info.linger */
+    uint64_t linger_ns;
+    /* the perm variables the spec marks `record:`, which NFs add to the instance's record */
+    uint16_t nrec;
+    const struct rg_recfield *rec;
 } rg_layer_desc;
+
+/* A perm variable an NF writes in an instance's record (spec `record:`): record field k of an
+ * instance is rg_flow_info.rec[k], set when the instance closes; with names, the record shows
+ * names[value] (a value past them shows as the number). */
+typedef struct rg_recfield {
+    const char *name;
+    uint32_t nnames;
+    const char *const *names;
+    /* or: the value is a string of letters, 4 bits each, the first in the low bits: code k
+     * (1..15) is letters[k - 1], 0 ends it (TCP's history) */
+    const char *letters;
+} rg_recfield;
+#define RG_REC_MAX 4 /* record fields per layer */
 
 typedef struct rg_handler_desc {
     const char *name;
@@ -88,10 +108,17 @@ typedef struct rg_flow_info {
     uint8_t no_bytes;
     uint8_t flags;  /* RG_FI_*: flow verdicts */
     uint8_t memcap; /* RG_FLOW_MEMCAP_*: what a memcap policy did to the instance */
-    uint8_t pad_;
+    /* RG_FL_*: the instance reached an accept state and lingers as a closed record (spec
+     * `linger:`): later packets of its key are late packets, counted in `late` and shown to
+     * observers (on_packet) but not processed; observers see on_close when the linger ends */
+    uint8_t linger;
+    uint32_t late;        /* late packets (after the accept state) */
     const uint8_t *key_a; /* forward key: the creator's side ("side a") first */
     const uint8_t *key_p; /* swapped key (== key_a for unidirectional layers) */
     void *user[2];        /* handler-owned pointers, per direction (0 = to_passive) */
+    /* the layer's record fields (rg_layer_desc.rec), set from its perm variables when it
+     * closes: a copy of the record travels with the close (NF chains queue copies) */
+    uint64_t rec[RG_REC_MAX];
 } rg_flow_info;
 
 /* rg_flow_info.flags.  A flow verdict (rg_verdict_give) marks its instance:
@@ -108,6 +135,10 @@ enum {
 /* rg_flow_info.memcap (issue 14): the instance's reassembly hit the memcap. */
 #define RG_FLOW_MEMCAP_DROPPED  1u /* drop-flow: buffers freed, no more data, not inspected */
 #define RG_FLOW_MEMCAP_BYPASSED 2u /* bypass: buffers freed, no more data, state kept */
+
+/* rg_flow_info.linger */
+#define RG_FL_CLOSED   1u /* lingering: closed by its accept state */
+#define RG_FL_COMPLETE 2u /* ... and complete (the setup transitions fired) */
 
 /* Why an instance ended: the one table of close reasons (enumerator, value,
  * name in NF output).  rubikgen/sema/builtins.py CLOSE_REASONS mirrors it (a
@@ -304,7 +335,11 @@ typedef struct rg_ctx_cfg {
     /* per layer index: the overlap policy of the layer's sequences (enum rg_seq_policy + 1;
      * 0 = the spec's); NULL = the specs' everywhere.  Read while the context lives. */
     const uint8_t *overlap_policy;
+    /* closed instances linger (spec `linger:`): 0 = each layer's spec value, RG_LINGER_NONE =
+     * no linger, else this many ns for every layer that lingers */
+    uint64_t linger_ns;
 } rg_ctx_cfg;
+#define RG_LINGER_NONE UINT64_MAX
 
 /* Link kinds a stack may name an entry for (rubikgen stack `entry:`): the one
  * table of them (enumerator, value, name in the stack spec and the driver's

@@ -100,6 +100,9 @@ typedef struct rg_layer_stats {
     /* one-packet instances the observer was not shown (rg_obs.quiet_transient; appended:
      * issue 13): created and ended (RG_CLOSE_ACCEPT) by one packet, also in inst */
     uint64_t transient;
+    /* late packets: packets of a closed instance that lingers (spec linger:), counted on it */
+    uint64_t late;
+    uint64_t lingering; /* closed instances lingering now (a gauge) */
 } rg_layer_stats;
 
 typedef struct rg_stats {
