@@ -92,7 +92,10 @@ def test_events_equal_the_binary_events(capture: str, stack_module: Path, tmp_pa
         assert (c.key.sport, c.key.dport) == (f.get("sport"), f.get("dport")), (c, f)
         # the Community ID, computed by the same C function (test_community_id.py checks the
         # flowstats one against the reference implementation)
-        assert c.key.community_id == f["community_id"], (c, f)
+        # (an ICMP conversation's is its first message's type and code, which a close event's
+        # key does not hold: None there)
+        want = None if "icmp_type" in f else f["community_id"]
+        assert c.key.community_id == want, (c, f)
 
 
 def test_feed_and_callbacks(stack_module: Path) -> None:

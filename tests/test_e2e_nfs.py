@@ -393,8 +393,10 @@ def _life(
 
 
 def _creates(p: Pkt) -> bool:
-    """Whether this segment may create an instance (tcp.yaml's create_if; UDP: always)."""
-    return p.proto == "udp" or bool(p.flags & _SYN) or p.payload > 0
+    """Whether this segment may create an instance (tcp.yaml's create_if with its option
+    midstream on, the stock default: any segment; UDP: always). Late segments of a closed
+    connection go to its lingering record instead, which the caller's frame matching covers."""
+    return p.proto in ("udp", "tcp")
 
 
 # ---------------------------------------------------------------------------------------------

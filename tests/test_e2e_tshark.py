@@ -69,13 +69,6 @@ from captures import (
 #: ours between endpoints tshark has no stream for. A failing run prints the labels to use.
 #: An entry that matches again fails the test (stale): none may hide a fixed difference.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("tcp-rst-injection.pcap", "tcp 0"): (
-        "the client's 150 bytes (frame 8) come after the responder's in-window RST (frame 7)"
-        " ended the connection: the receiver has no connection to deliver them to (RFC 9293"
-        " 3.10.7.4; frame 9 is its RST in answer). tcp.yaml's linger counts them as late"
-        " packets of the reset connection (tests/test_linger.py), and no mid-stream flow"
-        " delivers them; tshark's follow does, so its bytes extend ours"
-    ),
     ("http-ooo-lost-rst-tlpw1.pcap", "tcp 0"): (
         "gap recovery: the server's out-of-order data after a hole no captured ACK covers stays"
         " in tshark's fragment list and is never printed; the stack delivers it when the RST"

@@ -214,8 +214,19 @@ def assign(recs: list[dict], streams: dict[tuple[str, int], TStream]) -> dict[st
 
 
 def expected_reason(s: TStream) -> str:
-    """How the connection ended, from its packets (RFC 9293), as records name it."""
-    return ended(s)[0]
+    """How the stream's last connection ended, from its packets (RFC 9293), as records name
+    it: after a reset, a segment with data (no SYN, no RST) starts a new mid-stream connection
+    (the RST may have been injected and never reached the receiver); the packets between are
+    late packets of the reset one."""
+    while True:
+        reason, k = ended(s)
+        if reason not in ("rst_orig", "rst_resp", "rejected"):
+            return reason
+        nxt = [j for j in range(k + 1, len(s.pkts))
+               if s.pkts[j][4] > 0 and not s.pkts[j][1] & (0x02 | 0x04)]  # fmt: skip
+        if not nxt:
+            return reason
+        s = TStream(s.proto, s.index, s.nodes, pkts=s.pkts[nxt[0] :])
 
 
 def ended(s: TStream) -> tuple[str, int]:

@@ -146,6 +146,26 @@ def test_second_rst_and_fin_after_rst_are_late(binary: Path, tmp_path: Path) -> 
     assert r["reason"] == "rst_resp" and r["late_packets"] == 1, r
 
 
+def test_data_after_a_rst_is_a_new_flow(binary: Path, tmp_path: Path) -> None:
+    """RST-injection evasion: a RST the receiver never got (injected, dropped on the way) must
+    not blind the box to what follows: data after a reset starts a mid-stream flow whose bytes
+    are delivered; a payload-less ACK after it stays late."""
+    k = Conn()
+    k.handshake()
+    k.c2s("PA", b"hello")
+    k.s2c("RA")  # an in-window RST from the responder's side
+    k.c2s("A")  # payload-less: late
+    k.c2s("PA", b"still here")  # data: a new (mid-stream) flow
+    k.s2c("A")
+    recs, summ = run(binary, tmp_path, k.pkts)
+    assert [r["reason"] for r in recs] == ["rst_resp", "flushed"], recs
+    old, new = recs
+    assert old["late_packets"] == 1 and old["packets"] == [4, 2], old
+    # the new flow carries the data segment and the ACK after it: both TCP headers of 20 bytes
+    assert sorted(new["packets"]) == [1, 1] and sum(new["bytes"]) == 20 + 10 + 20, new
+    assert summ["layers"]["tcp"]["opened"] == 2
+
+
 def test_rejected_and_the_retransmitted_syn(binary: Path, tmp_path: Path) -> None:
     k = Conn()
     k.c2s("S")
