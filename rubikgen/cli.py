@@ -389,8 +389,15 @@ def _import_problem(e: ImportError) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from rubikgen.validate import KINDS, check_paths, excluded, strict_skips
-    from rubikgen.workspace import expand_paths
+    try:
+        import rubikgen.chain  # noqa: F401  (what check_paths imports: a broken install shows here)
+        import rubikgen.rules.front  # noqa: F401
+        from rubikgen.validate import KINDS, check_paths, excluded, strict_skips
+        from rubikgen.workspace import expand_paths
+    except ImportError as e:  # a module missing from the installation: RG901, not a bug
+        fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
+        render([_internal_error(e, (args.paths or ["specs"])[0])], SourceCache(), fmt)
+        return EXIT_INTERNAL
 
     if args.list_codes:
         for code, title in CODES.items():

@@ -103,6 +103,9 @@ def _summary_fields(line: str) -> dict[str, object]:
     ]:
         for k in peaks:
             where.pop(k, None)
+    # files_written names each run's own output folder; the files themselves are compared
+    for f in obj.get("files_written") or []:
+        f.pop("path", None)
     return {k: v for k, v in obj.items() if k not in ("capture",)}
 
 
