@@ -8,6 +8,7 @@ offset and start cursor. The two must agree on the error and on the cursor, alwa
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from functools import cache
@@ -39,8 +40,10 @@ def _block(c: str, head: str) -> str:
 def _walks() -> tuple[str, str, str]:
     """(struct of tcp's header fields, full walk, lean walk) from the generated C."""
     files = {lv: Compilation(TCP_IP, opt_level=lv).generated.files["tcp_ip_gen.c"] for lv in (0, 2)}
-    full = _block(files[0], "{ /* any_until (../protocols/tcp.yaml:54) */")
-    lean = _block(files[2], "{ /* any_until (../protocols/tcp.yaml:54): lengths only")
+    # the spec position the walks point back to (one loop in tcp.yaml)
+    (at,) = set(re.findall(r"any_until \(\.\./protocols/tcp\.yaml:\d+\)", files[0]))
+    full = _block(files[0], f"{{ /* {at} */")
+    lean = _block(files[2], f"{{ /* {at}: lengths only")
     d = Compilation(TCP_IP).program.layers["tcp"].desc
     members = []
     for name, fields in d.layouts.items():

@@ -24,6 +24,20 @@ def gen_c(path: str = TCP_IP, opt_level: int = 2) -> str:
     return Compilation(path, opt_level=opt_level).generated.files[f"{Path(path).stem}_gen.c"]
 
 
+@cache
+def layer_ix(name: str, path: str = TCP_IP) -> int:
+    """The layer's index in the generated C (spans, stats, observer masks): the stack's order."""
+    return list(Compilation(path).program.layers).index(name)
+
+
+@cache
+def any_until_at() -> str:
+    """`any_until (../protocols/tcp.yaml:N)`: the spec position tcp's option walks point to."""
+    at = set(re.findall(r"any_until \(\.\./protocols/tcp\.yaml:\d+\)", gen_c(TCP_IP, 0)))
+    assert len(at) == 1, at  # one loop in tcp.yaml
+    return at.pop()
+
+
 def process_body(c: str) -> str:
     """The per-packet function (the lifecycle entries and helpers before it excluded)."""
     start = c.index("_process(")
@@ -95,11 +109,12 @@ def test_spans_are_recorded_only_when_setters_may_read_them(tmp_path: Path) -> N
 
     c = "\n".join(ln.strip() for ln in gen_c().splitlines())  # (directives are indented)
     # the store sits behind the switch; --checksums writes the spans it verifies with
-    store_tcp = "ctx->span[8] = (rg_span){(uint8_t *)(uintptr_t)in_tcp.ptr"
+    t = layer_ix("tcp")
+    store_tcp = f"ctx->span[{t}] = (rg_span){{(uint8_t *)(uintptr_t)in_tcp.ptr"
     tcp_hook = c[c.index("if (err_tcp == 0) {\n#if tcp_ip_SPANS") :]
     tcp_hook = tcp_hook[: tcp_hook.index("\n}\n}\n")]
     assert tcp_hook.count(store_tcp) == 2
-    assert "#if !tcp_ip_SPANS" in tcp_hook and "tcp_ip__csum_check(ctx, 8u);" in tcp_hook
+    assert "#if !tcp_ip_SPANS" in tcp_hook and f"tcp_ip__csum_check(ctx, {t}u);" in tcp_hook
     # eth has no checksum and lends no pseudo-header: no span without setters
     eth_hook = c[c.index("if (err_eth == 0) {\n#if tcp_ip_SPANS") :]
     assert "checksums" not in eth_hook[: eth_hook.index("#endif") + 30]
@@ -183,7 +198,7 @@ def test_tcp_options_are_walked_by_lengths_when_no_field_is_read(tmp_path: Path)
     from rubikgen.backend.lean_walk import shape
 
     c2, c0 = gen_c(), gen_c(TCP_IP, 0)
-    lean = "any_until (../protocols/tcp.yaml:54): lengths only, no field read"
+    lean = f"{any_until_at()}: lengths only, no field read"
     # -O2: tcp and tcp6, in the packet function and in burst stage 1; -O0 keeps the switch
     assert c2.count(lean) == 4 and "case 34u:" not in c2
     assert lean not in c0 and "case 34u:" in c0
@@ -227,22 +242,24 @@ def test_one_packet_instances_skip_the_observers_when_their_mask_says() -> None:
     )
     create = body[body.index("{ /* created lazily (fast-destroy) */\n            inst_ip") :]
     create = create[: create.index("goto ")]
-    assert "if (ctx->quiet >> 6 & 1u) {\n                lazy_ip = 2;" in create
+    ip = layer_ix("ip")
+    assert f"if (ctx->quiet >> {ip} & 1u) {{\n                lazy_ip = 2;" in create
     assert "if (lazy_ip == 1u && ctx->obs && ctx->obs->on_packet)" in create
     destroy = body[body.index("if (lazy_ip == 2u) { /* one packet, not shown") :]
     quiet = destroy[: destroy.index("} else {")]
     assert "L_ip_close" not in quiet and "on_close" not in quiet
     assert "rg_seq_discard(&inst_ip->seq[0]);" in quiet
-    assert "ctx->stats->layer[6].transient++;" in quiet
+    assert f"ctx->stats->layer[{ip}].transient++;" in quiet
     assert "L_ip_close(ctx, inst_ip, RG_CLOSE_ACCEPT);" in destroy[len(quiet) :][:200]
     # every commit of ip shows an instance not shown yet, after it is in the table
     commits = body.count("if (lazy_ip) { /* the instance outlives the packet: into the table */")
     assert commits >= 2
     assert body.count("const unsigned show_ = lazy_ip == 2u;") == commits
-    shows = "ctx->obs->on_packet(ctx->obs->self, &inst_ip->fi, 0, qlen_ip, ctx->clock.now);"
+    # (observers get the packet's own timestamp, not the clock)
+    shows = "ctx->obs->on_packet(ctx->obs->self, &inst_ip->fi, 0, qlen_ip, ctx->pkt_ts);"
     assert body.count(shows) == 2 * commits  # in the table, or before an eviction's close
     # tcp is fast-destroy too, but its close drains its sequences: always shown
-    assert "lazy_tcp == 2u" not in body and "ctx->quiet >> 8" not in body
+    assert "lazy_tcp == 2u" not in body and f"ctx->quiet >> {layer_ix('tcp')}" not in body
     assert "lazy_tcp = 1;" in body
     # burst stage 1 creates nothing
     stage1 = c[c.find("/* Burst stage 1") :]
@@ -267,7 +284,7 @@ def test_option_loops_count_no_iterations_where_the_until_bound_ends_them() -> N
     # every option at least 1 byte: 40 iterations reach 60, the count never ends the loop
     note = "/* no count: 40 iterations pass any value of the until bound */"
     for c in (gen_c(), gen_c(TCP_IP, 0)):  # the lean walk (-O2) and the full walk (-O0)
-        starts = [m.end() for m in re.finditer(r"any_until \(\.\./protocols/tcp\.yaml:54\)", c)]
+        starts = [m.end() for m in re.finditer(re.escape(any_until_at()), c)]
         assert len(starts) == 4  # tcp and tcp6, in the packet function and in burst stage 1
         for i in starts:
             loop = c[
@@ -321,14 +338,16 @@ def test_lookups_set_the_table_time_only_when_it_has_instances() -> None:
 
 
 def test_tunnels_outer_tables_look_up_through_the_memo() -> None:
-    # gtp: UDP (and the outer IP) carry the tunnel; the inner IP and TCP are innermost
+    # gtp: UDP (and the outer IP) carry the tunnel; the inner IP, TCP and UDP are innermost
+    # (the inner IP lies between the outer and the inner UDP, but is itself an inner copy)
     c2, c0 = process_body(gen_c(GTP)), process_body(gen_c(GTP, 0))
     memo = set(re.findall(r"rg_flow_lookup_memo_n\(ctx->tbl_(\w+), kf_\1, \d+, &dir_\1\)", c2))
     assert memo == {"udp", "udp6", "ip1", "ip1v6"}
     plain = set(re.findall(r"rg_flow_lookup_wt\(ctx->tbl_(\w+), kw_\1,", c2))
-    assert plain == {"ip2", "ip2v6", "tcp", "tcp6"}
+    assert plain == {"ip2", "ip2v6", "tcp", "tcp6", "inner_udp", "inner_udp6"}
     assert "rg_flow_lookup_memo_n" not in c0  # -O0: the differential tests' reference
-    # no tunnel: tcp_ip's tables, and TCP under TLS (one TLS instance per connection)
+    # no tunnel: tcp_ip's tables (an ICMP error's quoted IP header only finds a TCP/UDP flow),
+    # and TCP under TLS (one TLS instance per connection)
     assert "rg_flow_lookup_memo_n" not in gen_c()
     tls = str(REPO / "specs" / "stacks" / "tcp_tls.yaml")
     assert "rg_flow_lookup_memo_n" not in gen_c(tls)
@@ -416,7 +435,9 @@ def test_inserts_into_a_created_instance_use_the_fresh_form() -> None:
     slow = body[body.index("} else {", k) :][:1500]
     assert "fl_ = rg_seq_insert(&inst_ip->seq[0]" in slow
     assert "tcp_ip__seq_loss" in slow and "ss_->bytes_new += sres_ip.new_bytes;" in slow
-    assert body.count("rg_seq_insert_fresh(") == 1
+    # once per lazily created IPv4 datagram: ip's, and the one an ICMP error quotes
+    fresh_c = re.findall(r"rg_seq_insert_fresh\(&inst_(\w+)->seq", body)
+    assert sorted(fresh_c) == ["icmp_ip", "ip"], fresh_c
     # gtp: the outer and the inner IPv4 datagram
     assert process_body(gen_c(GTP)).count("rg_seq_insert_fresh(") == 2
     # not without the lazy create, nor at -O0
