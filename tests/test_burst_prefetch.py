@@ -54,7 +54,9 @@ def test_pass_b_only_with_prefetch_records() -> None:
     c = Compilation(str(REPO / "specs" / "stacks" / "tcp_ip.yaml"), opt_level=2)
     text = c.generated.files["tcp_ip_gen.c"]
     assert "ctx->pf_hs = cfg && cfg->prefetch_records ? &ctx->pf_hints : NULL;" in text
-    assert "    tcp_ip__prefetch,\n    tcp_ip__prefetch_recs,\n};" in text
+    # the stack descriptor's two entries (the clock offset's follows since the observers'
+    # per-packet timestamps)
+    assert "    tcp_ip__prefetch,\n    tcp_ip__prefetch_recs,\n    tcp_ip_clock_offset,\n};" in text
 
 
 def test_tunnels_prefetch_the_inner_tables_both_ways() -> None:
