@@ -155,9 +155,14 @@ def test_flood_under_memcap(
     actions = sum(
         layer["memory"]["actions"]["evict-oldest"] for layer in summary["layers"].values()
     )
-    assert evicted > 0 and actions >= evicted
+    # every hit is an evict-oldest action; one may evict several instances (a retention
+    # buffer asks more than a flood instance frees), so evictions are not bounded by hits
+    assert evicted > 0 and actions == hits
     closed_evicted = sum(layer["closed"]["evicted"] for layer in summary["layers"].values())
-    assert closed_evicted >= evicted  # memcap evictions close instances as evicted
+    # memcap evictions close live instances as evicted; those of lingering closed records
+    # (spec linger:, already closed as accept) end their linger and are counted apart
+    lingers = sum(layer["memory"]["evicted_closed"] for layer in summary["layers"].values())
+    assert closed_evicted >= evicted - lingers
     # the flood is what gets evicted: every normal connection completes, both directions
     assert tcp["closed"]["accept"] == (frames - count) // CONN_FRAMES
     assert normal == 2 * -(-(frames - count) // CONN_FRAMES)
@@ -202,7 +207,8 @@ def test_far_ahead_policies(tmp_path: Path, policy: str) -> None:
         return
     assert peak <= cap
     if policy == "evict-oldest":
-        assert mem["evicted"] > 0 and tcp["closed"]["evicted"] >= mem["evicted"]
+        assert mem["evicted"] > 0
+        assert tcp["closed"]["evicted"] >= mem["evicted"] - mem["evicted_closed"]
         return
     state = "dropped" if policy == "drop-flow" else "bypassed"
     flows = {e["flow"] for e in memcap if e["flow_state"] == state}

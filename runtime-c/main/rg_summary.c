@@ -51,10 +51,10 @@ static void layer_memory_json(const rg_stats *st, unsigned i)
            m->seq_peak, m->flow_peak, m->cap_hits);
     for (int p = 0; p < RG_MEMCAP_POLICIES; p++)
         printf("%s\"%s\":%" PRIu64, p ? "," : "", pol[p], m->act[p]);
-    printf("},\"evicted\":%" PRIu64 ",\"dropped_packets\":%" PRIu64 ",\"seq_limit_hits\":%" PRIu64
-           ",\"seq_bytes_dropped\":%" PRIu64 ",\"overlaps\":{\"same\":%" PRIu64
-           ",\"different\":%" PRIu64 "}}",
-           m->evicted, m->dropped_pkts, q->buffer_full, q->bytes_dropped,
+    printf("},\"evicted\":%" PRIu64 ",\"evicted_closed\":%" PRIu64 ",\"dropped_packets\":%" PRIu64
+           ",\"seq_limit_hits\":%" PRIu64 ",\"seq_bytes_dropped\":%" PRIu64
+           ",\"overlaps\":{\"same\":%" PRIu64 ",\"different\":%" PRIu64 "}}",
+           m->evicted, m->evicted_closed, m->dropped_pkts, q->buffer_full, q->bytes_dropped,
            ovl > q->conflict ? ovl - q->conflict : 0, q->conflict);
 }
 

@@ -98,6 +98,7 @@ rg_flow *rg_flow_new(const rg_flow_cfg *cfg)
     t->on_remove = cfg->on_remove;
     t->cb_ctx = cfg->cb_ctx;
     t->stats = cfg->stats ? cfg->stats : &t->own_stats;
+    t->closed = cfg->closed;
     t->key_off = (uint32_t)sizeof(rg_flow_rec);
     size_t keys = (size_t)cfg->key_len * (t->bidir ? 2 : 1);
     t->payload_off = (uint32_t)ALIGN_UP(t->key_off + keys, 16);
@@ -288,6 +289,7 @@ static void evict_for_memcap(rg_flow *t, uint32_t idx)
     rg_mem_stats *m = flow_mem(t);
     h->evicted++;
     if (m) m->evicted++;
+    if (m && t->closed) m->evicted_closed++;
     t->stats->evicted++;
     h->busy++; /* the drain may allocate: not refused, not reclaimed for */
     remove_with_cb(t, idx, RG_FLOW_EVICTED);
@@ -334,7 +336,8 @@ size_t rg_flow_reclaim(rg_seq_heap *h, size_t need)
         rg_flow *best = NULL;
         for (uint32_t i = 0; i < h->ntables; i++) {
             rg_flow *t = h->tables[i];
-            if (t->nlive == 0 || !evictable(t, t->lru_tail)) continue;
+            /* a closed table's records hold no sequence bytes: evicting them frees nothing */
+            if (t->closed || t->nlive == 0 || !evictable(t, t->lru_tail)) continue;
             if (!best ||
                 rg_flow__rec(t, t->lru_tail)->last < rg_flow__rec(best, best->lru_tail)->last)
                 best = t;

@@ -88,6 +88,16 @@ static int st_admit(rg_seq_store *st, size_t n)
     return admit(st->heap, st->layer, n);
 }
 
+/* st_admit for memory the data never needs (kept bytes, the list of skipped holes): an
+ * eviction's drain (busy) admits anything, but these are given up past the cap even there
+ * (no hit of their own: the eviction is the hit's), so the cap holds exactly. */
+static int st_admit_extra(rg_seq_store *st, size_t n)
+{
+    const rg_seq_heap *h = st->heap;
+    if (h->busy && h->cap && h->cur + n > h->cap) return -1;
+    return st_admit(st, n);
+}
+
 /* Hand a memcap hit of the insert that just ran to its caller. */
 static void take_hit(const rg_seq *s, rg_seq_res *res)
 {
@@ -523,7 +533,7 @@ static void ret_keep(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8
         if (ncap < 512) ncap = 512; /* small: most connections keep a few segments */
         if (ncap > maxb) ncap = maxb;
         if (ncap < need) ncap = need;
-        if (st_admit(st, (size_t)ncap - st->ret_cap) < 0) {
+        if (st_admit_extra(st, (size_t)ncap - st->ret_cap) < 0) {
             ret_drop(st);
             return;
         }
@@ -759,6 +769,7 @@ static void note_gap(rg_seq *s, rg_seq_res *res, uint32_t a, uint32_t b)
     if (res->ngaps == 0) st->ngap = 0; /* a new packet's list */
     if (st->ngap == st->gap_cap) {
         uint32_t ncap = st->gap_cap ? st->gap_cap * 2 : 4;
+        if (st_admit_extra(st, (size_t)(ncap - st->gap_cap) * sizeof *st->gap) < 0) return;
         rg_seq_blk *g = realloc(st->gap, (size_t)ncap * sizeof *g);
         if (!g) {
             heap_fail(st->heap);
@@ -773,6 +784,15 @@ static void note_gap(rg_seq *s, rg_seq_res *res, uint32_t a, uint32_t b)
     st->ngap++;
     res->ngaps = st->ngap;
     res->gaps = st->gap;
+}
+
+/* Did the list since entry ng0 record every hole skipped since gap_bytes was gb0? */
+static int gaps_listed(const rg_seq_res *res, uint32_t ng0, uint32_t gb0)
+{
+    uint32_t listed = 0; /* (modulo 2^32, as gap_bytes) */
+    for (uint32_t k = ng0; k < res->ngaps; k++)
+        listed += res->gaps[k].end - res->gaps[k].start;
+    return listed == res->gap_bytes - gb0;
 }
 
 int rg_seq_flush(rg_seq *s)
@@ -806,6 +826,7 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     }
     maybe_shrink(s); /* the previous view is no longer valid */
     const uint32_t ng0 = res->ngaps;
+    const uint32_t gb0 = res->gap_bytes;
     int borrowed = s->borrow != NULL;
     if (borrowed) { /* zero-copy: the caller's bytes, nothing else is buffered */
         if (cfg->buffer_data) {
@@ -874,7 +895,10 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     if (cfg->retain && cfg->buffer_data && (out.len || res->ngaps != ng0)) {
         /* the bytes after this call's last hole continue (or start) the kept run */
         uint32_t tail = out.len;
-        if (res->ngaps != ng0) {
+        if (!gaps_listed(res, ng0, gb0)) {
+            tail = 0; /* a hole the list lost (memory refused): where the bytes after it
+                         start is unknown, so none is kept */
+        } else if (res->ngaps != ng0) {
             const uint32_t after = s->next - res->gaps[res->ngaps - 1].end;
             if (after < tail) tail = after;
         }

@@ -45,7 +45,7 @@ static const char *const NAMES[NLAYERS] = {"eth", "null", "ip4", "ip6", "sll"};
 
 #define LAYER(n)                                                                                   \
     {                                                                                              \
-        n, n, n ".yaml", 1, 1, 0, 0, 12, 2, PARTS, 0, NULL, 0                                      \
+        n, n, n ".yaml", 1, 1, 0, 0, 12, 2, PARTS, 0, NULL, 0, 0, 0, NULL                          \
     }
 static const rg_layer_desc LAYERS[NLAYERS] = {
     LAYER("eth"), LAYER("null"), LAYER("ip4"), LAYER("ip6"), LAYER("sll"),

@@ -95,9 +95,9 @@ static const rg_keypart FRAG_PARTS[] = {
 static const char *const TCP_STATES[] = {"CLOSED", "SYN", "ESTABLISHED", "DONE"};
 
 static const rg_layer_desc LAYERS[] = {
-    {"tcp4", "tcp", "tcp.yaml", 1, 1, 1, 1, 14, 3, TCP4_PARTS, 4, TCP_STATES, 0},
-    {"tcp6", "tcp", "tcp.yaml", 1, 1, 0, 1, 36, 2, TCP6_PARTS, 0, NULL, 0},
-    {"frag", "ip", "ip.yaml", 1, 0, 0, 1, 11, 4, FRAG_PARTS, 0, NULL, 0},
+    {"tcp4", "tcp", "tcp.yaml", 1, 1, 1, 1, 14, 3, TCP4_PARTS, 4, TCP_STATES, 0, 0, 0, NULL},
+    {"tcp6", "tcp", "tcp.yaml", 1, 1, 0, 1, 36, 2, TCP6_PARTS, 0, NULL, 0, 0, 0, NULL},
+    {"frag", "ip", "ip.yaml", 1, 0, 0, 1, 11, 4, FRAG_PARTS, 0, NULL, 0, 0, 0, NULL},
 };
 
 static const char *const DATA_ARGS[] = {"seq", "data"};
@@ -432,7 +432,7 @@ static void test_streams(void **state)
  * direction and stream id (c2s first, by sid), the two plain lines (sid null) when nothing
  * was delivered; the sid of another layer's handler changes nothing there. */
 static const rg_layer_desc SID_LAYERS[] = {
-    {"user", "sctp_user", "sctp_user.yaml", 1, 1, 0, 1, 14, 3, TCP4_PARTS, 0, NULL, 0},
+    {"user", "sctp_user", "sctp_user.yaml", 1, 1, 0, 1, 14, 3, TCP4_PARTS, 0, NULL, 0, 0, 0, NULL},
 };
 static const char *const CHUNK_ARGS[] = {"data", "sid", "ssn"};
 static const uint8_t CHUNK_KINDS[] = {RG_VAL_BYTES, RG_VAL_NUM, RG_VAL_NUM};

@@ -2732,6 +2732,47 @@ static void test_retain_accounting(void **state)
     rg_seq_heap_bind(old);
 }
 
+/* The memory data never needs (the list of skipped holes, kept bytes) stays under a full
+ * reassembly memcap: refused as a hit, and refused without one inside an eviction's drain
+ * (busy, where the data's own allocations pass); the data and the hole are still given. */
+static void test_extra_memory_under_full_cap(void **state)
+{
+    (void)state;
+    static const rg_seq_cfg c = {.buffer_data = 1, .retain = 1, .max_bytes = 10000};
+    for (int busy = 0; busy < 2; busy++) {
+        rg_seq_heap h;
+        memset(&h, 0, sizeof h);
+        h.policy = RG_MEMCAP_DROP_FLOW;
+        rg_seq_heap *old = rg_seq_heap_bind(&h);
+        rg_seq s;
+        rg_seq_init(&s);
+        rg_seq_res r = ret_send(&s, &c, 1, "AB", 1); /* delivered and kept */
+        assert_int_equal(s.st->ret_len, 2);
+        r = ret_send(&s, &c, 5, "WXYZ", 1); /* buffered behind the hole [3, 5) */
+        assert_int_equal(r.adv_bytes, 0);
+        assert_true(h.cur > 0);
+        h.cap = h.peak = h.cur; /* full */
+        h.busy = (uint8_t)busy;
+        (void)rg_seq_flush(&s); /* the instance ends: the hole is skipped */
+        memset(&r, 0, sizeof r);
+        rg_bytes b = rg_seq_assemble(&s, &c, &r);
+        assert_int_equal(b.len, 4);
+        assert_memory_equal(b.ptr, "WXYZ", 4);
+        assert_int_equal(r.gap_bytes, 2);
+        assert_int_equal(r.ngaps, 0); /* the list's growth was refused */
+        /* the kept buffer has room, but the bytes after a hole the list lost have no known
+         * place: none is kept (and "AB" no longer continues the run) */
+        assert_int_equal(s.st->ret_len, 0);
+        assert_true(h.peak <= h.cap);
+        assert_int_equal(h.hits, busy ? 0 : 1); /* the list's hit (the copy asks nothing) */
+        h.busy = 0;
+        rg_seq_free(&s);
+        assert_int_equal(h.cur, 0);
+        rg_seq_heap_unbind(&h);
+        rg_seq_heap_bind(old);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2789,6 +2830,7 @@ int main(void)
         cmocka_unit_test(test_recover_cap_boundaries),
         cmocka_unit_test(test_retain_compares_unacked),
         cmocka_unit_test(test_retain_accounting),
+        cmocka_unit_test(test_extra_memory_under_full_cap),
     };
     return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);
 }

@@ -77,6 +77,9 @@ typedef struct rg_flow_cfg {
      * and it may evict the table's instances for either memcap */
     struct rg_seq_heap *acct;
     uint16_t layer; /* the layer index the accountant's counters and events name */
+    /* a closed table (spec linger:): its records are of instances already closed, so a
+     * memcap eviction counts in rg_mem_stats.evicted_closed too */
+    uint8_t closed;
 } rg_flow_cfg;
 
 #define RG_FLOW_MAX_KEY 1024u
@@ -123,7 +126,8 @@ typedef struct rg_flow {
     uint32_t memo;      /* record index + 1 of rg_flow_lookup_memo_n's last hit; 0: none */
     int bidir;
     int no_evict;
-    int in_cb; /* inside on_remove: creation refused */
+    uint8_t closed; /* rg_flow_cfg.closed */
+    int in_cb;      /* inside on_remove: creation refused */
     uint64_t seed;
     uint64_t now;
     uint8_t *pool;

@@ -81,6 +81,9 @@ typedef struct rg_mem_stats {
     uint64_t act[RG_MEMCAP_POLICIES]; /* policy actions (per policy; instances or allocations) */
     uint64_t evicted;                 /* instances of the layer evicted to make room */
     uint64_t dropped_pkts;            /* packets of dropped (drop-flow) instances */
+    /* of evicted: records of closed instances whose linger ended (spec linger:; already
+     * closed by their accept state, so not closed again as evicted; appended: issue 27) */
+    uint64_t evicted_closed;
 } rg_mem_stats;
 
 typedef struct rg_layer_stats {
