@@ -375,28 +375,32 @@ static void test_streams(void **state)
         "id\":null,\"dir\":"
         "\"c2s\","
         "\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\",\"file\":null,\"complete\":null,\"uid\":3,"
-        "\"close\":\"evicted\",\"gaps\":[]}\n"
+        "\"close\":\"evicted\",\"gaps\":[],\"reason\":\"evicted\",\"late_packets\":0}\n"
         "{\"layer\":\"frag\",\"proto\":\"ip\",\"src\":\"5.6.7.8\",\"dst\":\"1.2.3.4\",\"community_"
         "id\":null,\"dir\":"
         "\"s2c\","
         "\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\",\"file\":null,\"complete\":null,\"uid\":3,"
-        "\"close\":\"evicted\",\"gaps\":[]}\n"
+        "\"close\":\"evicted\",\"gaps\":[],\"reason\":\"evicted\",\"late_packets\":0}\n"
         "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"src\":\"10.0.0.1\",\"dst\":\"192.168.1.2\","
         "\"sport\":40000,\"dport\":80,\"community_id\":\"1:UCffkKgSwco2fG5CBE3QIF9AmFs=\",\"dir\":"
         "\"c2s\",\"bytes\":11,\"sha256\":\"" SHA_HELLO_WORLD "\",\"file\":\"streams/"
-        "1-c2s.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[[6,7],[18,5]]}\n"
+        "1-c2s.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[[6,7],[18,5]],"
+        "\"reason\":\"accept\",\"late_packets\":0}\n"
         "{\"layer\":\"tcp4\",\"proto\":\"tcp\",\"src\":\"192.168.1.2\",\"dst\":\"10.0.0.1\","
         "\"sport\":80,\"dport\":40000,\"community_id\":\"1:UCffkKgSwco2fG5CBE3QIF9AmFs=\",\"dir\":"
         "\"s2c\",\"bytes\":17,\"sha256\":\"" SHA_HTTP_200 "\",\"file\":\"streams/"
-        "1-s2c.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[]}\n"
+        "1-s2c.bin\",\"complete\":true,\"uid\":1,\"close\":\"accept\",\"gaps\":[],\"reason\":"
+        "\"accept\",\"late_packets\":0}\n"
         "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"src\":\"2001:db8::1\",\"dst\":\"fe80::1:2\","
         "\"sport\":5555,\"dport\":443,\"community_id\":\"1:rdBKrO7lyFvKUkpL4ZuwoYW1vWY=\",\"dir\":"
         "\"c2s\",\"bytes\":3,\"sha256\":\"" SHA_ABC "\",\"file\":\"streams/"
-        "2-c2s.bin\",\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n"
+        "2-c2s.bin\",\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[],\"reason\":"
+        "\"flushed\",\"late_packets\":0}\n"
         "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"src\":\"fe80::1:2\",\"dst\":\"2001:db8::1\","
         "\"sport\":443,\"dport\":5555,\"community_id\":\"1:rdBKrO7lyFvKUkpL4ZuwoYW1vWY=\",\"dir\":"
         "\"s2c\",\"bytes\":0,\"sha256\":\"" SHA_EMPTY
-        "\",\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n";
+        "\",\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[],\"reason\":"
+        "\"flushed\",\"late_packets\":0}\n";
     assert_string_equal(flows, want);
     free(flows);
 
@@ -493,20 +497,25 @@ static void test_streams_sid(void **state)
     "\"src\":\"192.168.1.2\",\"dst\":\"10.0.0.1\",\"sport\":80,\"dport\":40000,\"community_id\":"  \
     "null"
 #define HEAD "{\"layer\":\"user\",\"proto\":\"sctp_user\","
-    const char *want = HEAD EP_C2S
-        ",\"dir\":\"c2s\",\"sid\":0,\"bytes\":1,\"sha256\":\"" SHA_B "\","
-        "\"file\":\"streams/"
-        "1-c2s-sid0.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n" HEAD
-            EP_C2S ",\"dir\":\"c2s\",\"sid\":1,\"bytes\":4,\"sha256\":\"" SHA_AADD "\","
-        "\"file\":\"streams/"
-        "1-c2s-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n" HEAD
-            EP_S2C ",\"dir\":\"s2c\",\"sid\":1,\"bytes\":2,\"sha256\":\"" SHA_CC "\","
-        "\"file\":\"streams/"
-        "1-s2c-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]}\n" HEAD
-            EP_C2S ",\"dir\":\"c2s\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
-        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n" HEAD EP_S2C
-        ",\"dir\":\"s2c\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
-        "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[]}\n";
+    const char *want =
+        HEAD EP_C2S ",\"dir\":\"c2s\",\"sid\":0,\"bytes\":1,\"sha256\":\"" SHA_B "\","
+                    "\"file\":\"streams/"
+                    "1-c2s-sid0.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]"
+                    ",\"reason\":\"flushed\",\"late_packets\":0}\n" HEAD EP_C2S
+                    ",\"dir\":\"c2s\",\"sid\":1,\"bytes\":4,\"sha256\":\"" SHA_AADD "\","
+                    "\"file\":\"streams/"
+                    "1-c2s-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]"
+                    ",\"reason\":\"flushed\",\"late_packets\":0}\n" HEAD EP_S2C
+                    ",\"dir\":\"s2c\",\"sid\":1,\"bytes\":2,\"sha256\":\"" SHA_CC "\","
+                    "\"file\":\"streams/"
+                    "1-s2c-sid1.bin\",\"complete\":null,\"uid\":1,\"close\":\"flushed\",\"gaps\":[]"
+                    ",\"reason\":\"flushed\",\"late_packets\":0}\n" HEAD EP_C2S
+                    ",\"dir\":\"c2s\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
+                    "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[],"
+                    "\"reason\":\"flushed\",\"late_packets\":0}\n" HEAD EP_S2C
+                    ",\"dir\":\"s2c\",\"sid\":null,\"bytes\":0,\"sha256\":\"" SHA_EMPTY "\","
+                    "\"file\":null,\"complete\":null,\"uid\":2,\"close\":\"flushed\",\"gaps\":[],"
+                    "\"reason\":\"flushed\",\"late_packets\":0}\n";
     assert_string_equal(flows, want);
     free(flows);
     size_t n;
@@ -651,11 +660,11 @@ static void test_flowstats(void **state)
             "\"dst\":\"192.168.1.2\",\"sport\":40000,\"dport\":80,\"community_id\":\"1:"
             "UCffkKgSwco2fG5CBE3QIF9AmFs=\",\"packets\":[2,1],"
             "\"bytes\":[112,40],\"first_ts\":100,\"last_ts\":300,\"state\":\"ESTABLISHED\","
-            "\"close\":\"accept\",\"complete\":true}\n"
+            "\"close\":\"accept\",\"complete\":true,\"reason\":\"accept\",\"late_packets\":0}\n"
             "{\"layer\":\"frag\",\"proto\":\"ip\",\"uid\":3,\"src\":\"1.2.3.4\",\"dst\":\"5.6.7."
             "8\",\"community_id\":null,"
             "\"packets\":[0,0],\"bytes\":[0,0],\"first_ts\":250,\"last_ts\":250,\"state\":null,"
-            "\"close\":\"expired\",\"complete\":false}\n"
+            "\"close\":\"expired\",\"complete\":false,\"reason\":\"timeout\",\"late_packets\":0}\n"
             "{\"layer\":\"tcp6\",\"proto\":\"tcp\",\"uid\":2,\"src\":\"2001:db8::1\","
             "\"dst\":\"fe80::1:2\",\"sport\":5555,\"dport\":443,\"community_id\":\"1:"
             "rdBKrO7lyFvKUkpL4ZuwoYW1vWY=\",\"packets\":[0,0],"
