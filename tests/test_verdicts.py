@@ -139,8 +139,8 @@ def test_observer_verdicts(tmp_path: Path) -> None:
     seen: Counter[tuple[str, int, int]] = Counter()
 
     def rules(ev: Event) -> Verdict | None:
-        if ev.kind != "call" or ev.end:
-            return None
+        if ev.kind != "call" or ev.end or "sport" not in ev.args:
+            return None  # (ICMP handler calls carry no ports: the rules are on TCP/UDP)
         sp, dp = ev.args["sport"], ev.args["dport"]
         proto = ev.name[:3]
         server = dp if dp in (53, 80, 123, 443) or sp not in (53, 80, 123, 443) else sp
