@@ -4,7 +4,7 @@ Developers keep the layout of the repository (specs/, schema/, templates/, runti
 handlers/nf/ at the top level). When setuptools builds a wheel (from the checkout or from the
 sdist, whose MANIFEST.in carries the same directories), `build_py` copies them into
 `rubikgen/_data/` of the build directory, keeping their relative layout, so an installed
-rubikgen finds them next to its modules (rubikgen/resources.py). Editable installs copy
+rubikgen finds them next to its modules (rubikgen/toolchain/resources.py). Editable installs copy
 nothing: they read the checkout itself.
 """
 

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"{capture}: missing (python bench/gen.py b makes it)\n")
         return 1
     sys.path.insert(0, str(ROOT))
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     work = ROOT / "build" / "bench-nf"
     binary = build(ROOT / "specs" / "stacks" / "tcp_ip.yaml", work / "tcp_ip", quiet=True).binary

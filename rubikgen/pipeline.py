@@ -4,8 +4,8 @@ Each stage runs at most once, when something first asks for its result, and is c
 object, so a command that needs the stack's name, its files and its generated C reads and
 checks the specs once (before, `rubikgen build` parsed the stack file three times, `run` four,
 and `check` after an -O1 build checked the stack twice); `rubikgen validate` checks many files
-in one workspace instead (rubikgen/validate.py). The compile stage
-(`rubikgen.build.build_compilation`) takes the object. Spec errors raise `GenerateError` with the diagnostics of the check stage;
+in one workspace instead (rubikgen/front/validate.py). The compile stage
+(`rubikgen.toolchain.build.build_compilation`) takes the object. Spec errors raise `GenerateError` with the diagnostics of the check stage;
 `diagnostics` holds every diagnostic (warnings too) once the check ran.
 
     comp = Compilation("specs/stacks/tcp_ip.yaml", opt_level=2)
@@ -24,11 +24,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rubikgen import specpath
-from rubikgen.diagnostics import Diagnostic
-from rubikgen.document import Document
+from rubikgen.front import specpath
+from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.document import Document
+from rubikgen.front.workspace import Workspace
 from rubikgen.models import Stack
-from rubikgen.workspace import Workspace
 
 if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated

@@ -26,7 +26,7 @@ import pytest
 from oracle import tshark_available
 from oracle.tshark import _tshark
 
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 300

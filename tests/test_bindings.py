@@ -17,7 +17,7 @@ import pytest
 from oracle.tshark import TRACES, tshark_available
 
 from rubikgen.bindings import Event, Stack
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = REPO / "specs" / "stacks" / "tcp_ip.yaml"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen.build import build, check, check_handlers, function_definitions
 from rubikgen.cli import main
+from rubikgen.toolchain.build import build, check, check_handlers, function_definitions
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
@@ -305,7 +305,7 @@ def test_check_handlers_normalises_whitespace(tmp_path: Path) -> None:
 
 
 def test_cflags_starting_with_dash_o_are_not_the_O_option() -> None:
-    from rubikgen.cli import _join_cflags, _parser
+    from rubikgen.cli.main import _join_cflags, _parser
 
     argv = ["build", "s.yaml", "-O0", "--cflags", "-O1 -g", "--cc", "gcc"]
     args = _parser().parse_args(_join_cflags(argv))
@@ -314,7 +314,7 @@ def test_cflags_starting_with_dash_o_are_not_the_O_option() -> None:
 
 def test_untouched_stub_is_refreshed(tmp_path: Path) -> None:
     """A stub rubikgen wrote is replaced when the handlers change; a filled-in file never."""
-    from rubikgen.build import _untouched_stub
+    from rubikgen.toolchain.build import _untouched_stub
 
     stub = (
         "/* s_handlers.c - the handlers of stack s (s.yaml).\n *\n * Written once by rubikgen as "

@@ -1,4 +1,4 @@
-"""Stack composition: extends, remove, subtrees and grafts (rubikgen/compose.py).
+"""Stack composition: extends, remove, subtrees and grafts (rubikgen/front/compose.py).
 
 Checks that the composed stack is what the keys say, that every diagnostic points into the file
 that wrote the element it is about (the extending stack or its base), and that the generated C
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from rubikgen.front.workspace import Workspace
 from rubikgen.models import Stack
-from rubikgen.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = ROOT / "specs" / "stacks"
@@ -194,7 +194,7 @@ def test_schema_covers_the_new_keys(key: str) -> None:
 
 
 def test_missing_base_and_build_inputs(tmp_path: Path) -> None:
-    from rubikgen.build import spec_files
+    from rubikgen.toolchain.build import spec_files
 
     f = write(tmp_path, "m.yaml", "stack: m\nextends: nosuch.yaml\n")
     _, diags = check(f)

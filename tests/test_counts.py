@@ -32,7 +32,7 @@ import pytest
 from oracle import Stream, conversations, eligible_captures, reference_streams, tshark_available
 from oracle.tshark import _tshark
 
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 ROOT = Path(__file__).resolve().parents[1]
 STACK = ROOT / "specs" / "stacks" / "tcp_ip.yaml"

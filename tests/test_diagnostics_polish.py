@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen.workspace import Workspace
+from rubikgen.front.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 ERRORS = ROOT / "tests" / "specs" / "errors"

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from captures import CASES, CLIENT4, SERVER4, Capture, Tcp, build
-from rubikgen.build import build as build_stack
 from rubikgen.opt import PASSES
+from rubikgen.toolchain.build import build as build_stack
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"
@@ -198,7 +198,7 @@ def pass_binaries(binaries: dict[tuple[str, int], Path]) -> dict[tuple[str | int
 
 @pytest.mark.parametrize("name", sorted(KNOWN_BUILD_FAILURES))
 def test_known_build_failures_still_fail(name: str) -> None:
-    from rubikgen.build import BuildError
+    from rubikgen.toolchain.build import BuildError
 
     marker, _ = KNOWN_BUILD_FAILURES[name]
     with pytest.raises(BuildError) as e:

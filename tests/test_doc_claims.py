@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted(

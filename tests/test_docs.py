@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rubikgen.workspace import Workspace
+from rubikgen.front.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -142,7 +142,7 @@ def _frames(kind: str, frames: list[Frame]) -> list[Frame]:
 
 
 def _binary() -> Path:
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(STACK, REPO / "build" / "tcp_ip", quiet=True).binary
 
@@ -311,7 +311,7 @@ def test_pcapng_cases_under_sanitizers(runner: Runner, tmp_path: Path) -> None:
     """The pcapng reader and the per-interface entry layers under ASan/UBSan: no report, and
     the same flows as the plain build."""
     from captures import SANITIZER_REPORT
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     asan = build(STACK, REPO / "build" / "tcp_ip", sanitize=True, quiet=True).binary
     for name, r in runner.results.items():

@@ -230,7 +230,7 @@ class Outputs:
 
 
 def _binary() -> Path:
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(STACK, REPO / "build" / "tcp_ip", quiet=True).binary
 

@@ -60,7 +60,7 @@ from scapy.layers.sctp import (
 from scapy.packet import Packet, Raw
 from scapy.utils import wrpcap
 
-from rubikgen.build import build as build_stack
+from rubikgen.toolchain.build import build as build_stack
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen.diagnostics import CODES
-from rubikgen.workspace import Workspace
+from rubikgen.front.diagnostics import CODES
+from rubikgen.front.workspace import Workspace
 
 HERE = Path(__file__).parent / "specs" / "errors"
 EXPECT = re.compile(r"^#\s*expect:\s*(RG\d{3})\s+(\d+):(\d+)(?:\s+(error|warning))?\s*$")

@@ -50,7 +50,7 @@ import pytest
 from oracle import eligible_captures, tshark_available
 from oracle.tshark import TCP_IP_PATH, _tshark
 
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 ROOT = Path(__file__).resolve().parents[1]
 STACK = ROOT / "specs" / "stacks" / "tcp_ip.yaml"

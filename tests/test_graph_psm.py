@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen.graph import wrap_guard
-from rubikgen.workspace import Workspace
+from rubikgen.cli.graph import wrap_guard
+from rubikgen.front.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = sorted((ROOT / "specs" / "protocols").glob("*.yaml"))

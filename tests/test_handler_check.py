@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen.build import HandlerError, build, check
 from rubikgen.cli import main
-from rubikgen.handlercheck import HandlerSig, arg_changes, renames
+from rubikgen.toolchain.build import HandlerError, build, check
+from rubikgen.toolchain.handlercheck import HandlerSig, arg_changes, renames
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURE = ROOT / "captures" / "raw-ipv4-ipv6-http.pcap"
@@ -191,8 +191,8 @@ def test_rename_and_argument_diff_rules():
 def test_the_last_build_is_read_back_from_its_header(stack: Path) -> None:
     """The argument diff reads the handlers of the last build from its S_gen.h: that must give
     back what the stack declares (names, layers, argument names and types)."""
-    from rubikgen.handlercheck import header_sigs
     from rubikgen.pipeline import generate
+    from rubikgen.toolchain.handlercheck import header_sigs
 
     gen = generate(str(stack))
     back = header_sigs(gen.files[f"{gen.stack}_gen.h"])

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rubikgen.front.workspace import Workspace
 from rubikgen.ir import Branch, Call, Program, Return, lower_stack, prune, to_dot, to_text, verify
 from rubikgen.ir.nodes import Block, Jump
-from rubikgen.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = sorted((REPO / "specs" / "stacks").glob("*.yaml"))

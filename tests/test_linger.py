@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 scapy = pytest.importorskip("scapy.all")
 IP, TCP, UDP, Ether, Raw = scapy.IP, scapy.TCP, scapy.UDP, scapy.Ether, scapy.Raw

@@ -20,7 +20,7 @@ import pytest
 from oracle import TRACES, tshark_available
 from oracle.tshark import _tshark
 
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 ROOT = Path(__file__).resolve().parents[1]
 SLL = TRACES / "sll-dns2tcp-tls.pcap"

@@ -42,7 +42,7 @@ def _cc(src: Path | str, out: Path, *defs: str) -> Path:
 
 @pytest.fixture(scope="module")
 def binary() -> Path:
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(STACK, REPO / "build" / "tcp_ip", quiet=True).binary
 
@@ -490,9 +490,9 @@ def test_chain_schema_accepts_the_example_and_rejects_bad_shapes() -> None:
 
 
 def test_stock_names_match_the_binarys_registry(binary: Path) -> None:
-    """rubikgen/chain.py's STOCK_NFS (what `rubikgen validate` accepts in `nf:`) is the NF
+    """rubikgen/front/chain.py's STOCK_NFS (what `rubikgen validate` accepts in `nf:`) is the NF
     registry of the binaries (handlers/nf, rg_nf_table), as `--help` lists it."""
-    from rubikgen.chain import STOCK_NFS
+    from rubikgen.front.chain import STOCK_NFS
 
     text = _run(binary, "--help").stdout
     block = text.split("--nf NAME", 1)[1].split("\n  --", 1)[0]
@@ -504,7 +504,7 @@ def test_chain_runtime_is_asan_clean(sos: dict[str, Path], tmp_path: Path) -> No
     """The chain machinery (collection, dispatch, verdicts, per-flow state, unsubscription,
     no_more_bytes, --write) under ASan and UBSan, leaks included, on captures with gaps,
     fragments and retransmissions."""
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     asan = build(STACK, REPO / "build" / "tcp_ip", sanitize=True, quiet=True).binary
     log = tmp_path / "log.txt"

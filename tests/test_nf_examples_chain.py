@@ -23,7 +23,7 @@ OUTPUTS["signatures"] = "signatures.jsonl"
 
 @pytest.fixture(scope="module")
 def binary() -> Path:
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(STACK, REPO / "build" / "tcp_tls_http", quiet=True).binary
 

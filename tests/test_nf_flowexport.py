@@ -40,7 +40,7 @@ PROTO = {6: "tcp", 17: "udp"}
 def binary() -> Path:
     if not tshark_available():
         pytest.skip("tshark not installed")
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(STACK, REPO / "build" / "tcp_ip", quiet=True).binary
 

@@ -32,7 +32,7 @@ Record = tuple[str, int, str, int, str, str | None]
 def built() -> Any:
     if not tshark_available():
         pytest.skip("tshark not installed")
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(STACK, REPO / "build" / "tcp_tls_http", quiet=True)
 

@@ -44,7 +44,7 @@ def _rules() -> list[tuple[str, re.Pattern[bytes]]]:
 def binary() -> Path:
     if not tshark_available():
         pytest.skip("tshark not installed")
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(STACK, REPO / "build" / "tcp_ip", quiet=True).binary
 

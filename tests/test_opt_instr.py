@@ -105,7 +105,7 @@ def test_records_are_zeroed_in_vector_sized_pieces() -> None:
 
 
 def test_spans_are_recorded_only_when_setters_may_read_them(tmp_path: Path) -> None:
-    from rubikgen.build import spans_define
+    from rubikgen.toolchain.build import spans_define
 
     c = "\n".join(ln.strip() for ln in gen_c().splitlines())  # (directives are indented)
     # the store sits behind the switch; --checksums writes the spans it verifies with
@@ -174,7 +174,7 @@ def test_one_flag_test_per_packet_with_an_instance() -> None:
 def test_a_setter_call_the_scan_misses_fails_to_link(tmp_path: Path) -> None:
     """Without spans a setter could only do nothing: it is not defined, so a call hidden from
     the build's scan of the handler file (here in a file it includes) is a link error."""
-    from rubikgen.build import BuildError, build
+    from rubikgen.toolchain.build import BuildError, build
 
     stub = Compilation(TCP_IP).generated.handlers_stub
     (tmp_path / "more.c").write_text(

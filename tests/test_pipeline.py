@@ -11,9 +11,9 @@ import pytest
 import rubikgen.sema.stack
 from rubikgen.backend.emit import GenerateError
 from rubikgen.cli import main
+from rubikgen.front.workspace import Workspace
 from rubikgen.ir import Program
 from rubikgen.pipeline import Compilation
-from rubikgen.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
 TCP_IP = str(REPO / "specs" / "stacks" / "tcp_ip.yaml")

@@ -1,11 +1,11 @@
 """Positions inside values: expressions written over several lines, with quotes or escapes, in
-YAML and in TOML, map back to the exact source column (rubikgen/source.py)."""
+YAML and in TOML, map back to the exact source column (rubikgen/front/source.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rubikgen.source import load_text
+from rubikgen.front.source import load_text
 
 
 def _at(file: str, text: str, path: tuple[str | int, ...], needle: str) -> tuple[int, int]:

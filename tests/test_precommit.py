@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import readme_snippets
 
-from rubikgen.workspace import Workspace
+from rubikgen.front.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 600

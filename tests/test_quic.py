@@ -26,7 +26,7 @@ from oracle.quic_crypto import initial_crypto
 from oracle.tshark import tshark_available
 from quic_initial import write_capture, write_pcap
 
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"

@@ -103,7 +103,7 @@ def test_rules_schema_errors_and_bad_build(tmp_path: Path) -> None:
 
 def test_rules_schema_is_fresh_and_accepts_the_docs_example() -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    from rubikgen.source import load_yaml
+    from rubikgen.front.source import load_yaml
 
     schema = json.loads((REPO / "schema" / "rules.schema.json").read_text())
     ex = REPO / "docs" / "examples" / "middlebox.rules.yaml"

@@ -128,7 +128,7 @@ def test_a_shared_object_nf_gets_its_output_folder(build_tmp: Path, tmp_path: Pa
 def test_ctl_attach_creates_the_out_folder(build_tmp: Path, tmp_path: Path) -> None:
     """`rubikgen ctl SOCK attach X.so out=DIR` on a running binary, DIR not there yet: the
     attach succeeds, the NF writes into DIR and the summary names its file."""
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     so = _flowbytes(tmp_path)
     binary = build(REPO / STACK, build_tmp / "build", quiet=True).binary  # the runs' build

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen import build
+from rubikgen.toolchain import build
 
 REPO = Path(__file__).resolve().parent.parent
 RT = REPO / "runtime-c"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rubikgen.schema_gen import SCHEMAS, schema_text
+from rubikgen.front.schema_gen import SCHEMAS, schema_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +37,7 @@ def test_schema_accepts_the_stock_specs() -> None:
     """The generated schema is usable by editors: every stock spec validates against it."""
     import jsonschema  # type: ignore[import-untyped]
 
-    from rubikgen.source import load_yaml
+    from rubikgen.front.source import load_yaml
 
     for p in sorted((ROOT / "specs").rglob("*.yaml")):
         kind = _doc_kind(p)
@@ -91,7 +91,7 @@ def _kind(doc: object) -> str | None:
 
 
 def _validate_codes(path: Path) -> set[str]:
-    from rubikgen.workspace import Workspace
+    from rubikgen.front.workspace import Workspace
 
     ws = Workspace()
     ws.check(str(path))
@@ -117,7 +117,7 @@ def test_schema_rejects_the_structural_errors_of_the_corpus() -> None:
     (both schemas when it is neither), and `validate` reports that diagnostic. Every other
     corpus document that parses is structurally valid: the schema accepts it and leaves the rest
     to `validate`, which reports no structure code for it either."""
-    from rubikgen.source import load_text
+    from rubikgen.front.source import load_text
 
     structural = semantic = 0
     for path in _corpus():
@@ -169,7 +169,7 @@ def test_schema_and_validate_reject_broken_stock_specs(tmp_path: Path) -> None:
     import json
     import shutil
 
-    from rubikgen.source import load_yaml
+    from rubikgen.front.source import load_yaml
 
     specs = tmp_path / "specs"  # a copy: relative protocol paths resolve as in the original
     shutil.copytree(ROOT / "specs", specs)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen import specpath
 from rubikgen.cli import main
-from rubikgen.workspace import Workspace
+from rubikgen.front import specpath
+from rubikgen.front.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
 

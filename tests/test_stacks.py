@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"

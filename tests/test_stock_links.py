@@ -27,7 +27,7 @@ LINKS = ("sll", "sll2", "loop", "null_le", "raw")
 
 
 def _binary(stack: str) -> Path:
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(
         REPO / "specs" / "stacks" / f"{stack}.yaml", REPO / "build" / stack, quiet=True

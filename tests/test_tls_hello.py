@@ -21,7 +21,7 @@ from scapy.layers.l2 import Ether
 from test_quic import CAPTURES as QUIC_CAPTURES
 from test_quic import SANITIZER, TRACES
 
-from rubikgen.build import build
+from rubikgen.toolchain.build import build
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rubikgen.source import load_yaml
-from rubikgen.workspace import Workspace
+from rubikgen.front.source import load_yaml
+from rubikgen.front.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 # the stock specs (not the test vectors of specs/tests/, which are not specs)

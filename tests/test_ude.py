@@ -142,7 +142,7 @@ def test_udes_in_extended_stack_validate(tmp_path: Path) -> None:
 def built() -> Any:
     if not tshark_available():
         pytest.skip("tshark not installed")
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(STACK, REPO / "build" / "tcp_tls_http", quiet=True)
 

@@ -23,7 +23,7 @@ INCLUDE = REPO / "runtime-c" / "include"
 
 @pytest.fixture(scope="module")
 def binary() -> Path:
-    from rubikgen.build import build
+    from rubikgen.toolchain.build import build
 
     return build(STACK, REPO / "build" / "tcp_tls_http", quiet=True).binary
 

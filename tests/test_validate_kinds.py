@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from test_validate_mutants import validate_fails
 
-from rubikgen import specpath
 from rubikgen.cli import main
-from rubikgen.validate import KINDS
+from rubikgen.front import specpath
+from rubikgen.front.validate import KINDS
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from rubikgen.cli import main
-from rubikgen.validate import kind_of
+from rubikgen.front.validate import kind_of
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 26

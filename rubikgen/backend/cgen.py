@@ -10,10 +10,9 @@ from typing import Any
 
 import jinja2
 
-from rubikgen import __version__, resources
+from rubikgen import __version__
 from rubikgen.expr.ast import Name, unparse, walk
 from rubikgen.expr.types import NumT
-from rubikgen.handlercheck import HandlerSig, spec_type
 from rubikgen.ir import instrs as I
 from rubikgen.ir.layout import Arg
 from rubikgen.ir.nodes import (
@@ -29,6 +28,8 @@ from rubikgen.ir.nodes import (
     Return,
 )
 from rubikgen.rules.ir import RuleSet
+from rubikgen.toolchain import resources
+from rubikgen.toolchain.handlercheck import HandlerSig, spec_type
 
 from . import lean_walk
 from .burst_c import render_stage1

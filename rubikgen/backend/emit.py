@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from rubikgen import __version__
-from rubikgen.diagnostics import Diagnostic
+from rubikgen.front.diagnostics import Diagnostic
 
 from .cgen import CGen, Generated
 

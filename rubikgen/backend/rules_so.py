@@ -25,8 +25,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr.ast import Expr, Name
+from rubikgen.front.diagnostics import Diagnostic
 from rubikgen.rules.ir import RELOAD_COPY_BYTES, FieldRef, Lit, RuleIR, RuleSet
 
 from .layer_c import c_comment, c_string

@@ -52,8 +52,8 @@ class Stack:
         """Compiles the stack (when stale; build_dir default build/NAME, as `rubikgen
         build`), loads its extension and returns a fresh context. `handlers`: a C file of
         handlers, as `rubikgen build --handlers`."""
-        from rubikgen import specpath
         from rubikgen.bindings.extension import build_extension, load
+        from rubikgen.front import specpath
 
         path = specpath.resolve_arg(str(spec))
         so, mod = build_extension(

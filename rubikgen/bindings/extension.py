@@ -1,6 +1,6 @@
 """Compile a stack into a Python extension module (Cython) and load it.
 
-The stack is generated and built with rubikgen.build.build as for `rubikgen build` (its
+The stack is generated and built with rubikgen.toolchain.build.build as for `rubikgen build` (its
 binary is unchanged); the extension is a separate product in BUILD/python/: the Cython
 module (_stack.pyx, the same for every stack) reaches the stack through rg_py_shim.h, and is
 linked with the stack's generated C, its handlers and the runtime modules it needs, all
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from rubikgen import build as rgbuild
+from rubikgen.toolchain import build as rgbuild
 
 PYX = Path(__file__).with_name("_stack.pyx")
 # runtime modules a stack context needs (not the capture driver: Python drives the stack)

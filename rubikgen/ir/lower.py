@@ -13,13 +13,14 @@ import os
 from dataclasses import fields, replace
 from typing import Any
 
-from rubikgen import specpath
-from rubikgen.compose import locate
 from rubikgen.expr import build as X
 from rubikgen.expr.ast import Binary, Expr, Name, Node, Unary, unparse, walk
 from rubikgen.expr.ast import Call as ECall
 from rubikgen.expr.table import ExprTable
 from rubikgen.expr.types import BOOL, Resolved
+from rubikgen.front import specpath
+from rubikgen.front.compose import locate
+from rubikgen.front.source import Path, SourceMap
 from rubikgen.models.common import Callback, Transform, TypedArg, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
@@ -29,7 +30,6 @@ from rubikgen.sema.resolve import Resolution, resolve_stack
 from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
 from rubikgen.sema.transforms import TRANSFORMS, user_reasons
 from rubikgen.sema.udes import udes_of
-from rubikgen.source import Path, SourceMap
 
 from . import instrs as I
 from .describe import describe_layer

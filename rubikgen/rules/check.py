@@ -19,11 +19,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr.ast import BINARY_OPS, Binary, Bool, Expr, Name, Num, Unary, walk
 from rubikgen.expr.parser import ExprSyntaxError, parse_expr
+from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.source import Loaded, SourceMap, load_text
 from rubikgen.ir.layout import HField
-from rubikgen.source import Loaded, SourceMap, load_text
 
 from .ir import COMPARISONS, RELOAD_COPY_BYTES, FieldRef, LayerRef, Lit, Resolved, RuleIR, RuleSet
 from .model import RulesFile
@@ -94,7 +94,7 @@ def load(path: str, text: str | None = None) -> tuple[Loaded | None, list[Diagno
     if not isinstance(loaded.data, dict) or "rules" not in loaded.data:
         hint = "a rules file is a mapping: `rules: [{name, match, action}, ...]`"
         return loaded, [loaded.smap.diag("RG004", "no top-level 'rules' key", (), hint=hint)]
-    from rubikgen.schema_errors import convert
+    from rubikgen.front.schema_errors import convert
 
     try:
         RulesFile.model_validate(loaded.data)

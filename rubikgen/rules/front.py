@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rubikgen import specpath
-from rubikgen.diagnostics import Diagnostic, SourceCache
+from rubikgen.front import specpath
+from rubikgen.front.diagnostics import Diagnostic, SourceCache
 
 from .check import StackFields, check, check_syntax, load
 

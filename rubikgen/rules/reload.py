@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rubikgen.diagnostics import Diagnostic
+from rubikgen.front.diagnostics import Diagnostic
 
 
 @dataclass
@@ -28,9 +28,9 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
     rubikgen/backend/rules_so.py). Diagnostics (file:line:col) when the rules have errors."""
     from rubikgen.backend.emit import CGen, GenerateError
     from rubikgen.backend.rules_so import Reloadable, RulesHost, Unreadable
-    from rubikgen.build import BASE_CFLAGS, RUNTIME_DIR
     from rubikgen.pipeline import Compilation
     from rubikgen.rules.check import StackFields, check, load
+    from rubikgen.toolchain.build import BASE_CFLAGS, RUNTIME_DIR
 
     comp = Compilation(stack_path, opt_level=0)
     try:

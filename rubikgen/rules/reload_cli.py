@@ -12,14 +12,14 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from rubikgen.diagnostics import Diagnostic
+from rubikgen.front.diagnostics import Diagnostic
 
 EXIT_OK, EXIT_ERRORS = 0, 1
 
 
 def report_diags(diags: list[Diagnostic], stream: TextIO | None = None) -> None:
     """The rules file's diagnostics, rendered like `rubikgen validate` (file:line:col)."""
-    from rubikgen.diagnostics import SourceCache, render
+    from rubikgen.front.diagnostics import SourceCache, render
 
     sources = SourceCache()
     for name in {d.file for d in diags}:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 
-from rubikgen.diagnostics import Diagnostic
+from rubikgen.front.diagnostics import Diagnostic
 from rubikgen.sema.symbols import FieldInfo, ProtocolInfo
 
 __all__ = ["check_checksums", "fixed_offsets"]

@@ -6,12 +6,13 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr import ExprSyntaxError, parse_expr, parse_stmt, resolve_expr, resolve_stmt
 from rubikgen.expr.ast import Name, Num, Slice, walk
 from rubikgen.expr.check import is_const
 from rubikgen.expr.table import ExprTable
 from rubikgen.expr.types import BytesT, NumT, Type, describe
+from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.source import Path, SourceMap
 from rubikgen.models.common import Callback, Transform, TypedArg, expr_text
 from rubikgen.models.protocol import (
     AnyUntilStep,
@@ -32,7 +33,6 @@ from rubikgen.sema.checksums import check_checksums
 from rubikgen.sema.scope import ProtocolScope
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.sema.transforms import TRANSFORMS
-from rubikgen.source import Path, SourceMap
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.]+|\|\||&&|==|!=|<=|>=|<<|>>|.", re.S)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")

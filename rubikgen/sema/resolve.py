@@ -13,17 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubikgen.diagnostics import Diagnostic
 from rubikgen.expr import parse_expr, parse_stmt
 from rubikgen.expr.ast import Assign, Name, walk
 from rubikgen.expr.table import ExprTable
+from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.source import SourceMap
 from rubikgen.models.stack import Stack
 from rubikgen.sema import builtins as B
 from rubikgen.sema.builtins import lifecycle_hooks
 from rubikgen.sema.protocol import ExprChecker, check_protocol
 from rubikgen.sema.scope import ProtocolScope
 from rubikgen.sema.stack import StackInfo
-from rubikgen.source import SourceMap
 
 __all__ = ["Resolution", "resolve_stack"]
 

@@ -6,8 +6,9 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rubikgen import specpath
 from rubikgen.expr import ExprSyntaxError, parse_expr
+from rubikgen.front import specpath
+from rubikgen.front.source import Path
 from rubikgen.models import Stack
 from rubikgen.models.common import Callback, expr_text
 from rubikgen.models.stack import Edge, entries_of
@@ -16,10 +17,9 @@ from rubikgen.sema.builtins import lifecycle_hooks
 from rubikgen.sema.protocol import ExprChecker, _dym, check_event_cycles, event_order_edges
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.sema.udes import check_udes, ude_edges, udes_of
-from rubikgen.source import Path
 
 if TYPE_CHECKING:
-    from rubikgen.document import Document, SpecLoader
+    from rubikgen.front.document import Document, SpecLoader
 
 DEFAULT_MAX_REPEAT = 16
 

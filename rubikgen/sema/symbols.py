@@ -10,14 +10,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubikgen.diagnostics import Diagnostic
+from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.source import Path, SourceMap
 from rubikgen.models.common import expr_text
 from rubikgen.models.protocol import (
     FieldSpec,
     Protocol,
 )
 from rubikgen.sema.builtins import BUILTIN_EVENTS, BUILTIN_VALUES, C_RESERVED, NAMESPACES
-from rubikgen.source import Path, SourceMap
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

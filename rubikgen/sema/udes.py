@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rubikgen.front.source import Path
 from rubikgen.sema import builtins as B
 from rubikgen.sema.builtins import lifecycle_hooks
 from rubikgen.sema.protocol import _dym
 from rubikgen.sema.symbols import check_ident
-from rubikgen.source import Path
 
 if TYPE_CHECKING:
     from rubikgen.models.stack import Stack

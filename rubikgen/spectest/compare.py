@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from rubikgen.source import Path as DocPath
+from rubikgen.front.source import Path as DocPath
 from rubikgen.spectest.packets import byte_value
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rubikgen.source import Path as DocPath
+from rubikgen.front.source import Path as DocPath
 
 # Link type numbers of the pcap file a case writes (LINKTYPE_*).
 LINKTYPES = {"ethernet": 1, "raw": 101, "null": 0}

@@ -1,7 +1,7 @@
 """`rubikgen test`: run the test vectors of `*.test.yaml` files against their stacks.
 
 For each file: validate it (positioned errors, like specs), build its stack once (build
-directories are reused across runs: `rubikgen.build.build` skips an up-to-date compile), and
+directories are reused across runs: `rubikgen.toolchain.build.build` skips an up-to-date compile), and
 for each case write the case's frames to a pcap, run the binary with the events, streams and
 (when flows are expected) flowstats NFs, and compare with the expectations.
 """
@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rubikgen import specpath
-from rubikgen.diagnostics import Diagnostic, SourceCache, render_text
-from rubikgen.source import SourceMap, load_yaml
+from rubikgen.front import specpath
+from rubikgen.front.diagnostics import Diagnostic, SourceCache, render_text
+from rubikgen.front.source import SourceMap, load_yaml
 from rubikgen.spectest import compare
 from rubikgen.spectest.model import TestFile
 from rubikgen.spectest.packets import PacketError, build_frames, write_pcap
@@ -80,7 +80,7 @@ class Runner:
         self.binaries: dict[str, Path] = {}  # stack spec -> binary, built once per run
 
     def binary(self, stack: str) -> Path:
-        from rubikgen.build import build, stack_name
+        from rubikgen.toolchain.build import build, stack_name
 
         if stack not in self.binaries:
             tag = hashlib.sha256(stack.encode()).hexdigest()[:8]
@@ -108,7 +108,7 @@ class Runner:
                 loaded.smap.diag("RG006", "expected a mapping at the top level", (), hint=hint)
             )
             return
-        from rubikgen.schema_errors import convert
+        from rubikgen.front.schema_errors import convert
 
         try:
             TestFile.model_validate(loaded.data)
@@ -128,7 +128,7 @@ class Runner:
             )
             return
         from rubikgen.backend.emit import GenerateError
-        from rubikgen.build import BuildError
+        from rubikgen.toolchain.build import BuildError
 
         try:
             binary = self.binary(res.path)

@@ -20,13 +20,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rubikgen import specpath
-from rubikgen.diagnostics import Diagnostic
+from rubikgen.front import specpath
+from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.source import Path, Pos, SourceMap
 from rubikgen.models.stack import Edge, Graft, Handler, LayerInst, Stack, StackEvent, Subtree
-from rubikgen.source import Path, Pos, SourceMap
 
 if TYPE_CHECKING:
-    from rubikgen.document import Document, SpecLoader
+    from rubikgen.front.document import Document, SpecLoader
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -37,7 +37,7 @@ def resolve_stack_ref(ref: str, from_file: str) -> str:
     """Absolute path of the stack file that `extends: ref` in from_file names (or where it was
     first looked for, to report).
 
-    Resolved like a layer's protocol reference (rubikgen/specpath.py): relative to the extending
+    Resolved like a layer's protocol reference (rubikgen/front/specpath.py): relative to the extending
     file, then in the spec search path; `stock:NAME` names a stock stack (`stock:tcp_ip.yaml`).
     """
     return specpath.locate(ref, os.path.dirname(os.path.abspath(from_file)), ("stacks",))

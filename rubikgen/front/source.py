@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from rubikgen.diagnostics import Diagnostic
+from rubikgen.front.diagnostics import Diagnostic
 
 Path = tuple[str | int, ...]
 

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubikgen import specpath
-from rubikgen.diagnostics import Diagnostic
-from rubikgen.source import Loaded, load_text, read_file
-from rubikgen.workspace import Workspace, is_rubikgen_document
+from rubikgen.front import specpath
+from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.source import Loaded, load_text, read_file
+from rubikgen.front.workspace import Workspace, is_rubikgen_document
 
 #: The document kinds `validate` recognises, in the order the rules are tried, and the rule.
 KINDS: tuple[tuple[str, str], ...] = (
@@ -109,7 +109,7 @@ def _parse(f: str) -> Loaded | str | None:
 def check_paths(files: Sequence[str], *, on_skip: Callable[[str], None] | None = None) -> Outcome:
     """Each file recognised and checked as its kind (an exception checking one file is kept
     with it, and the others are still checked)."""
-    from rubikgen.chain import check_chain_text
+    from rubikgen.front.chain import check_chain_text
     from rubikgen.rules.front import validate_files
 
     out = Outcome()
@@ -172,7 +172,7 @@ def check_test_vector(ws: Workspace, file: str, loaded: Loaded) -> list[Diagnost
     file), the layers its expectations name, and the captures its packets read."""
     from pydantic import ValidationError
 
-    from rubikgen.schema_errors import convert
+    from rubikgen.front.schema_errors import convert
     from rubikgen.spectest.model import TestFile
 
     ws.sources.add(file, loaded.text)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rubikgen.chain import ChainFile
+from rubikgen.front.chain import ChainFile
 from rubikgen.models import Protocol, Stack
 from rubikgen.rules.model import RulesFile
 from rubikgen.spectest.model import TestFile

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
-from rubikgen.diagnostics import Diagnostic, SourceCache
+from rubikgen.front.diagnostics import Diagnostic, SourceCache
 from rubikgen.models.common import Model
 
 #: The NFs built into every stack binary (handlers/nf, rg_nf_table), in its order; a test
@@ -72,8 +72,8 @@ class ChainCheck:
 
 def check_chain_text(file: str, text: str, sources: SourceCache | None = None) -> ChainCheck:
     """Diagnostics of a chain file: YAML, the schema, unique names, NFs that exist."""
-    from rubikgen.schema_errors import convert
-    from rubikgen.source import load_yaml
+    from rubikgen.front.schema_errors import convert
+    from rubikgen.front.source import load_yaml
 
     out = ChainCheck()
     if sources is not None:

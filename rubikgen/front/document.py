@@ -1,5 +1,5 @@
 """A spec document as the front-end holds it, and what the semantic checks need from the
-loader that holds them (``SpecLoader``; ``rubikgen.workspace.Workspace`` is the one).
+loader that holds them (``SpecLoader``; ``rubikgen.front.workspace.Workspace`` is the one).
 
 The checks (``sema/stack.py``, ``compose.py``) see the loader through this protocol, so they
 do not import ``workspace.py``, which imports them: the import graph has no cycle.
@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rubikgen.diagnostics import Diagnostic
+from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.source import SourceMap
 from rubikgen.models import Protocol as ProtocolModel
 from rubikgen.models import Stack
-from rubikgen.source import SourceMap
 
 
 @dataclass

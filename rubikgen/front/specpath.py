@@ -31,7 +31,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rubikgen import resources
+from rubikgen.toolchain import resources
 
 STOCK = "stock:"
 ENV = "RUBIKGEN_SPEC_PATH"

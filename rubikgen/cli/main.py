@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from rubikgen import __version__, specpath
-from rubikgen.diagnostics import CODES, Diagnostic, SourceCache, render
-from rubikgen.specpath import resolve_arg
+from rubikgen import __version__
+from rubikgen.front import specpath
+from rubikgen.front.diagnostics import CODES, Diagnostic, SourceCache, render
+from rubikgen.front.specpath import resolve_arg
 
 if TYPE_CHECKING:
-    from rubikgen.handlercheck import Finding
     from rubikgen.pipeline import Compilation
+    from rubikgen.toolchain.handlercheck import Finding
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -78,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_test_parser(sub)
 
-    from rubikgen.chain_cli import add_parser as add_ctl_parser
+    from rubikgen.cli.chain import add_parser as add_ctl_parser
 
     add_ctl_parser(sub)
 
@@ -390,10 +391,10 @@ def _import_problem(e: ImportError) -> str:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
-        import rubikgen.chain  # noqa: F401  (what check_paths imports: a broken install shows here)
+        import rubikgen.front.chain  # noqa: F401  (what check_paths imports: a broken install shows here)
         import rubikgen.rules.front  # noqa: F401
-        from rubikgen.validate import KINDS, check_paths, excluded, strict_skips
-        from rubikgen.workspace import expand_paths
+        from rubikgen.front.validate import KINDS, check_paths, excluded, strict_skips
+        from rubikgen.front.workspace import expand_paths
     except ImportError as e:  # a module missing from the installation: RG901, not a bug
         fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
         render([_internal_error(e, (args.paths or ["specs"])[0])], SourceCache(), fmt)
@@ -447,7 +448,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from rubikgen.schema_gen import write_schemas
+    from rubikgen.front.schema_gen import write_schemas
 
     stale = write_schemas(args.out, check=args.check)
     if args.check:
@@ -458,7 +459,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from rubikgen.graph import graph_command
+    from rubikgen.cli.graph import graph_command
 
     return graph_command(args)
 
@@ -550,9 +551,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     import time
 
     from rubikgen.backend.emit import GenerateError
-    from rubikgen.build import BuildError, HandlerError, build_compilation
     from rubikgen.opt import PassError, check_names
     from rubikgen.pipeline import Compilation
+    from rubikgen.toolchain.build import BuildError, HandlerError, build_compilation
 
     try:
         check_names(args.disable_pass + args.dump_ir_after)
@@ -645,8 +646,8 @@ def _exit_status(returncode: int) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rubikgen.backend.emit import GenerateError
-    from rubikgen.build import BuildError, HandlerError, build_compilation
     from rubikgen.pipeline import Compilation
+    from rubikgen.toolchain.build import BuildError, HandlerError, build_compilation
 
     source = _source_args(args)
     if isinstance(source, str):
@@ -663,7 +664,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dpdk is not None and args.io == "pcap":
         args.io = "dpdk"  # the DPDK source must be linked in
     if args.chain:
-        from rubikgen.chain import check_chain_file
+        from rubikgen.front.chain import check_chain_file
 
         sources = SourceCache()
         chain_diags = check_chain_file(args.chain, sources).diags
@@ -739,8 +740,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from rubikgen.backend.emit import GenerateError
-    from rubikgen.build import check
     from rubikgen.pipeline import Compilation
+    from rubikgen.toolchain.build import check
 
     comp = Compilation(args.stack, rules=args.rules, rules_reload=args.rules_reload)
     out = _build_dir(comp, args.out_dir)
@@ -759,9 +760,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_stubs(args: argparse.Namespace) -> int:
     from rubikgen.backend.emit import GenerateError
-    from rubikgen.csource import function_definitions
-    from rubikgen.handlercheck import header_sigs, renames
     from rubikgen.pipeline import Compilation
+    from rubikgen.toolchain.csource import function_definitions
+    from rubikgen.toolchain.handlercheck import header_sigs, renames
 
     comp = Compilation(args.stack)
     try:
@@ -852,7 +853,7 @@ def _join_cflags(argv: list[str]) -> list[str]:
 
 
 def _cmd_ctl(args: argparse.Namespace) -> int:
-    from rubikgen.chain_cli import command
+    from rubikgen.cli.chain import command
 
     return command(args)
 

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rubikgen import resources
-from rubikgen.csource import FunctionDef, function_definitions, normalise_signature  # noqa: F401
+from rubikgen.toolchain import resources
+from rubikgen.toolchain.csource import FunctionDef, function_definitions, normalise_signature  # noqa: F401
 
 if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated
-    from rubikgen.handlercheck import Finding
     from rubikgen.pipeline import Compilation
+    from rubikgen.toolchain.handlercheck import Finding
 
 # The checkout's top-level directories, or their copies in an installed package (resources.py);
 # REPO is whichever root holds them, with the checkout's layout in both cases.
@@ -507,7 +507,7 @@ def handler_findings(
     gen: Generated, stack_path: str | os.PathLike[str], out: Path, hfile: Path, given: bool
 ) -> list[Finding]:
     """The handler check of hfile against the stack and the last build in out."""
-    from rubikgen.handlercheck import review
+    from rubikgen.toolchain.handlercheck import review
 
     fix = stubs_command(stack_path, out, hfile, given)
     return review(gen.handler_sigs, gen.prototypes, hfile, out / f"{gen.stack}_gen.h", fix)

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from rubikgen.diagnostics import render
+from rubikgen.front.diagnostics import render
 from rubikgen.models.common import expr_text
 from rubikgen.models.stack import entries_of
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from rubikgen.diagnostics import Diagnostic
-from rubikgen.source import Path, SourceMap
+from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.source import Path, SourceMap
 
 
 def _data_path(data: Any, loc: tuple[Any, ...]) -> Path:

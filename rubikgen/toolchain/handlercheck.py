@@ -109,7 +109,7 @@ def review(
     """Findings about handlers_file and the last build (old_header: its S_gen.h, if any).
     Errors stop a build: the compile would fail on them. `fix` is the command that adds stubs.
     """
-    from rubikgen.csource import function_definitions, normalise_signature
+    from rubikgen.toolchain.csource import function_definitions, normalise_signature
 
     try:
         text = handlers_file.read_text(encoding="utf-8", errors="replace")

@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rubikgen import schema_errors, specpath
-from rubikgen.diagnostics import Diagnostic, SourceCache
-from rubikgen.document import Document, display_path
+from rubikgen.front import schema_errors, specpath
+from rubikgen.front.diagnostics import Diagnostic, SourceCache
+from rubikgen.front.document import Document, display_path
+from rubikgen.front.source import Loaded, SourceMap, load_text, read_file
 from rubikgen.models import Protocol, Stack
-from rubikgen.source import Loaded, SourceMap, load_text, read_file
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".toml")
 
@@ -108,7 +108,7 @@ class Workspace:
             return Document(shown, ap, kind, None, smap, diags)
         doc = Document(shown, ap, kind, model, smap, diags, sources=[ap])
         if kind == "stack":
-            from rubikgen.compose import compose
+            from rubikgen.front.compose import compose
 
             compose(self, doc)
         return doc

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rubikgen import __version__
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent
 PACKAGED = PACKAGE / "_data"
 CHECKOUT = PACKAGE.parent
 

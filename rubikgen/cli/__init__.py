@@ -1,0 +1,3 @@
+"""The command line: `rubikgen` and its subcommands."""
+
+from rubikgen.cli.main import main as main
