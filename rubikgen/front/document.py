@@ -1,7 +1,7 @@
 """A spec document as the front-end holds it, and what the semantic checks need from the
 loader that holds them (``SpecLoader``; ``rubikgen.front.workspace.Workspace`` is the one).
 
-The checks (``sema/stack.py``, ``compose.py``) see the loader through this protocol, so they
+The checks (``sema/stack.py``, ``front/compose.py``) see the loader through this protocol, so they
 do not import ``workspace.py``, which imports them: the import graph has no cycle.
 """
 
