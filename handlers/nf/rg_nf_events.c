@@ -3,6 +3,7 @@
 #include "rg_nf_int.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "rg_sha256.h"
@@ -12,7 +13,21 @@ enum { HEX_MAX = 64 }; /* bytes shown in "hex"; "sha256" covers them all */
 typedef struct nf_events {
     rg_nf base;
     FILE *out;
+    rg_nf_icmp_cls icmp;
+    rg_nf_map flows; /* uid -> ev_flow: only flows ICMP told of */
 } nf_events;
+
+/* What the close record of a flow needs from before its close: ICMP. */
+typedef struct ev_flow {
+    rg_nf_endpoints ep;
+    rg_nf_icmp icmp;
+} ev_flow;
+
+static void free_flow(ev_flow *r)
+{
+    if (r) free(r->icmp.errors);
+    free(r);
+}
 
 static void put_bytes(FILE *out, const rg_bytes *b)
 {
@@ -27,9 +42,23 @@ static void put_bytes(FILE *out, const rg_bytes *b)
     fprintf(out, "\",\"sha256\":\"%s\"}", sha);
 }
 
+/* an ICMP conversation's first packet, or an ICMP error quoting a flow: its close record
+ * carries them */
+static void note_icmp(nf_events *nf, const rg_call *c)
+{
+    if (!rg_nf_icmp_kind(&nf->base, &nf->icmp, c)) return;
+    int created;
+    ev_flow *r =
+        rg_nf_flow_of(&nf->base, &nf->flows, c->flow, sizeof *r, offsetof(ev_flow, ep), &created);
+    if (!r) return;
+    if (created) r->icmp.type = r->icmp.code = -1;
+    rg_nf_icmp_note(&nf->base, &nf->icmp, c, &r->icmp, &r->ep);
+}
+
 static void on_call(void *self, const rg_call *c)
 {
     nf_events *nf = self;
+    note_icmp(nf, c);
     const rg_stack_desc *s = nf->base.stack;
     const rg_handler_desc *h = c->handler < s->nhandlers ? &s->handlers[c->handler] : NULL;
     const rg_layer_desc *l = rg_nf_layer(s, c->layer);
@@ -128,9 +157,53 @@ static void on_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq,
                                : "both");
 }
 
+/* a flow's end: {"ts","event":"close","layer","proto","flow","src","dst","sport","dport",
+ * "community_id","state","close","complete", then "reason", "late_packets", the record fields
+ * (rg_nf_end_fields) and the ICMP fields (rg_nf_icmp_json)}.  Only the instances of layers
+ * with two sides (flows); a unidirectional layer's (an IP datagram's) are no flows. */
+static void on_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    nf_events *nf = self;
+    ev_flow *r = rg_nf_map_del(&nf->flows, f->uid);
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
+    if (!l || !l->bidir) {
+        free_flow(r);
+        return;
+    }
+    rg_nf_endpoints ep;
+    if (r)
+        ep = r->ep; /* with the ICMP Community ID */
+    else
+        rg_nf_endpoints_of(l, f, &ep);
+    FILE *out = nf->out;
+    fprintf(out, "{\"ts\":%" PRIu64 ",\"event\":\"close\",\"layer\":", ts_ns);
+    rg_json_string(out, l->name);
+    fputs(",\"proto\":", out);
+    rg_json_string(out, l->protocol);
+    fprintf(out, ",\"flow\":%" PRIu64, f->uid);
+    rg_nf_json_endpoints(out, &ep);
+    fputs(",\"state\":", out);
+    rg_json_string(out, l->has_psm && f->state < l->nstates ? l->states[f->state] : NULL);
+    char end[512];
+    rg_nf_end_fields(end, sizeof end, nf->base.stack, f, reason);
+    fprintf(out, ",\"close\":\"%s\",\"complete\":%s%s", rg_close_name(reason),
+            l->has_psm ? (complete ? "true" : "false") : "null", end);
+    if (r) rg_nf_icmp_json(out, &r->icmp);
+    fputs("}\n", out);
+    free_flow(r);
+}
+
+static void drop_flow(void *self, void *r)
+{
+    (void)self;
+    free_flow(r);
+}
+
 static int finish(rg_nf *base)
 {
     nf_events *nf = (nf_events *)base;
+    rg_nf_map_drain(&nf->flows, drop_flow, nf); /* frees the map */
+    rg_nf_icmp_cls_free(&nf->icmp);
     rg_nf_close_out(base, nf->out, "events.jsonl");
     return RG_OK;
 }
@@ -150,6 +223,7 @@ rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *er
         return NULL;
     }
     nf->base.obs.on_call = on_call;
+    nf->base.obs.on_close = on_close;
     nf->base.obs.on_gap = on_gap;
     nf->base.obs.on_clock_jump = on_clock_jump;
     nf->base.obs.on_memcap = on_memcap;
