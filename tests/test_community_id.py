@@ -343,3 +343,44 @@ def test_hostlog_records(name: str, stack: str, proto: int, tmp_path: Path) -> N
     for x in lines:
         want = reference(0, proto, x["src"], x["dst"], x["sport"], x["dport"])
         assert x["community_id"] == want, x
+
+
+@pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
+@pytest.mark.parametrize("seed", [0, 7])
+def test_bindings_close_events(seed: int, tmp_path: Path) -> None:
+    """The Python bindings' close events (FlowKey.community_id, Stack(community_id_seed=...))
+    on real captures with TCP, UDP, IPv6 and ICMP: each equals `communityid`'s from the tuple
+    tshark dissects for the flow; an ICMP conversation's is not None and is the hash of one of
+    the (type, code) pairs tshark saw between its addresses."""
+    bindings = pytest.importorskip("rubikgen.bindings")
+    stack = bindings.Stack.build(
+        str(STACKS / "tcp_ip.yaml"), str(REPO / "build" / "tcp_ip"), community_id_seed=seed
+    )
+    counts = {"ports": 0, "icmp": 0}
+    for name in ("arp-icmp-vlan.pcap", "raw-ipv4-ipv6-http.pcap", "ipv6-http-atomic-frag.pcap"):
+        pcap = TRACES / name
+        if not pcap.is_file():
+            pytest.skip(f"{pcap} missing")
+        flows, _ = tshark_tuples(pcap)
+        icmp = tshark_icmp(pcap)
+        for ev in stack.feed_pcap(pcap):
+            if ev.kind != "close" or ev.key is None:
+                continue
+            k = ev.key
+            if k.sport is not None and k.src and k.dst:
+                key = frozenset([(k.src, k.sport), (k.dst, k.dport)])
+                match = [flows[(t, key)] for t in PROTO if (t, key) in flows]
+                if match:
+                    (ref,) = match
+                    assert k.community_id == reference(seed, ref[0], *ref[1:]), (name, ev)
+                    counts["ports"] += 1
+            elif ev.layer in ("icmp", "icmp6"):
+                proto = 58 if ev.layer == "icmp6" else 1
+                refs = {
+                    reference(seed, proto, s, d, t, c)
+                    for s, d, t, c in icmp
+                    if (s, d) == (k.src, k.dst)
+                }
+                assert k.community_id is not None and k.community_id in refs, (name, ev)
+                counts["icmp"] += 1
+    assert counts["ports"] > 5 and counts["icmp"] > 0, counts
