@@ -138,10 +138,13 @@ static void on_memcap(void *self, const rg_flow_info *f, unsigned layer, int pol
                                                     : "null");
 }
 
-/* evasion: {"ts","event":"overlap","layer","flow","dir","seq","len","new_bytes","won"}: len
- * differing bytes from seq; won: "old", "new" or "both" (new_bytes of them hold the new copy) */
+/* evasion: {"ts","event":"overlap","layer","flow","dir","seq","len","new_bytes","won",
+ * "old_len","new_len","policy"}: len differing bytes from seq; won: "old", "new" or "both"
+ * (new_bytes of them hold the new copy), the policy's choice; old_len and new_len: both
+ * versions' lengths (rg_obs.on_overlap); policy: the overlap policy that chose */
 static void on_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
-                       uint32_t new_bytes, uint64_t ts_ns)
+                       uint32_t new_bytes, uint32_t old_len, uint32_t new_len, int policy,
+                       uint64_t ts_ns)
 {
     nf_events *nf = self;
     FILE *out = nf->out;
@@ -150,11 +153,13 @@ static void on_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq,
     rg_json_string(out, l ? l->name : NULL);
     fprintf(out,
             ",\"flow\":%" PRIu64 ",\"dir\":\"%s\",\"seq\":%" PRIu32 ",\"len\":%" PRIu32
-            ",\"new_bytes\":%" PRIu32 ",\"won\":\"%s\"}\n",
+            ",\"new_bytes\":%" PRIu32 ",\"won\":\"%s\",\"old_len\":%" PRIu32 ",\"new_len\":%" PRIu32
+            ",\"policy\":\"%s\"}\n",
             f->uid, dir ? "s2c" : "c2s", seq, len, new_bytes,
             new_bytes == 0     ? "old"
             : new_bytes >= len ? "new"
-                               : "both");
+                               : "both",
+            old_len, new_len, rg_seq_policy_name(policy));
 }
 
 /* a flow's end: {"ts","event":"close","layer","proto","flow","src","dst","sport","dport",
