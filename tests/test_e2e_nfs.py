@@ -303,7 +303,9 @@ def _closes_are_the_records(
         for k, v in line.items():
             if k == "complete" and line["state"] is None:  # no PSM: null (flowstats: false)
                 assert v is None and rec[k] is False, (name, line, rec)
-            elif k not in ("ts", "event", "flow"):
+            elif k == "ts":  # its last packet's own time
+                assert v == rec["last_ts"], (name, line, rec)
+            elif k not in ("event", "flow"):
                 assert rec.get(k, "absent") == v, (name, k, line, rec)
         keys = ("reason", "late_packets", "community_id", "conn_state", "history", "icmp_errors")
         for k in (*keys, "icmp_type"):

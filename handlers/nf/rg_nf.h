@@ -37,7 +37,8 @@
  *              policy: the overlap policy's name, rg_seq_policy_name)
  *              and one per flow (an instance of a layer with two sides: TCP,
  *              UDP, SCTP, an ICMP conversation; not an IP datagram) at its close:
- *              {"ts","event":"close","layer","proto","flow","src","dst","sport",
+ *              {"ts": its last packet's own time,"event":"close","layer","proto",
+ *               "flow","src","dst","sport",
  *               "dport","community_id","state","close","complete": bool | null
  *               (no PSM), then "reason", "late_packets", the record fields and the
  *               ICMP fields as flowstats writes them}

@@ -14,13 +14,15 @@ typedef struct nf_events {
     rg_nf base;
     FILE *out;
     rg_nf_icmp_cls icmp;
-    rg_nf_map flows; /* uid -> ev_flow: only flows ICMP told of */
+    rg_nf_map flows; /* uid -> ev_flow: the flows (layers with two sides) */
 } nf_events;
 
-/* What the close record of a flow needs from before its close: ICMP. */
+/* What the close record of a flow needs from before its close: its last packet's time (its
+ * own, not the flow clock, which differs between workers at the final flush) and ICMP. */
 typedef struct ev_flow {
     rg_nf_endpoints ep;
     rg_nf_icmp icmp;
+    uint64_t last_ts;
 } ev_flow;
 
 static void free_flow(ev_flow *r)
@@ -44,15 +46,30 @@ static void put_bytes(FILE *out, const rg_bytes *b)
 
 /* an ICMP conversation's first packet, or an ICMP error quoting a flow: its close record
  * carries them */
+static ev_flow *flow_of(nf_events *nf, const rg_flow_info *f)
+{
+    int created;
+    ev_flow *r =
+        rg_nf_flow_of(&nf->base, &nf->flows, f, sizeof *r, offsetof(ev_flow, ep), &created);
+    if (r && created) r->icmp.type = r->icmp.code = -1;
+    return r;
+}
+
 static void note_icmp(nf_events *nf, const rg_call *c)
 {
     if (!rg_nf_icmp_kind(&nf->base, &nf->icmp, c)) return;
-    int created;
-    ev_flow *r =
-        rg_nf_flow_of(&nf->base, &nf->flows, c->flow, sizeof *r, offsetof(ev_flow, ep), &created);
-    if (!r) return;
-    if (created) r->icmp.type = r->icmp.code = -1;
-    rg_nf_icmp_note(&nf->base, &nf->icmp, c, &r->icmp, &r->ep);
+    ev_flow *r = flow_of(nf, c->flow);
+    if (r) rg_nf_icmp_note(&nf->base, &nf->icmp, c, &r->icmp, &r->ep);
+}
+
+static void on_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
+{
+    (void)dir;
+    (void)len;
+    nf_events *nf = self;
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
+    ev_flow *r = l && l->bidir ? flow_of(nf, f) : NULL;
+    if (r) r->last_ts = ts_ns;
 }
 
 static void on_call(void *self, const rg_call *c)
@@ -162,7 +179,8 @@ static void on_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq,
             old_len, new_len, rg_seq_policy_name(policy));
 }
 
-/* a flow's end: {"ts","event":"close","layer","proto","flow","src","dst","sport","dport",
+/* a flow's end (ts: its last packet's own time):
+ * {"ts","event":"close","layer","proto","flow","src","dst","sport","dport",
  * "community_id","state","close","complete", then "reason", "late_packets", the record fields
  * (rg_nf_end_fields) and the ICMP fields (rg_nf_icmp_json)}.  Only the instances of layers
  * with two sides (flows); a unidirectional layer's (an IP datagram's) are no flows. */
@@ -181,7 +199,8 @@ static void on_close(void *self, const rg_flow_info *f, int reason, int complete
     else
         rg_nf_endpoints_of(l, f, &ep);
     FILE *out = nf->out;
-    fprintf(out, "{\"ts\":%" PRIu64 ",\"event\":\"close\",\"layer\":", ts_ns);
+    fprintf(out, "{\"ts\":%" PRIu64 ",\"event\":\"close\",\"layer\":",
+            r && r->last_ts ? r->last_ts : ts_ns);
     rg_json_string(out, l->name);
     fputs(",\"proto\":", out);
     rg_json_string(out, l->protocol);
@@ -229,6 +248,7 @@ rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *er
     }
     nf->base.obs.on_call = on_call;
     nf->base.obs.on_close = on_close;
+    nf->base.obs.on_packet = on_packet;
     nf->base.obs.on_gap = on_gap;
     nf->base.obs.on_clock_jump = on_clock_jump;
     nf->base.obs.on_memcap = on_memcap;
