@@ -75,7 +75,8 @@ def test_events_equal_the_binary_events(capture: str, stack_module: Path, tmp_pa
         pytest.skip(f"{pcap} not present")
     stack = Stack.build(SPEC, BUILD, seed=SEED)
     events = list(stack.feed_pcap(pcap))
-    want = _binary(stack_module, pcap, "events", tmp_path / "ev")
+    lines = _binary(stack_module, pcap, "events", tmp_path / "ev")
+    want = [x for x in lines if x.get("event") != "close"]
     got = [_record(e) for e in events if e.kind != "close"]
     assert len(want) >= 5, "a comparison on too few events proves little"
     for i, (g, w) in enumerate(zip(got, want, strict=False)):
@@ -91,11 +92,26 @@ def test_events_equal_the_binary_events(capture: str, stack_module: Path, tmp_pa
         assert (c.key.src, c.key.dst) == (f["src"], f["dst"]), (c, f)
         assert (c.key.sport, c.key.dport) == (f.get("sport"), f.get("dport")), (c, f)
         # the Community ID, computed by the same C function (test_community_id.py checks the
-        # flowstats one against the reference implementation)
-        # (an ICMP conversation's is its first message's type and code, which a close event's
-        # key does not hold: None there)
-        want = None if "icmp_type" in f else f["community_id"]
-        assert c.key.community_id == want, (c, f)
+        # flowstats one, and the bindings', against the reference implementation); an ICMP
+        # conversation's from its first message's type and code, as the NFs' records
+        assert c.key.community_id == f["community_id"], (c, f)
+        # how it ended: what every NF's record says (rg_nf_end_fields)
+        for k in ("reason", "late_packets", "originator", "conn_state", "history"):
+            assert c.args.get(k) == f.get(k), (k, c, f)
+    # the events NF's close lines are the closes of the flows (layers with two sides)
+    ev_closes = {x["flow"]: x for x in lines if x.get("event") == "close"}
+    assert ev_closes
+    for c in closes:
+        x = ev_closes.get(c.flow)
+        if x is None:
+            continue
+        assert (x["reason"], x["late_packets"], x["close"]) == (
+            c.args["reason"],
+            c.args["late_packets"],
+            c.end,
+        )
+        assert x["community_id"] == c.key.community_id, (x, c)
+    assert set(ev_closes) <= {c.flow for c in closes}
 
 
 def test_feed_and_callbacks(stack_module: Path) -> None:

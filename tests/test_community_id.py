@@ -6,8 +6,10 @@ implementation on PyPI, `communityid` (corelight/community-id-spec's own Python 
   orders (equal addresses too), protocols without ports, every ICMP and ICMPv6 type with
   several codes in both directions (the request/response pairs and the one-way types), seeds
   0, 1, 65535; the expected values are computed here by `communityid`;
-* every flow record of every capture in ../shared/traces (flowstats, on the stack the tshark
-  tests use for it): the record's `community_id` equals `communityid`'s from the record's own
+* every flow record of every capture in ../shared/traces, of every stock NF that writes flow
+  records (flowstats, the events NF's close lines, streams' flows.jsonl, flowexport; one run
+  with a chain of them, on the stack the tshark tests use for the capture; a sample of the
+  captures in the normal run, all of them with RG_FULL_MATRIX=1): the record's `community_id` equals `communityid`'s from the record's own
   tuple AND from the tuple tshark dissects for that flow (a TCP/UDP/SCTP header and the IP
   header right before it, so tunnelled flows hash their inner 5-tuple and the tunnels' outer
   UDP flows theirs); every record whose endpoints are a TCP/UDP/SCTP flow of tshark's has one,
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -195,13 +198,35 @@ def tshark_icmp(pcap: Path) -> set[tuple[str, str, int, int]]:
 CASES = captures()
 
 
-@pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
-@pytest.mark.parametrize(("name", "stack"), CASES, ids=[c[0] for c in CASES])
-def test_records_match_communityid(name: str, stack: str, tmp_path: Path) -> None:
-    pcap = TRACES / name
-    recs = run(stack, pcap, tmp_path / "out", "flowstats")
-    flows, ip = tshark_tuples(pcap)
-    icmp = tshark_icmp(pcap)
+#: the flow-record NFs run with flowstats, in one chain: their records (the events NF's close
+#: lines) with flowstats' field names
+CHAIN = "chain: [{nf: events}, {nf: streams}, {nf: flowexport}]\n"
+IPFIX = {"sourceIPAddress": "src", "destinationIPAddress": "dst"}
+IPFIX |= {"sourceTransportPort": "sport", "destinationTransportPort": "dport"}
+
+
+def every_nf(stack: str, pcap: Path, out: Path) -> dict[str, list[dict]]:
+    out.mkdir(parents=True)
+    (out / "chain.yaml").write_text(CHAIN)
+    recs = {"flowstats": run(stack, pcap, out, "flowstats", "--chain", str(out / "chain.yaml"))}
+    lines = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    recs["events"] = [e for e in lines if e.get("event") == "close"]
+    recs["streams"] = [json.loads(x) for x in (out / "flows.jsonl").read_text().splitlines()]
+    recs["flowexport"] = [
+        {IPFIX.get(k, k): v for k, v in json.loads(x).items()}
+        for x in (out / "flows.ipfix.jsonl").read_text().splitlines()
+    ]
+    return recs
+
+
+def check_records(
+    name: str,
+    recs: list[dict],
+    flows: dict[tuple, tuple],
+    ip: set[tuple[str, str, int]],
+    icmp: set[tuple[str, str, int, int]],
+) -> int:
+    """How many records' Community IDs were compared (all of those that can be)."""
     checked = 0
     for r in recs:
         cid = r["community_id"]
@@ -224,7 +249,50 @@ def test_records_match_communityid(name: str, stack: str, tmp_path: Path) -> Non
             protos = {p for s, d, p in ip if {s, d} == {r["src"], r["dst"]}}
             assert cid in {reference(0, p, r["src"], r["dst"], None, None) for p in protos}, r
             checked += 1
-    assert checked or not flows or not recs, f"{name}: no record compared"
+    return checked
+
+
+def check_capture(name: str, stack: str, out: Path) -> dict[str, int]:
+    """Every flow record of every flow-record NF on one capture; how many each had checked."""
+    pcap = TRACES / name
+    by_nf = every_nf(stack, pcap, out)
+    flows, ip = tshark_tuples(pcap)
+    icmp = tshark_icmp(pcap)
+    checked = {
+        nf: check_records(f"{name} {nf}", recs, flows, ip, icmp) for nf, recs in by_nf.items()
+    }
+    fs = by_nf["flowstats"]
+    assert checked["flowstats"] or not flows or not fs, f"{name}: no record compared"
+    # the others write the TCP/UDP/SCTP flows flowstats writes (events and streams: and more)
+    ported = [r for r in fs if "sport" in r and r["close"] != "open"]
+    for nf in ("events", "flowexport"):
+        uids = {(r["src"], r.get("sport"), r["community_id"]) for r in by_nf[nf]}
+        missing = [r for r in ported if (r["src"], r["sport"], r["community_id"]) not in uids]
+        assert not missing, f"{name} {nf}: no record of {missing[:2]}"
+    return checked
+
+
+#: a sample of the captures for the normal run: one per stack at least, ICMP, tunnels, SCTP
+SAMPLE = {"arp-icmp-vlan.pcap", "raw-ipv4-ipv6-http.pcap", "mpls-over-udp.pcap"}
+SAMPLE |= {"vxlan-http.pcap", "gtp-u-tls.pcap", "pptp-gre-ppp-udp-dns.pcap", "sctp-m3ua.pcap"}
+
+
+#: the rest: RG_FULL_MATRIX=1 (then `-m full_matrix` selects them alone)
+FULL = (
+    pytest.mark.full_matrix,
+    pytest.mark.skipif(not os.environ.get("RG_FULL_MATRIX"), reason="RG_FULL_MATRIX=1 runs it"),
+)
+
+
+@pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
+@pytest.mark.parametrize(
+    ("name", "stack"),
+    [pytest.param(n, s, marks=() if n in SAMPLE else FULL, id=n) for n, s in CASES],
+)
+def test_records_match_communityid(name: str, stack: str, tmp_path: Path) -> None:
+    """Every flow record of flowstats, events (close lines), streams and flowexport."""
+    checked = check_capture(name, stack, tmp_path / "out")
+    print(f"\n[community-id] {name}: {checked}")
 
 
 @pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
@@ -275,3 +343,44 @@ def test_hostlog_records(name: str, stack: str, proto: int, tmp_path: Path) -> N
     for x in lines:
         want = reference(0, proto, x["src"], x["dst"], x["sport"], x["dport"])
         assert x["community_id"] == want, x
+
+
+@pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
+@pytest.mark.parametrize("seed", [0, 7])
+def test_bindings_close_events(seed: int, tmp_path: Path) -> None:
+    """The Python bindings' close events (FlowKey.community_id, Stack(community_id_seed=...))
+    on real captures with TCP, UDP, IPv6 and ICMP: each equals `communityid`'s from the tuple
+    tshark dissects for the flow; an ICMP conversation's is not None and is the hash of one of
+    the (type, code) pairs tshark saw between its addresses."""
+    bindings = pytest.importorskip("rubikgen.bindings")
+    stack = bindings.Stack.build(
+        str(STACKS / "tcp_ip.yaml"), str(REPO / "build" / "tcp_ip"), community_id_seed=seed
+    )
+    counts = {"ports": 0, "icmp": 0}
+    for name in ("arp-icmp-vlan.pcap", "raw-ipv4-ipv6-http.pcap", "ipv6-http-atomic-frag.pcap"):
+        pcap = TRACES / name
+        if not pcap.is_file():
+            pytest.skip(f"{pcap} missing")
+        flows, _ = tshark_tuples(pcap)
+        icmp = tshark_icmp(pcap)
+        for ev in stack.feed_pcap(pcap):
+            if ev.kind != "close" or ev.key is None:
+                continue
+            k = ev.key
+            if k.sport is not None and k.src and k.dst:
+                key = frozenset([(k.src, k.sport), (k.dst, k.dport)])
+                match = [flows[(t, key)] for t in PROTO if (t, key) in flows]
+                if match:
+                    (ref,) = match
+                    assert k.community_id == reference(seed, ref[0], *ref[1:]), (name, ev)
+                    counts["ports"] += 1
+            elif ev.layer in ("icmp", "icmp6"):
+                proto = 58 if ev.layer == "icmp6" else 1
+                refs = {
+                    reference(seed, proto, s, d, t, c)
+                    for s, d, t, c in icmp
+                    if (s, d) == (k.src, k.dst)
+                }
+                assert k.community_id is not None and k.community_id in refs, (name, ev)
+                counts["icmp"] += 1
+    assert counts["ports"] > 5 and counts["icmp"] > 0, counts

@@ -5,7 +5,8 @@ occurrences): the error's type and code, its source (the reporter: the first `ip
 `ipv6.src`), the quoted datagram's addresses (the second occurrence) and ports
 (`tcp.*port`/`udp.*port`, the only occurrence in an error frame), and tshark's TCP/UDP
 conversations of the frames that are not ICMP (the flows an error can answer). Checked on the
-`flowstats` records of the stack:
+records of every stock NF that writes flow records (`flowstats`, the `events` NF's close lines,
+`streams`' and `flowexport`'s records; the ICMP conversations on flowstats'):
 
 - every error whose quoted 5-tuple is one of tshark's TCP/UDP conversations is on that flow's
   record, in `icmp_errors`, with tshark's type, code, reporter and the frame's time, in frame
@@ -154,26 +155,49 @@ def reference(pcap: Path) -> tuple[dict[Tuple, list[tuple[int, int, str, int]]],
     return dict(errors), convs
 
 
-def run_flowstats(pcap: Path, out: Path, stack: Path) -> list[dict[str, Any]]:
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def run_flowstats(pcap: Path, out: Path, stack: Path) -> dict[str, list[dict[str, Any]]]:
+    """The records of every stock NF that writes flow records, in one chain: flowstats, the
+    events NF's close lines, streams' lines (one per direction: the c2s one, whose src is the
+    flow's) and flowexport's (named like flowstats' here)."""
+    out.mkdir(parents=True, exist_ok=True)
+    chain = out / "chain.yaml"
+    chain.write_text("chain: [{nf: events}, {nf: streams}, {nf: flowexport}]\n")
     argv = [sys.executable, "-m", "rubikgen", "run", str(stack.relative_to(REPO)), str(pcap)]
-    argv += ["--nf", "flowstats", "--out", str(out)]
+    argv += ["--nf", "flowstats", "--chain", str(chain), "--out", str(out)]
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = (out / "flowstats.jsonl").read_text().splitlines()
-    return [json.loads(x) for x in lines]
+    names = {"sourceIPAddress": "src", "destinationIPAddress": "dst", "layer": "layer"}
+    names |= {"sourceTransportPort": "sport", "destinationTransportPort": "dport"}
+    proto = {6: "tcp", 17: "udp", 132: "sctp"}
+    exported = [
+        {**{names.get(k, k): v for k, v in x.items()}, "proto": proto.get(x["protocolIdentifier"])}
+        for x in _jsonl(out / "flows.ipfix.jsonl")
+    ]
+    return {
+        "flowstats": _jsonl(out / "flowstats.jsonl"),
+        "events": [e for e in _jsonl(out / "events.jsonl") if e.get("event") == "close"],
+        "streams": [x for x in _jsonl(out / "flows.jsonl") if x["dir"] == "c2s"],
+        "flowexport": exported,
+    }
 
 
 def check(pcap: Path, out: Path, stack: Path = STACK) -> tuple[int, int]:
     errors, convs = reference(pcap)
-    recs = run_flowstats(pcap, out, stack)
-    got: dict[Tuple, list[tuple[int, int, str, int]]] = {}
-    for r in recs:
-        if r["proto"] in ("tcp", "udp") and "icmp_errors" in r:
-            k = conv(r["proto"], r["src"], r["sport"], r["dst"], r["dport"])
-            got.setdefault(k, []).extend(
-                (e["type"], e["code"], e["reporter"], e["ts"]) for e in r["icmp_errors"]
-            )
-    assert got == errors, f"{pcap.name}: errors attached {got}, tshark {errors}"
+    by_nf = run_flowstats(pcap, out, stack)
+    for nf, nf_recs in by_nf.items():
+        got: dict[Tuple, list[tuple[int, int, str, int]]] = {}
+        for r in nf_recs:
+            if r["proto"] in ("tcp", "udp") and "icmp_errors" in r:
+                k = conv(r["proto"], r["src"], r["sport"], r["dst"], r["dport"])
+                got.setdefault(k, []).extend(
+                    (e["type"], e["code"], e["reporter"], e["ts"]) for e in r["icmp_errors"]
+                )
+        assert got == errors, f"{pcap.name} {nf}: errors attached {got}, tshark {errors}"
+    recs = by_nf["flowstats"]
     ours = {}
     for r in recs:
         if r["proto"] in ("icmp", "icmpv6"):

@@ -267,8 +267,10 @@ class Runner:
         ev = [e for e in lines if "handler" in e]
         others = [e for e in lines if "handler" not in e]
         # ... and one per overlap with differing bytes (evasion) and per memcap hit (issue 14)
-        kinds = ("gap", "clock_jump", "overlap", "memcap")
+        # ... and one per flow at its close (issue 27)
+        kinds = ("gap", "clock_jump", "overlap", "memcap", "close")
         assert all(e.get("event") in kinds for e in others), others[:3]
+        _closes_are_the_records(name, [e for e in others if e["event"] == "close"], fs)
         for lname, layer in summary["layers"].items():
             ovl = [e for e in others if e["event"] == "overlap" and e["layer"] == lname]
             assert len(ovl) == layer["memory"]["overlaps"]["different"], (lname, ovl[:3])
@@ -282,6 +284,32 @@ class Runner:
         assert len(jumps) - len(resyncs) == clock["forward"] + clock["backward"], (jumps, clock)
         assert len(resyncs) == summary["clock_resyncs"], (resyncs, summary["clock_resyncs"])
         return Outputs(fs, ev, summary, reference(pcap))
+
+
+def _closes_are_the_records(
+    name: str, closes: list[dict[str, Any]], flowstats: list[dict[str, Any]]
+) -> None:
+    """The events NF's close line of a flow says what its flowstats record says (tested against
+    tshark's conversations and `communityid` here and in test_community_id.py): endpoints,
+    Community ID, state, close reason, conn_state, history, late packets, ICMP; every TCP/UDP
+    and ICMP record has one."""
+    by_uid = {e["flow"]: e for e in closes}
+    assert len(by_uid) == len(closes), f"{name}: two close lines for one flow"
+    for rec in flowstats:
+        if rec["proto"] not in ("tcp", "udp", "icmp", "icmpv6") or rec["close"] == "open":
+            continue
+        line = by_uid.get(rec["uid"])
+        assert line is not None, f"{name}: no close line for {rec}"
+        for k, v in line.items():
+            if k == "complete" and line["state"] is None:  # no PSM: null (flowstats: false)
+                assert v is None and rec[k] is False, (name, line, rec)
+            elif k == "ts":  # its last packet's own time
+                assert v == rec["last_ts"], (name, line, rec)
+            elif k not in ("event", "flow"):
+                assert rec.get(k, "absent") == v, (name, k, line, rec)
+        keys = ("reason", "late_packets", "community_id", "conn_state", "history", "icmp_errors")
+        for k in (*keys, "icmp_type"):
+            assert (k in rec) == (k in line), (name, k, line, rec)
 
 
 @pytest.fixture(scope="module")

@@ -86,19 +86,58 @@ class Conn:
         self.c2s("A")  # acknowledges the server's FIN: the connection is closed here
 
 
+#: every stock NF that writes flow records, in one chain (docs/nf.md)
+CHAIN = "chain:\n" + "".join(f"  - nf: {n}\n" for n in ("events", "streams", "flowexport"))
+#: how each of them ends a flow, as flowstats writes it (rg_nf_end_fields)
+END_FIELDS = ("reason", "late_packets", "originator", "conn_state", "history", "community_id")
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+
+
 def run(binary: Path, tmp: Path, pkts: list[Any], *args: str) -> tuple[list[dict], dict]:
+    """flowstats' TCP records and the summary; the other flow-record NFs (events' close lines,
+    streams' two lines per flow, flowexport's record) must say the same of each flow."""
     cap = tmp / "c.pcap"
     scapy.wrpcap(str(cap), sorted(pkts, key=lambda p: float(p.time)))
     out = tmp / "out"
+    chain = tmp / "chain.yaml"
+    chain.write_text(CHAIN)
     proc = subprocess.run(
-        [binary, cap, "--nf", "flowstats", "--out", out, "--summary", "json", *args],
+        [binary, cap, "--nf", "flowstats", "--chain", chain, "--out", out, "--summary", "json"]
+        + list(args),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    recs = [json.loads(x) for x in (out / "flowstats.jsonl").read_text().splitlines()]
-    return [r for r in recs if r["proto"] == "tcp"], json.loads(proc.stdout.splitlines()[-1])
+    recs = [r for r in jsonl(out / "flowstats.jsonl") if r["proto"] == "tcp"]
+    closes = {e["flow"]: e for e in jsonl(out / "events.jsonl") if e.get("event") == "close"}
+    streams: dict[int, list[dict]] = {}
+    for line in jsonl(out / "flows.jsonl"):
+        streams.setdefault(line["uid"], []).append(line)
+    exported = {
+        (
+            x["sourceIPAddress"],
+            x["sourceTransportPort"],
+            x["destinationTransportPort"],
+            x["flowStartNanoseconds"],
+        ): x
+        for x in jsonl(out / "flows.ipfix.jsonl")
+        if x["protocolIdentifier"] == 6
+    }
+    for r in recs:
+        want = {k: r[k] for k in END_FIELDS}
+        if r["close"] == "open":
+            continue
+        assert {k: closes[r["uid"]].get(k) for k in END_FIELDS} == want, closes[r["uid"]]
+        for line in streams[r["uid"]]:
+            assert {k: line.get(k) for k in END_FIELDS} == want, line
+        x = exported[(r["src"], r["sport"], r["dport"], r["first_ts"])]
+        assert {k: x.get(k) for k in END_FIELDS} == want, x
+    assert len(exported) == len(recs)
+    return recs, json.loads(proc.stdout.splitlines()[-1])
 
 
 def one(recs: list[dict]) -> dict:

@@ -44,6 +44,16 @@ CASES: dict[str, list[tuple[str, int, bytes]]] = {
     "after_ack": [("c", 0, b"GOOD"), ("ack", 0, b""), ("c", 0, b"EVIL")],
 }
 PORT0 = 47000
+#: tcp.yaml's overlap policy: its sequence's `overlap_policy` / `overwrite`, else the default
+#: (docs/spec-language.md: `first`); what the events say chose
+SPEC_POLICY = next(
+    (
+        line.split(":", 1)[1].split("#")[0].strip()
+        for line in (REPO / "specs" / "protocols" / "tcp.yaml").read_text().splitlines()
+        if line.strip().startswith(("overlap_policy:", "overwrite:"))
+    ),
+    "first",
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,18 +86,19 @@ def _tshark(pcap: Path) -> list[dict[str, str]]:
 
 def _expected(
     pcap: Path, ports: dict[int, str] | None = None, server: int = TPORT
-) -> dict[int, tuple[list[tuple[int, int]], int]]:
-    """Per client port: [(raw seq, bytes)] of each repeat whose unacknowledged old bytes differ,
-    and the number of repeats whose bytes were all the same or acknowledged."""
+) -> dict[int, tuple[list[tuple[int, int, int]], int]]:
+    """Per client port: [(raw seq, bytes, segment length)] of each repeat whose unacknowledged
+    old bytes differ, and the number of repeats whose bytes were all the same or
+    acknowledged."""
     rows = _tshark(pcap)
-    out: dict[int, tuple[list[tuple[int, int]], int]] = {}
+    out: dict[int, tuple[list[tuple[int, int, int]], int]] = {}
     if ports is None:
         ports = {PORT0 + k: name for k, name in enumerate(CASES)}
     srv = server
     for port, name in ports.items():
         have: dict[int, int] = {}  # relative seq -> the first byte seen there
         acked = 0  # relative: what the server acknowledged of the client's bytes
-        diff: list[tuple[int, int]] = []
+        diff: list[tuple[int, int, int]] = []
         same = 0
         for r in rows:
             if r["tcp.srcport"] == str(srv) and r["tcp.dstport"] == str(port):
@@ -102,7 +113,8 @@ def _expected(
                 assert r["tcp.analysis.retransmission"], f"{name}: tshark sees no retransmission"
             unacked = [i for i in old if seq + i >= acked]
             if unacked and any(have[seq + i] != data[i] for i in unacked):
-                diff.append(((int(r["tcp.seq_raw"]) + unacked[0]) % (1 << 32), len(unacked)))
+                seq_raw = (int(r["tcp.seq_raw"]) + unacked[0]) % (1 << 32)
+                diff.append((seq_raw, len(unacked), len(data)))
             elif old:
                 same += 1
             for i, b in enumerate(data):
@@ -128,9 +140,12 @@ def _stack(tmp: Path, retain: bool) -> Path:
     return path
 
 
-def _run(stack: Path, pcap: Path, out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _run(
+    stack: Path, pcap: Path, out: Path, *args: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     argv = [*rubikgen_command(), "run", str(stack), str(pcap), "--nf", "events", "--out"]
     argv += [str(out), "--build-dir", str(out.parent / f"build-{stack.stem}"), "--summary", "json"]
+    argv += ["--", *args] if args else []
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
@@ -138,12 +153,23 @@ def _run(stack: Path, pcap: Path, out: Path) -> tuple[list[dict[str, Any]], dict
     return lines, summary
 
 
-@pytest.mark.parametrize("retain", [True, False], ids=["retain", "no-retain"])
-def test_repeat_of_unacked_bytes_is_compared(pcap: Path, tmp_path: Path, retain: bool) -> None:
+@pytest.mark.parametrize(
+    ("retain", "policy"),
+    [(True, None), (True, "last"), (False, None)],
+    ids=["retain", "retain-last", "no-retain"],
+)
+def test_repeat_of_unacked_bytes_is_compared(
+    pcap: Path, tmp_path: Path, retain: bool, policy: str | None
+) -> None:
+    """Each overlap event also carries both versions' lengths (old_len: the delivered bytes
+    compared; new_len: the repeating segment's, tshark's tcp.len) and the policy that chose:
+    the stack's (tcp.yaml) or --overlap-policy's; delivered bytes are never replaced, so the
+    old copy wins under any policy."""
     want = _expected(pcap)
     assert want[PORT0][0] and want[PORT0 + 2][0]  # good_evil and partial differ
     assert not want[PORT0 + 3][0]  # after_ack: acknowledged, not compared
-    lines, summary = _run(_stack(tmp_path, retain), pcap, tmp_path / f"out-{retain}")
+    args = ("--overlap-policy", policy) if policy else ()
+    lines, summary = _run(_stack(tmp_path, retain), pcap, tmp_path / f"out-{retain}", *args)
     ovl = [x for x in lines if x.get("event") == "overlap"]
     mem = summary["layers"]["tcp"]["memory"]["overlaps"]
     ndiff = sum(len(d) for d, _ in want.values())
@@ -153,8 +179,13 @@ def test_repeat_of_unacked_bytes_is_compared(pcap: Path, tmp_path: Path, retain:
         assert mem == {"same": ndiff + nsame, "different": 0}
         return
     assert mem == {"same": nsame, "different": ndiff}, (mem, want)
-    got = sorted((x["seq"], x["len"], x["new_bytes"], x["won"]) for x in ovl)
-    assert got == sorted((seq, n, 0, "old") for d, _ in want.values() for seq, n in d), ovl
+    got = sorted(
+        (x["seq"], x["len"], x["new_bytes"], x["won"], x["old_len"], x["new_len"]) for x in ovl
+    )
+    assert got == sorted(
+        (seq, n, 0, "old", n, seg) for d, _ in want.values() for seq, n, seg in d
+    ), ovl
+    assert {x["policy"] for x in ovl} == {policy or SPEC_POLICY}, ovl
 
 
 @pytest.mark.parametrize(
@@ -196,5 +227,5 @@ def test_real_crafted_trace(tmp_path: Path) -> None:
     lines, summary = _run(_stack(tmp_path, True), src, tmp_path / "out")
     mem = summary["layers"]["tcp"]["memory"]["overlaps"]
     assert mem == {"same": want[1], "different": len(want[0])}
-    got = [(x["seq"], x["len"]) for x in lines if x.get("event") == "overlap"]
+    got = [(x["seq"], x["len"], x["new_len"]) for x in lines if x.get("event") == "overlap"]
     assert got == want[0]

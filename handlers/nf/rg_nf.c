@@ -136,7 +136,8 @@ static int fwd_overlap(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_overlap)
-        o->on_overlap(o->self, ev->flow, ev->dir, ev->seq, ev->len, ev->new_bytes, ev->ts_ns);
+        o->on_overlap(o->self, ev->flow, ev->dir, ev->seq, ev->len, ev->new_bytes, ev->old_len,
+                      ev->new_len, ev->reason, ev->ts_ns);
     return RG_PASS;
 }
 

@@ -32,7 +32,16 @@
  *               instance,"policy","asked","flow_state":"dropped"|"bypassed"|null}
  *              and one per overlap with differing bytes (rg_obs.on_overlap):
  *              {"ts","event":"overlap","layer","flow","dir","seq","len",
- *               "new_bytes","won":"old"|"new"|"both"}
+ *               "new_bytes","won":"old"|"new"|"both","old_len","new_len","policy"}
+ *              (won: the policy's choice; old_len, new_len: both versions' lengths;
+ *              policy: the overlap policy's name, rg_seq_policy_name)
+ *              and one per flow (an instance of a layer with two sides: TCP,
+ *              UDP, SCTP, an ICMP conversation; not an IP datagram) at its close:
+ *              {"ts": its last packet's own time,"event":"close","layer","proto",
+ *               "flow","src","dst","sport",
+ *               "dport","community_id","state","close","complete": bool | null
+ *               (no PSM), then "reason", "late_packets", the record fields and the
+ *               ICMP fields as flowstats writes them}
  *   flowstats  OUT/flowstats.jsonl: one line per instance when it closes,
  *              for instances that outlive a packet (all of them after
  *              rg_nf_flowstats_all; the driver's --flowstats-all):
@@ -68,8 +77,8 @@
  *              {"layer","proto","src","dst","sport","dport","community_id","dir","bytes",
  *               "sha256","file": "streams/<uid>-<dir>.bin" | null,
  *               "complete": bool | null (no PSM),"uid","close",
- *               "gaps": [[offset, length], ...], then "reason", "late_packets" and
- *               the record fields as flowstats}
+ *               "gaps": [[offset, length], ...], then "reason", "late_packets",
+ *               the record fields and "icmp_errors" as flowstats}
  *              (gaps: the holes skipped in that direction, in order,
  *              adjacent ones merged; offset counts delivered and missing
  *              bytes from the direction's start, so the bytes of the .bin

@@ -3,6 +3,7 @@
 #include "rg_nf_int.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "rg_sha256.h"
@@ -12,7 +13,23 @@ enum { HEX_MAX = 64 }; /* bytes shown in "hex"; "sha256" covers them all */
 typedef struct nf_events {
     rg_nf base;
     FILE *out;
+    rg_nf_icmp_cls icmp;
+    rg_nf_map flows; /* uid -> ev_flow: the flows (layers with two sides) */
 } nf_events;
+
+/* What the close record of a flow needs from before its close: its last packet's time (its
+ * own, not the flow clock, which differs between workers at the final flush) and ICMP. */
+typedef struct ev_flow {
+    rg_nf_endpoints ep;
+    rg_nf_icmp icmp;
+    uint64_t last_ts;
+} ev_flow;
+
+static void free_flow(ev_flow *r)
+{
+    if (r) free(r->icmp.errors);
+    free(r);
+}
 
 static void put_bytes(FILE *out, const rg_bytes *b)
 {
@@ -27,9 +44,38 @@ static void put_bytes(FILE *out, const rg_bytes *b)
     fprintf(out, "\",\"sha256\":\"%s\"}", sha);
 }
 
+/* an ICMP conversation's first packet, or an ICMP error quoting a flow: its close record
+ * carries them */
+static ev_flow *flow_of(nf_events *nf, const rg_flow_info *f)
+{
+    int created;
+    ev_flow *r =
+        rg_nf_flow_of(&nf->base, &nf->flows, f, sizeof *r, offsetof(ev_flow, ep), &created);
+    if (r && created) r->icmp.type = r->icmp.code = -1;
+    return r;
+}
+
+static void note_icmp(nf_events *nf, const rg_call *c)
+{
+    if (!rg_nf_icmp_kind(&nf->base, &nf->icmp, c)) return;
+    ev_flow *r = flow_of(nf, c->flow);
+    if (r) rg_nf_icmp_note(&nf->base, &nf->icmp, c, &r->icmp, &r->ep);
+}
+
+static void on_packet(void *self, const rg_flow_info *f, int dir, uint32_t len, uint64_t ts_ns)
+{
+    (void)dir;
+    (void)len;
+    nf_events *nf = self;
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
+    ev_flow *r = l && l->bidir ? flow_of(nf, f) : NULL;
+    if (r) r->last_ts = ts_ns;
+}
+
 static void on_call(void *self, const rg_call *c)
 {
     nf_events *nf = self;
+    note_icmp(nf, c);
     const rg_stack_desc *s = nf->base.stack;
     const rg_handler_desc *h = c->handler < s->nhandlers ? &s->handlers[c->handler] : NULL;
     const rg_layer_desc *l = rg_nf_layer(s, c->layer);
@@ -109,10 +155,13 @@ static void on_memcap(void *self, const rg_flow_info *f, unsigned layer, int pol
                                                     : "null");
 }
 
-/* evasion: {"ts","event":"overlap","layer","flow","dir","seq","len","new_bytes","won"}: len
- * differing bytes from seq; won: "old", "new" or "both" (new_bytes of them hold the new copy) */
+/* evasion: {"ts","event":"overlap","layer","flow","dir","seq","len","new_bytes","won",
+ * "old_len","new_len","policy"}: len differing bytes from seq; won: "old", "new" or "both"
+ * (new_bytes of them hold the new copy), the policy's choice; old_len and new_len: both
+ * versions' lengths (rg_obs.on_overlap); policy: the overlap policy that chose */
 static void on_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
-                       uint32_t new_bytes, uint64_t ts_ns)
+                       uint32_t new_bytes, uint32_t old_len, uint32_t new_len, int policy,
+                       uint64_t ts_ns)
 {
     nf_events *nf = self;
     FILE *out = nf->out;
@@ -121,16 +170,64 @@ static void on_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq,
     rg_json_string(out, l ? l->name : NULL);
     fprintf(out,
             ",\"flow\":%" PRIu64 ",\"dir\":\"%s\",\"seq\":%" PRIu32 ",\"len\":%" PRIu32
-            ",\"new_bytes\":%" PRIu32 ",\"won\":\"%s\"}\n",
+            ",\"new_bytes\":%" PRIu32 ",\"won\":\"%s\",\"old_len\":%" PRIu32 ",\"new_len\":%" PRIu32
+            ",\"policy\":\"%s\"}\n",
             f->uid, dir ? "s2c" : "c2s", seq, len, new_bytes,
             new_bytes == 0     ? "old"
             : new_bytes >= len ? "new"
-                               : "both");
+                               : "both",
+            old_len, new_len, rg_seq_policy_name(policy));
+}
+
+/* a flow's end (ts: its last packet's own time):
+ * {"ts","event":"close","layer","proto","flow","src","dst","sport","dport",
+ * "community_id","state","close","complete", then "reason", "late_packets", the record fields
+ * (rg_nf_end_fields) and the ICMP fields (rg_nf_icmp_json)}.  Only the instances of layers
+ * with two sides (flows); a unidirectional layer's (an IP datagram's) are no flows. */
+static void on_close(void *self, const rg_flow_info *f, int reason, int complete, uint64_t ts_ns)
+{
+    nf_events *nf = self;
+    ev_flow *r = rg_nf_map_del(&nf->flows, f->uid);
+    const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f->layer);
+    if (!l || !l->bidir) {
+        free_flow(r);
+        return;
+    }
+    rg_nf_endpoints ep;
+    if (r)
+        ep = r->ep; /* with the ICMP Community ID */
+    else
+        rg_nf_endpoints_of(l, f, &ep);
+    FILE *out = nf->out;
+    fprintf(out, "{\"ts\":%" PRIu64 ",\"event\":\"close\",\"layer\":",
+            r && r->last_ts ? r->last_ts : ts_ns);
+    rg_json_string(out, l->name);
+    fputs(",\"proto\":", out);
+    rg_json_string(out, l->protocol);
+    fprintf(out, ",\"flow\":%" PRIu64, f->uid);
+    rg_nf_json_endpoints(out, &ep);
+    fputs(",\"state\":", out);
+    rg_json_string(out, l->has_psm && f->state < l->nstates ? l->states[f->state] : NULL);
+    char end[512];
+    rg_nf_end_fields(end, sizeof end, nf->base.stack, f, reason);
+    fprintf(out, ",\"close\":\"%s\",\"complete\":%s%s", rg_close_name(reason),
+            l->has_psm ? (complete ? "true" : "false") : "null", end);
+    if (r) rg_nf_icmp_json(out, &r->icmp);
+    fputs("}\n", out);
+    free_flow(r);
+}
+
+static void drop_flow(void *self, void *r)
+{
+    (void)self;
+    free_flow(r);
 }
 
 static int finish(rg_nf *base)
 {
     nf_events *nf = (nf_events *)base;
+    rg_nf_map_drain(&nf->flows, drop_flow, nf); /* frees the map */
+    rg_nf_icmp_cls_free(&nf->icmp);
     rg_nf_close_out(base, nf->out, "events.jsonl");
     return RG_OK;
 }
@@ -150,6 +247,8 @@ rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *er
         return NULL;
     }
     nf->base.obs.on_call = on_call;
+    nf->base.obs.on_close = on_close;
+    nf->base.obs.on_packet = on_packet;
     nf->base.obs.on_gap = on_gap;
     nf->base.obs.on_clock_jump = on_clock_jump;
     nf->base.obs.on_memcap = on_memcap;

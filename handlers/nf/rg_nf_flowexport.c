@@ -10,7 +10,10 @@
  *    "reversePacketDeltaCount","reverseTransportOctetDeltaCount" (responder -> initiator),
  *    "flowEndReason" (RFC 7012 5.11.3: 1 idle timeout, 3 end of flow detected, 4 forced end,
  *    5 lack of resources), "layer", "closeReason" (the runtime's name of it),
- *    "community_id" (Community ID v1, rg_nf.h)}
+ *    "community_id" (Community ID v1, rg_nf.h), then how it ended as flowstats writes it
+ *    (rg_nf_end_fields): "reason", "late_packets" and the layer's record fields (TCP:
+ *    "originator", "conn_state", "history"), and "icmp_errors" when ICMP errors quoted the
+ *    flow's datagrams}
  * The source is the side that created the instance.  Octets are the transport layer's bytes
  * (its header and payload, what the layer parsed), not IPFIX's IP-level octetDeltaCount:
  * the NF sees the transport layer, whose instance outlives the IP datagrams.  A flow still open
@@ -50,7 +53,8 @@ static int is_transport(const rg_nf_flowrec *r)
     return r->ep.has_sport && r->ep.has_dport && r->ep.src[0] && r->ep.dst[0];
 }
 
-static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, int reason, const char *close)
+static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, int reason, const char *close,
+                       const char *end)
 {
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, r->layer);
     FILE *out = nf->out;
@@ -73,6 +77,8 @@ static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, int reason, cons
     rg_json_string(out, l ? l->name : NULL);
     fprintf(out, ",\"closeReason\":\"%s\",\"community_id\":", close);
     rg_json_string(out, r->ep.community_id[0] ? r->ep.community_id : NULL);
+    fputs(end, out);
+    rg_nf_icmp_json(out, &r->icmp);
     fputs("}\n", out);
 }
 
@@ -81,10 +87,13 @@ static void write_rec(rg_nf_flows *nf, const rg_nf_flowrec *r, const rg_flow_inf
 {
     (void)complete;
     if (!is_transport(r)) return;
-    if (f)
-        write_flow(nf, r, end_reason(reason), rg_close_name(reason));
-    else /* still open when the run ended: a forced end */
-        write_flow(nf, r, 4, "open");
+    if (f) {
+        char end[512];
+        rg_nf_end_fields(end, sizeof end, nf->base.stack, f, reason);
+        write_flow(nf, r, end_reason(reason), rg_close_name(reason), end);
+    } else { /* still open when the run ended: a forced end */
+        write_flow(nf, r, 4, "open", "");
+    }
 }
 
 rg_nf *rg_nf_flowexport_new(const rg_stack_desc *stack, const char *outdir, char *err,

@@ -33,7 +33,7 @@ static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, const char *stat
             r->packets[0], r->packets[1], r->bytes[0], r->bytes[1], r->first_ts, r->last_ts);
     rg_json_string(out, state);
     fprintf(out, ",\"close\":\"%s\",\"complete\":%s%s", close, complete ? "true" : "false", end);
-    rg_nf_json_icmp(out, r);
+    rg_nf_icmp_json(out, &r->icmp);
     fputs("}\n", out);
 }
 

@@ -81,7 +81,7 @@ const char *rg_nf_reason(const rg_stack_desc *stack, const rg_flow_info *f, int 
 void *rg_nf_flow_of(rg_nf *nf, rg_nf_map *m, const rg_flow_info *f, size_t size, size_t ep_off,
                     int *created);
 
-/* ---- flow records (flowstats, flowexport: rg_nf_flows.c) ---- */
+/* ---- ICMP on flow records (rg_nf_icmp.c) ---- */
 
 /* An ICMP/ICMPv6 error that quoted a datagram of a flow (a handler hooked on the
  * `icmp_error` event, rg_call.flow the flow: specs/protocols/icmp_quote.yaml). */
@@ -91,6 +91,38 @@ typedef struct rg_nf_icmp_err {
     uint64_t ts;
 } rg_nf_icmp_err;
 
+/* What a flow record keeps of ICMP: an ICMP conversation's first packet's type and code (-1:
+ * not one) and the errors quoting the flow's datagrams, in order.  Start with type = code =
+ * -1 and the rest zeroed; free errors. */
+typedef struct rg_nf_icmp {
+    int16_t type, code;
+    rg_nf_icmp_err *errors;
+    uint32_t nerrors, cap;
+} rg_nf_icmp;
+
+/* Per handler: RG_NF_ICMP_FIRST the first packet of an ICMP conversation (numeric arguments
+ * icmp_type and icmp_code), RG_NF_ICMP_ERROR an ICMP error naming the flow it answers (hooked
+ * on icmp_error, with type, code, reporter); 0 neither.  Zeroed at first; built at the first
+ * call; then the argument indexes.  Free with rg_nf_icmp_cls_free. */
+enum { RG_NF_ICMP_FIRST = 1, RG_NF_ICMP_ERROR = 2 };
+typedef struct rg_nf_icmp_cls {
+    uint8_t *hkind;
+    int16_t (*hargs)[3];
+} rg_nf_icmp_cls;
+
+/* What call c tells of its flow's ICMP (0: nothing, or no flow, or a lifecycle call). */
+int rg_nf_icmp_kind(rg_nf *nf, rg_nf_icmp_cls *cls, const rg_call *c);
+/* Keep in r what c tells (rg_nf_icmp_kind(c) != 0), ep the flow's endpoints: the first
+ * packet's type and code also set its ICMP Community ID. */
+void rg_nf_icmp_note(rg_nf *nf, const rg_nf_icmp_cls *cls, const rg_call *c, rg_nf_icmp *r,
+                     rg_nf_endpoints *ep);
+/* Writes r's "icmp_type"/"icmp_code" and "icmp_errors" fields (each preceded by a comma)
+ * when it has them. */
+void rg_nf_icmp_json(FILE *out, const rg_nf_icmp *r);
+void rg_nf_icmp_cls_free(rg_nf_icmp_cls *cls);
+
+/* ---- flow records (flowstats, flowexport: rg_nf_flows.c) ---- */
+
 /* One instance's counters, by direction (0: from the side that created it). */
 typedef struct rg_nf_flowrec {
     uint64_t uid;
@@ -98,15 +130,8 @@ typedef struct rg_nf_flowrec {
     uint64_t packets[2], bytes[2]; /* bytes: the layer's length argument of on_packet */
     uint64_t first_ts, last_ts;
     rg_nf_endpoints ep; /* read at open: the keys are gone after on_close */
-    /* an ICMP conversation: its first packet's type and code (-1: not one) */
-    int16_t icmp_type, icmp_code;
-    rg_nf_icmp_err *icmp_errors; /* the errors quoting this flow's datagrams, in order */
-    uint32_t nicmp_errors, cap_icmp_errors;
+    rg_nf_icmp icmp;
 } rg_nf_flowrec;
-
-/* Writes r's "icmp_type"/"icmp_code" and "icmp_errors" fields (each preceded by a comma)
- * when it has them. */
-void rg_nf_json_icmp(FILE *out, const rg_nf_flowrec *r);
 
 typedef struct rg_nf_flows rg_nf_flows;
 /* Write r's line (or not): at its close (f: the instance, with reason and complete) or, f
@@ -119,11 +144,7 @@ struct rg_nf_flows {
     const char *file; /* its name in outdir */
     rg_nf_map flows;  /* uid -> rg_nf_flowrec */
     rg_nf_flows_write write;
-    /* per handler: 1 the first packet of an ICMP conversation (numeric arguments icmp_type
-     * and icmp_code), 2 an ICMP error naming the flow it answers (hooked on icmp_error, with
-     * type, code, reporter); 0 neither.  Built at the first call; then the argument indexes */
-    uint8_t *hkind;
-    int16_t (*hargs)[3];
+    rg_nf_icmp_cls icmp;
 };
 
 /* A flow-record NF of size bytes (a struct starting with rg_nf_flows) writing outdir/file

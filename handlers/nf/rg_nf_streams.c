@@ -36,6 +36,7 @@ typedef struct sdir {
 typedef struct st_flow {
     uint16_t layer;
     rg_nf_endpoints ep; /* read at open: the keys are gone after on_close */
+    rg_nf_icmp icmp;    /* the ICMP errors quoting its datagrams */
     sdir d[2];
     /* Split flows (a handler with a "sid" argument): one record per direction and
      * stream id, allocated one by one (the open-file list points at them). */
@@ -47,6 +48,7 @@ typedef struct nf_streams {
     rg_nf base;
     int16_t *data_arg; /* per handler: index of its "data" argument or -1 */
     int16_t *sid_arg;  /* per handler: index of its numeric "sid" argument or -1 */
+    rg_nf_icmp_cls icmp;
     rg_nf_map flows;   /* uid -> st_flow */
     sdir *head, *tail; /* open files */
     unsigned nopen;
@@ -138,6 +140,7 @@ static st_flow *flow_of(nf_streams *nf, const rg_flow_info *f)
         rg_nf_flow_of(&nf->base, &nf->flows, f, sizeof *r, offsetof(st_flow, ep), &created);
     if (!created) return r;
     r->layer = f->layer;
+    r->icmp.type = r->icmp.code = -1;
     for (unsigned i = 0; i < 2; i++) {
         r->d[i].uid = f->uid;
         r->d[i].dir = (uint8_t)i;
@@ -208,9 +211,16 @@ static int cmp_sub(const void *a, const void *b)
     return x->sid < y->sid ? -1 : x->sid > y->sid;
 }
 
+static int delivers(const nf_streams *nf, uint16_t layer);
+
 static void on_call(void *self, const rg_call *c)
 {
     nf_streams *nf = self;
+    if (rg_nf_icmp_kind(&nf->base, &nf->icmp, c)) { /* an ICMP error quoting a stream's flow */
+        st_flow *r = delivers(nf, c->flow->layer) ? flow_of(nf, c->flow) : NULL;
+        if (r) rg_nf_icmp_note(&nf->base, &nf->icmp, c, &r->icmp, &r->ep);
+        return;
+    }
     const rg_bytes *data = rg_obs_call_data(nf->data_arg, nf->base.stack, c);
     if (!c->flow) {
         nf->noflow_calls++;
@@ -264,8 +274,6 @@ static void on_open(void *self, const rg_flow_info *f, uint64_t ts_ns)
     (void)ts_ns;
     if (delivers(self, f->layer)) flow_of(self, f);
 }
-
-static int delivers(const nf_streams *nf, uint16_t layer);
 
 /* gap recovery: a hole before the next bytes of f's direction dir (a split flow's holes
  * are the instance's, recorded on its unsplit direction records) */
@@ -340,7 +348,9 @@ static void report_dir(nf_streams *nf, st_flow *r, sdir *d, unsigned i, int spli
     for (uint32_t k = 0; k < d->ngaps; k++)
         fprintf(out, "%s[%" PRIu64 ",%" PRIu64 "]", k ? "," : "", d->gaps[2 * k],
                 d->gaps[2 * k + 1]);
-    fprintf(out, "]%s}\n", end);
+    fprintf(out, "]%s", end);
+    rg_nf_icmp_json(out, &r->icmp);
+    fputs("}\n", out);
     nf->bytes += d->bytes;
     nf->gaps += d->ngaps;
     nf->gap_bytes += d->skipped;
@@ -371,6 +381,7 @@ static void report(nf_streams *nf, st_flow *r, const char *close, int complete, 
     free(r->d[0].gaps);
     free(r->d[1].gaps);
     free(r->subs);
+    free(r->icmp.errors);
     nf->nflows++;
     free(r);
 }
@@ -416,6 +427,7 @@ static int finish(rg_nf *base)
     }
     free(nf->data_arg);
     free(nf->sid_arg);
+    rg_nf_icmp_cls_free(&nf->icmp);
     free(nf->outdir);
     free(nf->path);
     return RG_OK;

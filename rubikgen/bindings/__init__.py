@@ -35,9 +35,17 @@ class Verdict(IntEnum):
 class Stack:
     """One stack context (flow table, reassembly, timers) of a compiled stack."""
 
-    def __init__(self, module: Any, *, seed: int = 1, no_timeouts: bool = False) -> None:
+    def __init__(
+        self, module: Any, *, seed: int = 1, no_timeouts: bool = False, community_id_seed: int = 0
+    ) -> None:
+        """community_id_seed: the seed of the events' FlowKey.community_id (0..65535, the
+        binary's --community-id-seed)."""
+        if not isinstance(community_id_seed, int) or not 0 <= community_id_seed <= 0xFFFF:
+            raise ValueError(f"community_id_seed {community_id_seed!r} is not 0..65535")
         self._module = module
-        self._engine = module.Engine(seed=seed, no_timeouts=no_timeouts)
+        self._engine = module.Engine(
+            seed=seed, no_timeouts=no_timeouts, community_id_seed=community_id_seed
+        )
 
     @classmethod
     def build(
@@ -48,6 +56,7 @@ class Stack:
         handlers: str | os.PathLike[str] | None = None,
         seed: int = 1,
         no_timeouts: bool = False,
+        community_id_seed: int = 0,
     ) -> Stack:
         """Compiles the stack (when stale; build_dir default build/NAME, as `rubikgen
         build`), loads its extension and returns a fresh context. `handlers`: a C file of
@@ -59,7 +68,9 @@ class Stack:
         so, mod = build_extension(
             path, build_dir, handlers=Path(handlers) if handlers is not None else None
         )
-        return cls(load(so, mod), seed=seed, no_timeouts=no_timeouts)
+        return cls(
+            load(so, mod), seed=seed, no_timeouts=no_timeouts, community_id_seed=community_id_seed
+        )
 
     @property
     def name(self) -> str:

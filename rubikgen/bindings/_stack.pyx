@@ -50,6 +50,7 @@ cdef extern from "rg/rg_api.h":
     ctypedef struct rg_handler_desc:
         const char *name
         uint16_t layer
+        const char *events
         uint16_t nargs
         const char *const *arg_names
         const uint8_t *arg_kinds
@@ -146,6 +147,9 @@ cdef extern from "rg/rg_community_id.h":
     int rg_community_id_flow(char *out, uint16_t seed, const rg_layer_desc *layer,
                              const uint8_t *key, const uint8_t *saddr, const uint8_t *daddr,
                              size_t alen, int has_ports, uint16_t sport, uint16_t dport)
+    int rg_community_id_icmp(char *out, uint16_t seed, const uint8_t *saddr,
+                             const uint8_t *daddr, size_t alen, uint8_t type, uint8_t code)
+    int rg_ip_proto_of(const char *protocol)
 
 cdef extern from "rg_py_shim.h":
     const rg_stack_desc *rg_py_stack()
@@ -181,8 +185,12 @@ cdef class Engine:
     cdef dict link_entry    # dlt -> (fixed entry layer or -1, v4, v6, linkinfo tuple)
     cdef public uint64_t frames, skipped
     cdef public int verdict  # the last frame's verdict (rg_verdict; 0 = pass)
+    cdef uint16_t cid_seed   # the Community ID's seed (--community-id-seed)
+    cdef dict icmp_first     # uid -> (type, code) of an ICMP conversation's first packet
+    cdef list icmp_args      # per handler: (type, code) argument indexes of a first-packet one
 
-    def __cinit__(self, uint64_t seed=1, uint32_t inst_cap=0, bint no_timeouts=False):
+    def __cinit__(self, uint64_t seed=1, uint32_t inst_cap=0, bint no_timeouts=False,
+                  uint16_t community_id_seed=0):
         cdef rg_ctx_cfg cfg
         self.desc = rg_py_stack()
         self.pending = []
@@ -208,6 +216,18 @@ cdef class Engine:
                   for r in d.layers[i].rec[:min(d.layers[i].nrec, 4)])
             for i in range(d.nlayers)
         ]
+        # handlers telling of an ICMP conversation's first packet, as the stock NFs find them
+        # (handlers/nf/rg_nf_icmp.c): numeric icmp_type and icmp_code, not hooked on icmp_error
+        self.cid_seed = community_id_seed
+        self.icmp_first = {}
+        self.icmp_args = []
+        for i in range(d.nhandlers):
+            names = self.arg_names[i]
+            hooked = d.handlers[i].events != NULL and "icmp_error" in _s(d.handlers[i].events).split()
+            num = [j for j in range(d.handlers[i].nargs) if d.handlers[i].arg_kinds[j] == RG_VAL_NUM]
+            t = [j for j in num if names[j] == "icmp_type"]
+            c = [j for j in num if names[j] == "icmp_code"]
+            self.icmp_args.append((t[0], c[0]) if t and c and not hooked else None)
         self.parts = [
             tuple((p.kind, p.common, p.off, p.size)
                   for p in d.layers[i].parts[:d.layers[i].nparts])
@@ -284,9 +304,17 @@ cdef class Engine:
             if bidir:
                 dst = _addr(kp[off:off + size])
                 da = kp + <size_t>off
-            # the Community ID as the stock NFs write it (seed 0; rg_community_id.h)
-            if da != NULL and rg_community_id_flow(
-                cid, 0, &self.desc.layers[f.layer], ka, ka + <size_t>off, da, size,
+            # the Community ID as the stock NFs write it (rg_community_id.h); an ICMP
+            # conversation's from its first packet's type and code
+            proto = rg_ip_proto_of(self.desc.layers[f.layer].protocol)
+            first = self.icmp_first.get(f.uid)
+            if proto in (1, 58):
+                if da != NULL and first is not None and rg_community_id_icmp(
+                    cid, self.cid_seed, ka + <size_t>off, da, size, first[0], first[1]
+                ) == 0:
+                    community = cid.decode("ascii")
+            elif da != NULL and rg_community_id_flow(
+                cid, self.cid_seed, &self.desc.layers[f.layer], ka, ka + <size_t>off, da, size,
                 sport is not None, sport or 0, dport or 0,
             ) == 0:
                 community = cid.decode("ascii")
@@ -456,6 +484,9 @@ cdef void _on_call(void *self, const rg_call *c) noexcept:
             else:
                 args[names[i]] = c.args[i].num
         flow = c.flow
+        icmp = e.icmp_args[c.handler]
+        if icmp is not None and flow != NULL and not c.end and flow.uid not in e.icmp_first:
+            e.icmp_first[flow.uid] = (c.args[icmp[0]].num & 0xff, c.args[icmp[1]].num & 0xff)
         ev = Event(
             "call", e.layer_names[c.layer], e.handler_names[c.handler],
             flow.uid if flow != NULL else None,
@@ -505,6 +536,7 @@ cdef void _on_close(void *self, const rg_flow_info *f, int reason, int complete,
             args,
             CLOSE_REASONS[reason] if 0 <= reason < 4 else None,
         )
+        e.icmp_first.pop(f.uid, None)
         e.emit(ev)
     except BaseException as exc:
         if e.stop_error is None:

@@ -16,8 +16,9 @@ class FlowKey:
     dst: str | None
     sport: int | None
     dport: int | None
-    #: Community ID v1 of the flow (seed 0), as the stock NFs' records carry it; None when the
-    #: layer is no IP flow (docs/nf.md, Community ID)
+    #: Community ID v1 of the flow (the Stack's community_id_seed, default 0), as the stock
+    #: NFs' records carry it (an ICMP conversation's from its first packet's type and code, once
+    #: that was seen); None when the layer is no IP flow (docs/nf.md, Community ID)
     community_id: str | None = None
 
 
@@ -25,7 +26,9 @@ class FlowKey:
 class Event:
     """kind "call": a handler call (name: the handler; args: its arguments by name, numbers
     as int and bytes as bytes, or memoryview in a callback); "close": an instance ended (end:
-    why, "accept" | "evicted" | "expired" | "flushed"; args: complete, state); "gap": a hole
+    why, "accept" | "evicted" | "expired" | "flushed"; args: complete, state, and what the NFs'
+    records say of its end: reason, late_packets and the layer's record fields, e.g. TCP's
+    originator, conn_state, history); "gap": a hole
     gap recovery skipped (args: seq, len, at)."""
 
     kind: str

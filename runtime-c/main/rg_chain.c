@@ -51,10 +51,11 @@ static void chain_memcap(void *self, const rg_flow_info *f, unsigned layer, int 
 }
 
 static void chain_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
-                          uint32_t new_bytes, uint64_t ts_ns)
+                          uint32_t new_bytes, uint32_t old_len, uint32_t new_len, int policy,
+                          uint64_t ts_ns)
 {
     const obs_chain *ch = self;
-    ch->b.on_overlap(ch->b.self, f, dir, seq, len, new_bytes, ts_ns);
+    ch->b.on_overlap(ch->b.self, f, dir, seq, len, new_bytes, old_len, new_len, policy, ts_ns);
 }
 
 rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, obs_chain *ch)

@@ -810,7 +810,8 @@ static void c_memcap(void *self, const rg_flow_info *f, unsigned layer, int poli
 }
 
 static void c_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
-                      uint32_t new_bytes, uint64_t ts_ns)
+                      uint32_t new_bytes, uint32_t old_len, uint32_t new_len, int policy,
+                      uint64_t ts_ns)
 {
     rg_chain *ch = self;
     if (!want_b(ch, RG_NF_EV_OVERLAP, f->layer)) return;
@@ -820,6 +821,9 @@ static void c_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, 
     e->ev.seq = seq;
     e->ev.len = len;
     e->ev.new_bytes = new_bytes;
+    e->ev.old_len = old_len;
+    e->ev.new_len = new_len;
+    e->ev.reason = policy;
 }
 
 rg_obs rg_chain_obs(rg_chain *ch)

@@ -41,6 +41,12 @@ const char *rg_memcap_policy_name(int policy)
     return policy >= 0 && policy < RG_MEMCAP_POLICIES ? memcap_policy_names[policy] : "unknown";
 }
 
+const char *rg_seq_policy_name(int policy)
+{
+    static const char *const names[] = {"first", "last", "linux", "bsd", "windows", "solaris"};
+    return policy >= 0 && policy < (int)(sizeof names / sizeof *names) ? names[policy] : "unknown";
+}
+
 int rg_memcap_policy_parse(const char *name)
 {
     for (int i = 0; i < RG_MEMCAP_POLICIES; i++)

@@ -371,10 +371,13 @@ static int place(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *
         add_dup(res, next + os, oe - os);
         dup += oe - os;
         const int nw = new_wins(policy, ra, rb, ks, ke);
-        if (cfg->buffer_data && memcmp(data + (os - ra), b[k].data + (os - ks), oe - os) != 0) {
+        if (!cfg->buffer_data) continue;
+        res->ovl_old += oe - os;
+        if (memcmp(data + (os - ra), b[k].data + (os - ks), oe - os) != 0) {
             if (!res->ovl_bytes) res->ovl_seq = next + os;
             res->ovl_bytes += oe - os;
             if (nw) res->ovl_new += oe - os;
+            res->ovl_policy = (uint8_t)policy;
             res->flags |= RG_SEQ_EV_CONFLICT;
         }
     }
@@ -561,6 +564,7 @@ static void ret_compare(const rg_seq_store *st, uint32_t seq, const uint8_t *dat
     const int64_t e = (int64_t)a + n;
     const uint32_t oe = e < (int64_t)st->ret_len ? (uint32_t)(e > 0 ? e : 0) : st->ret_len;
     if (oe <= os) return;
+    res->ovl_old += oe - os;
     if (memcmp(data + ((int64_t)os - a), st->ret + os, oe - os) == 0) return;
     if (!res->ovl_bytes) res->ovl_seq = st->ret_seq + os;
     res->ovl_bytes += oe - os; /* delivered bytes are never replaced: ovl_new stays */
@@ -669,7 +673,10 @@ static uint32_t insert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, cons
     int32_t d = rg_sdiff(seq, s->next);
     if (d < 0) {
         uint32_t below = 0u - (uint32_t)d;
-        if (cfg->retain && s->st) ret_compare(s->st, seq, data, below < len ? below : len, res);
+        if (cfg->retain && s->st) {
+            ret_compare(s->st, seq, data, below < len ? below : len, res);
+            if (res->flags & RG_SEQ_EV_CONFLICT) res->ovl_policy = (uint8_t)policy_of(s, cfg);
+        }
         if (below >= takeup) {
             if (takeup) {
                 add_dup(res, seq, len);
@@ -1255,8 +1262,10 @@ static uint32_t minsert_impl(rg_seq *s, const rg_seq_cfg *cfg, uint32_t unit, co
         uint32_t i = ms ? msg_lower(ms, s->next, unit) : 0;
         if (ms && i < ms->n && ms->m[i].unit == unit) {
             rg_seq_msg *m = &ms->m[i];
+            res->ovl_old += m->len;
             if (m->len != len || (len && memcmp(m->data, data, len) != 0)) {
                 res->flags |= RG_SEQ_EV_CONFLICT;
+                res->ovl_policy = (uint8_t)policy_of(s, cfg);
                 if (!res->ovl_bytes) res->ovl_seq = unit;
                 res->ovl_bytes += len; /* message bytes, like every message counter */
                 rg_seq_msg nm;

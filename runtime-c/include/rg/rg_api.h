@@ -283,9 +283,14 @@ typedef struct rg_obs {
      * delivered bytes not yet acknowledged): len differing bytes from sequence
      * number seq (the first differing overlap), new_bytes of them now hold the
      * new copy (the overlap policy chose; 0: the old copy won, len: the new
-     * one; always 0 for delivered bytes, which are never replaced). */
+     * one; always 0 for delivered bytes, which are never replaced).  Both
+     * versions' lengths: old_len bytes of the held or kept copies were compared
+     * with the packet's, equal or not; new_len bytes of the packet's data the
+     * sequence took (seen before or new).  policy: the sequence's overlap policy
+     * (enum rg_seq_policy, rg_seq_policy_name). */
     void (*on_overlap)(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
-                       uint32_t new_bytes, uint64_t ts_ns);
+                       uint32_t new_bytes, uint32_t old_len, uint32_t new_len, int policy,
+                       uint64_t ts_ns);
     /* ---- one-packet instances (appended: issue 13) ----
      * bit i (layer index < 64) set: this observer need not be told of one-packet instances of
      * layer i, the instances of a fast-destroy layer (created lazily: an unfragmented IPv4

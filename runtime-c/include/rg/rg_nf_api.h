@@ -64,7 +64,8 @@ extern "C" {
                 NULL when a new instance was asked for */
 #define RG_NF_OVERLAP                                                                              \
     "overlap" /* overlapping bytes differed: dir, seq, len, new_bytes                              \
-                 (how many now hold the new copy) */
+                 (how many now hold the new copy), old_len, new_len, reason                        \
+                 (the overlap policy) */
 
 enum rg_nf_ev_kind {
     RG_NF_EV_CALL = 0, /* a handler call: ev->call */
@@ -104,9 +105,12 @@ typedef struct rg_nf_ev {
     const rg_nf_host *host;
     void *host_ref;
     /* MEMCAP: the bytes the refused or forced allocation asked for (reason: the
-     * policy).  OVERLAP: new_bytes of the len differing bytes hold the new copy. */
+     * policy).  OVERLAP: new_bytes of the len differing bytes hold the new copy; reason is
+     * the overlap policy (enum rg_seq_policy). */
     uint64_t asked;
     uint32_t new_bytes;
+    /* OVERLAP: both versions' lengths (rg_obs.on_overlap's old_len and new_len) */
+    uint32_t old_len, new_len;
 } rg_nf_ev;
 
 /* An event callback.  nf: what init returned; fstate: this NF's state for

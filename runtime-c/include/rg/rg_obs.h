@@ -33,6 +33,10 @@ const char *rg_close_name(int reason);
 const char *rg_memcap_policy_name(int policy);
 int rg_memcap_policy_parse(const char *name);
 
+/* "first", "last", "linux", "bsd", "windows", "solaris" (enum rg_seq_policy: the overlap
+ * policies); "unknown" otherwise. */
+const char *rg_seq_policy_name(int policy);
+
 #ifdef __cplusplus
 }
 #endif

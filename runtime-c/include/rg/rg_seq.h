@@ -181,6 +181,8 @@ typedef struct rg_seq_res {
     uint32_t ovl_seq;   /* start of the first differing overlap (valid if ovl_bytes) */
     uint32_t ovl_bytes; /* bytes of the overlaps that differ */
     uint32_t ovl_new;   /* ... of them, how many now hold the new copy */
+    uint32_t ovl_old;   /* bytes of the held or kept copies compared with, equal or not */
+    uint8_t ovl_policy; /* enum rg_seq_policy of the sequence that raised the conflict */
     /* ---- memcaps (RG_SEQ_EV_MEMCAP): bytes asked past the cap, the policy applied */
     uint32_t mem_asked;
     uint32_t mem_policy; /* enum rg_memcap_policy */
