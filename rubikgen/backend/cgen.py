@@ -654,8 +654,35 @@ class CGen:
         for n, label, why, call in exits:
             call = call.format(i=self.layers[n].index, n=n)
             out += ["", f"{label}_{n}: /* layer {n}: {why} */", f"    {self.S}{call};"]
+            if label == "Z":
+                out += ["    " + x for x in self._late_handlers(n)]
             out += ["    " + x for x in self._return(n)]
         return out
+
+    def _late_handlers(self, n: str) -> list[str]:
+        """A late packet whose instance no verdict marked runs the layer's packet handlers
+        that need nothing but its headers and the lingering record (LayerIR.late), so that it
+        is rewritten and judged as the live instance's packets were."""
+        late = self.prog.layers[n].late
+        if not late:
+            return []
+        lc = self.layers[n]
+        out = [
+            f"if ((inst_{n}->fi.flags & RG_FI_VERDICTS) == 0) {{ /* its packet handlers */",
+            f"    has_inst_{n} = 1;",
+        ]
+        for hn in late:
+            h = self.sd.handlers[hn]
+            call = self._call(self.handlers[hn], h.args, lc).splitlines()
+            out.append(f"    {{ /* {h.src} handler {hn} */")
+            if h.when is not None:
+                out.append(f"        if ({cond_to_c(h.when, lc.env())}) {{")
+                out += ["            " + x for x in call]
+                out.append("        }")
+            else:
+                out += ["        " + x for x in call]
+            out.append("    }")
+        return [*out, "}"]
 
     def cond(self, c: Cond, lc: LayerC) -> str:
         n = lc.name
