@@ -822,10 +822,31 @@ class CGen:
                 *self._linger_lookup(lc),
                 f"has_inst_{n} = inst_{n} != NULL;",
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
-                f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
-                f"goto V_{n};",
+                *self._verdict_test(lc),
             ]
         )
+
+    def _verdict_test(self, lc: LayerC) -> list[str]:
+        """The lookup's flag test of a flow verdict. In a layer whose closed instances linger
+        and reopen, a marked instance (its PSM stopped at the mark, so its close is never seen)
+        is replaced as a closed one is: a packet for which `reopen` holds (a new connection on
+        the key, RFC 9293 TIME-WAIT) ends it and creates a new instance, judged afresh."""
+        n = lc.name
+        test = f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0))"
+        if not lc.d.linger_ns or lc.d.linger_reopen is None:
+            return [f"{test} goto V_{n};"]
+        reopen = cond_to_c(lc.d.linger_reopen, lc.env())
+        return [
+            f"{test} {{",
+            f"    if (!({reopen})) goto V_{n};",
+            "    /* a new connection on the key of a marked instance: it ends first */",
+            f"    {lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);",
+            f"    rg_flow_delete(ctx->tbl_{n}, inst_{n});",
+            f"    inst_{n} = NULL;",
+            f"    has_inst_{n} = 0;",
+            f"    dir_{n} = 0;",
+            "}",
+        ]
 
     def i_find_flow(self, ins: I.FindFlow, lc: LayerC) -> str:
         # the key is laid out as the table's forward key; one probe finds the instance from
