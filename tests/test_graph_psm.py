@@ -1,6 +1,7 @@
 """`rubikgen graph --psm` stays readable: each transition is drawn once (a `from: "*"`
-transition leaves one 'any state' box, several sources join at a point), long guards are
-wrapped, and the TCP PSM fits the width of an A4 page. Rendered with Graphviz's dot."""
+transition leaves one 'any state' box, several sources join at a point, transitions with the
+same sources and target share one edge), long guards are wrapped, and the TCP PSM fits the width
+of an A4 page. Rendered with Graphviz's dot."""
 
 from __future__ import annotations
 
@@ -52,11 +53,6 @@ def test_each_transition_drawn_once(proto: Path) -> None:
     assert got.count("any state") == (1 if n_any else 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known regression: tcp.yaml's new close-reason transitions (issue 27) draw the PSM "
-    "799 pt wide; strict, so the mark fails once the drawing fits again",
-)
 def test_tcp_psm_fits_a4_width() -> None:
     doc = svg(ROOT / "specs" / "protocols" / "tcp.yaml")
     width = float(re.search(r'<svg width="([\d.]+)pt"', doc).group(1))

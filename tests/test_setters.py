@@ -240,35 +240,18 @@ def cap(name: str) -> Path:
 
 
 # (setter, capture, tshark field, its new value)
-# Known regression (issue 27's linger, this session): late packets of a closed TCP connection
-# reach its lingering record without running the layer, so a handler's rewrite is not applied
-# to them (frame 304 of mixed-android-mobile, frame 106 of tcp-retransmissions). Strict: the
-# mark fails the test once they are rewritten again.
-LATE = "late packets of a lingering TCP record are not rewritten (issue 27 follow-up)"
-
+# Two cases run late packets of lingering TCP records (issue 27: frame 304 of
+# mixed-android-mobile, frame 106 of tcp-retransmissions come after their connection's close):
+# a handler hooked on every packet rewrites them as it did the live connection's packets.
 CASES = [
     ("ttl", "tcp-retransmissions.pcap", "ip.ttl", "33"),  # 8 bits
-    pytest.param(
-        "ports",
-        "mixed-android-mobile.pcap",
-        "tcp.dstport",
-        "8080",  # 16 bits, TCP
-        marks=pytest.mark.xfail(strict=True, reason=LATE),
-        id="ports-mixed-android-mobile.pcap",
-    ),
+    ("ports", "mixed-android-mobile.pcap", "tcp.dstport", "8080"),  # 16 bits, TCP
     ("uport", "quic-v1-chromium.pcap", "udp.srcport", "5353"),
     ("uport", "ipv6-http-gquic.pcap", "udp.srcport", "5353"),  # UDP over IPv6  # 16 bits, UDP
     ("ports", "ipv6-http-gquic.pcap", "tcp.dstport", "8080"),  # 16 bits, TCP over IPv6
     ("seq", "tcp-options-sack-ts-ws.pcap", "tcp.seq_raw", None),  # 32 bits (value checked below)
     ("dscp", "tcp-retransmissions.pcap", "ip.dsfield.dscp", "46"),  # bit field
-    pytest.param(
-        "flags",
-        "tcp-retransmissions.pcap",
-        "tcp.flags.push",
-        "1",  # bit field
-        marks=pytest.mark.xfail(strict=True, reason=LATE),
-        id="flags-tcp-retransmissions.pcap",
-    ),
+    ("flags", "tcp-retransmissions.pcap", "tcp.flags.push", "1"),  # bit field
     ("saddr", "mixed-android-mobile.pcap", "ip.src", "192.0.2.1"),  # address + pseudo-header
     ("daddr6", "ipv6-http-gquic.pcap", "ipv6.dst", "2001:db8::99"),  # IPv6 address
 ]
@@ -277,7 +260,7 @@ CASES = [
 @pytest.mark.parametrize(
     ("what", "name", "field", "want"),
     CASES,
-    ids=[f"{c[0]}-{c[1]}" if isinstance(c, tuple) else None for c in CASES],
+    ids=[f"{c[0]}-{c[1]}" for c in CASES],
 )
 def test_setter(
     rw: dict[str, Path], tmp_path: Path, what: str, name: str, field: str, want: str | None

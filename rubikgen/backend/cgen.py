@@ -655,8 +655,35 @@ class CGen:
         for n, label, why, call in exits:
             call = call.format(i=self.layers[n].index, n=n)
             out += ["", f"{label}_{n}: /* layer {n}: {why} */", f"    {self.S}{call};"]
+            if label == "Z":
+                out += ["    " + x for x in self._late_handlers(n)]
             out += ["    " + x for x in self._return(n)]
         return out
+
+    def _late_handlers(self, n: str) -> list[str]:
+        """A late packet whose instance no verdict marked runs the layer's packet handlers
+        that need nothing but its headers and the lingering record (LayerIR.late), so that it
+        is rewritten and judged as the live instance's packets were."""
+        late = self.prog.layers[n].late
+        if not late:
+            return []
+        lc = self.layers[n]
+        out = [
+            f"if ((inst_{n}->fi.flags & RG_FI_VERDICTS) == 0) {{ /* its packet handlers */",
+            f"    has_inst_{n} = 1;",
+        ]
+        for hn in late:
+            h = self.sd.handlers[hn]
+            call = self._call(self.handlers[hn], h.args, lc).splitlines()
+            out.append(f"    {{ /* {h.src} handler {hn} */")
+            if h.when is not None:
+                out.append(f"        if ({cond_to_c(h.when, lc.env())}) {{")
+                out += ["            " + x for x in call]
+                out.append("        }")
+            else:
+                out += ["        " + x for x in call]
+            out.append("    }")
+        return [*out, "}"]
 
     def cond(self, c: Cond, lc: LayerC) -> str:
         n = lc.name
@@ -796,10 +823,31 @@ class CGen:
                 *self._linger_lookup(lc),
                 f"has_inst_{n} = inst_{n} != NULL;",
                 # one flag test: a flow verdict (drop / bypass) given to this instance before
-                f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0)) "
-                f"goto V_{n};",
+                *self._verdict_test(lc),
             ]
         )
+
+    def _verdict_test(self, lc: LayerC) -> list[str]:
+        """The lookup's flag test of a flow verdict. In a layer whose closed instances linger
+        and reopen, a marked instance (its PSM stopped at the mark, so its close is never seen)
+        is replaced as a closed one is: a packet for which `reopen` holds (a new connection on
+        the key, RFC 9293 TIME-WAIT) ends it and creates a new instance, judged afresh."""
+        n = lc.name
+        test = f"if (RG_UNLIKELY(has_inst_{n} && (inst_{n}->fi.flags & RG_FI_VERDICTS) != 0))"
+        if not lc.d.linger_ns or lc.d.linger_reopen is None:
+            return [f"{test} goto V_{n};"]
+        reopen = cond_to_c(lc.d.linger_reopen, lc.env())
+        return [
+            f"{test} {{",
+            f"    if (!({reopen})) goto V_{n};",
+            "    /* a new connection on the key of a marked instance: it ends first */",
+            f"    {lc.t('close')}(ctx, inst_{n}, RG_CLOSE_ACCEPT);",
+            f"    rg_flow_delete(ctx->tbl_{n}, inst_{n});",
+            f"    inst_{n} = NULL;",
+            f"    has_inst_{n} = 0;",
+            f"    dir_{n} = 0;",
+            "}",
+        ]
 
     def i_find_flow(self, ins: I.FindFlow, lc: LayerC) -> str:
         # the key is laid out as the table's forward key; one probe finds the instance from

@@ -68,7 +68,7 @@ def tree_dot(ws, doc) -> str:  # type: ignore[no-untyped-def]
     return "\n".join(lines) + "\n"
 
 
-GUARD_WIDTH = 30  # characters per line of a guard label
+GUARD_WIDTH = 24  # characters per line of a guard label (the TCP PSM fits A4 at 24)
 
 
 def wrap_guard(text: str, width: int = GUARD_WIDTH) -> list[str]:
@@ -104,8 +104,9 @@ def wrap_guard(text: str, width: int = GUARD_WIDTH) -> list[str]:
 
 
 def psm_dot(info) -> str:  # type: ignore[no-untyped-def]
-    """A PSM as DOT, each transition drawn once: `from: "*"` leaves one 'any state' box, and a
-    transition with several sources joins them at a point before its one labelled edge."""
+    """A PSM as DOT, each transition drawn once: `from: "*"` leaves one 'any state' box, a
+    transition with several sources joins them at a point before its one labelled edge, and
+    transitions with the same sources and target share that edge, their labels stacked."""
     psm = info.model.psm
     lines = [
         f"digraph {_q(info.name + '_psm')} {{",
@@ -120,31 +121,35 @@ def psm_dot(info) -> str:  # type: ignore[no-untyped-def]
         lines.append(f"  {_q(s)} [shape={shape}];")
     if isinstance(start, str):
         lines.append(f"  __start -> {_q(start)};")
-    any_state = False
+    # transitions with the same sources and target share one edge, their labels stacked:
+    # side by side they would widen the drawing by a label each
+    groups: dict[tuple[tuple[str, ...], str], list[str]] = {}
     for i, t in enumerate(psm.transitions, start=1):
         guard = expr_text(t.when) if t.when is not None else ""
         rows = wrap_guard(guard) if guard else []
         if rows:
             rows[0] = "[" + rows[0]
             rows[-1] += "]"
-        label = "\n".join([f"{i}. {t.name}", *rows])
-        tid = f"t{i}"
-        if t.from_ == "*":
-            if not any_state:
-                any_state = True
-                lines.append(
-                    '  "__any" [label="any state", shape=box, style="dashed,rounded", fontsize=9];'
-                )
-            lines.append(f'  "__any" -> {_q(t.to)} [label={_q(label)}];')
-            continue
-        srcs = [t.from_] if isinstance(t.from_, str) else list(t.from_)
+        srcs = (
+            ("*",) if t.from_ == "*" else tuple([t.from_] if isinstance(t.from_, str) else t.from_)
+        )
+        groups.setdefault((srcs, t.to), []).append("\n".join([f"{i}. {t.name}", *rows]))
+    if any(srcs == ("*",) for srcs, _to in groups):
+        lines.append(
+            '  "__any" [label="any state", shape=box, style="dashed,rounded", fontsize=9];'
+        )
+    for k, ((srcs, to), labels) in enumerate(groups.items(), start=1):
+        label = "\n\n".join(labels)
+        if srcs == ("*",):
+            srcs = ("__any",)
         if len(srcs) == 1:
-            lines.append(f"  {_q(srcs[0])} -> {_q(t.to)} [label={_q(label)}];")
+            lines.append(f"  {_q(srcs[0])} -> {_q(to)} [label={_q(label)}];")
             continue
+        tid = f"t{k}"
         lines.append(f'  {_q(tid)} [shape=point, width=0.06, label=""];')
         for s in srcs:
             lines.append(f"  {_q(s)} -> {_q(tid)} [arrowhead=none];")
-        lines.append(f"  {_q(tid)} -> {_q(t.to)} [label={_q(label)}];")
+        lines.append(f"  {_q(tid)} -> {_q(to)} [label={_q(label)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

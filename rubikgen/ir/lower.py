@@ -366,6 +366,7 @@ class Lowerer:
         lir.order = order
         lir.handlers = [h for h in order if h in self.stack.handlers]
         lir.lifecycle = self.lifecycle_order(li)
+        lir.late = self.late_handlers(L, lir.handlers)
         for ev in pre:
             cur = self.event(cur, li, ev)
 
@@ -625,6 +626,23 @@ class Lowerer:
         post = [n for n in order if n not in pre]
         return order, pre, post
 
+    def late_handlers(self, L: str, handlers: list[str]) -> list[str]:
+        """The handlers a late packet of a lingering instance runs, in run order: it runs no
+        prep, sequence, PSM or event, so only a handler hooked on no event (every packet of the
+        layer) whose `when` and args read only the headers, perm variables, the state and the
+        direction judges and rewrites it as the live instance's packets (issue 27)."""
+        out = []
+        for hn in handlers:
+            h = self.stack.handlers[hn]
+            if h.with_:
+                continue
+            rd: set[str] = set(expr_reads(L, self._x.expr(h.when))) if h.when is not None else set()
+            for a in h.args.values():
+                rd |= expr_reads(L, self._x.expr(a.value if hasattr(a, "value") else a))
+            if all(r.split(":")[0] in _LATE_READS for r in rd):
+                out.append(hn)
+        return out
+
     def lifecycle_order(self, li: LayerInfo) -> list[tuple[str, tuple[str, ...]]]:
         """The layer's lifecycle handlers with the close reasons each runs for (every event of
         its `with` raised), in declaration order, those hooked on an event more specific than
@@ -694,6 +712,11 @@ class Lowerer:
             end = self.stmts(body, do, path + ("do",))
         end.term = Jump(join.name)
         return join
+
+
+# what a late packet has (lower.late_handlers): its headers, the lingering instance's perm
+# variables, state and key (direction)
+_LATE_READS = ("HEADER", "PERM", "STATE", "INST")
 
 
 def _fired_name(w: str) -> Name:

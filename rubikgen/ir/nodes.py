@@ -124,6 +124,9 @@ class LayerIR:
     # reasons (builtins.CLOSE_REASONS names) it runs for; they run when an instance ends,
     # outside the per-packet blocks
     lifecycle: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    # packet handlers that also run on a late packet of a lingering instance (spec linger:):
+    # hooked on no event, reading nothing a late packet lacks (lower.late_handlers)
+    late: list[str] = field(default_factory=list)
     callers: list[tuple[str, str]] = field(default_factory=list)  # (calling block, ret block)
     # the PSM, for constant analysis: state names (index = C value), start, accept states
     states: list[str] = field(default_factory=list)

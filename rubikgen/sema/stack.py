@@ -14,7 +14,13 @@ from rubikgen.models.common import Callback, expr_text
 from rubikgen.models.stack import Edge, entries_of
 from rubikgen.sema import builtins as B
 from rubikgen.sema.builtins import lifecycle_hooks
-from rubikgen.sema.protocol import ExprChecker, _dym, check_event_cycles, event_order_edges
+from rubikgen.sema.protocol import (
+    ExprChecker,
+    _dym,
+    _key_size,
+    check_event_cycles,
+    event_order_edges,
+)
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.sema.udes import check_udes, ude_edges, udes_of
 
@@ -75,6 +81,7 @@ def check_stack(ws: SpecLoader, doc: Document) -> None:
     _check_edges(c)
     _check_tree(c)
     _check_parameter_order(c)
+    _check_lookup_keys(c)
     check_udes(c, _layer_checker)
     _check_handlers(c)
 
@@ -405,6 +412,56 @@ def _check_parameter_order(c: _StackCheck) -> None:
                             hint="bind a layer that every path from the entry passes through first",
                         )
                     )
+
+
+def _key_items(sel: Any, what: str) -> list[tuple[Path, str]]:
+    """A selector's (or lookup's) key items in key order, each with its path."""
+    if isinstance(sel, list):
+        return [((what, i), x) for i, x in enumerate(sel)]
+    out: list[tuple[Path, str]] = [((what, "key", i), x) for i, x in enumerate(sel.key or [])]
+    for j, side in enumerate(sel.sides or []):
+        out += [((what, "sides", j, i), x) for i, x in enumerate(side)]
+    return out + [((what, "common", i), x) for i, x in enumerate(sel.common)]
+
+
+def _check_lookup_keys(c: _StackCheck) -> None:
+    """A lookup's key items have the sizes of its table's selector items, item by item, once
+    the stack binds both layers' parameters (an IPv4 quote cannot find a TCP-over-IPv6 flow):
+    the key bytes are compared as they are laid out."""
+    for lname, li in c.info.layers.items():
+        lk = li.protocol.model.lookup
+        tl = c.info.layers.get(li.bindings.get(lk.table, "")) if lk is not None else None
+        if lk is None or tl is None or tl.protocol.model.selector is None:
+            continue
+        mine = _key_items(lk, "lookup")
+        theirs = _key_items(tl.protocol.model.selector, "selector")
+        if len(mine) != len(theirs):  # the protocol's own check reported the shape (RG029)
+            continue
+        scratch: list[Any] = []  # the items' own errors were reported with their protocols
+        ec = _layer_checker(c.ws, c.info, li, li.protocol.smap, scratch)
+        tc = _layer_checker(c.ws, c.info, tl, tl.protocol.smap, scratch)
+        for k, ((mp, mx), (tp, tx)) in enumerate(zip(mine, theirs, strict=True), start=1):
+            mt, _ = ec.expr(mp, mx, B.SELECTOR)
+            tt, _ = tc.expr(tp, tx, B.SELECTOR)
+            if mt is None or tt is None:
+                continue
+            ms, ts = _key_size(mt)[1], _key_size(tt)[1]
+            if ms is None or ts is None or ms == ts:
+                continue
+            mpos = f"{os.path.basename(li.protocol.file)}:{li.protocol.smap.pos(mp).line}"
+            tpos = f"{os.path.basename(tl.protocol.file)}:{tl.protocol.smap.pos(tp).line}"
+            c.diags.append(
+                c.smap.diag(
+                    "RG029",
+                    f"layer '{lname}': item {k} of its lookup's key, '{mx}' ({mpos}), is "
+                    f"{ms} bytes, item {k} of the selector of '{tl.name}', '{tx}' ({tpos}), "
+                    f"{ts} bytes",
+                    li.path + ("args", lk.table),
+                    hint="bind the lookup's table to a layer whose key items have the sizes "
+                    "of the lookup's (the same IP version)",
+                )
+            )
+            break  # one per layer: the first item that differs says it
 
 
 def _check_handlers(c: _StackCheck) -> None:
