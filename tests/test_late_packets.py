@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 from oracle import TRACES, tshark_available
-from rubikgen.build import build
 
+from rubikgen.toolchain.build import build
 from tests.test_linger import CP, SP, Conn
 
 scapy = pytest.importorskip("scapy.all")
