@@ -127,6 +127,21 @@ static void write_all(int fd, const char *s)
     }
 }
 
+/* Read and drop what a client sent past the bound (up to its newline, a pause or 1 MiB):
+ * a reply over unread bytes reaches it as a connection reset, not as the reason. */
+static void drain(int fd)
+{
+    char buf[4096];
+    for (size_t total = 0; total < (1u << 20);) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0) return;
+        ssize_t k = read(fd, buf, sizeof buf);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0 || memchr(buf, '\n', (size_t)k)) return;
+        total += (size_t)k;
+    }
+}
+
 /* Refuse a peer the socket is not for (rg_ctlsec_peer_ok), with the reason on stderr. */
 static int peer_refused(int fd)
 {
@@ -147,7 +162,10 @@ static void *serve(void *arg)
         if (fd < 0) continue;
         ssize_t n = read_request(c, fd); /* read first: a reply over unread bytes is a reset */
         if (n != -1 && peer_refused(fd)) n = -1;
-        if (n == -2) write_all(fd, "error: the request is too long\n");
+        if (n == -2) {
+            drain(fd);
+            write_all(fd, "error: the request is too long\n");
+        }
         if (n >= 0 && !screen(c, (size_t)n, c->reply, sizeof c->reply)) {
             pthread_mutex_lock(&c->mu);
             c->done = 0;
