@@ -249,6 +249,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         /* chain changes apply here, between packets */
         if (r.ctl) rg_control_poll(r.ctl, r.chain);
         n = r.io->next_burst(r.src, burst, left < nb ? (unsigned)left : nb);
+        if (n == RG_SRC_ERROR && stop_flag) n = RG_SRC_END; /* a read the stop interrupted */
         if (n < 0) break;
         rg_feed_prefetch(&fd, burst, (unsigned)n);
         if (o->write || o->inline_mode) {
