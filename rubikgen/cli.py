@@ -375,9 +375,24 @@ def _source_args(args: argparse.Namespace) -> tuple[list[str], list[str], str] |
             eal = shlex.split(args.dpdk)
         except ValueError as e:
             return f"--dpdk: {e}"
-        return ["--io", "dpdk", *extra], eal, "dpdk"
+        return ["--io", "dpdk", *extra], [*eal, *_default_lcores(eal, args.workers)], "dpdk"
     capture = Path(args.capture)
     return [str(capture), *extra], [], "stdin" if args.capture == "-" else capture.stem
+
+
+LCORE_OPTS = ("-l", "-c", "--lcores", "--lcore", "--lcore-list")
+
+
+def _default_lcores(eal: list[str], workers: int | None) -> list[str]:
+    """EAL arguments giving the main lcore and each worker one (`--workers N` wants N + 1)
+    when the user named no lcores: one per allowed core when there are enough, else all of
+    them floating over the allowed cores (threads share cores: slower, never refused)."""
+    if not workers or any(a.split("=")[0] in LCORE_OPTS or a[:2] in ("-l", "-c") for a in eal):
+        return []
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > workers:
+        return ["-l", ",".join(str(c) for c in cpus[: workers + 1])]
+    return ["--lcores", f"(0-{workers})@({','.join(str(c) for c in cpus)})"]
 
 
 def _internal_error(e: BaseException, file: str) -> Diagnostic:
