@@ -351,10 +351,17 @@ def _rubikgen_run(build_dir: Path, *args: str, ns: str | None = None) -> subproc
     )
 
 
-def test_run_dpdk_workers(dpdk: Path, stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.parametrize("lcores", ["given", "default"])
+def test_run_dpdk_workers(dpdk: Path, stack_bin: Path, tmp_path: Path, lcores: str) -> None:  # noqa: F811
+    """`rubikgen run --dpdk EAL --workers 2`, with an lcore list, and without one (`rubikgen
+    run` maps the main lcore and both workers onto this machine's cores, two in CI)."""
     capture = TRACES / "ipv4-frag-socks5-http.pcap"
     one = _file_run(stack_bin, capture, tmp_path / "file")
-    eal = " ".join(_eal_workers(tmp_path, 2, f"net_pcap0,rx_pcap={capture}"))
+    args = _eal_workers(tmp_path, 2, f"net_pcap0,rx_pcap={capture}")
+    if lcores == "default":  # no -l, -c or --lcores
+        i = args.index("--lcores")
+        args = [*args[:i], *args[i + 2 :]]
+    eal = " ".join(args)
     n = str(len(read_pcap(capture)))
     p = _rubikgen_run(
         stack_bin.parent,
@@ -364,31 +371,6 @@ def test_run_dpdk_workers(dpdk: Path, stack_bin: Path, tmp_path: Path) -> None: 
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     assert "rebuilt" not in err  # the stack_bin build, up to date
-    assert re.search(r"^workers +2 ", out, re.M), out
-    assert _summary_lines("\n".join(_without_workers_line(out))) == _summary_lines(
-        "\n".join(_without_workers_line(one))
-    )
-    assert _records(tmp_path / "dpdk", "flows.jsonl") == _records(tmp_path / "file", "flows.jsonl")
-
-
-def test_run_dpdk_workers_default_lcores(dpdk: Path, stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
-    """`--dpdk` without an lcore list and `--workers 2` (on this machine's cores, two in CI):
-    `rubikgen run` maps the main lcore and both workers onto them; the same records as the
-    file run."""
-    capture = TRACES / "ipv4-frag-socks5-http.pcap"
-    one = _file_run(stack_bin, capture, tmp_path / "file")
-    args = _eal(tmp_path, f"net_pcap0,rx_pcap={capture}")
-    i = args.index("-l")
-    eal = " ".join([*args[:i], *args[i + 2 :]])  # no -l, -c or --lcores
-    n = str(len(read_pcap(capture)))
-    p = _rubikgen_run(
-        stack_bin.parent,
-        *("--dpdk", eal, "--workers", "2", "--count", n, "--duration", "60"),
-        *("--nf", "streams", "--out", str(tmp_path / "dpdk"), "--", "--no-timeouts"),
-    )
-    out, err = p.communicate(timeout=120)
-    assert p.returncode == 0, err
-    assert "has no lcore" not in err
     assert re.search(r"^workers +2 ", out, re.M), out
     assert _summary_lines("\n".join(_without_workers_line(out))) == _summary_lines(
         "\n".join(_without_workers_line(one))
