@@ -4,13 +4,15 @@
 the signal reaches the wrapper only, which must hand it to the binary; the binary stops
 reading, flushes and prints its summary. Checked: the summary is printed (JSON), counts fewer
 packets than the capture holds, and the flow records written are exactly those of a run over
-the first `packets` frames of the capture (the flush of a stopped run is the end of input's).
+the first `packets` frames of the capture (the flush of a stopped run is the end of input's);
+on one context and on two workers.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -62,9 +64,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     return d / "b", time.monotonic() - t0
 
 
-@pytest.mark.parametrize("sig", ["INT", "TERM", "HUP"])
+@pytest.mark.parametrize(("sig", "workers"), [("INT", 0), ("TERM", 0), ("HUP", 0), ("INT", 2)])
 def test_timeout_stops_the_run_with_its_flush(
-    built: tuple[Path, float], tmp_path: Path, sig: str
+    built: tuple[Path, float], tmp_path: Path, sig: str, workers: int
 ) -> None:
     if not CAPTURE.is_file():
         pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
@@ -79,6 +81,7 @@ def test_timeout_stops_the_run_with_its_flush(
     cmd = ["timeout", "-s", sig, str(secs), sys.executable, "-m", "rubikgen", "run", str(STACK)]
     cmd += [str(fifo), "--build-dir", str(run_dir), "--nf", "flowstats"]
     cmd += ["--out", str(out), "--summary", "json"]
+    cmd += ["--workers", str(workers)] if workers else []
     env = dict(os.environ, PYTHONPATH=str(REPO))
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=False)
     feeder.join(10)
@@ -88,7 +91,11 @@ def test_timeout_stops_the_run_with_its_flush(
     summary = json.loads(p.stdout.strip().splitlines()[-1])
     n = summary["packets"]
     assert 0 < n < len(records), n
-    got = (out / "flowstats.jsonl").read_text().splitlines()
+    # the records of N workers carry theirs (uids are one context's: the merge renumbers)
+    got = [
+        re.sub(r',"worker":\d+', "", ln)
+        for ln in (out / "flowstats.jsonl").read_text().splitlines()
+    ]
     assert len(got) == summary["flows"] > 0
 
     # the same records as a run over the frames it read
