@@ -351,10 +351,17 @@ def _rubikgen_run(build_dir: Path, *args: str, ns: str | None = None) -> subproc
     )
 
 
-def test_run_dpdk_workers(dpdk: Path, stack_bin: Path, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.parametrize("lcores", ["given", "default"])
+def test_run_dpdk_workers(dpdk: Path, stack_bin: Path, tmp_path: Path, lcores: str) -> None:  # noqa: F811
+    """`rubikgen run --dpdk EAL --workers 2`, with an lcore list, and without one (`rubikgen
+    run` maps the main lcore and both workers onto this machine's cores, two in CI)."""
     capture = TRACES / "ipv4-frag-socks5-http.pcap"
     one = _file_run(stack_bin, capture, tmp_path / "file")
-    eal = " ".join(_eal_workers(tmp_path, 2, f"net_pcap0,rx_pcap={capture}"))
+    args = _eal_workers(tmp_path, 2, f"net_pcap0,rx_pcap={capture}")
+    if lcores == "default":  # no -l, -c or --lcores
+        i = args.index("--lcores")
+        args = [*args[:i], *args[i + 2 :]]
+    eal = " ".join(args)
     n = str(len(read_pcap(capture)))
     p = _rubikgen_run(
         stack_bin.parent,

@@ -25,12 +25,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from oracle import TRACES
 from paced_feed import PacedFeed, pcap_records
 from test_nf_chain import _cc, _chain, _run, binary  # noqa: F401  (the binary fixture)
+from trusted import trusted_dir
 
 from captures import REPO
 
@@ -40,6 +42,13 @@ pytestmark = pytest.mark.serial
 CAPTURE = TRACES / "mixed-android-mobile.pcap"
 PAUSE = 0.002  # seconds between records
 TRICKLE = 0.02  # seconds between records while a rubikgen ctl call is in flight
+
+
+@pytest.fixture
+def nfs() -> Iterator[Path]:
+    """Where the attached .so files are (the binary's --nf-path)."""
+    with trusted_dir("nf-control") as d:
+        yield d
 
 
 def _ctl(sock: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -69,14 +78,15 @@ def _strip_uid(line: str) -> str:
 def test_attach_detach_while_replaying(
     binary: Path,  # noqa: F811
     tmp_path: Path,
+    nfs: Path,
     workers: int | None,
 ) -> None:
     if not CAPTURE.is_file():
         pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
-    rec = _cc(REPO / "tests" / "nf" / "recorder_nf.c", tmp_path / "recorder.so")
+    rec = _cc(REPO / "tests" / "nf" / "recorder_nf.c", nfs / "recorder.so")
     bad = tmp_path / "bad.c"
     bad.write_text("int nothing_here;\n")
-    bad_so = _cc(bad, tmp_path / "bad.so")
+    bad_so = _cc(bad, nfs / "bad.so")
     _, records = pcap_records(CAPTURE)
     assert len(records) > 200
 
@@ -96,7 +106,7 @@ def test_attach_detach_while_replaying(
     fifo, sock = tmp_path / "in.pcap", tmp_path / "ctl.sock"
     os.mkfifo(fifo)
     argv = [str(binary), str(fifo), "--chain", str(chain), "--control", str(sock)]
-    argv += ["--workers", str(workers)] if workers else []
+    argv += ["--nf-path", str(nfs), *(["--workers", str(workers)] if workers else [])]
     proc = subprocess.Popen(
         [*argv, "--out", str(tmp_path), "--summary", "json"],
         stdout=subprocess.PIPE,
@@ -185,6 +195,7 @@ def test_attach_detach_while_replaying(
 def test_requests_on_an_idle_live_source(
     binary: Path,  # noqa: F811
     tmp_path: Path,
+    nfs: Path,
     workers: int | None,
 ) -> None:
     """No packet arrives (the loopback of a fresh network namespace): requests are still
@@ -196,10 +207,11 @@ def test_requests_on_an_idle_live_source(
         pytest.skip("the kernel refuses network namespaces")
     try:
         subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
-        rec = _cc(REPO / "tests" / "nf" / "recorder_nf.c", tmp_path / "recorder.so")
+        rec = _cc(REPO / "tests" / "nf" / "recorder_nf.c", nfs / "recorder.so")
         sock = tmp_path / "ctl.sock"
         argv = ["ip", "netns", "exec", ns, str(binary), "--io", "live", "--iface", "lo"]
         argv += ["--duration", "120", "--control", str(sock), "--out", str(tmp_path)]
+        argv += ["--nf-path", str(nfs)]
         argv += ["--workers", str(workers)] if workers else []
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:

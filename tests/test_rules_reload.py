@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ from test_rules import (
     tshark_frames,
     tshark_numbers,
 )
+from trusted import trusted_dir
 
 from captures import REPO
 
@@ -75,13 +77,15 @@ def rubikgen(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def reload_binary(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def reload_binary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
     d = tmp_path_factory.mktemp("rules-reload")
     a = d / "a.rules.yaml"
     a.write_text(RULES_A, encoding="utf-8")
-    p = rubikgen("build", str(STACK), "--rules", str(a), "--rules-reload", "-o", str(d / "b"))
-    assert p.returncode == 0, p.stderr
-    return d / "b" / "tcp_ip", d
+    # built where the control socket trusts its rule sets (its --rules-path: its own directory)
+    with trusted_dir("rules-reload") as b:
+        p = rubikgen("build", str(STACK), "--rules", str(a), "--rules-reload", "-o", str(b))
+        assert p.returncode == 0, p.stderr
+        yield b / "tcp_ip", d
 
 
 def _summary(out: str) -> dict[str, object]:
@@ -243,12 +247,12 @@ def test_sighup_recompiles_the_rules_file(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def bare_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def bare_binary() -> Iterator[Path]:
     """A --rules-reload build without rules: every set comes from --rules-so."""
-    d = tmp_path_factory.mktemp("rules-bare")
-    p = rubikgen("build", str(STACK), "--rules-reload", "-o", str(d / "b"))
-    assert p.returncode == 0, p.stderr
-    return d / "b" / "tcp_ip"
+    with trusted_dir("rules-bare") as b:
+        p = rubikgen("build", str(STACK), "--rules-reload", "-o", str(b))
+        assert p.returncode == 0, p.stderr
+        yield b / "tcp_ip"
 
 
 def _so(rules: str, tmp: Path) -> Path:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from oracle import tshark_available
 from oracle.tshark import conversations
+from trusted import trusted_dir
 
 REPO = Path(__file__).resolve().parents[1]
 STACK = "specs/stacks/tcp_ip.yaml"
@@ -128,13 +129,18 @@ def test_a_shared_object_nf_gets_its_output_folder(build_tmp: Path, tmp_path: Pa
 def test_ctl_attach_creates_the_out_folder(build_tmp: Path, tmp_path: Path) -> None:
     """`rubikgen ctl SOCK attach X.so out=DIR` on a running binary, DIR not there yet: the
     attach succeeds, the NF writes into DIR and the summary names its file."""
+    with trusted_dir("run-outputs") as nfs:
+        _attach_creates_the_out_folder(build_tmp, tmp_path, nfs)
+
+
+def _attach_creates_the_out_folder(build_tmp: Path, tmp_path: Path, nfs: Path) -> None:
     from rubikgen.toolchain.build import build
 
-    so = _flowbytes(tmp_path)
+    so = _flowbytes(nfs)
     binary = build(REPO / STACK, build_tmp / "build", quiet=True).binary  # the runs' build
     fifo, sock = tmp_path / "in.pcap", tmp_path / "ctl.sock"
     os.mkfifo(fifo)
-    argv = [str(binary), str(fifo), "--control", str(sock), "--burst", "1"]
+    argv = [str(binary), str(fifo), "--control", str(sock), "--burst", "1", "--nf-path", str(nfs)]
     argv += ["--out", str(tmp_path / "o"), "--summary", "json"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     data = CAPTURE.read_bytes()

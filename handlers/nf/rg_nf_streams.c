@@ -9,10 +9,13 @@
 #include "rg_nf_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "rg_sha256.h"
 
@@ -111,6 +114,17 @@ static void link_head(nf_streams *nf, sdir *d)
     nf->nopen++;
 }
 
+/* A payload file opened for writing (append or truncate), readable by its owner only: the
+ * bytes are the traffic's, not for every local user to read. */
+static FILE *open_private(const char *path, int append)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0600);
+    if (fd < 0) return NULL;
+    FILE *f = fchmod(fd, 0600) ? NULL : fdopen(fd, append ? "ab" : "wb");
+    if (!f) close(fd);
+    return f;
+}
+
 /* d's file, open and first in the list; NULL on error (recorded). */
 static FILE *file_of(nf_streams *nf, sdir *d)
 {
@@ -122,7 +136,7 @@ static FILE *file_of(nf_streams *nf, sdir *d)
         char rel[64];
         rel_name(rel, sizeof rel, d);
         snprintf(nf->path, nf->pathlen, "%s/%s", nf->outdir, rel);
-        d->fp = fopen(nf->path, d->created ? "ab" : "wb");
+        d->fp = open_private(nf->path, d->created);
         if (!d->fp) {
             rg_nf_fail(&nf->base, "cannot open", nf->path);
             return NULL;
@@ -227,7 +241,7 @@ static void on_call(void *self, const rg_call *c)
         if (!data || !data->len) return;
         if (!nf->noflow) {
             snprintf(nf->path, nf->pathlen, "%s/streams/noflow.bin", nf->outdir);
-            nf->noflow = fopen(nf->path, "wb");
+            nf->noflow = open_private(nf->path, 0);
             if (!nf->noflow) {
                 rg_nf_fail(&nf->base, "cannot open", nf->path);
                 return;

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -165,6 +165,28 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--chain", metavar="FILE", help="a chain of NFs (validated first; docs/nf.md)")
     r.add_argument(
         "--control", metavar="SOCKET", help="a UNIX socket for `rubikgen ctl` (docs/nf.md)"
+    )
+    r.add_argument(
+        "--control-mode",
+        metavar="MODE",
+        help="the control socket's mode, octal (default 0600; docs/operating.md)",
+    )
+    r.add_argument(
+        "--control-group",
+        metavar="GROUP",
+        help="members of GROUP may use the control socket too (docs/operating.md)",
+    )
+    r.add_argument(
+        "--nf-path",
+        metavar="DIR",
+        action="append",
+        help="`ctl attach` loads .so files under DIR only (repeatable; default: the build's)",
+    )
+    r.add_argument(
+        "--rules-path",
+        metavar="DIR",
+        action="append",
+        help="`ctl rules reload` loads rule sets under DIR only (repeatable; default: the build's)",
     )
     r.add_argument(
         "--write", metavar="OUT.pcap", help="write the packets that pass (rules, verdicts) here"
@@ -354,9 +376,24 @@ def _source_args(args: argparse.Namespace) -> tuple[list[str], list[str], str] |
             eal = shlex.split(args.dpdk)
         except ValueError as e:
             return f"--dpdk: {e}"
-        return ["--io", "dpdk", *extra], eal, "dpdk"
+        return ["--io", "dpdk", *extra], [*eal, *_default_lcores(eal, args.workers)], "dpdk"
     capture = Path(args.capture)
     return [str(capture), *extra], [], "stdin" if args.capture == "-" else capture.stem
+
+
+LCORE_OPTS = ("-l", "-c", "--lcores", "--lcore", "--lcore-list")
+
+
+def _default_lcores(eal: list[str], workers: int | None) -> list[str]:
+    """EAL arguments giving the main lcore and each worker one (`--workers N` wants N + 1)
+    when the user named no lcores: one per allowed core when there are enough, else all of
+    them floating over the allowed cores (threads share cores: slower, never refused)."""
+    if not workers or any(a.split("=")[0] in LCORE_OPTS or a[:2] in ("-l", "-c") for a in eal):
+        return []
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > workers:
+        return ["-l", ",".join(str(c) for c in cpus[: workers + 1])]
+    return ["--lcores", f"(0-{workers})@({','.join(str(c) for c in cpus)})"]
 
 
 def _internal_error(e: BaseException, file: str) -> Diagnostic:
@@ -644,6 +681,47 @@ def _exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def _control_args(args: argparse.Namespace) -> list[str]:
+    """The control socket's access options, passed on to the binary (rg_ctlsec.h)."""
+    out: list[str] = []
+    for opt in ("control_mode", "control_group"):
+        if getattr(args, opt) is not None:
+            out += [f"--{opt.replace('_', '-')}", getattr(args, opt)]
+    for opt in ("nf_path", "rules_path"):
+        for d in getattr(args, opt) or []:
+            out += [f"--{opt.replace('_', '-')}", d]
+    return out
+
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _run_forwarding(cmd: list[str], on_hup: Callable[[], bool] | None = None) -> int:
+    """Run the binary, passing SIGINT, SIGTERM and SIGHUP sent to this process on to it (a
+    supervisor, `timeout` or `kill` stop the binary, which flushes its records); its
+    returncode.  A Ctrl-C at a terminal reaches both already: the forwarded copy is one
+    more SIGINT, which the binary takes as the same request to stop.  on_hup runs first on a
+    SIGHUP and says whether to pass it on."""
+    proc = subprocess.Popen(cmd)
+
+    def forward(sig: int, _frame: object) -> None:
+        if sig == signal.SIGHUP and on_hup is not None and not on_hup():
+            return
+        if proc.poll() is None:
+            proc.send_signal(sig)
+
+    old = {s: signal.signal(s, forward) for s in FORWARDED}
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # not expected: SIGINT is forwarded
+                continue
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from rubikgen.backend.emit import GenerateError
     from rubikgen.pipeline import Compilation
@@ -708,13 +786,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     cmd = [str(res.binary), *src_args, "--nf", args.nf, "--out", str(out)]
     cmd += ["--chain", args.chain] if args.chain else []
     cmd += ["--control", args.control] if args.control else []
+    cmd += _control_args(args)
     cmd += ["--summary", args.summary, *(["--checksums"] if args.checksums else [])]
     cmd += _memcap_args(args)
     if args.community_id_seed is not None:
         cmd += ["--community-id-seed", str(args.community_id_seed)]
     cmd += [*(["--write", args.write] if args.write else []), *args.extra]
     if so_rules:
-        from rubikgen.rules.reload_cli import compile_for_run, run_reloading
+        from rubikgen.rules.reload_cli import compile_for_run, recompile_on_hup
 
         so = compile_for_run(args.stack, so_rules, res.binary.parent)
         if so is None:
@@ -725,10 +804,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        if so_rules:
-            rc = run_reloading(cmd, args.stack, so_rules, res.binary.parent)
-        else:
-            rc = subprocess.run(cmd).returncode
+        hup = recompile_on_hup(args.stack, so_rules, res.binary.parent) if so_rules else None
+        rc = _run_forwarding(cmd, hup)
     except OSError as e:
         sys.stderr.write(f"rubikgen: error: cannot run {res.binary}: {e}\n")
         return EXIT_ERRORS

@@ -98,7 +98,13 @@ def reload(
         got = info(sock, timeout)
     except RuntimeError as e:
         return False, str(e), []
-    tmp = Path(tempfile.mkdtemp(prefix="rubikgen-rules-"))
+    # the binary loads rule sets from its --rules-path only (the build's own directory unless
+    # given): compile into a private directory there (docs/operating.md)
+    where = got.get("rules_path", "").split(":")[0] or None
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=".rubikgen-rules-", dir=where))
+    except OSError as e:
+        return False, f"cannot compile into {where}: {e} (the rules in force are kept)", []
     try:
         c = compile_so(got["stack"], rules_path, tmp, cc)
         if c.so is None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -75,20 +74,16 @@ def compile_for_run(stack: str, rules: str, build_dir: Path) -> Path | None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_reloading(cmd: list[str], stack: str, rules: str, build_dir: Path) -> int:
-    """Run the binary; on SIGHUP recompile the rules file and have the binary reload it
-    (SIGHUP to it: --rules-so); a file with errors is reported and the old set kept."""
-    proc = subprocess.Popen(cmd)
+def recompile_on_hup(stack: str, rules: str, build_dir: Path) -> Callable[[], bool]:
+    """What a SIGHUP to `rubikgen run --rules-reload` does before it is passed on to the
+    binary (which reloads --rules-so): recompile the rules file; False (not passed on) when
+    it has errors, which are reported, the old set kept."""
 
-    def on_hup(_sig: int, _frame: object) -> None:
+    def on_hup() -> bool:
         sys.stderr.write(f"rubikgen: SIGHUP: recompiling {rules}\n")
         if compile_for_run(stack, rules, build_dir) is None:
             sys.stderr.write("rubikgen: SIGHUP: the rules in force are kept\n")
-            return
-        proc.send_signal(signal.SIGHUP)
+            return False
+        return True
 
-    old = signal.signal(signal.SIGHUP, on_hup)
-    try:
-        return proc.wait()
-    finally:
-        signal.signal(signal.SIGHUP, old)
+    return on_hup

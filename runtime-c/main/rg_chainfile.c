@@ -14,6 +14,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "rg_ctlsec.h"
 #include "rg_nfchain.h"
 
 enum { MAX_PARAMS = 64 };
@@ -43,24 +44,17 @@ static yaml_node_t *node(reader *rd, int id)
     return yaml_document_get_node(&rd->doc, id);
 }
 
-/* A relative path is the chain file's directory's. */
+/* A relative path is the chain file's directory's (rg_so_resolve: one rule for every .so). */
 static char *nf_path(const char *chain, const char *nf)
 {
     const char *slash = strrchr(chain, '/');
     int is_path = strchr(nf, '/') || (strlen(nf) > 3 && !strcmp(nf + strlen(nf) - 3, ".so"));
-    if (!is_path || nf[0] == '/') return strdup(nf);
-    if (!slash) {
-        if (strchr(nf, '/')) return strdup(nf); /* "./x.so": relative to here already */
-        /* dlopen searches the library path for a name without a '/' */
-        size_t n = strlen(nf) + 3;
-        char *p = malloc(n);
-        if (p) snprintf(p, n, "./%s", nf);
-        return p;
-    }
-    size_t d = (size_t)(slash - chain) + 1, n = d + strlen(nf) + 1;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%.*s%s", (int)d, chain, nf);
-    return p;
+    if (!is_path) return strdup(nf);
+    char dir[4096], so[4096], err[256];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - chain) : 1, slash ? chain : ".");
+    if (slash == chain) snprintf(dir, sizeof dir, "/");
+    if (rg_so_resolve(dir, nf, so, sizeof so, err, sizeof err)) return strdup(nf);
+    return strdup(so);
 }
 
 static int load_item(reader *rd, rg_chain *ch, yaml_node_t *item)

@@ -7,8 +7,10 @@
  *     list
  *     rules \t info | rules \t load \t SO   (rg_rules_ctl.h)
  * The reply is "ok\n" followed by text (list: "NAME\tSOURCE" lines), or
- * "error: MESSAGE\n".  The thread only moves bytes: the chain changes on the
- * packet loop's thread, between two packets, so the chain needs no lock.
+ * "error: MESSAGE\n".  Only the process's user, root or --control-group may connect, a
+ * request is bounded (RG_CTLREQ_MAX bytes, RG_CTLREQ_FIELDS fields), and what attach and
+ * rules load name is checked before it is loaded (rg_ctlsec.h).  The thread only moves bytes: the
+ * chain changes on the packet loop's thread, between two packets, so the chain needs no lock.
  *
  * --workers N: every worker has its own chain and applies every request to it between two of
  * its packets (rg_control_poll_worker: an atomic load when none is pending); the reply goes
@@ -24,10 +26,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "rg_ctlsec.h"
 #include "rg_nfchain.h"
 #include "rg_rules_ctl.h"
 
-enum { REQ_MAX = 8192, REPLY_MAX = 8192, MAX_KV = 64 };
+enum { REQ_MAX = RG_CTLREQ_MAX, REPLY_MAX = 8192 };
 
 struct rg_control {
     struct sockaddr_un addr;
@@ -47,23 +50,69 @@ struct rg_control {
     char reply[REPLY_MAX];
 };
 
-/* One request of fd into c->req; 0, or -1 (a bad client: dropped). */
-static int read_request(rg_control *c, int fd)
+/* One request of fd into c->req (its line, without the newline); its length, -1 for a bad
+ * client (dropped: silent, or nothing sent) or -2 for a line longer than RG_CTLREQ_MAX. */
+static ssize_t read_request(rg_control *c, int fd)
 {
     size_t n = 0;
-    while (n + 1 < sizeof c->req) {
+    char *nl = NULL;
+    while (!nl) {
+        if (n == sizeof c->req) return -2;
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 2000) <= 0) return -1; /* a silent client does not hold the socket */
-        ssize_t k = read(fd, c->req + n, sizeof c->req - 1 - n);
+        ssize_t k = read(fd, c->req + n, sizeof c->req - n);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) break;
+        nl = memchr(c->req + n, '\n', (size_t)k);
         n += (size_t)k;
-        if (memchr(c->req, '\n', n)) break;
     }
+    if (nl) n = (size_t)(nl - c->req); /* one request per connection: the rest is ignored */
+    if (n >= sizeof c->req) return -2;
     c->req[n] = 0;
-    char *nl = strchr(c->req, '\n');
-    if (nl) *nl = 0;
-    return n ? 0 : -1;
+    return n || nl ? (ssize_t)n : -1;
+}
+
+/* Is f an NF's shared object rather than a stock NF's name? (rg_nfchain.c's rule) */
+static int names_so(const char *f)
+{
+    size_t n = strlen(f);
+    return strchr(f, '/') || (n > 3 && !strcmp(f + n - 3, ".so"));
+}
+
+/* Check request c->req (n bytes) before the packet loop sees it: parsed, and the .so an
+ * attach or rules load names resolved (rg_so_resolve) and trusted (rg_so_trusted) before
+ * anything dlopens it; c->req is rewritten with the resolved path.  0, or -1 (reply). */
+static int screen(rg_control *c, size_t n, char *reply, size_t size)
+{
+    char copy[RG_CTLREQ_MAX], err[4096];
+    rg_ctlreq r;
+    memcpy(copy, c->req, n + 1);
+    if (rg_ctlreq_parse(copy, n, &r, err, sizeof err)) {
+        snprintf(reply, size, "error: %s\n", err);
+        return -1;
+    }
+    unsigned at = !strcmp(r.f[0], "attach") && names_so(r.f[1]) ? 1
+                  : !strcmp(r.f[0], "rules") && r.n == 3        ? 2
+                                                                : 0;
+    if (!at) return 0;
+    char path[4096];
+    if (rg_so_resolve(NULL, r.f[at], path, sizeof path, err, sizeof err) ||
+        rg_so_trusted(path, at == 2 ? 'r' : 'n', err, sizeof err)) {
+        fprintf(stderr, "control: refused to load %s: %s\n", r.f[at], err);
+        snprintf(reply, size, "error: refused: %.4000s\n", err);
+        return -1;
+    }
+    r.f[at] = path;
+    size_t w = 0;
+    for (unsigned i = 0; i < r.n; i++) {
+        int k = snprintf(c->req + w, sizeof c->req - w, "%s%s", i ? "\t" : "", r.f[i]);
+        if (k < 0 || (size_t)k >= sizeof c->req - w) {
+            snprintf(reply, size, "error: the request is too long\n");
+            return -1;
+        }
+        w += (size_t)k;
+    }
+    return 0;
 }
 
 static void write_all(int fd, const char *s)
@@ -78,6 +127,31 @@ static void write_all(int fd, const char *s)
     }
 }
 
+/* Read and drop what a client sent past the bound (up to its newline, a pause or 1 MiB):
+ * a reply over unread bytes reaches it as a connection reset, not as the reason. */
+static void drain(int fd)
+{
+    char buf[4096];
+    for (size_t total = 0; total < (1u << 20);) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0) return;
+        ssize_t k = read(fd, buf, sizeof buf);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0 || memchr(buf, '\n', (size_t)k)) return;
+        total += (size_t)k;
+    }
+}
+
+/* Refuse a peer the socket is not for (rg_ctlsec_peer_ok), with the reason on stderr. */
+static int peer_refused(int fd)
+{
+    char why[256];
+    if (rg_ctlsec_peer_ok(fd, why, sizeof why)) return 0;
+    fprintf(stderr, "control: refused a connection: %s\n", why);
+    write_all(fd, "error: permission denied\n");
+    return 1;
+}
+
 static void *serve(void *arg)
 {
     rg_control *c = arg;
@@ -86,7 +160,13 @@ static void *serve(void *arg)
         if (poll(&p, 1, 100) <= 0) continue;
         int fd = accept(c->lfd, NULL, NULL);
         if (fd < 0) continue;
-        if (read_request(c, fd) == 0) {
+        ssize_t n = read_request(c, fd); /* read first: a reply over unread bytes is a reset */
+        if (n != -1 && peer_refused(fd)) n = -1;
+        if (n == -2) {
+            drain(fd);
+            write_all(fd, "error: the request is too long\n");
+        }
+        if (n >= 0 && !screen(c, (size_t)n, c->reply, sizeof c->reply)) {
             pthread_mutex_lock(&c->mu);
             c->done = 0;
             c->acks = 0;
@@ -97,6 +177,8 @@ static void *serve(void *arg)
             if (!c->done) snprintf(c->reply, sizeof c->reply, "error: the run is ending\n");
             pthread_mutex_unlock(&c->mu);
             write_all(fd, c->reply);
+        } else if (n >= 0) {
+            write_all(fd, c->reply); /* screen's refusal */
         }
         close(fd);
     }
@@ -128,8 +210,15 @@ rg_control *rg_control_open_workers(const char *path, unsigned nw, char *err, si
     c->addr.sun_family = AF_UNIX;
     memcpy(c->addr.sun_path, path, strlen(path) + 1);
     c->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&c->addr, sizeof c->addr) ||
-        listen(c->lfd, 8)) {
+    int bound = c->lfd >= 0 && !bind(c->lfd, (struct sockaddr *)&c->addr, sizeof c->addr);
+    if (bound && rg_ctlsec_socket(path, err, errlen)) { /* its mode before anyone can connect */
+        close(c->lfd);
+        unlink(path);
+        free(c->seen);
+        free(c);
+        return NULL;
+    }
+    if (!bound || listen(c->lfd, 8)) {
         snprintf(err, errlen, "%s%s", strerror(errno),
                  errno == EADDRINUSE ? " (a socket left by a run that did not end? remove it)"
                                      : "");
@@ -153,36 +242,35 @@ rg_control *rg_control_open_workers(const char *path, unsigned nw, char *err, si
  * counters are st (NULL: every context), the reply into reply[REPLY_MAX]. */
 static void apply(char *req, char *reply, rg_chain *ch, const struct rg_stats *st)
 {
-    char *f[3 + MAX_KV];
-    unsigned n = 0;
-    /* strtok_r would merge empty fields (an empty NAME): split by hand */
-    for (char *s = req; n < sizeof f / sizeof f[0];) {
-        f[n++] = s;
-        char *t = strchr(s, '\t');
-        if (!t) break;
-        *t = 0;
-        s = t + 1;
-    }
+    rg_ctlreq r;
     char err[2048];
+    if (rg_ctlreq_parse(req, strlen(req), &r, err, sizeof err)) { /* screened: not expected */
+        snprintf(reply, REPLY_MAX, "error: %s\n", err);
+        return;
+    }
+    char **f = r.f;
+    unsigned n = r.n;
     if (!strcmp(f[0], "rules")) { /* rule sets (rg_rules_load.c): this context's only */
         rg_rules_control(f, n, reply, REPLY_MAX, st);
-    } else if (!strcmp(f[0], "list") && n == 1) {
+        size_t k = strlen(reply);
+        if (n == 2 && !strncmp(reply, "ok\n", 3)) { /* where rubikgen ctl compiles a new set */
+            char dirs[4096];
+            rg_so_trusted_dirs('r', dirs, sizeof dirs);
+            snprintf(reply + k, REPLY_MAX - k, "rules_path\t%s\n", dirs);
+        }
+    } else if (!strcmp(f[0], "list")) {
         int k = snprintf(reply, REPLY_MAX, "ok\n");
         rg_chain_list(ch, reply + k, REPLY_MAX - (size_t)k);
-    } else if (!strcmp(f[0], "detach") && n == 2) {
+    } else if (!strcmp(f[0], "detach")) {
         if (rg_chain_detach(ch, f[1], err, sizeof err))
             snprintf(reply, REPLY_MAX, "error: %s\n", err);
         else
             snprintf(reply, REPLY_MAX, "ok\ndetached %s\n", f[1]);
-    } else if (!strcmp(f[0], "attach") && n >= 3) {
-        rg_nf_kv kv[MAX_KV];
+    } else { /* attach: its KEY=VALUE checked by the parser */
+        rg_nf_kv kv[RG_CTLREQ_FIELDS];
         unsigned m = 0;
         for (unsigned i = 3; i < n; i++) {
             char *eq = strchr(f[i], '=');
-            if (!eq || eq == f[i]) {
-                snprintf(reply, REPLY_MAX, "error: '%s' is not KEY=VALUE\n", f[i]);
-                return;
-            }
             *eq = 0;
             kv[m++] = (rg_nf_kv){f[i], eq + 1};
         }
@@ -190,9 +278,6 @@ static void apply(char *req, char *reply, rg_chain *ch, const struct rg_stats *s
             snprintf(reply, REPLY_MAX, "error: %s\n", err);
         else
             snprintf(reply, REPLY_MAX, "ok\nattached %s\n", f[1]);
-    } else {
-        snprintf(reply, REPLY_MAX,
-                 "error: unknown request (attach NF NAME [KEY=VALUE]..., detach NAME, list)\n");
     }
 }
 

@@ -29,8 +29,10 @@ static void on_stop_signal(int sig)
     stop_flag = 1;
 }
 
-/* The handlers for the run; the previous ones in old[2] (restored after). */
-static void catch_stop_signals(struct sigaction old[2])
+/* The handlers for the run; the previous ones in old[3] (restored after).  SIGHUP stops
+ * the run too (with its flush) unless something handles it already (--rules-so reloads):
+ * `rubikgen run` passes it on, and its default action would lose every record. */
+static void catch_stop_signals(struct sigaction old[3])
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -40,12 +42,15 @@ static void catch_stop_signals(struct sigaction old[2])
     stop_flag = 0;
     sigaction(SIGINT, &sa, &old[0]);
     sigaction(SIGTERM, &sa, &old[1]);
+    sigaction(SIGHUP, NULL, &old[2]);
+    if (old[2].sa_handler == SIG_DFL) sigaction(SIGHUP, &sa, NULL);
 }
 
-static void restore_stop_signals(const struct sigaction old[2])
+static void restore_stop_signals(const struct sigaction old[3])
 {
     sigaction(SIGINT, &old[0], NULL);
     sigaction(SIGTERM, &old[1], NULL);
+    sigaction(SIGHUP, &old[2], NULL);
 }
 
 static uint64_t now_ns(clockid_t clk);
@@ -244,6 +249,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         /* chain changes apply here, between packets */
         if (r.ctl) rg_control_poll(r.ctl, r.chain);
         n = r.io->next_burst(r.src, burst, left < nb ? (unsigned)left : nb);
+        if (n == RG_SRC_ERROR && stop_flag) n = RG_SRC_END; /* a read the stop interrupted */
         if (n < 0) break;
         rg_feed_prefetch(&fd, burst, (unsigned)n);
         if (o->write || o->inline_mode) {
@@ -479,7 +485,7 @@ int rg_main(int argc, char **argv, const rg_stack_desc *stack)
     if (o.bench) return run_bench(&o, stack);
     /* from before the source opens (a signal then must not kill the run) to
      * the end of the summary */
-    struct sigaction old_sig[2];
+    struct sigaction old_sig[3];
     catch_stop_signals(old_sig);
     rg_wrote_start();
     rc = rg_wants_workers(&o) ? rg_run_workers(&o, stack, &stop_flag) : run_capture(&o, stack);

@@ -1,5 +1,6 @@
 /* rg_nfchain.c - NF chains: loading, subscription resolution, event
  * collection and dispatch in chain order (see rg_nfchain.h). */
+#include "rg_ctlsec.h"
 #include "rg_nfchain.h"
 
 #include <dlfcn.h>
@@ -437,8 +438,11 @@ static const rg_nf_abi *load(slot *sl, const char *nf, char *err, size_t errlen)
                  names);
         return NULL;
     }
+    /* one rule for every .so (rg_ctlsec.h): a path, never the library search path */
+    char so[4096];
+    if (rg_so_resolve(NULL, nf, so, sizeof so, err, errlen)) return NULL;
     dlerror();
-    sl->dl = dlopen(nf, RTLD_NOW | RTLD_LOCAL);
+    sl->dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     if (!sl->dl) {
         const char *why = dlerror();
         snprintf(err, errlen, "%s: cannot load: %s", nf, why ? why : "dlopen failed");

@@ -10,6 +10,7 @@
 
 #include "rg/rg_community_id.h"
 #include "rg/rg_obs.h"
+#include "rg_ctlsec.h"
 #include "rg_driver.h"
 #include "rg_rules_ctl.h"
 
@@ -78,6 +79,14 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
     fputs("  --nf PATH.so     an NF built as a shared object (rg_nf_api.h)\n"
           "  --chain FILE     a chain of NFs (YAML: docs/nf.md), run after --nf's in order\n"
           "  --control PATH   a UNIX socket: rubikgen ctl PATH attach|detach|list|rules\n"
+          "                   (mode 0600: only this user and root may use it)\n"
+          "  --control-mode M   the socket's mode (octal, e.g. 0660)\n"
+          "  --control-group G  members of group G may use the socket too (and own it)\n"
+          "  --nf-path DIR    ctl attach loads .so files under DIR only (repeatable;\n"
+          "                   default: this binary's directory); each file and its\n"
+          "                   parents must belong to root or this user, not be group- or\n"
+          "                   world-writable\n"
+          "  --rules-path DIR the same for ctl rules reload's rule sets\n"
           "  --rules-so PATH  (a --rules-reload build) run this rule set, reloaded on SIGHUP\n",
           out);
     fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
@@ -271,6 +280,7 @@ enum {
     O_MEMCAP_POL,
     O_OVERLAP,
     O_RULES_SO, /* rg_rules_ctl.h */
+    O_CTLSEC,   /* rg_ctlsec.h: --control-mode, --control-group, --nf-path, --rules-path */
     O_BURST,
     O_PREFETCH_ALWAYS,
     O_PREFETCH_RECORDS,
@@ -316,6 +326,10 @@ static void build_longopts(struct option *lo, size_t n)
         {"memcap-policy", required_argument, NULL, O_MEMCAP_POL},
         {"overlap-policy", required_argument, NULL, O_OVERLAP},
         {"rules-so", required_argument, NULL, O_RULES_SO},
+        {"control-mode", required_argument, NULL, O_CTLSEC},
+        {"control-group", required_argument, NULL, O_CTLSEC},
+        {"nf-path", required_argument, NULL, O_CTLSEC},
+        {"rules-path", required_argument, NULL, O_CTLSEC},
         {"burst", required_argument, NULL, O_BURST},
         {"prefetch-always", no_argument, NULL, O_PREFETCH_ALWAYS},
         {"prefetch-records", no_argument, NULL, O_PREFETCH_RECORDS},
@@ -332,7 +346,7 @@ static void build_longopts(struct option *lo, size_t n)
 
 int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
 {
-    struct option longopts[27 + MAX_NF_FLAGS];
+    struct option longopts[64 + MAX_NF_FLAGS]; /* the fixed options and the NF flags */
     build_longopts(longopts, sizeof longopts / sizeof longopts[0]);
     int flags[MAX_NF_FLAGS] = {0};
     memset(o, 0, sizeof *o);
@@ -355,7 +369,8 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         }
     const char *name = NULL; /* --iface / --port */
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    int li = 0;
+    while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
         const char *bad = NULL;
         switch (c) {
         case 'h':
@@ -381,6 +396,14 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_RULES_SO:
             rg_rules_so_option(optarg);
             break;
+        case O_CTLSEC: {
+            char err[512];
+            if (rg_ctlsec_option(longopts[li].name, optarg, err, sizeof err)) {
+                fprintf(stderr, "%s: %s\n", o->prog, err);
+                return EXIT_USAGE;
+            }
+            break;
+        }
         case O_IO:
             o->io = optarg;
             if (!rg_source_find(optarg)) {

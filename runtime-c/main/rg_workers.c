@@ -427,6 +427,7 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
     for (;;) {
         if (!left || *stop || (t_end && mono_ns() >= t_end)) return RG_SRC_END;
         int n = io->next_burst(src, burst, left < RG_BURST ? (unsigned)left : RG_BURST);
+        if (n == RG_SRC_ERROR && *stop) return RG_SRC_END; /* a read the stop interrupted */
         if (n < 0) return n;
         for (int i = 0; i < n; i++) {
             /* the one flow clock of the input (a single context's rule, rg_clock): workers get
