@@ -10,7 +10,8 @@ in one workspace instead (rubikgen/front/validate.py). The compile stage
 
     comp = Compilation("specs/stacks/tcp_ip.yaml", opt_level=2)
     comp.stack_name  # load only
-    comp.program  # load, check, lower, optimise
+    comp.resolved  # load, check, and every expression of every layer typed and bound
+    comp.program  # ... lower, optimise
     comp.generated  # ... and the C back-end
 """
 
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated
     from rubikgen.ir import Program
     from rubikgen.opt import OptResult
+    from rubikgen.sema.model import Resolution
+    from rubikgen.sema.stack_info import StackInfo
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,28 @@ class Compilation:
         self._lower_seconds += time.perf_counter() - t0
         return doc
 
+    @cached_property
+    def resolved(self) -> Resolution:
+        """The semantic model of the checked stack: every expression, statement and name of
+        every layer typed and bound in its layer's scope, once (sema/resolve.py). Lowering, the
+        passes and the back-ends read it through the IR; nothing after this stage calls sema."""
+        from rubikgen.sema.resolve import resolve_stack
+
+        doc = self.checked
+        if not isinstance(doc.model, Stack):  # `checked` lets stacks through only
+            raise TypeError(f"{doc.path} is not a stack")
+        t0 = time.perf_counter()
+        res = resolve_stack(doc.model, self.stack_info, doc.smap)
+        self._lower_seconds += time.perf_counter() - t0
+        return res
+
+    @property
+    def stack_info(self) -> StackInfo:
+        """The checked stack's layers and bindings (`checked` raises when there are none)."""
+        info = self.checked.stack_info
+        assert info is not None  # `checked` raised otherwise
+        return info
+
     @property
     def diagnostics(self) -> list[Diagnostic]:
         """Every diagnostic of the documents loaded so far, sorted, without duplicates."""
@@ -162,11 +187,11 @@ class Compilation:
         same object in place)."""
         from rubikgen.ir import lower_stack, prune, verify
 
+        res = self.resolved
         doc = self.checked
-        if not isinstance(doc.model, Stack):  # `checked` lets stacks through only
-            raise TypeError(f"{doc.path} is not a stack")
+        assert isinstance(doc.model, Stack)  # `resolved` checked it
         t0 = time.perf_counter()
-        prog = lower_stack(doc.model, doc.stack_info, doc.smap, doc.abspath)
+        prog = lower_stack(doc.model, self.stack_info, doc.smap, doc.abspath, res)
         prune(prog)
         problems = verify(prog)
         if problems:
@@ -205,7 +230,7 @@ class Compilation:
         prog = self.program
         doc = self.checked
         t0 = time.perf_counter()
-        files = list(doc.sources) + [li.protocol.file for li in doc.stack_info.layers.values()]
+        files = list(doc.sources) + [li.protocol.file for li in self.stack_info.layers.values()]
         level = self.options.opt_level
         rules = None
         if self.rules_path is not None:

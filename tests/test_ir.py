@@ -12,6 +12,7 @@ import pytest
 from rubikgen.front.workspace import Workspace
 from rubikgen.ir import Branch, Call, Program, Return, lower_stack, prune, to_dot, to_text, verify
 from rubikgen.ir.nodes import Block, Jump
+from rubikgen.sema.resolve import resolve_stack
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = sorted((REPO / "specs" / "stacks").glob("*.yaml"))
@@ -21,7 +22,8 @@ def lower(path: Path) -> Program:
     ws = Workspace()
     doc = ws.check_stack(str(path))
     assert not [d for d in ws.all_diagnostics() if d.severity == "error"]
-    prog = lower_stack(doc.model, doc.stack_info, doc.smap, doc.abspath)
+    res = resolve_stack(doc.model, doc.stack_info, doc.smap)
+    prog = lower_stack(doc.model, doc.stack_info, doc.smap, doc.abspath, res)
     prune(prog)
     return prog
 

@@ -26,8 +26,8 @@ from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
 from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS, lifecycle_hooks
 from rubikgen.sema.limits import resolved_limits
-from rubikgen.sema.resolve import Resolution, resolve_stack
-from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
+from rubikgen.sema.model import Resolution
+from rubikgen.sema.stack_info import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
 from rubikgen.sema.transforms import TRANSFORMS, user_reasons
 from rubikgen.sema.udes import udes_of
 
@@ -722,13 +722,12 @@ def lower_stack(
     info: StackInfo,
     smap: SourceMap,
     stack_file: str,
-    res: Resolution | None = None,
+    res: Resolution,
     display: str | None = None,
 ) -> Program:
-    """Lower a valid stack; ``res``: its resolution (sema/resolve.py), computed when not given;
-    ``display``: the stack's path as diagnostics show it (default ``stack_file``)."""
-    if res is None:
-        res = resolve_stack(stack, info, smap)
+    """Lower a valid stack; ``res``: its semantic model (`Compilation.resolved`), which
+    lowering reads and never computes; ``display``: the stack's path as diagnostics show it
+    (default ``stack_file``)."""
     # a branch whose arm was never filled in names block "": verify() reports it
     return Lowerer(stack, info, stack_file, res).lower(smap, stack_file, display)
 

@@ -10,7 +10,6 @@ ask. Nothing after this parses or type-checks an expression.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from rubikgen.expr import parse_expr, parse_stmt
@@ -21,21 +20,14 @@ from rubikgen.front.source import SourceMap
 from rubikgen.models.stack import Stack
 from rubikgen.sema import builtins as B
 from rubikgen.sema.builtins import lifecycle_hooks
+from rubikgen.sema.model import Resolution
 from rubikgen.sema.protocol import ExprChecker, check_protocol
 from rubikgen.sema.scope import ProtocolScope
-from rubikgen.sema.stack import StackInfo
+from rubikgen.sema.stack_info import StackInfo
 
 __all__ = ["Resolution", "resolve_stack"]
 
 _ANY = B.Context("any context", virtual=True)  # names lowering writes: every context open
-
-
-@dataclass
-class Resolution:
-    layers: dict[str, ExprTable] = field(default_factory=dict)
-    # every name any spec expression reads (statements: their values), as written; a superset
-    # of what the per-packet function reads, for dead-store elimination
-    read_names: set[tuple[str, ...]] = field(default_factory=set)
 
 
 def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
