@@ -495,7 +495,7 @@ def _run_build_dir(comp: Compilation, args: argparse.Namespace) -> Path:
 
 
 def cmd_ir(args: argparse.Namespace) -> int:
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.ir import to_dot, to_text
     from rubikgen.opt import PassError, describe
     from rubikgen.pipeline import Compilation
@@ -550,7 +550,7 @@ def cmd_ir(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     import time
 
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.opt import PassError, check_names
     from rubikgen.pipeline import Compilation
     from rubikgen.toolchain.build import BuildError, HandlerError, build_compilation
@@ -645,7 +645,7 @@ def _exit_status(returncode: int) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.pipeline import Compilation
     from rubikgen.toolchain.build import BuildError, HandlerError, build_compilation
 
@@ -739,7 +739,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.pipeline import Compilation
     from rubikgen.toolchain.build import check
 
@@ -759,7 +759,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_stubs(args: argparse.Namespace) -> int:
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.pipeline import Compilation
     from rubikgen.toolchain.csource import function_definitions
     from rubikgen.toolchain.handlercheck import header_sigs, renames

@@ -22,6 +22,7 @@ from rubikgen.sema.udes import check_udes, ude_edges, udes_of
 if TYPE_CHECKING:
     from rubikgen.front.document import Document, SpecLoader
 
+
 @dataclass
 class _StackCheck:
     """What the steps of check_stack share: the stack, where its diagnostics go, and what
