@@ -119,3 +119,14 @@ def test_lowering_and_backends_read_the_model_and_never_call_sema() -> None:
         f"{m} -> {t}" for m, ts in g.items() if m.startswith(READERS) for t in ts & CHECKERS
     )
     assert bad == []
+
+
+def test_the_model_holds_no_resolver() -> None:
+    # a closure over sema's scope in the table would be a sema call after the check stage that
+    # no import shows: the layer's table holds data only
+    from dataclasses import fields
+
+    from rubikgen.expr.table import ExprTable
+
+    assert not [f.name for f in fields(ExprTable) if "Callable" in str(f.type)]
+    assert not [n for n, v in vars(ExprTable).items() if isinstance(v, staticmethod)]

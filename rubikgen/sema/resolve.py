@@ -24,6 +24,7 @@ from rubikgen.sema.model import Resolution
 from rubikgen.sema.protocol import ExprChecker, check_protocol
 from rubikgen.sema.scope import ProtocolScope
 from rubikgen.sema.stack_info import StackInfo
+from rubikgen.sema.symbols import ProtocolInfo
 
 __all__ = ["Resolution", "resolve_stack"]
 
@@ -37,7 +38,8 @@ def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
     for L, li in info.layers.items():
         params = {p: info.layers[t].protocol for p, t in li.bindings.items() if t in info.layers}
         scope = ProtocolScope(li.protocol, params, _ANY, dict(li.bindings))
-        table = ExprTable(L, resolver=scope.resolve)
+        table = ExprTable(L)
+        _bind_lowering_names(table, scope, li.protocol)
         diags: list[Diagnostic] = []
         ec = ExprChecker(li.protocol, params, li.protocol.smap, diags, table, dict(li.bindings))
         check_protocol(li.protocol, params, ec)
@@ -69,6 +71,19 @@ def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
     for model in models.values():
         _scan_reads(res.read_names, model.model_dump(by_alias=True))
     return res
+
+
+def _bind_lowering_names(table: ExprTable, scope: ProtocolScope, info: ProtocolInfo) -> None:
+    """The names lowering writes itself, bound now so that nothing after this stage asks the
+    scope: the PSM's state and states, every event's fired flag, every variable."""
+    wanted: list[tuple[str, ...]] = [("event", e) for e in info.all_events()]
+    if info.states:
+        wanted += [("current_state",), *((s,) for s in info.states)]
+    wanted += [("temp", v) for v in info.temps] + [("perm", v) for v in info.perms]
+    for parts in wanted:
+        r = scope.resolve(parts)
+        if r is not None:
+            table.names[parts] = r
 
 
 def _scan_reads(out: set[tuple[str, ...]], node: Any) -> None:
