@@ -5,12 +5,14 @@ object, so a command that needs the stack's name, its files and its generated C 
 checks the specs once (before, `rubikgen build` parsed the stack file three times, `run` four,
 and `check` after an -O1 build checked the stack twice); `rubikgen validate` checks many files
 in one workspace instead (rubikgen/front/validate.py). The compile stage
-(`rubikgen.toolchain.build.build_compilation`) takes the object. Spec errors raise `GenerateError` with the diagnostics of the check stage;
+(`rubikgen.toolchain.build.build_compilation`) takes the object. Spec errors raise `GenerateError` with the diagnostics of the check stage
+(a rules file given with `rules=` is checked there too, with the stack);
 `diagnostics` holds every diagnostic (warnings too) once the check ran.
 
     comp = Compilation("specs/stacks/tcp_ip.yaml", opt_level=2)
     comp.stack_name  # load only
-    comp.program  # load, check, lower, optimise
+    comp.resolved  # load, check, and every expression of every layer typed and bound
+    comp.program  # ... lower, optimise
     comp.generated  # ... and the C back-end
 """
 
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated
     from rubikgen.ir import Program
     from rubikgen.opt import OptResult
+    from rubikgen.rules.ir import RuleSet
+    from rubikgen.sema.model import Resolution
+    from rubikgen.sema.stack_info import StackInfo
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class Compilation:
         self.timings: dict[str, float] = timings if timings is not None else {}
         self.workspace = workspace if workspace is not None else Workspace()
         self._lower_seconds = 0.0
+        self._rules: RuleSet | None = None  # set by the check stage
 
     def with_options(self, *, opt_level: int) -> Compilation:
         """The same stack at another -O level, sharing the loaded and checked documents (the
@@ -91,6 +97,7 @@ class Compilation:
             other.__dict__["document"] = self.document
         if "checked" in self.__dict__:
             other.__dict__["checked"] = self.checked
+            other._rules = self._rules
         return other
 
     # -- load ----------------------------------------------------------------------------------
@@ -136,7 +143,7 @@ class Compilation:
     @cached_property
     def checked(self) -> Document:
         """The stack checked like `rubikgen validate` (GenerateError on errors)."""
-        from rubikgen.backend.emit import GenerateError
+        from rubikgen.front.diagnostics import GenerateError
 
         t0 = time.perf_counter()
         doc = self.workspace.check_stack(self.stack_path)
@@ -147,8 +154,54 @@ class Compilation:
                     Diagnostic("RG001", f"'{self.stack_path}' is not a stack", doc.path, 1, 1)
                 ]
             raise GenerateError(errors)
+        self._rules = self._check_rules(doc.stack_info)
         self._lower_seconds += time.perf_counter() - t0
         return doc
+
+    def _check_rules(self, info: StackInfo) -> RuleSet | None:
+        """The rules file (`--rules`) loaded and checked against the stack's semantic model,
+        with the stack (GenerateError on errors; docs/rules.md); None without one."""
+        if self.rules_path is None:
+            return None
+        from rubikgen.front.diagnostics import GenerateError
+        from rubikgen.rules.check import StackFields, check, load
+
+        loaded, diags = load(self.rules_path)
+        rules = None
+        if loaded is not None and not any(d.severity == "error" for d in diags):
+            sf = StackFields.of_model(self.stack_name, info)
+            rules, diags = check(loaded, sf, self.rules_reload)
+        if rules is None:
+            raise GenerateError(diags)
+        return rules
+
+    @property
+    def rules(self) -> RuleSet | None:
+        """The checked rule set of `--rules` (the check stage's), None without a rules file."""
+        _ = self.checked
+        return self._rules
+
+    @cached_property
+    def resolved(self) -> Resolution:
+        """The semantic model of the checked stack: every expression, statement and name of
+        every layer typed and bound in its layer's scope, once (sema/resolve.py). Lowering, the
+        passes and the back-ends read it through the IR; nothing after this stage calls sema."""
+        from rubikgen.sema.resolve import resolve_stack
+
+        doc = self.checked
+        if not isinstance(doc.model, Stack):  # `checked` lets stacks through only
+            raise TypeError(f"{doc.path} is not a stack")
+        t0 = time.perf_counter()
+        res = resolve_stack(doc.model, self.stack_info, doc.smap)
+        self._lower_seconds += time.perf_counter() - t0
+        return res
+
+    @property
+    def stack_info(self) -> StackInfo:
+        """The checked stack's layers and bindings (`checked` raises when there are none)."""
+        info = self.checked.stack_info
+        assert info is not None  # `checked` raised otherwise
+        return info
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -162,11 +215,11 @@ class Compilation:
         same object in place)."""
         from rubikgen.ir import lower_stack, prune, verify
 
+        res = self.resolved
         doc = self.checked
-        if not isinstance(doc.model, Stack):  # `checked` lets stacks through only
-            raise TypeError(f"{doc.path} is not a stack")
+        assert isinstance(doc.model, Stack)  # `resolved` checked it
         t0 = time.perf_counter()
-        prog = lower_stack(doc.model, doc.stack_info, doc.smap, doc.abspath)
+        prog = lower_stack(doc.model, self.stack_info, doc.smap, doc.abspath, res)
         prune(prog)
         problems = verify(prog)
         if problems:
@@ -205,23 +258,15 @@ class Compilation:
         prog = self.program
         doc = self.checked
         t0 = time.perf_counter()
-        files = list(doc.sources) + [li.protocol.file for li in doc.stack_info.layers.values()]
+        files = list(doc.sources) + [li.protocol.file for li in self.stack_info.layers.values()]
         level = self.options.opt_level
-        rules = None
+        rules = self.rules
         if self.rules_path is not None:
-            from rubikgen.backend.emit import GenerateError
-            from rubikgen.rules.check import StackFields, check, load
-
-            loaded, diags = load(self.rules_path)
-            if loaded is not None and not any(d.severity == "error" for d in diags):
-                rules, diags = check(loaded, StackFields.of_program(prog), self.rules_reload)
-            if rules is None:
-                raise GenerateError(diags)
             files.append(self.rules_path)
         hash_ = spec_hash(files, level)
         if self.rules_reload:
-            from rubikgen.backend.emit import GenerateError
             from rubikgen.backend.rules_so import Unreadable, reloadable
+            from rubikgen.front.diagnostics import GenerateError
 
             hash_, rl = reloadable(hash_, rules, self.stack_path)
             try:

@@ -94,3 +94,39 @@ def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
 
 def test_no_import_cycles() -> None:
     assert cycles(import_graph()) == []
+
+
+# The checkers of sema and the expression parser: what computes the semantic model. Lowering,
+# the passes and the back-ends read the model (`Compilation.resolved`, copied into the IR);
+# none of them may check, resolve or parse a spec expression again (issue 28). setup.cfg's
+# `reads-the-model` import-linter contract says the same for module-level imports; this test
+# sees imports inside functions and under TYPE_CHECKING too.
+CHECKERS = {
+    "rubikgen.sema.resolve",
+    "rubikgen.sema.protocol",
+    "rubikgen.sema.scope",
+    "rubikgen.sema.stack",
+    "rubikgen.expr.parser",
+}
+READERS = ("rubikgen.ir", "rubikgen.opt", "rubikgen.backend")
+
+
+def test_lowering_and_backends_read_the_model_and_never_call_sema() -> None:
+    g = import_graph()
+    # the graph sees what lowering does read: sema's data-only result modules
+    assert {"rubikgen.sema.model", "rubikgen.sema.stack_info"} <= g["rubikgen.ir.lower"]
+    bad = sorted(
+        f"{m} -> {t}" for m, ts in g.items() if m.startswith(READERS) for t in ts & CHECKERS
+    )
+    assert bad == []
+
+
+def test_the_model_holds_no_resolver() -> None:
+    # a closure over sema's scope in the table would be a sema call after the check stage that
+    # no import shows: the layer's table holds data only
+    from dataclasses import fields
+
+    from rubikgen.expr.table import ExprTable
+
+    assert not [f.name for f in fields(ExprTable) if "Callable" in str(f.type)]
+    assert not [n for n, v in vars(ExprTable).items() if isinstance(v, staticmethod)]

@@ -12,6 +12,7 @@ import pytest
 from rubikgen.front.workspace import Workspace
 from rubikgen.ir import Branch, Call, Program, Return, lower_stack, prune, to_dot, to_text, verify
 from rubikgen.ir.nodes import Block, Jump
+from rubikgen.sema.resolve import resolve_stack
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = sorted((REPO / "specs" / "stacks").glob("*.yaml"))
@@ -21,7 +22,8 @@ def lower(path: Path) -> Program:
     ws = Workspace()
     doc = ws.check_stack(str(path))
     assert not [d for d in ws.all_diagnostics() if d.severity == "error"]
-    prog = lower_stack(doc.model, doc.stack_info, doc.smap, doc.abspath)
+    res = resolve_stack(doc.model, doc.stack_info, doc.smap)
+    prog = lower_stack(doc.model, doc.stack_info, doc.smap, doc.abspath, res)
     prune(prog)
     return prog
 
@@ -217,13 +219,23 @@ def test_expressions_in_the_ir_are_sema_s_resolved_trees(tcp_ip: Program) -> Non
     names = [n for e in conds for n in walk(e) if isinstance(n, Name)]
     kinds = {n.ref.kind for n in names if n.ref is not None}
     assert {"field", "state", "event", "builtin"} <= kinds
+
     # the types are sema's: tcp's 16-bit ports, ip's state, a foreign field of the bound layer
+    # (as the layers' expressions hold them: the table binds no name on demand)
+    def bound(layer: str, parts: tuple[str, ...]) -> Name:
+        return next(
+            n
+            for e in tcp_ip.exprs[layer].exprs.values()
+            for n in walk(e)
+            if isinstance(n, Name) and n.parts == parts
+        )
+
     tcp = tcp_ip.exprs["tcp"]
-    assert tcp.name(("header", "sport")).type.width == 16  # type: ignore[union-attr]
+    assert bound("tcp", ("header", "sport")).type.width == 16  # type: ignore[union-attr]
     assert tcp.name(("current_state",)).ref.kind == "builtin"  # type: ignore[union-attr]
-    saddr = tcp.name(("ip", "header", "saddr"))
+    saddr = bound("tcp", ("ip", "header", "saddr"))
     assert saddr.ref is not None and saddr.ref.owner == "ip"
-    saddr6 = tcp_ip.exprs["tcp6"].name(("ip", "header", "saddr"))
+    saddr6 = bound("tcp6", ("ip", "header", "saddr"))
     assert saddr6.ref is not None and saddr6.ref.owner == "ipv6"
     # one protocol, two layers: the parameter's field has the bound layer's type
     assert (saddr.type, saddr6.type) == (BytesT(4), BytesT(16))

@@ -230,19 +230,20 @@ def test_simplify_short_circuits_and_keeps_truthiness() -> None:
     from rubikgen.expr import parse_expr, resolve_expr
     from rubikgen.expr.ast import unparse
     from rubikgen.opt.facts import _context, simplify
+    from rubikgen.sema.builtins import Context
+    from rubikgen.sema.scope import ProtocolScope
 
-    prog = lowered()
+    comp = Compilation(TCP_IP)
+    prog = comp.lowered
     ctx = _context(prog)
     f = {("state", "tcp"): 0, ("ev*", "tcp"): 0, ("psm", "tcp"): 0}
-
-    class Scope:  # the tcp layer's names, as sema bound them (expr.check.Scope)
-        resolve = staticmethod(prog.exprs["tcp"].resolver)
-
-        def candidates(self, parts: tuple[str, ...]) -> list[str]:
-            return []
+    # the tcp layer's names, as sema binds them (every context open)
+    li = comp.stack_info.layers["tcp"]
+    params = {p: comp.stack_info.layers[t].protocol for p, t in li.bindings.items()}
+    scope = ProtocolScope(li.protocol, params, Context("any", virtual=True), dict(li.bindings))
 
     def s(text: str) -> str:
-        e, _ = resolve_expr(parse_expr(text), Scope(), allow_virtual=True)
+        e, _ = resolve_expr(parse_expr(text), scope, allow_virtual=True)
         return unparse(simplify(ctx, f, "tcp", e))
 
     assert s("current_state == 0 && header.syn") == "!!header.syn"

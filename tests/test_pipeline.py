@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import rubikgen.sema.stack
-from rubikgen.backend.emit import GenerateError
 from rubikgen.cli import main
+from rubikgen.front.diagnostics import GenerateError
 from rubikgen.front.workspace import Workspace
 from rubikgen.ir import Program
 from rubikgen.pipeline import Compilation
@@ -76,6 +76,26 @@ def test_spec_errors_carry_the_diagnostics(tmp_path: Path) -> None:
     assert e.value.diagnostics
     assert all(d.file.endswith("bad.yaml") for d in e.value.diagnostics)
     assert e.value.diagnostics[0] in comp.diagnostics
+
+
+def test_a_rules_file_is_checked_with_the_stack_before_lowering(tmp_path: Path) -> None:
+    # issue 28: the rules are checked in the check stage, against the semantic model (the
+    # stack's layers), not against the IR after lowering and optimising
+    rules = tmp_path / "r.yaml"
+    rules.write_text('rules:\n  - {name: r, match: "tcp.nosuch == 1", action: drop}\n')
+    comp = Compilation(TCP_IP, rules=rules)
+    with pytest.raises(GenerateError) as ei:
+        _ = comp.checked
+    d = ei.value.diagnostics[0]
+    assert (d.code, d.file, d.line) == ("RG011", str(rules), 2)
+    assert "no header field 'nosuch'" in d.message
+    assert "resolved" not in comp.__dict__ and "lowered" not in comp.__dict__
+    good = tmp_path / "ok.yaml"
+    good.write_text('rules:\n  - {name: r, match: "tcp.dport == 23", action: drop}\n')
+    ok = Compilation(TCP_IP, rules=good)
+    rs = ok.rules
+    assert rs is not None and [r.name for r in rs.rules] == ["r"]
+    assert "lowered" not in ok.__dict__
 
 
 def test_build_dumps_the_ir_after_a_pass(

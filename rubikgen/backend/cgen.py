@@ -907,9 +907,9 @@ class CGen:
         env = lc.env(create=True)
         out = []
         for v in lc.d.perms.values():
-            if v.init is None:
+            if v.init is None or v.target is None:
                 continue
-            st = Assign(lc.x.name(("perm", v.name)), v.init)
+            st = Assign(v.target, v.init)
             out.append(f"{pad}{stmt_to_c(st, env)} /* init, {lc.spec_file}:{v.line} */")
         return out
 

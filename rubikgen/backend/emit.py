@@ -10,18 +10,12 @@ import os
 from pathlib import Path
 
 from rubikgen import __version__
-from rubikgen.front.diagnostics import Diagnostic
+from rubikgen.front.diagnostics import GenerateError  # a front-end error, named here as before
 
 from .cgen import CGen, Generated
 
 # Bump when the generated code changes for the same specs (part of the spec hash).
 GENERATOR_VERSION = "1"
-
-
-class GenerateError(Exception):
-    def __init__(self, diagnostics: list[Diagnostic], message: str = "") -> None:
-        super().__init__(message or f"{len(diagnostics)} error(s) in the specs")
-        self.diagnostics = diagnostics
 
 
 def spec_hash(files: list[str], opt_level: int = 2) -> str:

@@ -169,7 +169,7 @@ def graph_command(args: argparse.Namespace) -> int:
             if not args.psm:
                 sys.stderr.write("rubikgen graph: --psm needs a LAYER for a stack\n")
                 return 2
-            li = doc.stack_info.layers.get(args.psm)
+            li = doc.stack_info.layers.get(args.psm) if doc.stack_info is not None else None
             if li is None:
                 sys.stderr.write(f"rubikgen graph: no layer '{args.psm}' in this stack\n")
                 return 2

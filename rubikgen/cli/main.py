@@ -532,7 +532,7 @@ def _run_build_dir(comp: Compilation, args: argparse.Namespace) -> Path:
 
 
 def cmd_ir(args: argparse.Namespace) -> int:
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.ir import to_dot, to_text
     from rubikgen.opt import PassError, describe
     from rubikgen.pipeline import Compilation
@@ -587,7 +587,7 @@ def cmd_ir(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     import time
 
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.opt import PassError, check_names
     from rubikgen.pipeline import Compilation
     from rubikgen.toolchain.build import BuildError, HandlerError, build_compilation
@@ -723,7 +723,7 @@ def _run_forwarding(cmd: list[str], on_hup: Callable[[], bool] | None = None) ->
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.pipeline import Compilation
     from rubikgen.toolchain.build import BuildError, HandlerError, build_compilation
 
@@ -816,7 +816,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.pipeline import Compilation
     from rubikgen.toolchain.build import check
 
@@ -836,7 +836,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_stubs(args: argparse.Namespace) -> int:
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.pipeline import Compilation
     from rubikgen.toolchain.csource import function_definitions
     from rubikgen.toolchain.handlercheck import header_sigs, renames

@@ -9,7 +9,6 @@ instead of parsing and checking it again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,14 +31,15 @@ class ExprTable:
     layer: str
     exprs: dict[str, Expr] = field(default_factory=dict)
     stmts: dict[str, Stmt] = field(default_factory=dict)
-    # the layer's scope (every context open): binds a name lowering writes itself
-    resolver: Callable[[tuple[str, ...]], Resolved | None] | None = None
+    # the names lowering writes itself (``current_state``, the states, ``event.E``, the
+    # variables), bound by sema in the layer's scope with every context open
+    names: dict[tuple[str, ...], Resolved] = field(default_factory=dict)
 
     def name(self, parts: tuple[str, ...]) -> Name:
         """A bound, typed name of this layer (``current_state``, a state, ``event.E``)."""
-        r = self.resolver(parts) if self.resolver is not None else None
+        r = self.names.get(parts)
         if r is None:
-            raise KeyError(f"layer {self.layer}: unknown name {'.'.join(parts)!r}")
+            raise KeyError(f"layer {self.layer}: name {'.'.join(parts)!r} was not bound by sema")
         return Name(parts, type=r.type, ref=r)
 
     def expr(self, value: Any) -> Expr:

@@ -87,6 +87,15 @@ class Diagnostic:
         return d
 
 
+class GenerateError(Exception):
+    """Specs (a stack, its protocols, a rules file) with errors: raised by the check stage
+    (rubikgen/pipeline.py) with their diagnostics, which the command line renders."""
+
+    def __init__(self, diagnostics: list[Diagnostic], message: str = "") -> None:
+        super().__init__(message or f"{len(diagnostics)} error(s) in the specs")
+        self.diagnostics = diagnostics
+
+
 class SourceCache:
     """Source lines of files, for carets."""
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rubikgen.front.diagnostics import Diagnostic
 from rubikgen.front.source import SourceMap
 from rubikgen.models import Protocol as ProtocolModel
 from rubikgen.models import Stack
+
+if TYPE_CHECKING:  # the result types (data-only modules) are named for the checker only
+    from rubikgen.sema.stack_info import StackInfo
+    from rubikgen.sema.symbols import ProtocolInfo
 
 
 @dataclass
@@ -25,8 +29,8 @@ class Document:
     model: ProtocolModel | Stack | None
     smap: SourceMap
     diags: list[Diagnostic] = field(default_factory=list)
-    info: Any = None  # ProtocolInfo for protocols
-    stack_info: Any = None  # StackInfo for stacks
+    info: ProtocolInfo | None = None  # protocols: their symbols (sema/symbols.py)
+    stack_info: StackInfo | None = None  # stacks: their layers and bindings (sema/stack.py)
     checked: bool = False
     sources: list[str] = field(default_factory=list)  # stack files composed into this one
 

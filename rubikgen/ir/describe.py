@@ -8,8 +8,8 @@ from rubikgen.expr.table import ExprTable
 from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, FieldSpec, IfStep, Linger
 from rubikgen.sema.builtins import BUILTIN_EVENTS
 from rubikgen.sema.checksums import fixed_offsets
-from rubikgen.sema.protocol import parse_duration
-from rubikgen.sema.stack import LayerInfo
+from rubikgen.sema.limits import parse_duration
+from rubikgen.sema.stack_info import LayerInfo
 from rubikgen.sema.symbols import FieldInfo, VarInfo
 from rubikgen.sema.transforms import TRANSFORMS
 
@@ -42,9 +42,11 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
         return HField(f.name, f.layout, f.kind, line(f.path).line, f.width, f.size, n,
                       f.length_unit, f.order, f.const)  # fmt: skip
 
-    def var(v: VarInfo) -> Var:
+    def var(v: VarInfo, space: str) -> Var:
         init = x.expr(v.init) if v.init is not None else None
-        return Var(v.name, v.kind, line(v.path).line, v.width, v.size, init)
+        # the variable bound as its initialiser assigns it, so the back-end resolves nothing
+        target = x.name((space, v.name)) if init is not None else None
+        return Var(v.name, v.kind, line(v.path).line, v.width, v.size, init, target)
 
     fields = {n: hfield(f) for n, f in proto.fields.items()}
     d = LayerDesc(
@@ -58,8 +60,8 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
         layouts={n: [fields[f.name] for f in fs] for n, fs in proto.layouts.items()},
         layout_lines={n: line(("layouts", n)).line for n in proto.layouts},
         header=_steps(m.header, x, line(("header",)).line),
-        temps={n: var(v) for n, v in proto.temps.items()},
-        perms={n: var(v) for n, v in proto.perms.items()},
+        temps={n: var(v, "temp") for n, v in proto.temps.items()},
+        perms={n: var(v, "perm") for n, v in proto.perms.items()},
         states=list(proto.states),
         transitions=list(proto.transitions),
         events=list(m.events) + list(BUILTIN_EVENTS),

@@ -24,10 +24,15 @@ from rubikgen.front.source import Path, SourceMap
 from rubikgen.models.common import Callback, Transform, TypedArg, expr_text
 from rubikgen.models.protocol import ElifStmt, ElseStmt, IfStmt, Protocol
 from rubikgen.models.stack import Stack, entries_of
-from rubikgen.sema.builtins import CLOSE_REASONS, LIFECYCLE_EVENTS, lifecycle_hooks
+from rubikgen.sema.builtins import (
+    BUILTIN_VALUE_TABLE,
+    CLOSE_REASONS,
+    LIFECYCLE_EVENTS,
+    lifecycle_hooks,
+)
 from rubikgen.sema.limits import resolved_limits
-from rubikgen.sema.resolve import Resolution, resolve_stack
-from rubikgen.sema.stack import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
+from rubikgen.sema.model import Resolution
+from rubikgen.sema.stack_info import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
 from rubikgen.sema.transforms import TRANSFORMS, user_reasons
 from rubikgen.sema.udes import udes_of
 
@@ -95,23 +100,8 @@ class AtomTable:
 # Resources
 
 
-# Where each built-in value lives (docs/spec-language.md section 2).
-_BUILTIN_KIND = {
-    "input": "HEADER",
-    "payload": "HEADER",
-    "payload_len": "HEADER",
-    "cursor": "HEADER",
-    "sdu": "SDU",
-    "sdu_len": "SDU",
-    "gap_seq": "SDU",
-    "gap_len": "SDU",
-    "overlap_seq": "SDU",
-    "overlap_len": "SDU",
-    "overlap_new": "SDU",
-    "to_active": "INST",
-    "to_passive": "INST",
-    "current_state": "STATE",
-}
+# Where each built-in value lives (docs/spec-language.md section 2): sema's table.
+_BUILTIN_KIND = {n: v.resource for n, v in BUILTIN_VALUE_TABLE.items()}
 # What each kind of binding (expr.types.Resolved.kind) reads or writes; states and options are
 # constants.
 _KIND = {
@@ -745,13 +735,12 @@ def lower_stack(
     info: StackInfo,
     smap: SourceMap,
     stack_file: str,
-    res: Resolution | None = None,
+    res: Resolution,
     display: str | None = None,
 ) -> Program:
-    """Lower a valid stack; ``res``: its resolution (sema/resolve.py), computed when not given;
-    ``display``: the stack's path as diagnostics show it (default ``stack_file``)."""
-    if res is None:
-        res = resolve_stack(stack, info, smap)
+    """Lower a valid stack; ``res``: its semantic model (`Compilation.resolved`), which
+    lowering reads and never computes; ``display``: the stack's path as diagnostics show it
+    (default ``stack_file``)."""
     # a branch whose arm was never filled in names block "": verify() reports it
     return Lowerer(stack, info, stack_file, res).lower(smap, stack_file, display)
 

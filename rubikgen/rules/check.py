@@ -23,7 +23,9 @@ from rubikgen.expr.ast import BINARY_OPS, Binary, Bool, Expr, Name, Num, Unary, 
 from rubikgen.expr.parser import ExprSyntaxError, parse_expr
 from rubikgen.front.diagnostics import Diagnostic
 from rubikgen.front.source import Loaded, SourceMap, load_text
-from rubikgen.ir.layout import HField
+from rubikgen.sema.checksums import fixed_offsets
+from rubikgen.sema.stack_info import StackInfo
+from rubikgen.sema.symbols import FieldInfo
 
 from .ir import COMPARISONS, RELOAD_COPY_BYTES, FieldRef, LayerRef, Lit, Resolved, RuleIR, RuleSet
 from .model import RulesFile
@@ -47,7 +49,7 @@ class StackFields:
     """What rules may name in a stack: its layers' header fields."""
 
     stack: str
-    layers: dict[str, dict[str, HField]]
+    layers: dict[str, dict[str, FieldInfo]]
     protocols: dict[str, str]
     # fields the generated setters can write (backend/setters.py): at a fixed place in the
     # header, not a constant tag, of a fixed size
@@ -59,26 +61,29 @@ class StackFields:
     readable: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
-    def of_program(cls, prog: Any) -> StackFields:
-        layers = {n: dict(lir.desc.fields) for n, lir in prog.layers.items()}
-        protos = {n: lir.desc.protocol for n, lir in prog.layers.items()}
+    def of_model(cls, stack: str, info: StackInfo) -> StackFields:
+        """What the checked stack's layers offer rules, from the semantic model (the check
+        stage: nothing is lowered for it)."""
+        layers = {n: dict(li.protocol.fields) for n, li in info.layers.items()}
+        protos = {n: li.protocol.name for n, li in info.layers.items()}
+        fixed = {n: fixed_offsets(li.protocol) for n, li in info.layers.items()}
         settable = {
-            n: {f for f in lir.desc.fixed_bits
-                if not (lir.desc.fields[f].kind == "num" and lir.desc.fields[f].const is not None)
-                and not (lir.desc.fields[f].kind != "num" and lir.desc.fields[f].size is None)}
-            for n, lir in prog.layers.items()
+            n: {f for f in fixed[n]
+                if not (layers[n][f].kind == "num" and layers[n][f].const is not None)
+                and not (layers[n][f].kind != "num" and layers[n][f].size is None)}
+            for n in info.layers
         }  # fmt: skip
-        summed = {n for n, lir in prog.layers.items() if lir.desc.checksums}
+        summed = {n for n, li in info.layers.items() if li.protocol.model.checksums}
         readable: dict[str, set[str]] = {}
-        for n, lir in prog.layers.items():
-            fs = lir.desc.fields
+        for n in info.layers:
+            fs = layers[n]
             readable[n] = {
-                f for f, bit in lir.desc.fixed_bits.items()
+                f for f, bit in fixed[n].items()
                 if 0 < ((fs[f].width or 64) if fs[f].kind == "num" else 8 * (fs[f].size or 0))
                 and bit + ((fs[f].width or 64) if fs[f].kind == "num" else 8 * (fs[f].size or 0))
                 <= 8 * RELOAD_COPY_BYTES
             }  # fmt: skip
-        return cls(prog.stack, layers, protos, settable, summed, readable)
+        return cls(stack, layers, protos, settable, summed, readable)
 
 
 def load(path: str, text: str | None = None) -> tuple[Loaded | None, list[Diagnostic]]:

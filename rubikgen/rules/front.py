@@ -16,7 +16,7 @@ def validate(path: str, stack: str | None = None) -> tuple[list[Diagnostic], int
     """`rubikgen validate` of a rules file: the model, then (with `spec:`, or against `stack`
     when given: `validate STACK --rules R.yaml`) the rules against that stack. Returns the
     diagnostics and 1 (one file checked)."""
-    from rubikgen.backend.emit import GenerateError
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.pipeline import Compilation
 
     loaded, diags = load(path)
@@ -24,7 +24,8 @@ def validate(path: str, stack: str | None = None) -> tuple[list[Diagnostic], int
         return diags, 1
     if stack is not None:
         try:
-            sf = StackFields.of_program(Compilation(stack, opt_level=0).lowered)
+            c = Compilation(stack, opt_level=0)
+            sf = StackFields.of_model(c.stack_name, c.stack_info)
         except GenerateError as e:
             return diags + list(e.diagnostics), 1
         return diags + check(loaded, sf)[1], 1
@@ -53,7 +54,7 @@ def validate(path: str, stack: str | None = None) -> tuple[list[Diagnostic], int
         ], 1
     comp = Compilation(res.path, opt_level=0)
     try:
-        sf = StackFields.of_program(comp.lowered)
+        sf = StackFields.of_model(comp.stack_name, comp.stack_info)
     except GenerateError as e:
         return diags + list(e.diagnostics) + [
             loaded.smap.diag("RG007", f"the stack '{ref}' has errors", ("spec",))

@@ -26,8 +26,9 @@ class Compiled:
 def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") -> Compiled:
     """The rules file checked against the stack and compiled into out_dir/rules.so (a unit of
     rubikgen/backend/rules_so.py). Diagnostics (file:line:col) when the rules have errors."""
-    from rubikgen.backend.emit import CGen, GenerateError
+    from rubikgen.backend.emit import CGen
     from rubikgen.backend.rules_so import Reloadable, RulesHost, Unreadable
+    from rubikgen.front.diagnostics import GenerateError
     from rubikgen.pipeline import Compilation
     from rubikgen.rules.check import StackFields, check, load
     from rubikgen.toolchain.build import BASE_CFLAGS, RUNTIME_DIR
@@ -40,7 +41,9 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
     loaded, diags = load(rules_path)
     rs = None
     if loaded is not None and not any(d.severity == "error" for d in diags):
-        rs, diags = check(loaded, StackFields.of_program(prog), reloadable=True)
+        rs, diags = check(
+            loaded, StackFields.of_model(comp.stack_name, comp.stack_info), reloadable=True
+        )
     if rs is None:
         return Compiled(None, "", diags, "the rules file has errors")
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rubikgen.expr.types import BOOL, BytesT, NumT, Type
+
 
 @dataclass(frozen=True)
 class BuiltinEvent:
@@ -83,25 +85,41 @@ LIFECYCLE_EVENTS: dict[str, tuple[str, ...]] = {
 # bytes differ, and how many of those now hold the new copy (the rest kept the old one).
 OVERLAP_VALUES = ("overlap_seq", "overlap_len", "overlap_new")
 
+
+@dataclass(frozen=True)
+class BuiltinValue:
+    """A value expressions name without a prefix: the one table sema's scope (its type and
+    the context flag it needs: builtins.Context), the reserved names and lowering (the resource
+    it reads, for the IR's read/write sets) take it from."""
+
+    name: str
+    type: Type
+    needs: str  # the Context flag: "packet" | "seq" | "direction" | "psm"
+    resource: str  # what it reads per packet: "HEADER" | "SDU" | "INST" | "STATE"
+
+
+STATE_T = NumT(16)  # a PSM state's index (`current_state`, the states' names)
+
+BUILTIN_VALUE_TABLE: dict[str, BuiltinValue] = {
+    v.name: v
+    for v in (
+        BuiltinValue("input", BytesT(None), "packet", "HEADER"),
+        BuiltinValue("payload", BytesT(None), "packet", "HEADER"),
+        BuiltinValue("payload_len", NumT(32), "packet", "HEADER"),
+        BuiltinValue("cursor", NumT(32), "packet", "HEADER"),
+        BuiltinValue("sdu", BytesT(None), "seq", "SDU"),
+        BuiltinValue("sdu_len", NumT(32), "seq", "SDU"),
+        BuiltinValue("gap_seq", NumT(32), "seq", "SDU"),  # gap_*: gap recovery
+        BuiltinValue("gap_len", NumT(32), "seq", "SDU"),
+        *(BuiltinValue(n, NumT(32), "seq", "SDU") for n in OVERLAP_VALUES),
+        BuiltinValue("to_active", BOOL, "direction", "INST"),  # bidirectional protocols only
+        BuiltinValue("to_passive", BOOL, "direction", "INST"),
+        BuiltinValue("current_state", STATE_T, "psm", "STATE"),  # protocols with a psm only
+    )
+}
+
 # Names available in expressions without a prefix.
-BUILTIN_VALUES = (
-    "input",
-    "payload",
-    "payload_len",
-    "cursor",
-    "sdu",
-    "sdu_len",
-    "gap_seq",
-    "gap_len",
-    "overlap_seq",
-    "overlap_len",
-    "overlap_new",
-    "to_active",
-    "to_passive",
-    "current_state",
-    "true",
-    "false",
-)
+BUILTIN_VALUES = (*BUILTIN_VALUE_TABLE, "true", "false")
 
 NAMESPACES = ("header", "temp", "perm", "psm", "event", "v", "option")
 

@@ -1,7 +1,9 @@
-"""A stack's memory caps (`limits:`, issue 14): sizes to bytes, the built-in defaults."""
+"""A stack's memory caps (`limits:`, issue 14): sizes to bytes, the built-in defaults; and
+durations (`timeout:`, `linger:`) to seconds."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,3 +49,19 @@ def resolved_limits(lim: Any) -> ResolvedLimits:
         DEFAULT_FLOWS if fl is None else size_bytes(fl),
         pol or DEFAULT_POLICY,
     )
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if 0 < v < 1e12 else None  # also rejects inf and nan
+    m = _DURATION.match(str(v))
+    if not m:
+        return None
+    mult = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    val = float(m.group(1)) * mult
+    return val if 0 < val < 1e12 else None

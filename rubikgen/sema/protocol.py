@@ -30,12 +30,12 @@ from rubikgen.models.protocol import (
 )
 from rubikgen.sema import builtins as B
 from rubikgen.sema.checksums import check_checksums
+from rubikgen.sema.limits import parse_duration
 from rubikgen.sema.scope import ProtocolScope
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.sema.transforms import TRANSFORMS
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.]+|\|\||&&|==|!=|<=|>=|<<|>>|.", re.S)
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
 
 def _const_of(e: Any) -> int | None:
@@ -44,19 +44,6 @@ def _const_of(e: Any) -> int | None:
         return is_const(parse_expr(expr_text(e)))
     except ExprSyntaxError:
         return None
-
-
-def parse_duration(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v) if 0 < v < 1e12 else None  # also rejects inf and nan
-    m = _DURATION.match(str(v))
-    if not m:
-        return None
-    mult = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-    val = float(m.group(1)) * mult
-    return val if 0 < val < 1e12 else None
 
 
 class ExprChecker:

@@ -10,7 +10,6 @@ ask. Nothing after this parses or type-checks an expression.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from rubikgen.expr import parse_expr, parse_stmt
@@ -21,21 +20,15 @@ from rubikgen.front.source import SourceMap
 from rubikgen.models.stack import Stack
 from rubikgen.sema import builtins as B
 from rubikgen.sema.builtins import lifecycle_hooks
+from rubikgen.sema.model import Resolution
 from rubikgen.sema.protocol import ExprChecker, check_protocol
 from rubikgen.sema.scope import ProtocolScope
-from rubikgen.sema.stack import StackInfo
+from rubikgen.sema.stack_info import StackInfo
+from rubikgen.sema.symbols import ProtocolInfo
 
 __all__ = ["Resolution", "resolve_stack"]
 
 _ANY = B.Context("any context", virtual=True)  # names lowering writes: every context open
-
-
-@dataclass
-class Resolution:
-    layers: dict[str, ExprTable] = field(default_factory=dict)
-    # every name any spec expression reads (statements: their values), as written; a superset
-    # of what the per-packet function reads, for dead-store elimination
-    read_names: set[tuple[str, ...]] = field(default_factory=set)
 
 
 def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
@@ -45,7 +38,8 @@ def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
     for L, li in info.layers.items():
         params = {p: info.layers[t].protocol for p, t in li.bindings.items() if t in info.layers}
         scope = ProtocolScope(li.protocol, params, _ANY, dict(li.bindings))
-        table = ExprTable(L, resolver=scope.resolve)
+        table = ExprTable(L)
+        _bind_lowering_names(table, scope, li.protocol)
         diags: list[Diagnostic] = []
         ec = ExprChecker(li.protocol, params, li.protocol.smap, diags, table, dict(li.bindings))
         check_protocol(li.protocol, params, ec)
@@ -77,6 +71,19 @@ def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
     for model in models.values():
         _scan_reads(res.read_names, model.model_dump(by_alias=True))
     return res
+
+
+def _bind_lowering_names(table: ExprTable, scope: ProtocolScope, info: ProtocolInfo) -> None:
+    """The names lowering writes itself, bound now so that nothing after this stage asks the
+    scope: the PSM's state and states, every event's fired flag, every variable."""
+    wanted: list[tuple[str, ...]] = [("event", e) for e in info.all_events()]
+    if info.states:
+        wanted += [("current_state",), *((s,) for s in info.states)]
+    wanted += [("temp", v) for v in info.temps] + [("perm", v) for v in info.perms]
+    for parts in wanted:
+        r = scope.resolve(parts)
+        if r is not None:
+            table.names[parts] = r
 
 
 def _scan_reads(out: set[tuple[str, ...]], node: Any) -> None:

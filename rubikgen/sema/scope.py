@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rubikgen.expr.types import BOOL, BytesT, NumT, Resolved, Type
-from rubikgen.sema.builtins import BUILTIN_EVENTS, FUNCTIONS, OVERLAP_VALUES, Context
+from rubikgen.sema.builtins import BUILTIN_EVENTS, BUILTIN_VALUE_TABLE, FUNCTIONS, STATE_T, Context
 from rubikgen.sema.symbols import FieldInfo, ProtocolInfo, VarInfo
-
-STATE_T = NumT(16)
 
 
 def field_type(f: FieldInfo | VarInfo) -> Type:
@@ -42,24 +40,17 @@ class ProtocolScope:
         n = len(parts)
         if n == 1:
             p = parts[0]
-            if p in ("payload", "input"):
-                return Resolved(BytesT(None), "builtin"), "packet"
-            if p in ("payload_len", "cursor"):
-                return Resolved(NumT(32), "builtin"), "packet"
-            if p == "sdu":
-                return Resolved(BytesT(None), "builtin"), "seq"
             if p == "ready_upto":  # the function's availability (expr/check.py)
                 if info.model.sequence is None:
                     return None, None
                 return Resolved(BOOL, "builtin"), "seq"
-            if p in OVERLAP_VALUES + ("sdu_len", "gap_seq", "gap_len"):  # gap_*: gap recovery
-                return Resolved(NumT(32), "builtin"), "seq"
-            if p in ("to_active", "to_passive"):
-                return (
-                    (Resolved(BOOL, "builtin"), "direction") if info.bidirectional else (None, None)
-                )
-            if p == "current_state":
-                return (Resolved(STATE_T, "builtin"), "psm") if info.states else (None, None)
+            bv = BUILTIN_VALUE_TABLE.get(p)
+            if bv is not None:
+                if (bv.needs == "direction" and not info.bidirectional) or (
+                    bv.needs == "psm" and not info.states
+                ):
+                    return None, None
+                return Resolved(bv.type, "builtin"), bv.needs
             if p in info.states:
                 return Resolved(STATE_T, "state"), None
             return None, None
@@ -165,11 +156,11 @@ class ProtocolScope:
             if self.ctx.perm:
                 names.append("perm")
             if self.ctx.seq:
-                names += ["sdu", "sdu_len", "gap_seq", "gap_len", *OVERLAP_VALUES]
+                names += _needing("seq")
             if self.ctx.direction and info.bidirectional:
-                names += ["to_active", "to_passive"]
+                names += _needing("direction")
             if self.ctx.psm and info.states:
-                names += ["current_state", *info.states]
+                names += [*_needing("psm"), *info.states]
             if self.ctx.fired:
                 names += ["psm", "event"]
             if info.model.options:
@@ -203,3 +194,8 @@ class ProtocolScope:
                 )
             )
         return []
+
+
+def _needing(flag: str) -> list[str]:
+    """The built-in values a context flag opens, in the table's order."""
+    return [n for n, v in BUILTIN_VALUE_TABLE.items() if v.needs == flag]

@@ -21,31 +21,12 @@ from rubikgen.sema.protocol import (
     check_event_cycles,
     event_order_edges,
 )
+from rubikgen.sema.stack_info import LayerInfo, StackInfo
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.sema.udes import check_udes, ude_edges, udes_of
 
 if TYPE_CHECKING:
     from rubikgen.front.document import Document, SpecLoader
-
-DEFAULT_MAX_REPEAT = 16
-
-
-@dataclass
-class LayerInfo:
-    name: str
-    protocol: ProtocolInfo
-    bindings: dict[str, str]  # param -> layer name
-    path: Path
-    options: dict[str, bool | int] = field(default_factory=dict)  # set by the layer
-
-
-@dataclass
-class StackInfo:
-    name: str
-    entries: dict[str, str]  # link type ('*' = any) -> entry layer
-    layers: dict[str, LayerInfo] = field(default_factory=dict)
-    # layer -> outgoing edges in the order they are tried
-    children: dict[str, list[tuple[int, Edge]]] = field(default_factory=dict)
 
 
 @dataclass

@@ -127,7 +127,7 @@ class Runner:
                 )
             )
             return
-        from rubikgen.backend.emit import GenerateError
+        from rubikgen.front.diagnostics import GenerateError
         from rubikgen.toolchain.build import BuildError
 
         try:
