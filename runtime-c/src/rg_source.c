@@ -2,6 +2,7 @@
  * source adds its ops table here, one line. */
 #include "rg/rg_source.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The DPDK source lives in its own archive (build/librgdpdk.a) that only
@@ -15,6 +16,67 @@ const rg_source_ops *const rg_sources[] = {
     &rg_source_dpdk, /* last: NULL when not linked */
     NULL,
 };
+
+/* The sources in archives of their own, linked on request: what --io says when one is
+ * missing. */
+static const struct {
+    const char *name, *how, *args_what;
+    unsigned caps;
+} optional[] = {
+    {"dpdk", "this binary has no DPDK source (build it with rubikgen build --io dpdk)",
+     "DPDK's EAL arguments",
+     RG_SRC_CAP_INLINE | RG_SRC_CAP_QUEUES | RG_SRC_CAP_ARRIVAL_TS | RG_SRC_CAP_ARGS},
+};
+
+void rg_source_names_with(unsigned cap, char *buf, size_t n)
+{
+    const char *names[16];
+    size_t k = 0;
+    for (const rg_source_ops *const *s = rg_sources; *s && k < 16; s++)
+        if ((*s)->caps & cap) names[k++] = (*s)->name;
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0] && k < 16; i++)
+        if ((optional[i].caps & cap) && !rg_source_find(optional[i].name))
+            names[k++] = optional[i].name;
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < k && used < n; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == k ? " or " : ", ";
+        int w = snprintf(buf + used, n - used, "%s%s", sep, names[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+const char *rg_source_args_owner(const char **what)
+{
+    for (const rg_source_ops *const *s = rg_sources; *s; s++)
+        if ((*s)->caps & RG_SRC_CAP_ARGS) {
+            *what = (*s)->args_what;
+            return (*s)->name;
+        }
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
+        if (optional[i].args_what) {
+            *what = optional[i].args_what;
+            return optional[i].name;
+        }
+    return NULL;
+}
+
+const char *rg_source_absent(const char *name)
+{
+    if (rg_source_find(name)) return NULL;
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
+        if (!strcmp(optional[i].name, name)) return optional[i].how;
+    return NULL;
+}
+
+const char *rg_source_opt_get(const rg_source_cfg *cfg, const char *name, const char *dflt)
+{
+    const char *v = dflt;
+    for (unsigned i = 0; cfg->kv && i < cfg->nkv; i++)
+        if (!strcmp(cfg->kv[i].name, name)) v = cfg->kv[i].value;
+    return v;
+}
 
 const rg_source_ops *rg_source_find(const char *name)
 {
