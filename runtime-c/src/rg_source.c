@@ -1,5 +1,5 @@
 /* rg_source.c - the registry of packet sources (see rg_source.h).  A new
- * source adds its ops table here, one line. */
+ * source adds its name to RG_SOURCES, one word. */
 #include "rg/rg_source.h"
 
 #include <stdio.h>
@@ -10,10 +10,18 @@
  * weak reference is NULL and ends the list. */
 extern const rg_source_ops rg_source_dpdk __attribute__((weak));
 
+/* The sources, in --help order (the first is the default): each a file
+ * src/rg_source_NAME.c defining `const rg_source_ops rg_source_NAME`, which the
+ * Makefile compiles; a new one is one entry here. */
+#define RG_SOURCES(X) X(file) X(live) X(cmd)
+
+#define RG_SOURCE_DECLARE(n) extern const rg_source_ops rg_source_##n;
+#define RG_SOURCE_ENTRY(n)   &rg_source_##n,
+RG_SOURCES(RG_SOURCE_DECLARE)
+
 const rg_source_ops *const rg_sources[] = {
-    &rg_source_file,
-    &rg_source_live,
-    &rg_source_dpdk, /* last: NULL when not linked */
+    /* DPDK's last: NULL when not linked, it ends the list */
+    RG_SOURCES(RG_SOURCE_ENTRY)(&rg_source_dpdk),
     NULL,
 };
 
