@@ -20,7 +20,6 @@ from rubikgen.models.common import Model
 from rubikgen.resources import nf_dir
 
 
-
 def _stock_nfs() -> tuple[str, ...]:
     """The NFs built into every stack binary, read from their registry (the RG_STOCK_NFS list
     of handlers/nf/rg_nf.c, whose order rg_nf_table has): adding a stock NF touches no Python.
