@@ -117,3 +117,30 @@ def test_cmd_source_command_failing_after_frames(binary: Path) -> None:
     assert _summary(subprocess.CompletedProcess(r.args, 0, r.stdout, "")) == _summary(
         _run(binary, str(cap))
     )
+
+
+def test_cmd_source_sanitized(tmp_path: Path) -> None:
+    """ASan/UBSan build: whole, cut and failing streams, a command that never writes a capture;
+    no sanitizer report."""
+    out = tmp_path / "b"
+    cmd = [sys.executable, "-m", "rubikgen", "build", str(REPO / "specs/stacks/tcp_ip.yaml")]
+    r = subprocess.run(
+        [*cmd, "-o", str(out), "--sanitize"], capture_output=True, text=True, cwd=REPO
+    )
+    assert r.returncode == 0, r.stderr
+    cap = TRACES / "mixed-android-mobile.pcap"
+    for command, rc in [
+        (f"cat '{cap}'", 0),
+        (f"head -c 3000 '{cap}'", 1),  # cut inside a record
+        (f"cat '{cap}'; exit 3", 1),
+        ("yes", 1),
+    ]:
+        r = subprocess.run(
+            [str(out / "tcp_ip-asan"), "--io", "cmd", command, "--nf", "conv"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert r.returncode == rc, (command, r.stderr)
+        assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, r.stderr
