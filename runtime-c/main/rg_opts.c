@@ -388,7 +388,10 @@ static int apply_source_opts(opts *o)
         if (!p) { /* another source's: name what it applies to */
             const rg_source_ops *owner = source_opt_owner(o->src, kv->name);
             const rg_source_opt *q = owner ? source_opt_of(owner, kv->name) : NULL;
-            if (!owner || !q) return 1; /* getopt knows only declared names */
+            if (!owner || !q) { /* getopt knows only declared names: not reached */
+                fprintf(stderr, "%s: --%s: no source takes it\n", o->prog, kv->name);
+                return 1;
+            }
             char list[256] = "";
             size_t used = 0, k = 0, total = 0;
             const rg_source_opt *r;
@@ -414,9 +417,13 @@ static int apply_source_opts(opts *o)
         } else if (p->kind == RG_SOPT_FLAG) {
             const int one = 1;
             memcpy(field, &one, sizeof one);
-        } else {
+        } else { /* the chosen source's range (another source's may differ) */
             uint64_t v = 0;
-            (void)parse_num(kv->value, p->min, p->max, &v); /* checked when given */
+            if (parse_num(kv->value, p->min, p->max > UINT32_MAX ? UINT32_MAX : p->max, &v)) {
+                fprintf(stderr, "%s: invalid value '%s' for --%s (see --help)\n", o->prog,
+                        kv->value, p->name);
+                return 1;
+            }
             const uint32_t u = (uint32_t)v;
             memcpy(field, &u, sizeof u);
         }
@@ -449,7 +456,6 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             break;
         }
     int c;
-    char badbuf[64];
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (c) {
@@ -617,16 +623,11 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             }
             if (c >= O_SRC_OPT && c < O_SRC_OPT + MAX_SRC_DECLS && srcopt[c - O_SRC_OPT]) {
                 const rg_source_opt *p = srcopt[c - O_SRC_OPT];
-                uint64_t v;
                 if (o->scfg.nkv == RG_DRIVER_MAX_SRC_OPTS) {
                     fprintf(stderr, "%s: too many source options\n", o->prog);
                     return EXIT_USAGE;
                 }
-                if (p->kind == RG_SOPT_NUM && parse_num(optarg, p->min, p->max, &v)) {
-                    snprintf(badbuf, sizeof badbuf, "--%s", p->name);
-                    bad = badbuf;
-                    break;
-                }
+                /* a number is checked once the source is known (apply_source_opts) */
                 o->skv[o->scfg.nkv++] =
                     (rg_source_kv){p->name, p->kind == RG_SOPT_FLAG ? "1" : optarg};
                 break;
