@@ -11,61 +11,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Create an NF with one of the constructors below (rg_nf_int.h). */
-static rg_obs *make(rg_nf *(*ctor)(const rg_stack_desc *, const char *, char *, size_t),
-                    const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
-                    size_t errlen)
+/* An NF made by one of the constructors (rg_nf_int.h), as the observer its ABI init returns. */
+static rg_obs *make(rg_nf *nf, const char *name, const rg_stack_desc *stack)
 {
-    rg_nf *nf = ctor(stack, outdir, err, errlen);
     if (!nf) return NULL;
     nf->name = name;
     nf->stack = stack;
     nf->obs.self = nf;
     return &nf->obs;
-}
-
-static rg_obs *create_events(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
-                             size_t errlen)
-{
-    return make(rg_nf_events_new, "events", stack, cfg->outdir, err, errlen);
-}
-
-static rg_obs *create_flowstats(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
-                                size_t errlen)
-{
-    rg_obs *o = make(rg_nf_flowstats_new, "flowstats", stack, cfg->outdir, err, errlen);
-    rg_nf_flowstats_all(o, cfg->flag);
-    return o;
-}
-
-static rg_obs *create_streams(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
-                              size_t errlen)
-{
-    return make(rg_nf_streams_new, "streams", stack, cfg->outdir, err, errlen);
-}
-
-static rg_obs *create_sni(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
-                          size_t errlen)
-{
-    return make(rg_nf_sni_new, "sni", stack, cfg->outdir, err, errlen);
-}
-
-static rg_obs *create_hostlog(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
-                              size_t errlen)
-{
-    return make(rg_nf_hostlog_new, "hostlog", stack, cfg->outdir, err, errlen);
-}
-
-static rg_obs *create_flowexport(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
-                                 size_t errlen)
-{
-    return make(rg_nf_flowexport_new, "flowexport", stack, cfg->outdir, err, errlen);
-}
-
-static rg_obs *create_signatures(const rg_stack_desc *stack, const rg_nf_cfg *cfg, char *err,
-                                 size_t errlen)
-{
-    return make(rg_nf_signatures_new, "signatures", stack, cfg->outdir, err, errlen);
 }
 
 /* ---- the stock NFs as NFs of the ABI (rg_nf_api.h) ----
@@ -141,7 +94,7 @@ static int fwd_overlap(void *self, const rg_nf_ev *ev, void *st)
     return RG_PASS;
 }
 
-static const rg_nf_sub stock_subs[] = {
+const rg_nf_sub rg_nf_stock_subs[RG_NF_STOCK_NSUBS] = {
     {"*", "*", fwd_call, 0},
     {"*", RG_NF_OPEN, fwd_open, 0},
     {"*", RG_NF_PACKET, fwd_packet, 0},
@@ -157,15 +110,14 @@ static int cfg_true(const char *v)
     return v && (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"));
 }
 
-static void *stock_init(const rg_nf_desc *d, const rg_stack_desc *stack, const rg_nf_kv *cfg,
-                        unsigned ncfg, char *err, size_t errlen)
+void *rg_nf_stock_init(rg_nf *(*ctor)(const rg_stack_desc *, const char *, char *, size_t),
+                       const char *name, const rg_stack_desc *stack, const rg_nf_kv *cfg,
+                       unsigned ncfg, char *err, size_t errlen)
 {
-    const char *out = rg_nf_cfg_get(cfg, ncfg, "out", "rg-out");
-    int flag = d->flag && cfg_true(rg_nf_cfg_get(cfg, ncfg, "all", NULL));
-    return d->create(stack, &(rg_nf_cfg){out, flag}, err, errlen);
+    return make(ctor(stack, rg_nf_cfg_get(cfg, ncfg, "out", "rg-out"), err, errlen), name, stack);
 }
 
-static int stock_fini(void *self, char *err, size_t errlen)
+int rg_nf_stock_fini(void *self, char *err, size_t errlen)
 {
     /* rg_nf_finish prints its reason on stderr */
     int rc = rg_nf_finish(self);
@@ -173,99 +125,75 @@ static int stock_fini(void *self, char *err, size_t errlen)
     return rc;
 }
 
-#define STOCK_ABI(var, desc, help_)                                                                \
-    static const rg_nf_desc desc;                                                                  \
-    static void *init_##var(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,        \
-                            const rg_nf_host *host, char *err, size_t errlen)                      \
-    {                                                                                              \
-        (void)host;                                                                                \
-        return stock_init(&desc, stack, cfg, ncfg, err, errlen);                                   \
-    }                                                                                              \
-    static const rg_nf_abi var = {RG_NF_ABI_VERSION,                                               \
-                                  sizeof(rg_nf_abi),                                               \
-                                  &(#var)[4], /* var without abi_ */                               \
-                                  help_,                                                           \
-                                  stock_subs,                                                      \
-                                  sizeof stock_subs / sizeof stock_subs[0],                        \
-                                  0,                                                               \
-                                  init_##var,                                                      \
-                                  stock_fini,                                                      \
-                                  NULL};
+RG_STOCK_NF(streams, rg_nf_streams_new,
+            "the payload of every flow direction: OUT/streams/, OUT/flows.jsonl");
+RG_STOCK_NF(events, rg_nf_events_new, "every handler call and gap: OUT/events.jsonl");
+RG_STOCK_NF(sni, rg_nf_sni_new, "TLS ClientHello server names: OUT/sni.jsonl, stdout");
+RG_STOCK_NF(hostlog, rg_nf_hostlog_new,
+            "TLS SNI and HTTP Host of every ClientHello/request: OUT/hostlog.jsonl");
+RG_STOCK_NF(flowexport, rg_nf_flowexport_new,
+            "IPFIX-like bidirectional flow records: OUT/flows.ipfix.jsonl");
 
-#define HELP_STREAMS   "the payload of every flow direction: OUT/streams/, OUT/flows.jsonl"
-#define HELP_EVENTS    "every handler call and gap: OUT/events.jsonl"
-#define HELP_FLOWSTATS "one record per instance: OUT/flowstats.jsonl"
-#define HELP_SNI       "TLS ClientHello server names: OUT/sni.jsonl, stdout"
-
-STOCK_ABI(abi_streams, nf_streams, HELP_STREAMS)
-STOCK_ABI(abi_events, nf_events, HELP_EVENTS)
-STOCK_ABI(abi_flowstats, nf_flowstats, HELP_FLOWSTATS)
-STOCK_ABI(abi_sni, nf_sni, HELP_SNI)
-
-#define HELP_HOSTLOG    "TLS SNI and HTTP Host of every ClientHello/request: OUT/hostlog.jsonl"
-#define HELP_FLOWEXPORT "IPFIX-like bidirectional flow records: OUT/flows.ipfix.jsonl"
-#define HELP_SIGNATURES "Hyperscan rules on reassembled bytes (parameter rules or $RG_SIGNATURES)"
-
-STOCK_ABI(abi_hostlog, nf_hostlog, HELP_HOSTLOG)
-STOCK_ABI(abi_flowexport, nf_flowexport, HELP_FLOWEXPORT)
+/* flowstats takes "all" (--flowstats-all): also instances that lived within one packet */
+static void *init_flowstats(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
+                            const rg_nf_host *host, char *err, size_t errlen)
+{
+    (void)host;
+    rg_obs *o = rg_nf_stock_init(rg_nf_flowstats_new, "flowstats", stack, cfg, ncfg, err, errlen);
+    if (o) rg_nf_flowstats_all(o, cfg_true(rg_nf_cfg_get(cfg, ncfg, "all", NULL)));
+    return o;
+}
+static const rg_nf_abi abi_flowstats = {RG_NF_ABI_VERSION,
+                                        sizeof(rg_nf_abi),
+                                        "flowstats",
+                                        "one record per instance: OUT/flowstats.jsonl",
+                                        rg_nf_stock_subs,
+                                        RG_NF_STOCK_NSUBS,
+                                        0,
+                                        init_flowstats,
+                                        rg_nf_stock_fini,
+                                        NULL};
+const rg_nf_desc rg_nf_desc_flowstats = {&abi_flowstats, "flowstats-all",
+                                         "also instances that lived within one packet", "all"};
 
 /* signatures takes a parameter, "rules": the rules file (else $RG_SIGNATURES) */
-static const rg_nf_desc nf_signatures;
-static void *init_abi_signatures(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
-                                 const rg_nf_host *host, char *err, size_t errlen)
+static void *init_signatures(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
+                             const rg_nf_host *host, char *err, size_t errlen)
 {
     (void)host;
     const char *out = rg_nf_cfg_get(cfg, ncfg, "out", "rg-out");
     const char *rules = rg_nf_cfg_get(cfg, ncfg, "rules", NULL);
-    rg_nf *nf = rg_nf_signatures_open(stack, out, rules, err, errlen);
-    if (!nf) return NULL;
-    nf->name = "signatures";
-    nf->stack = stack;
-    nf->obs.self = nf;
-    return &nf->obs;
+    return make(rg_nf_signatures_open(stack, out, rules, err, errlen), "signatures", stack);
 }
-static const rg_nf_abi abi_signatures = {RG_NF_ABI_VERSION,
-                                         sizeof(rg_nf_abi),
-                                         "signatures",
-                                         HELP_SIGNATURES,
-                                         stock_subs,
-                                         sizeof stock_subs / sizeof stock_subs[0],
-                                         0,
-                                         init_abi_signatures,
-                                         stock_fini,
-                                         NULL};
+static const rg_nf_abi abi_signatures = {
+    RG_NF_ABI_VERSION,
+    sizeof(rg_nf_abi),
+    "signatures",
+    "Hyperscan rules on reassembled bytes (parameter rules or $RG_SIGNATURES)",
+    rg_nf_stock_subs,
+    RG_NF_STOCK_NSUBS,
+    0,
+    init_signatures,
+    rg_nf_stock_fini,
+    NULL};
+const rg_nf_desc rg_nf_desc_signatures = {&abi_signatures, NULL, NULL, NULL};
 
-static const rg_nf_desc nf_streams = {"streams",      HELP_STREAMS, NULL,        NULL,
-                                      create_streams, rg_nf_finish, &abi_streams};
-static const rg_nf_desc nf_events = {"events",      HELP_EVENTS,  NULL,       NULL,
-                                     create_events, rg_nf_finish, &abi_events};
-static const rg_nf_desc nf_flowstats = {
-    "flowstats",      HELP_FLOWSTATS,
-    "flowstats-all",  "also instances that lived within one packet",
-    create_flowstats, rg_nf_finish,
-    &abi_flowstats};
-static const rg_nf_desc nf_sni = {"sni", HELP_SNI, NULL, NULL, create_sni, rg_nf_finish, &abi_sni};
-
-static const rg_nf_desc nf_hostlog = {"hostlog",      HELP_HOSTLOG, NULL,        NULL,
-                                      create_hostlog, rg_nf_finish, &abi_hostlog};
-static const rg_nf_desc nf_flowexport = {"flowexport",      HELP_FLOWEXPORT, NULL,           NULL,
-                                         create_flowexport, rg_nf_finish,    &abi_flowexport};
-static const rg_nf_desc nf_signatures = {"signatures",      HELP_SIGNATURES, NULL,           NULL,
-                                         create_signatures, rg_nf_finish,    &abi_signatures};
-
-/* The stock NFs, in --help order (rg_nf_registry.h). */
-const rg_nf_desc *const rg_nf_table[] = {&nf_streams, &nf_events,     &nf_flowstats,  &nf_sni,
-                                         &nf_hostlog, &nf_flowexport, &nf_signatures, NULL};
+/* The stock NFs, in --help order (rg_nf_registry.h): each defines rg_nf_desc_NAME (in its
+ * own file or above, RG_STOCK_NF); a new one is one entry of RG_STOCK_NFS. */
+#define RG_STOCK_NFS(X)                                                                            \
+    X(streams) X(events) X(flowstats) X(sni) X(hostlog) X(flowexport) X(signatures) X(conv)
+#define RG_NF_DECLARE(n) extern const rg_nf_desc rg_nf_desc_##n;
+#define RG_NF_ENTRY(n)   &rg_nf_desc_##n,
+RG_STOCK_NFS(RG_NF_DECLARE)
+const rg_nf_desc *const rg_nf_table[] = {RG_STOCK_NFS(RG_NF_ENTRY) NULL};
 
 rg_obs *rg_nf_create(const char *name, const rg_stack_desc *stack, const char *outdir, char *err,
                      size_t errlen)
 {
     const rg_nf_desc *d = rg_nf_find(rg_nf_table, name);
-    if (d) return d->create(stack, &(rg_nf_cfg){outdir, 0}, err, errlen);
-    snprintf(err, errlen,
-             "unknown NF '%s' (streams, events, flowstats, sni, hostlog, flowexport, "
-             "signatures)",
-             name);
+    const rg_nf_kv out = {"out", outdir};
+    if (d) return d->abi->init(stack, &out, 1, NULL, err, errlen);
+    snprintf(err, errlen, "unknown NF '%s'", name);
     return NULL;
 }
 

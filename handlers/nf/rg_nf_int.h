@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "rg/rg_json.h"
+#include "rg/rg_nf_api.h"
 #include "rg/rg_obs.h"
 #include "rg/rg_uidmap.h"
 #include "rg_nf.h"
@@ -20,7 +21,7 @@ struct rg_nf {
     char err[512]; /* first output error ("" if none), printed by rg_nf_finish */
 };
 
-/* Constructors (rg_nf.c wraps each in an rg_nf_desc).  Each fills in
+/* Constructors (RG_STOCK_NF makes each an NF of the ABI).  Each fills in
  * base.obs callbacks and base.finish; the wrapper sets the rest. */
 rg_nf *rg_nf_events_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen);
 rg_nf *rg_nf_flowstats_new(const rg_stack_desc *stack, const char *outdir, char *err,
@@ -35,6 +36,40 @@ rg_nf *rg_nf_signatures_open(const rg_stack_desc *stack, const char *outdir, con
                              char *err, size_t errlen);
 rg_nf *rg_nf_flowexport_new(const rg_stack_desc *stack, const char *outdir, char *err,
                             size_t errlen);
+
+/* ---- a stock NF as an NF of the ABI (rg_nf_api.h) ----
+ * It subscribes to every handler and built-in event of every layer (rg_nf_stock_subs) and
+ * forwards each to its observer callbacks, in the order the stack raised them.
+ * Configuration: "out" (the output directory, default rg-out). */
+#define RG_NF_STOCK_NSUBS 8
+extern const rg_nf_sub rg_nf_stock_subs[RG_NF_STOCK_NSUBS];
+/* The NF ctor makes, named name, with cfg's "out": the ABI init of a stock NF. */
+void *rg_nf_stock_init(rg_nf *(*ctor)(const rg_stack_desc *, const char *, char *, size_t),
+                       const char *name, const rg_stack_desc *stack, const rg_nf_kv *cfg,
+                       unsigned ncfg, char *err, size_t errlen);
+/* Its ABI fini: rg_nf_finish. */
+int rg_nf_stock_fini(void *self, char *err, size_t errlen);
+
+/* The stock NF NAME made by ctor, with its --help line: defines rg_nf_desc_NAME, which the
+ * registry (RG_STOCK_NFS, rg_nf.c) lists. */
+#define RG_STOCK_NF(NAME, ctor, help_)                                                             \
+    static void *init_##NAME(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,       \
+                             const rg_nf_host *host, char *err, size_t errlen)                     \
+    {                                                                                              \
+        (void)host;                                                                                \
+        return rg_nf_stock_init(ctor, #NAME, stack, cfg, ncfg, err, errlen);                       \
+    }                                                                                              \
+    static const rg_nf_abi abi_##NAME = {RG_NF_ABI_VERSION,                                        \
+                                         sizeof(rg_nf_abi),                                        \
+                                         #NAME,                                                    \
+                                         help_,                                                    \
+                                         rg_nf_stock_subs,                                         \
+                                         RG_NF_STOCK_NSUBS,                                        \
+                                         0,                                                        \
+                                         init_##NAME,                                              \
+                                         rg_nf_stock_fini,                                         \
+                                         NULL};                                                    \
+    const rg_nf_desc rg_nf_desc_##NAME = {&abi_##NAME, NULL, NULL, NULL}
 
 /* Record the first output error of an NF: "what [path]: strerror(errno)"
  * (later ones add nothing new). */

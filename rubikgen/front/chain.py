@@ -9,6 +9,7 @@ JSON Schema is schema/chain.schema.json).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,10 +17,22 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, Valid
 
 from rubikgen.front.diagnostics import Diagnostic, SourceCache
 from rubikgen.models.common import Model
+from rubikgen.toolchain.resources import nf_dir
 
-#: The NFs built into every stack binary (handlers/nf, rg_nf_table), in its order; a test
-#: (tests/test_nf_chain.py) compares them with what a binary's --help lists.
-STOCK_NFS = ("streams", "events", "flowstats", "sni", "hostlog", "flowexport", "signatures")
+
+def _stock_nfs() -> tuple[str, ...]:
+    """The NFs built into every stack binary, read from their registry (the RG_STOCK_NFS list
+    of handlers/nf/rg_nf.c, whose order rg_nf_table has): adding a stock NF touches no Python.
+    A test (tests/test_nf_chain.py) compares them with what a binary's --help lists."""
+    try:
+        text = (nf_dir() / "rg_nf.c").read_text(encoding="utf-8")
+    except OSError:
+        return ()
+    m = re.search(r"^#define RG_STOCK_NFS\(X\)((?:.*\\\n)*.*)$", text, re.M)
+    return tuple(re.findall(r"X\((\w+)\)", m.group(1))) if m else ()
+
+
+STOCK_NFS = _stock_nfs()
 
 ParamValue = StrictStr | StrictInt | StrictFloat | StrictBool
 
@@ -29,8 +42,8 @@ class ChainItem(Model):
 
     nf: StrictStr = Field(
         min_length=1,
-        description="A stock NF's name (streams, events, flowstats, sni, hostlog, flowexport, "
-        "signatures) or the path of an NF "
+        description="A stock NF's name (streams, flowstats, ...: a stack binary's --help lists "
+        "them all) or the path of an NF "
         "built as a shared object (a path with a '/' or ending in .so; relative to the chain "
         "file's directory).",
     )

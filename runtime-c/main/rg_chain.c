@@ -1,5 +1,6 @@
 /* rg_chain.c - the driver's observer: its counters, then the chosen NF. */
 #include "rg_driver.h"
+#include "rg_nfchain.h"
 
 static void chain_call(void *self, const rg_call *c)
 {
@@ -76,4 +77,33 @@ rg_obs rg_make_observer(rg_counter *counter, const rg_obs *nf, int count_calls, 
     /* one-packet instances left out only where neither wants them */
     obs.quiet_transient = ch->a.quiet_transient & nf->quiet_transient;
     return obs;
+}
+
+rg_chain *rg_chain_open(const opts *o, const rg_stack_desc *stack, unsigned worker, rg_wdirs *dirs,
+                        char *err, size_t errlen)
+{
+    char why[1024];
+    rg_chain *ch = rg_chain_new(stack, o->out);
+    if (!ch) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (dirs && rg_chain_set_worker(ch, worker, o->workers, dirs, why, sizeof why)) {
+        snprintf(err, errlen, "--out: %s", why);
+        goto fail;
+    }
+    if (o->nfd || o->nf_is_path) {
+        /* a stock NF's flag (--flowstats-all) is a key of its configuration */
+        rg_nf_kv flag = {o->nfd ? o->nfd->flag_key : NULL, "1"};
+        if (rg_chain_attach(ch, o->nf, NULL, &flag, o->nf_flag && flag.key ? 1 : 0, why,
+                            sizeof why)) {
+            snprintf(err, errlen, "--nf %s: %s", o->nf, why);
+            goto fail;
+        }
+    }
+    if (o->chain_file && rg_chainfile_load(ch, o->chain_file, err, errlen)) goto fail;
+    return ch;
+fail:
+    rg_chain_free(ch, o->prog);
+    return NULL;
 }

@@ -18,6 +18,8 @@
 
 enum { EXIT_USAGE = 2, DEFAULT_PASSES = 3 };
 #define RG_DRIVER_MAX_LAYERS 256
+/* source options given on one command line (the last of each counts) */
+#define RG_DRIVER_MAX_SRC_OPTS 64
 
 /* The built-in --nf values (the driver's counters alone, or without counting
  * calls); any other name is looked up in rg_nf_table. */
@@ -27,14 +29,14 @@ enum { EXIT_USAGE = 2, DEFAULT_PASSES = 3 };
 typedef struct opts {
     const char *prog;
     const char *capture;
-    const char *io; /* the packet source (rg_source_find) */
-    /* live and DPDK sources (rg_source_cfg): */
-    const char *filter; /* --filter BPF (live) */
-    uint32_t snaplen;   /* --snaplen N (live), 0 = whole frames */
-    int promisc;        /* --promisc (live) */
-    int eal_argc;       /* the arguments after --: DPDK's EAL arguments */
-    char **eal_argv;
-    uint64_t count;       /* --count N: stop after N frames (0 = no limit) */
+    const char *io;           /* the packet source's name (--io) */
+    const rg_source_ops *src; /* and its ops (rg_source_find) */
+    /* what the source is asked to open: CAPTURE or its name option, its options (declared
+     * in its rg_source_ops.opts), the arguments after -- (RG_SRC_CAP_ARGS), --inline; the
+     * runs set stop and queues in their copy */
+    rg_source_cfg scfg;
+    rg_source_kv skv[RG_DRIVER_MAX_SRC_OPTS]; /* scfg.kv */
+    uint64_t count;                           /* --count N: stop after N frames (0 = no limit) */
     uint64_t duration_ns; /* --duration S: stop after S seconds (0 = no limit) */
     unsigned workers;     /* --workers N: stack contexts on N threads (1: this thread) */
     const char *nf;
@@ -61,13 +63,11 @@ typedef struct opts {
     const char *chain_file; /* --chain: the NFs after --nf's, in order */
     const char *control;    /* --control: the UNIX socket of rubikgen ctl */
     const char *write;      /* --write OUT.pcap: the packets that pass, NULL = none */
-    uint32_t buffer_mb;     /* --buffer MB (live): the kernel capture buffer, 0 = default */
-    int pin;          /* --pin: pin file/live worker threads even with fewer cores than threads */
-    int inline_mode;  /* --inline: frames go on to the peer unless a verdict drops it */
-    const char *peer; /* --peer IF: live, the inline peer interface */
-    int checksums;    /* --checksums: rg_ctx_cfg.checksums */
-    int workers_set;  /* --workers given (even 1): NF outputs merged as N workers' are */
-    uint64_t burst;   /* --burst N: frames per burst (1..RG_BURST_MAX; default RG_BURST) */
+    int pin;         /* --pin: pin file/live worker threads even with fewer cores than threads */
+    int inline_mode; /* --inline: frames go on to the peer unless a verdict drops it */
+    int checksums;   /* --checksums: rg_ctx_cfg.checksums */
+    int workers_set; /* --workers given (even 1): NF outputs merged as N workers' are */
+    uint64_t burst;  /* --burst N: frames per burst (1..RG_BURST_MAX; default RG_BURST) */
     int prefetch_always;  /* --prefetch-always: rg_ctx_cfg.prefetch_always */
     int prefetch_records; /* --prefetch-records: rg_ctx_cfg.prefetch_records */
     /* --overlap-policy: per layer index, enum rg_seq_policy + 1 (0 = the spec's) */

@@ -76,7 +76,6 @@ typedef struct run {
     rg_source *src;
     rg_counter counter;
     int counter_ok;
-    rg_obs *nf;
     void *ctx;
     uint64_t *live_per;
     rg_chain *chain; /* the NFs (rg_nfchain.h); NULL: none or the counters alone */
@@ -87,48 +86,29 @@ static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
 {
     if (r->ctx) stack->ctx_free(r->ctx);
     free(r->live_per);
-    if (r->nf) o->nfd->finish(r->nf);
     if (r->ctl) rg_control_close(r->ctl);
     if (r->chain) rg_chain_free(r->chain, o->prog);
     if (r->counter_ok) rg_counter_free(&r->counter);
     if (r->src) r->io->close(r->src);
 }
 
-/* The run's NFs form a chain: --nf NAME (stock) or PATH.so, --chain,
- * --control, on one context (--nf count/none alone: the counters only;
- * --workers N: a chain per worker, rg_workers.c; a registered NF
- * without an ABI descriptor runs as a plain observer, alone). */
+/* The run's NFs form a chain: --nf NAME (stock) or PATH.so, --chain, --control, on one
+ * context (--nf count/none alone: the counters only; --workers N: a chain per worker,
+ * rg_workers.c). */
 static int rg_uses_chain(const opts *o)
 {
-    return o->workers <= 1 && !o->bench &&
-           ((o->nfd && o->nfd->abi) || o->nf_is_path || o->chain_file || o->control);
+    return o->workers <= 1 && !o->bench && (o->nfd || o->nf_is_path || o->chain_file || o->control);
 }
 
 /* The chain of --nf, --chain and the control socket; RG_OK or 1 (message printed). */
 static int open_chain(const opts *o, const rg_stack_desc *stack, run *r)
 {
     char err[1024];
-    r->chain = rg_chain_new(stack, o->out);
+    r->chain = rg_chain_open(o, stack, 0, NULL, err, sizeof err);
     if (!r->chain) {
-        fprintf(stderr, "%s: out of memory\n", o->prog);
-        return 1;
-    }
-    if (o->nfd && !o->nfd->abi) {
-        fprintf(stderr,
-                "%s: --nf %s is no NF of rg_nf_api.h: it runs alone, without --chain "
-                "or --control\n",
-                o->prog, o->nf);
-        return 1;
-    }
-    if (o->nfd || o->nf_is_path) {
-        rg_nf_kv flag = {"all", "1"}; /* the stock NF's flag (--flowstats-all) */
-        if (rg_chain_attach(r->chain, o->nf, NULL, &flag, o->nf_flag ? 1 : 0, err, sizeof err)) {
-            fprintf(stderr, "%s: --nf %s: %s\n", o->prog, o->nf, err);
-            return 1;
-        }
-    }
-    if (o->chain_file && rg_chainfile_load(r->chain, o->chain_file, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+        /* a chain file's message starts with its file and line */
+        const int bare = o->chain_file && !strncmp(err, o->chain_file, strlen(o->chain_file));
+        fprintf(stderr, "%s%s%s\n", bare ? "" : o->prog, bare ? "" : ": ", err);
         return 1;
     }
     if (o->control) {
@@ -146,24 +126,12 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
                     obs_chain *ch, rg_obs *obs)
 {
     char err[512];
-    r->io = rg_source_find(o->io);
-    rg_source_cfg scfg = {.name = o->capture,
-                          .filter = o->filter,
-                          .snaplen = o->snaplen,
-                          .promisc = o->promisc,
-                          .buffer_mb = o->buffer_mb,
-                          .argc = o->eal_argc,
-                          .argv = o->eal_argv,
-                          .stop = &stop_flag,
-                          .inline_mode = o->inline_mode,
-                          .peer = o->peer};
+    r->io = o->src;
+    rg_source_cfg scfg = o->scfg;
+    scfg.stop = &stop_flag;
     r->src = r->io->open(&scfg, err, sizeof err);
     if (!r->src) {
         fprintf(stderr, "%s: %s\n", o->prog, err);
-        return 1;
-    }
-    if (o->inline_mode && !r->io->forward) {
-        fprintf(stderr, "%s: --inline: the %s source cannot forward frames\n", o->prog, o->io);
         return 1;
     }
     if (links_init(lm, o, stack, r->io->link(r->src))) return 1;
@@ -172,19 +140,13 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
         fprintf(stderr, "%s: out of memory\n", o->prog);
         return 1;
     }
+    rg_obs cobs;
     if (rg_uses_chain(o)) {
         if (open_chain(o, stack, r)) return 1;
-        rg_obs cobs = rg_chain_obs(r->chain);
-        *obs = rg_make_observer(&r->counter, &cobs, strcmp(o->nf, RG_NF_NONE) != 0, ch);
-    } else if (o->nfd) {
-        rg_nf_cfg ncfg = {o->out, o->nf_flag};
-        r->nf = o->nfd->create(stack, &ncfg, err, sizeof err);
-        if (!r->nf) {
-            fprintf(stderr, "%s: --nf %s: %s\n", o->prog, o->nf, err);
-            return 1;
-        }
+        cobs = rg_chain_obs(r->chain);
     }
-    if (!r->chain) *obs = rg_make_observer(&r->counter, r->nf, strcmp(o->nf, RG_NF_NONE) != 0, ch);
+    *obs =
+        rg_make_observer(&r->counter, r->chain ? &cobs : NULL, strcmp(o->nf, RG_NF_NONE) != 0, ch);
     rg_ctx_cfg cfg = rg_ctx_cfg_of(o, obs);
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
@@ -257,11 +219,8 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
             for (int i = 0; i < n; i++) {
                 /* a frame no entry layer takes passes (a middlebox forwards what it does
                  * not inspect) */
-                int fed = rg_feed(&fd, &burst[i]);
-                int v = fed && stack->verdict ? stack->verdict(r.ctx) : RG_PASS;
-                /* the chain's (given to the stack's verdict too, once it saw a call) */
-                if (fed && r.chain && rg_chain_verdict(r.chain) > v) v = rg_chain_verdict(r.chain);
-                drop[i] = v >= RG_DROP;
+                const int fed = rg_feed(&fd, &burst[i]);
+                drop[i] = rg_frame_verdict(stack, r.ctx, r.chain, fed) >= RG_DROP;
                 if (!drop[i] && o->write) rg_writer_put(&w, &burst[i]);
             }
             if (o->inline_mode) r.io->forward(r.src, drop, (unsigned)n);
@@ -286,8 +245,6 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     for (unsigned i = 0; i < stack->nlayers; i++)
         live += r.live_per[i];
     stack->flush(r.ctx);
-    if (r.nf && o->nfd->finish(r.nf)) status = 1;
-    r.nf = NULL;
     if (rg_writer_close(&w, o->prog)) status = 1;
     if (r.ctl) rg_control_close(r.ctl); /* no more changes */
     r.ctl = NULL;
@@ -318,7 +275,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .clock_back = clock_jumps(stack, r.ctx, 0),
                  .clock_resyncs = clock_jumps(stack, r.ctx, 2),
                  .li = &lm.m[0].li,
-                 .has_dropped = r.io != &rg_source_file,
+                 .has_dropped = (r.io->caps & RG_SRC_CAP_ARRIVAL_TS) != 0,
                  .dropped = sst.dropped,
                  .tx = o->inline_mode ? &sst : NULL};
     rg_print_summary(o, stack, &s);
@@ -385,7 +342,6 @@ static int bench_pass(const opts *o, const rg_stack_desc *stack, const rg_captur
     obs_chain och;
     rg_obs cobs, obs;
     if ((o->nf_is_path || o->chain_file) && open_chain(o, stack, &nr)) {
-        rg_chain_free(nr.chain, o->prog);
         rg_counter_free(&counter);
         return 1;
     }

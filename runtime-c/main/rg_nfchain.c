@@ -426,14 +426,13 @@ static const rg_nf_abi *load(slot *sl, const char *nf, char *err, size_t errlen)
 {
     if (!is_path(nf)) {
         const rg_nf_desc *d = rg_nf_find(rg_nf_table, nf);
-        if (d && d->abi) return d->abi;
+        if (d) return d->abi;
         char names[256];
         size_t k = 0;
         names[0] = 0;
         for (const rg_nf_desc *const *t = rg_nf_table; *t && k < sizeof names; t++)
-            if ((*t)->abi)
-                k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "",
-                                      (*t)->name);
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "",
+                                  rg_nf_desc_name(*t));
         snprintf(err, errlen, "unknown NF '%s' (stock NFs: %s; or a path to an NF's .so)", nf,
                  names);
         return NULL;

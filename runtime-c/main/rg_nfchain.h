@@ -59,6 +59,18 @@ rg_obs rg_chain_obs(rg_chain *ch);
 void rg_chain_batch_end(void *ch);
 int rg_chain_verdict(const rg_chain *ch);
 
+/* A frame's verdict: the stack's (fed: an entry layer took it; a frame none takes passes),
+ * raised to the chain's (ch NULL: none), which the stack's verdict has seen once it saw a
+ * call.  What one context, the workers and --inline forward or write by. */
+static inline int rg_frame_verdict(const rg_stack_desc *stack, void *ctx, const rg_chain *ch,
+                                   int fed)
+{
+    if (!fed) return RG_PASS;
+    int v = stack->verdict ? stack->verdict(ctx) : RG_PASS;
+    if (ch && rg_chain_verdict(ch) > v) v = rg_chain_verdict(ch);
+    return v;
+}
+
 /* Detach every NF (in chain order) and free the chain: RG_OK, or RG_EIO
  * when an NF's fini failed (printed on stderr with prog). */
 int rg_chain_free(rg_chain *ch, const char *prog);
@@ -91,6 +103,13 @@ int rg_chain_set_worker(rg_chain *ch, unsigned worker, unsigned nworkers, rg_wdi
 void rg_chain_set_pkt(rg_chain *ch, uint64_t pkt_no);
 
 /* ---- the driver's parts ---- */
+
+struct opts;
+/* The run's chain: --nf (a stock NF or PATH.so, with its flag), then --chain's NFs, writing
+ * into o->out; worker: of o->workers, with the output folders in dirs (NULL: one context).
+ * NULL with the message in err ("--nf X: why" or the chain file's "FILE:LINE:COL: ..."). */
+rg_chain *rg_chain_open(const struct opts *o, const rg_stack_desc *stack, unsigned worker,
+                        rg_wdirs *dirs, char *err, size_t errlen);
 
 /* Attach the NFs of a chain file (rg_chainfile.c), in order.  RG_OK, or an
  * error "FILE:LINE:COL: error: ..." in err. */

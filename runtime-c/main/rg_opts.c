@@ -16,6 +16,23 @@
 
 enum { MAX_NF_FLAGS = 32 };
 
+/* The first declaration of source option `name` in the registry, NULL if none. */
+static const rg_source_opt *source_opt_decl(const char *name)
+{
+    for (const rg_source_ops *const *s = rg_sources; *s; s++)
+        for (const rg_source_opt *p = (*s)->opts; p && p->name; p++)
+            if (!strcmp(p->name, name)) return p;
+    return NULL;
+}
+
+/* The source's own declaration of option `name`, NULL if it takes none of that name. */
+static const rg_source_opt *source_opt_of(const rg_source_ops *src, const char *name)
+{
+    for (const rg_source_opt *p = src->opts; p && p->name; p++)
+        if (!strcmp(p->name, name)) return p;
+    return NULL;
+}
+
 /* A byte size as the options take it (64M); 0 = none. */
 static const char *size_text(uint64_t v, char *buf, size_t n)
 {
@@ -30,44 +47,60 @@ static const char *size_text(uint64_t v, char *buf, size_t n)
     return buf;
 }
 
+/* The options of every source, each name once (the first source declaring it), in the
+ * registry's order: their --help lines. */
+static void source_options_usage(FILE *out)
+{
+    for (const rg_source_ops *const *s = rg_sources; *s; s++)
+        for (const rg_source_opt *p = (*s)->opts; p && p->name; p++) {
+            if (source_opt_decl(p->name) != p) continue; /* listed with its first source */
+            char head[64];
+            snprintf(head, sizeof head, "--%s%s%s", p->name, p->arg ? " " : "",
+                     p->arg ? p->arg : "");
+            fprintf(out, "  %-16s %s%s: ", head, (*s)->name,
+                    p->flags & RG_SOPT_INLINE ? ", --inline" : "");
+            for (const char *h = p->help; *h; h++) {
+                fputc(*h, out);
+                if (*h == '\n') fputs("                   ", out);
+            }
+            fputc('\n', out);
+        }
+}
+
 static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
 {
     char ra[32], fl[32];
     fprintf(out,
             "usage: %s CAPTURE [options]\n"
-            "       %s --io live --iface IF [options]\n"
-            "       %s --io dpdk [--port LIST] [options] -- EAL-ARGUMENTS\n"
+            "       %s --io SOURCE [SOURCE-OPTIONS] [options] [-- SOURCE-ARGUMENTS]\n"
             "Run the %s stack on the frames of a packet source (the file source: a pcap or\n"
             "pcapng capture, CAPTURE '-' = stdin).\n"
-            "  --io NAME        the packet source (default file):\n",
-            prog, prog, prog, stack->name);
+            "  --io NAME        the packet source (default %s):\n",
+            prog, prog, stack->name, rg_sources[0]->name);
     for (const rg_source_ops *const *s = rg_sources; *s; s++)
         fprintf(out, "                     %-12s %s\n", (*s)->name, (*s)->help);
-    fputs("  --iface IF       live: the interface (the same as CAPTURE)\n"
-          "  --port LIST      dpdk: the ports, e.g. 0,1 (default all)\n"
-          "  --filter BPF     live: capture only what this BPF expression matches\n"
-          "  --snaplen N      live: bytes captured per frame (default: whole frames)\n"
-          "  --promisc        live: promiscuous mode\n"
-          "  --buffer MB      live: the kernel's capture buffer (default 4; more rides out\n"
-          "                   a reader descheduled on a busy machine)\n"
-          "  --count N        stop after N frames\n"
+    source_options_usage(out);
+    fputs("  --count N        stop after N frames\n"
           "  --duration S     stop after S seconds (SIGINT and SIGTERM stop too: the\n"
-          "                   instances are flushed and the summary printed)\n"
-          "  -- ARGS          dpdk: DPDK's EAL arguments (hugepages, cores, devices)\n"
-          "  --workers N      N stack contexts on N threads, frames split by the symmetric\n"
+          "                   instances are flushed and the summary printed)\n",
+          out);
+    const char *args_what;
+    const char *args_src = rg_source_args_owner(&args_what);
+    if (args_src) fprintf(out, "  -- ARGS          %s: %s\n", args_src, args_what);
+    fputs("  --workers N      N stack contexts on N threads, frames split by the symmetric\n"
           "                   RSS hash of their outer addresses (default 1); dpdk: N RX\n"
           "                   queues per port with symmetric RSS, or (ports without RSS)\n"
           "                   a distributor on the main lcore, workers on N worker lcores\n"
           "                   --bench --workers N: the capture split by that hash before\n"
           "                   timing, N contexts on N threads (one JSON line); NFs:\n"
           "                   a chain per worker, outputs merged into one context's files\n"
-          "  --pin            file, live: pin the reader and each worker to a core of their\n"
-          "                   own, round-robin over the allowed cores (default: pinned when\n"
-          "                   there are workers + 1 allowed cores)\n"
+          "  --pin            pin the reader and each worker to a core of their own,\n"
+          "                   round-robin over the allowed cores (default: pinned when\n"
+          "                   there are workers + 1 allowed cores; not for sources with\n"
+          "                   cores of their own)\n"
           "  --inline         forward every frame to the peer unless a verdict drops it:\n"
           "                   live: between --iface and --peer, both ways; dpdk: between\n"
-          "                   the ports paired in list order (0<->1, 2<->3...), same mbufs\n"
-          "  --peer IF        live, --inline: the second interface\n",
+          "                   the ports paired in list order (0<->1, 2<->3...), same mbufs\n",
           out);
     fprintf(out,
             "  --nf NAME        what observes the stack (default " RG_NF_COUNT "):\n"
@@ -75,7 +108,7 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
             "                     %-12s the same without counting handler calls\n",
             RG_NF_COUNT, RG_NF_NONE);
     for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
-        fprintf(out, "                     %-12s %s\n", (*d)->name, (*d)->help);
+        fprintf(out, "                     %-12s %s\n", rg_nf_desc_name(*d), rg_nf_desc_help(*d));
     fputs("  --nf PATH.so     an NF built as a shared object (rg_nf_api.h)\n"
           "  --chain FILE     a chain of NFs (YAML: docs/nf.md), run after --nf's in order\n"
           "  --control PATH   a UNIX socket: rubikgen ctl PATH attach|detach|list|rules\n"
@@ -94,7 +127,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "                   not drop), after the stack ran, to a pcap (nanosecond) file\n",
           out);
     for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
-        if ((*d)->flag) fprintf(out, "  --%-14s %s: %s\n", (*d)->flag, (*d)->name, (*d)->flag_help);
+        if ((*d)->flag)
+            fprintf(out, "  --%-14s %s: %s\n", (*d)->flag, rg_nf_desc_name(*d), (*d)->flag_help);
     fprintf(out,
             "  --cap N          live instances per layer (default 262144; the least\n"
             "                   recently used is evicted when a layer is full)\n"
@@ -258,11 +292,6 @@ enum {
     O_STATS,
     O_BENCH,
     O_PASSES,
-    O_IFACE,
-    O_PORT,
-    O_FILTER,
-    O_SNAPLEN,
-    O_PROMISC,
     O_COUNT,
     O_DURATION,
     O_WORKERS,
@@ -270,9 +299,7 @@ enum {
     O_CONTROL,
     O_WRITE,
     O_PIN,
-    O_BUFFER,
     O_INLINE,
-    O_PEER,
     O_CHECKSUMS,
     O_MEMCAP,
     O_MEMCAP_RA,
@@ -284,10 +311,16 @@ enum {
     O_BURST,
     O_PREFETCH_ALWAYS,
     O_PREFETCH_RECORDS,
-    O_NF_FLAG /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
+    O_NF_FLAG,                           /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
+    O_SRC_OPT = O_NF_FLAG + MAX_NF_FLAGS /* O_SRC_OPT + i: srcopt[i] */
 };
 
-/* The options: the fixed ones, then one per NF flag. */
+enum { MAX_SRC_DECLS = 64 };
+/* The source options, each name once (its first declaration): they are the long options
+ * O_SRC_OPT + i. */
+static const rg_source_opt *srcopt[MAX_SRC_DECLS];
+
+/* The options: the fixed ones, then one per NF flag, then the sources' options. */
 static void build_longopts(struct option *lo, size_t n)
 {
     static const struct option fixed[] = {
@@ -304,11 +337,6 @@ static void build_longopts(struct option *lo, size_t n)
         {"stats", no_argument, NULL, O_STATS},
         {"bench", no_argument, NULL, O_BENCH},
         {"passes", required_argument, NULL, O_PASSES},
-        {"iface", required_argument, NULL, O_IFACE},
-        {"port", required_argument, NULL, O_PORT},
-        {"filter", required_argument, NULL, O_FILTER},
-        {"snaplen", required_argument, NULL, O_SNAPLEN},
-        {"promisc", no_argument, NULL, O_PROMISC},
         {"count", required_argument, NULL, O_COUNT},
         {"duration", required_argument, NULL, O_DURATION},
         {"workers", required_argument, NULL, O_WORKERS},
@@ -316,9 +344,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"control", required_argument, NULL, O_CONTROL},
         {"write", required_argument, NULL, O_WRITE},
         {"pin", no_argument, NULL, O_PIN},
-        {"buffer", required_argument, NULL, O_BUFFER},
         {"inline", no_argument, NULL, O_INLINE},
-        {"peer", required_argument, NULL, O_PEER},
         {"checksums", no_argument, NULL, O_CHECKSUMS},
         {"memcap", required_argument, NULL, O_MEMCAP},
         {"memcap-reassembly", required_argument, NULL, O_MEMCAP_RA},
@@ -341,17 +367,93 @@ static void build_longopts(struct option *lo, size_t n)
     for (size_t i = 0; rg_nf_table[i] && i < MAX_NF_FLAGS && k + 1 < n; i++)
         if (rg_nf_table[i]->flag)
             lo[k++] = (struct option){rg_nf_table[i]->flag, no_argument, NULL, O_NF_FLAG + (int)i};
+    size_t j = 0;
+    for (const rg_source_ops *const *s = rg_sources; *s; s++)
+        for (const rg_source_opt *p = (*s)->opts; p && p->name && j < MAX_SRC_DECLS; p++)
+            if (source_opt_decl(p->name) == p && k + 1 < n) {
+                srcopt[j] = p;
+                lo[k++] = (struct option){p->name,
+                                          p->kind == RG_SOPT_FLAG ? no_argument : required_argument,
+                                          NULL, O_SRC_OPT + (int)j++};
+            }
     lo[k] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* The first source other than src that declares option `name`. */
+static const rg_source_ops *source_opt_owner(const rg_source_ops *src, const char *name)
+{
+    for (const rg_source_ops *const *s = rg_sources; *s; s++)
+        if (*s != src && source_opt_of(*s, name)) return *s;
+    return NULL;
+}
+
+/* The source options given, checked against o->src's table and stored in o->scfg (the
+ * members they declare); RG_OK or 1 (message printed). */
+static int apply_source_opts(opts *o)
+{
+    for (unsigned i = 0; i < o->scfg.nkv; i++) {
+        const rg_source_kv *kv = &o->skv[i];
+        const rg_source_opt *p = source_opt_of(o->src, kv->name);
+        const rg_source_opt *d = source_opt_decl(kv->name);
+        if (d && (d->flags & RG_SOPT_INLINE) && !o->inline_mode) {
+            fprintf(stderr, "%s: --%s names %s of --inline\n", o->prog, d->name, d->help);
+            return 1;
+        }
+        if (!p) { /* another source's: name what it applies to */
+            const rg_source_ops *owner = source_opt_owner(o->src, kv->name);
+            const rg_source_opt *q = owner ? source_opt_of(owner, kv->name) : NULL;
+            if (!owner || !q) { /* getopt knows only declared names: not reached */
+                fprintf(stderr, "%s: --%s: no source takes it\n", o->prog, kv->name);
+                return 1;
+            }
+            char list[256] = "";
+            size_t used = 0, k = 0, total = 0;
+            const rg_source_opt *r;
+            /* its plain options together (--filter, --snaplen...), a name or inline one alone */
+            for (r = owner->opts; !(q->flags) && r->name; r++)
+                total += !r->flags;
+            for (r = owner->opts; r->name && used < sizeof list; r++) {
+                if (q->flags ? r != q : r->flags != 0) continue;
+                k++;
+                const char *sep = k == 1 ? "" : k == total ? " and " : ", ";
+                int w = snprintf(list + used, sizeof list - used, "%s--%s", sep, r->name);
+                if (w < 0) break;
+                used += (size_t)w;
+            }
+            fprintf(stderr, "%s: %s appl%s to --io %s\n", o->prog, list, k > 1 ? "y" : "ies",
+                    owner->name);
+            return 1;
+        }
+        if (p->off == RG_SOPT_KV_ONLY) continue;
+        char *field = (char *)&o->scfg + p->off;
+        if (p->kind == RG_SOPT_STR) {
+            memcpy(field, &kv->value, sizeof kv->value);
+        } else if (p->kind == RG_SOPT_FLAG) {
+            const int one = 1;
+            memcpy(field, &one, sizeof one);
+        } else { /* the chosen source's range (another source's may differ) */
+            uint64_t v = 0;
+            if (parse_num(kv->value, p->min, p->max > UINT32_MAX ? UINT32_MAX : p->max, &v)) {
+                fprintf(stderr, "%s: invalid value '%s' for --%s (see --help)\n", o->prog,
+                        kv->value, p->name);
+                return 1;
+            }
+            const uint32_t u = (uint32_t)v;
+            memcpy(field, &u, sizeof u);
+        }
+    }
+    return RG_OK;
 }
 
 int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
 {
-    struct option longopts[64 + MAX_NF_FLAGS]; /* the fixed options and the NF flags */
+    struct option longopts[64 + MAX_NF_FLAGS + MAX_SRC_DECLS]; /* fixed, NF flags, sources' */
     build_longopts(longopts, sizeof longopts / sizeof longopts[0]);
     int flags[MAX_NF_FLAGS] = {0};
     memset(o, 0, sizeof *o);
     o->prog = argc > 0 && argv[0] ? argv[0] : "rg";
-    o->io = rg_source_file.name;
+    o->io = rg_sources[0]->name; /* the registry's first: the file source */
+    o->scfg.kv = o->skv;
     o->nf = RG_NF_COUNT;
     o->out = "rg-out";
     o->full = 1; /* run directly, the whole summary (rubikgen run asks for text) */
@@ -362,12 +464,11 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
      * would mix it with CAPTURE */
     for (int i = 1; i < argc; i++)
         if (argv[i] && !strcmp(argv[i], "--")) {
-            o->eal_argc = argc - i - 1;
-            o->eal_argv = argv + i + 1;
+            o->scfg.argc = argc - i - 1;
+            o->scfg.argv = argv + i + 1;
             argc = i;
             break;
         }
-    const char *name = NULL; /* --iface / --port */
     int c;
     int li = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
@@ -407,37 +508,16 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_IO:
             o->io = optarg;
             if (!rg_source_find(optarg)) {
-                if (!strcmp(optarg, "dpdk")) {
-                    fprintf(stderr,
-                            "%s: --io dpdk: this binary has no DPDK source (build it with "
-                            "rubikgen build --io dpdk)\n",
-                            o->prog);
+                const char *how = rg_source_absent(optarg);
+                if (how) {
+                    fprintf(stderr, "%s: --io %s: %s\n", o->prog, optarg, how);
                     return EXIT_USAGE;
                 }
                 bad = "--io";
             }
             break;
-        case O_IFACE:
-        case O_PORT:
-            name = optarg;
-            break;
         case O_INLINE:
             o->inline_mode = 1;
-            break;
-        case O_PEER:
-            o->peer = optarg;
-            break;
-        case O_FILTER:
-            o->filter = optarg;
-            break;
-        case O_SNAPLEN: {
-            uint64_t v;
-            if (parse_num(optarg, 1, INT32_MAX, &v)) bad = "--snaplen";
-            o->snaplen = (uint32_t)v;
-            break;
-        }
-        case O_PROMISC:
-            o->promisc = 1;
             break;
         case O_COUNT:
             if (parse_num(optarg, 1, UINT64_MAX, &o->count)) bad = "--count";
@@ -452,12 +532,6 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_PIN:
             o->pin = 1;
             break;
-        case O_BUFFER: {
-            uint64_t v;
-            if (parse_num(optarg, 1, 4095, &v)) bad = "--buffer";
-            o->buffer_mb = (uint32_t)v;
-            break;
-        }
         case O_DURATION: {
             uint64_t v;
             if (parse_num(optarg, 1, UINT64_MAX / NS_PER_S, &v)) bad = "--duration";
@@ -570,6 +644,17 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
                 flags[c - O_NF_FLAG] = 1;
                 break;
             }
+            if (c >= O_SRC_OPT && c < O_SRC_OPT + MAX_SRC_DECLS && srcopt[c - O_SRC_OPT]) {
+                const rg_source_opt *p = srcopt[c - O_SRC_OPT];
+                if (o->scfg.nkv == RG_DRIVER_MAX_SRC_OPTS) {
+                    fprintf(stderr, "%s: too many source options\n", o->prog);
+                    return EXIT_USAGE;
+                }
+                /* a number is checked once the source is known (apply_source_opts) */
+                o->skv[o->scfg.nkv++] =
+                    (rg_source_kv){p->name, p->kind == RG_SOPT_FLAG ? "1" : optarg};
+                break;
+            }
             /* getopt_long printed the reason */
             fprintf(stderr, "Try '%s --help'.\n", o->prog);
             return EXIT_USAGE;
@@ -579,66 +664,68 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             return EXIT_USAGE;
         }
     }
-    int file = !strcmp(o->io, rg_source_file.name);
-    if (argc - optind > 1 || (argc - optind == 1 && name) || (file && argc - optind != 1)) {
+    o->src = rg_source_find(o->io);
+    if (apply_source_opts(o)) return EXIT_USAGE;
+    const int named = o->scfg.name != NULL; /* by the source's name option (--iface) */
+    if (argc - optind > 1 || (argc - optind == 1 && named)) {
         fprintf(stderr, "%s: expected one CAPTURE argument (see --help)\n", o->prog);
         return EXIT_USAGE;
     }
-    o->capture = argc - optind == 1 ? argv[optind] : name;
-    if (!o->capture && !strcmp(o->io, "dpdk")) o->capture = "all"; /* every port */
+    if (argc - optind == 1) o->scfg.name = argv[optind];
+    if (!o->scfg.name) o->scfg.name = o->src->default_name;
+    o->capture = o->scfg.name;
     if (!o->capture) {
-        fprintf(stderr, "%s: --io %s: name the interface (--iface IF)\n", o->prog, o->io);
+        if (o->src->name_what)
+            fprintf(stderr, "%s: --io %s: name %s\n", o->prog, o->io, o->src->name_what);
+        else
+            fprintf(stderr, "%s: expected one CAPTURE argument (see --help)\n", o->prog);
         return EXIT_USAGE;
     }
-    if (!file && o->bench) {
-        fprintf(stderr, "%s: --bench reads a capture file (--io file)\n", o->prog);
+    o->scfg.inline_mode = o->inline_mode;
+    const unsigned caps = o->src->caps;
+    char names[128];
+    if (o->bench && !(caps & RG_SRC_CAP_BENCH)) {
+        rg_source_names_with(RG_SRC_CAP_BENCH, names, sizeof names);
+        fprintf(stderr, "%s: --bench reads a capture file (--io %s)\n", o->prog, names);
         return EXIT_USAGE;
     }
-    if (strcmp(o->io, "live") && (o->filter || o->snaplen || o->promisc || o->buffer_mb)) {
-        fprintf(stderr, "%s: --filter, --snaplen, --promisc and --buffer apply to --io live\n",
-                o->prog);
-        return EXIT_USAGE;
-    }
-    if (o->pin && !strcmp(o->io, "dpdk")) {
-        fprintf(stderr,
-                "%s: --pin: DPDK workers run on the EAL's lcores (-l, --lcores), "
-                "pinned already\n",
-                o->prog);
+    if (o->pin && (caps & RG_SRC_CAP_QUEUES)) {
+        fprintf(stderr, "%s: --pin: %s, pinned already\n", o->prog,
+                o->src->cores_what ? o->src->cores_what : "the source's workers run on its cores");
         return EXIT_USAGE;
     }
     if (o->write && o->bench) {
         fprintf(stderr, "%s: --write runs on a capture run, not with --bench\n", o->prog);
         return EXIT_USAGE;
     }
-    if (o->write && o->workers > 1 && o->io && !strcmp(o->io, "dpdk")) {
-        /* DPDK workers read their own queues: no reader sees the input's order */
+    if (o->write && o->workers > 1 && (caps & RG_SRC_CAP_QUEUES)) {
+        /* the workers read their own queues: no reader sees the input's order */
         fprintf(stderr,
-                "%s: --write with --workers reads files and interfaces, not DPDK "
+                "%s: --write with --workers reads files and interfaces, not %s "
                 "queues (no input order)\n",
-                o->prog);
+                o->prog, o->io);
         return EXIT_USAGE;
     }
-    if (o->inline_mode || o->peer) {
-        const char *why = NULL;
-        if (!o->inline_mode)
-            why = "--peer names the second interface of --inline";
-        else if (file)
-            why = "--inline forwards frames between interfaces or ports: --io live or dpdk "
-                  "(a capture file's passed frames: --write)";
-        else if (!strcmp(o->io, "live") && !o->peer)
-            why = "--inline --io live needs --peer IF (frames go from --iface to --peer and "
-                  "back)";
-        else if (strcmp(o->io, "live") && o->peer)
-            why = "--peer applies to --io live (DPDK pairs its ports: 0<->1, 2<->3...)";
-        else if (o->snaplen)
-            why = "--inline forwards whole frames: no --snaplen";
-        if (why) {
-            fprintf(stderr, "%s: %s\n", o->prog, why);
-            return EXIT_USAGE;
-        }
+    if (o->inline_mode && !(caps & RG_SRC_CAP_INLINE)) {
+        rg_source_names_with(RG_SRC_CAP_INLINE, names, sizeof names);
+        fprintf(stderr,
+                "%s: --inline forwards frames between interfaces or ports: --io %s "
+                "(a capture file's passed frames: --write)\n",
+                o->prog, names);
+        return EXIT_USAGE;
     }
-    if (strcmp(o->io, "dpdk") && o->eal_argc) {
-        fprintf(stderr, "%s: arguments after -- are DPDK's EAL arguments (--io dpdk)\n", o->prog);
+    const char *why = o->src->check ? o->src->check(&o->scfg) : NULL;
+    if (why) {
+        fprintf(stderr, "%s: %s\n", o->prog, why);
+        return EXIT_USAGE;
+    }
+    if (!(caps & RG_SRC_CAP_ARGS) && o->scfg.argc) {
+        const char *what = NULL;
+        const char *owner = rg_source_args_owner(&what);
+        if (owner)
+            fprintf(stderr, "%s: arguments after -- are %s (--io %s)\n", o->prog, what, owner);
+        else
+            fprintf(stderr, "%s: no source takes arguments after --\n", o->prog);
         return EXIT_USAGE;
     }
     if (o->passes_set && !o->bench) {

@@ -177,8 +177,7 @@ static void process(worker *w, const rg_frame *f, uint64_t seq)
         int fed = rg_feed(&w->fd, f);
         note_uids(w, seq);
         if (w->wv) { /* the verdict one context gives (run_capture) */
-            int v = fed && w->stack->verdict ? w->stack->verdict(w->ctx) : RG_PASS;
-            if (fed && w->chain && rg_chain_verdict(w->chain) > v) v = rg_chain_verdict(w->chain);
+            const int v = rg_frame_verdict(w->stack, w->ctx, w->chain, fed);
             atomic_store_explicit(&w->wv[seq & (WV_SIZE - 1)], v >= RG_DROP ? WV_DROP : WV_PASS,
                                   memory_order_release);
         }
@@ -252,9 +251,7 @@ static int qworker_main(void *arg)
             int fed = rg_feed(&w->fd, &burst[i]);
             note_uids(w, burst[i].ts_ns); /* no frame numbers: the source's one clock */
             if (w->o->inline_mode) {      /* the verdict one context gives (run_capture) */
-                int v = fed && w->stack->verdict ? w->stack->verdict(w->ctx) : RG_PASS;
-                if (fed && w->chain && rg_chain_verdict(w->chain) > v)
-                    v = rg_chain_verdict(w->chain);
+                const int v = rg_frame_verdict(w->stack, w->ctx, w->chain, fed);
                 drop[i] = v >= RG_DROP;
             }
         }
@@ -303,38 +300,6 @@ static void pin(pthread_t t, const cpu_set_t *allowed, unsigned k)
         }
 }
 
-/* The worker's chain: --nf, then --chain's NFs, writing into the worker's part of --out. */
-static int open_chain(worker *w, rg_wdirs *dirs, char *err, size_t errlen)
-{
-    const opts *o = w->o;
-    char why[1024];
-    w->chain = rg_chain_new(w->stack, o->out);
-    if (!w->chain) {
-        snprintf(err, errlen, "out of memory");
-        return 1;
-    }
-    if (rg_chain_set_worker(w->chain, w->id, o->workers, dirs, why, sizeof why)) {
-        snprintf(err, errlen, "--out: %s", why);
-        return 1;
-    }
-    if (o->nfd && !o->nfd->abi) {
-        snprintf(err, errlen, "--nf %s is no NF of rg_nf_api.h: it runs on one context", o->nf);
-        return 1;
-    }
-    if (o->nfd || o->nf_is_path) {
-        rg_nf_kv flag = {"all", "1"}; /* the stock NF's flag (--flowstats-all) */
-        if (rg_chain_attach(w->chain, o->nf, NULL, &flag, o->nf_flag ? 1 : 0, why, sizeof why)) {
-            snprintf(err, errlen, "--nf %s: %s", o->nf, why);
-            return 1;
-        }
-    }
-    if (o->chain_file && rg_chainfile_load(w->chain, o->chain_file, why, sizeof why)) {
-        snprintf(err, errlen, "%s", why);
-        return 1;
-    }
-    return 0;
-}
-
 static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_linkinfo *li, int mq,
                        char *err, size_t errlen)
 {
@@ -351,9 +316,11 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
         return 1;
     }
     w->ctl = ctl;
-    if ((o->nfd || o->nf_is_path || o->chain_file || o->control) &&
-        open_chain(w, dirs, err, errlen))
-        return 1;
+    /* the worker's chain writes into the worker's part of --out */
+    if (o->nfd || o->nf_is_path || o->chain_file || o->control) {
+        w->chain = rg_chain_open(o, stack, w->id, dirs, err, errlen);
+        if (!w->chain) return 1;
+    }
     rg_obs cobs;
     if (w->chain) cobs = rg_chain_obs(w->chain);
     w->obs = rg_make_observer(&w->counter, w->chain ? &cobs : NULL, strcmp(o->nf, RG_NF_NONE) != 0,
@@ -517,18 +484,10 @@ static void add_counts(rg_counts *t, const rg_counts *c, unsigned nlayers)
 int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomic_t *stop)
 {
     char err[2048];
-    const rg_source_ops *io = rg_source_find(o->io);
-    rg_source_cfg scfg = {.name = o->capture,
-                          .filter = o->filter,
-                          .snaplen = o->snaplen,
-                          .promisc = o->promisc,
-                          .buffer_mb = o->buffer_mb,
-                          .argc = o->eal_argc,
-                          .argv = o->eal_argv,
-                          .stop = stop,
-                          .queues = io->next_burst_q ? o->workers : 0,
-                          .inline_mode = o->inline_mode,
-                          .peer = o->peer};
+    const rg_source_ops *io = o->src;
+    rg_source_cfg scfg = o->scfg;
+    scfg.stop = stop;
+    scfg.queues = io->next_burst_q ? o->workers : 0;
     rg_source *src = io->open(&scfg, err, sizeof err);
     if (!src) {
         fprintf(stderr, "%s: %s\n", o->prog, err);
@@ -739,7 +698,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.gaps = total.n.gaps;
         s.gap_bytes = total.n.gap_bytes;
         s.li = &ws[0].lm.m[0].li;
-        s.has_dropped = io != &rg_source_file;
+        s.has_dropped = (io->caps & RG_SRC_CAP_ARRIVAL_TS) != 0;
         s.dropped = sst.dropped;
         s.clock_fwd = clk.jumps_fwd; /* the reading thread's clock decided them */
         s.clock_back = clk.jumps_back;

@@ -1,7 +1,8 @@
 /* rg_source.c - the registry of packet sources (see rg_source.h).  A new
- * source adds its ops table here, one line. */
+ * source adds its name to RG_SOURCES, one word. */
 #include "rg/rg_source.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The DPDK source lives in its own archive (build/librgdpdk.a) that only
@@ -9,12 +10,81 @@
  * weak reference is NULL and ends the list. */
 extern const rg_source_ops rg_source_dpdk __attribute__((weak));
 
+/* The sources, in --help order (the first is the default): each a file
+ * src/rg_source_NAME.c defining `const rg_source_ops rg_source_NAME`, which the
+ * Makefile compiles; a new one is one entry here. */
+#define RG_SOURCES(X) X(file) X(live) X(cmd)
+
+#define RG_SOURCE_DECLARE(n) extern const rg_source_ops rg_source_##n;
+#define RG_SOURCE_ENTRY(n)   &rg_source_##n,
+RG_SOURCES(RG_SOURCE_DECLARE)
+
 const rg_source_ops *const rg_sources[] = {
-    &rg_source_file,
-    &rg_source_live,
-    &rg_source_dpdk, /* last: NULL when not linked */
+    /* DPDK's last: NULL when not linked, it ends the list */
+    RG_SOURCES(RG_SOURCE_ENTRY)(&rg_source_dpdk),
     NULL,
 };
+
+/* The sources in archives of their own, linked on request: what --io says when one is
+ * missing. */
+static const struct {
+    const char *name, *how, *args_what;
+    unsigned caps;
+} optional[] = {
+    {"dpdk", "this binary has no DPDK source (build it with rubikgen build --io dpdk)",
+     "DPDK's EAL arguments",
+     RG_SRC_CAP_INLINE | RG_SRC_CAP_QUEUES | RG_SRC_CAP_ARRIVAL_TS | RG_SRC_CAP_ARGS},
+};
+
+void rg_source_names_with(unsigned cap, char *buf, size_t n)
+{
+    const char *names[16];
+    size_t k = 0;
+    for (const rg_source_ops *const *s = rg_sources; *s && k < 16; s++)
+        if ((*s)->caps & cap) names[k++] = (*s)->name;
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0] && k < 16; i++)
+        if ((optional[i].caps & cap) && !rg_source_find(optional[i].name))
+            names[k++] = optional[i].name;
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < k && used < n; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == k ? " or " : ", ";
+        int w = snprintf(buf + used, n - used, "%s%s", sep, names[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+const char *rg_source_args_owner(const char **what)
+{
+    for (const rg_source_ops *const *s = rg_sources; *s; s++)
+        if ((*s)->caps & RG_SRC_CAP_ARGS) {
+            *what = (*s)->args_what;
+            return (*s)->name;
+        }
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
+        if (optional[i].args_what) {
+            *what = optional[i].args_what;
+            return optional[i].name;
+        }
+    return NULL;
+}
+
+const char *rg_source_absent(const char *name)
+{
+    if (rg_source_find(name)) return NULL;
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
+        if (!strcmp(optional[i].name, name)) return optional[i].how;
+    return NULL;
+}
+
+const char *rg_source_opt_get(const rg_source_cfg *cfg, const char *name, const char *dflt)
+{
+    const char *v = dflt;
+    for (unsigned i = 0; cfg->kv && i < cfg->nkv; i++)
+        if (!strcmp(cfg->kv[i].name, name)) v = cfg->kv[i].value;
+    return v;
+}
 
 const rg_source_ops *rg_source_find(const char *name)
 {

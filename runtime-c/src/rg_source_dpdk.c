@@ -30,6 +30,7 @@
  * out; a multi-segment frame goes out as its original segments).  Frames the
  * verdict drops are freed. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -635,9 +636,20 @@ static const char *dpdk_error(const rg_source *s)
     return d->err[0] ? d->err : "no error";
 }
 
+static const rg_source_opt dpdk_opts[] = {
+    {"port", "LIST", "the ports, e.g. 0,1 (default all)", RG_SOPT_STR, 0, 0,
+     offsetof(rg_source_cfg, name), RG_SOPT_NAME},
+    {NULL, NULL, NULL, 0, 0, 0, 0, 0},
+};
+
 const rg_source_ops rg_source_dpdk = {
     .name = "dpdk",
     .help = "DPDK ports (--port LIST, EAL arguments after --; --inline: pairs 0<->1...)",
+    .caps = RG_SRC_CAP_INLINE | RG_SRC_CAP_QUEUES | RG_SRC_CAP_ARRIVAL_TS | RG_SRC_CAP_ARGS,
+    .opts = dpdk_opts,
+    .default_name = "all",
+    .cores_what = "DPDK workers run on the EAL's lcores (-l, --lcores)",
+    .args_what = "DPDK's EAL arguments",
     .open = dpdk_open,
     .next_burst = dpdk_next_burst,
     .link = dpdk_link,

@@ -122,6 +122,7 @@ static void file_close(rg_source *src)
 const rg_source_ops rg_source_file = {
     .name = "file",
     .help = "a pcap or pcapng capture file (CAPTURE '-' = stdin)",
+    .caps = RG_SRC_CAP_BENCH,
     .open = file_open,
     .next_burst = file_next_burst,
     .link = file_link,

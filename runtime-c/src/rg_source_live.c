@@ -14,6 +14,7 @@
  * with pcap_inject, so both directions of a connection cross the stack. */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <pcap/pcap.h>
 #include <poll.h>
 #include <stdio.h>
@@ -345,9 +346,39 @@ static const char *live_error(const rg_source *s)
     return l->err[0] ? l->err : "no error";
 }
 
+/* Its options (rg_source_opt): the interface, libpcap's settings, the inline peer. */
+static const rg_source_opt live_opts[] = {
+    {"iface", "IF", "the interface (the same as CAPTURE)", RG_SOPT_STR, 0, 0,
+     offsetof(rg_source_cfg, name), RG_SOPT_NAME},
+    {"filter", "BPF", "capture only what this BPF expression matches", RG_SOPT_STR, 0, 0,
+     offsetof(rg_source_cfg, filter), 0},
+    {"snaplen", "N", "bytes captured per frame (default: whole frames)", RG_SOPT_NUM, 1, INT32_MAX,
+     offsetof(rg_source_cfg, snaplen), 0},
+    {"promisc", NULL, "promiscuous mode", RG_SOPT_FLAG, 0, 0, offsetof(rg_source_cfg, promisc), 0},
+    {"buffer", "MB",
+     "the kernel's capture buffer (default 4; more rides out\n"
+     "a reader descheduled on a busy machine)",
+     RG_SOPT_NUM, 1, 4095, offsetof(rg_source_cfg, buffer_mb), 0},
+    {"peer", "IF", "the second interface", RG_SOPT_STR, 0, 0, offsetof(rg_source_cfg, peer),
+     RG_SOPT_INLINE},
+    {NULL, NULL, NULL, 0, 0, 0, 0, 0},
+};
+
+static const char *live_check(const rg_source_cfg *cfg)
+{
+    if (cfg->inline_mode && !cfg->peer)
+        return "--inline --io live needs --peer IF (frames go from --iface to --peer and back)";
+    if (cfg->inline_mode && cfg->snaplen) return "--inline forwards whole frames: no --snaplen";
+    return NULL;
+}
+
 const rg_source_ops rg_source_live = {
     .name = "live",
     .help = "a network interface through libpcap (--iface IF [--inline --peer IF2])",
+    .caps = RG_SRC_CAP_INLINE | RG_SRC_CAP_ARRIVAL_TS,
+    .opts = live_opts,
+    .name_what = "the interface (--iface IF)",
+    .check = live_check,
     .open = live_open,
     .next_burst = live_next_burst,
     .link = live_link,

@@ -3,8 +3,12 @@
  * A source is an ops table (rg_source_ops) plus its state.  The driver opens
  * the one the command line names (a capture file, a live interface, DPDK
  * ports...), asks it for bursts of frames and feeds them to the stack; it
- * knows nothing else about the source.  Adding a source is one new file with
- * one `const rg_source_ops` and one line in the registry (rg_source.c).
+ * knows nothing else about the source.  The ops table also declares the
+ * source's command-line options (rg_source_opt: the model is DPDK's
+ * RTE_PMD_REGISTER_PARAM_STRING) and what it can do (RG_SRC_CAP_*): the
+ * driver's option parser and --help read them from there.  Adding a source is
+ * one new file with one `const rg_source_ops` and one line in the registry
+ * (rg_source.c).
  *
  * Frames (rg_frame, rg_pcap.h) returned by next_burst stay valid until the
  * next call of next_burst or close on the same source: a source may hand out
@@ -50,7 +54,66 @@ typedef struct rg_source_cfg {
      * dpdk: the ports pair up in list order (0<->1, 2<->3...), peer unused */
     int inline_mode;
     const char *peer;
+    /* every option of the source's table given on the command line (rg_source_opt),
+     * by name, in order: rg_source_opt_get reads them */
+    const struct rg_source_kv *kv;
+    unsigned nkv;
 } rg_source_cfg;
+
+/* One source option as given: its name (without --) and value ("1" for a flag). */
+typedef struct rg_source_kv {
+    const char *name, *value;
+} rg_source_kv;
+
+/* The value of source option `name` (the last one given), or dflt. */
+const char *rg_source_opt_get(const rg_source_cfg *cfg, const char *name, const char *dflt);
+
+/* How a source option's value is checked and stored. */
+enum {
+    RG_SOPT_STR,  /* any string (a const char * member) */
+    RG_SOPT_NUM,  /* a decimal number in [min, max] (a uint32_t member) */
+    RG_SOPT_FLAG, /* no value (an int member, set to 1) */
+};
+/* rg_source_opt.flags */
+enum {
+    RG_SOPT_NAME = 1, /* names what to read, instead of the CAPTURE argument (--iface) */
+    /* with --inline only (--peer); help says what it names: "--peer names HELP of --inline" */
+    RG_SOPT_INLINE = 2,
+};
+/* rg_source_opt.off: the value is only in rg_source_cfg.kv (a source's own option) */
+#define RG_SOPT_KV_ONLY ((size_t)-1)
+
+/* An option a source takes: the driver adds --NAME to its command line and --help, checks
+ * the value (a number's range) and hands it to the source in rg_source_cfg: in the member at
+ * `off` (offsetof(rg_source_cfg, ...), of the kind's type) and always in cfg->kv.  Two
+ * sources may declare the same name (the same kind); an option of a source other than the
+ * chosen one is a usage error. */
+typedef struct rg_source_opt {
+    const char *name;  /* --NAME */
+    const char *arg;   /* the value's placeholder in --help ("BPF", "N"); NULL for a flag */
+    const char *help;  /* --help's text (may hold newlines: each line is indented) */
+    int kind;          /* RG_SOPT_STR / NUM / FLAG */
+    uint64_t min, max; /* RG_SOPT_NUM: the range */
+    size_t off;        /* the rg_source_cfg member, or RG_SOPT_KV_ONLY */
+    unsigned flags;    /* RG_SOPT_NAME, RG_SOPT_INLINE */
+} rg_source_opt;
+
+/* What a source can do (rg_source_ops.caps); the driver tests these, never a source's name. */
+enum {
+    /* --inline: it forwards frames to a peer (forward, and origin/forward_one for workers) */
+    RG_SRC_CAP_INLINE = 1,
+    /* its frames come on queues it feeds on cores of its own (next_burst_q, launch: DPDK's
+     * lcores): --pin does not apply, and no reader sees the input order (--write --workers) */
+    RG_SRC_CAP_QUEUES = 2,
+    /* timestamps taken at arrival (live traffic): frames can be lost before the stack, and
+     * the summary reports the source's drop count; without it, the frames carry recorded
+     * timestamps (a capture) */
+    RG_SRC_CAP_ARRIVAL_TS = 4,
+    /* it reads a capture file that --bench can load in memory (rg_capture_load) */
+    RG_SRC_CAP_BENCH = 8,
+    /* it takes the arguments after -- (cfg->argc/argv: DPDK's EAL arguments) */
+    RG_SRC_CAP_ARGS = 16,
+};
 
 /* Counters a source keeps (what it saw; drops by the kernel or the NIC). */
 typedef struct rg_source_stats {
@@ -72,6 +135,21 @@ enum { RG_SRC_END = -1, RG_SRC_ERROR = -2 };
 typedef struct rg_source_ops {
     const char *name; /* "file", "live", "dpdk": what --io names */
     const char *help; /* one line for --help */
+    unsigned caps;    /* RG_SRC_CAP_* */
+    /* its options, terminated by a NULL name (NULL: none) */
+    const rg_source_opt *opts;
+    /* what to read when neither CAPTURE nor a RG_SOPT_NAME option names it (dpdk: "all");
+     * NULL: it must be named */
+    const char *default_name;
+    /* what names it, for the usage error when nothing does ("the interface (--iface IF)") */
+    const char *name_what;
+    /* RG_SRC_CAP_QUEUES: where its workers run, for --pin's usage error */
+    const char *cores_what;
+    /* RG_SRC_CAP_ARGS: what the arguments after -- are ("DPDK's EAL arguments") */
+    const char *args_what;
+    /* Checks the options given (cfg: name, options, inline_mode; no stop, no queues) before
+     * anything opens: NULL or a usage error's text.  NULL: nothing to check. */
+    const char *(*check)(const rg_source_cfg *cfg);
     /* Open; NULL with a message in err on failure. */
     rg_source *(*open)(const rg_source_cfg *cfg, char *err, size_t errlen);
     /* Up to max frames into out[]: n >= 0, RG_SRC_END (no more frames ever),
@@ -133,6 +211,15 @@ extern const rg_source_ops *const rg_sources[];
 
 /* The source named `name`, NULL if none is compiled in. */
 const rg_source_ops *rg_source_find(const char *name);
+/* For a source linked only into some binaries and missing from this one: how to get it;
+ * else NULL. */
+const char *rg_source_absent(const char *name);
+/* The source that takes the arguments after -- (RG_SRC_CAP_ARGS), in this binary or one
+ * linked on request, and what they are (*what); NULL if none. */
+const char *rg_source_args_owner(const char **what);
+/* The names of the sources with capability cap (this binary's, then those linked on
+ * request), "a, b or c", into buf. */
+void rg_source_names_with(unsigned cap, char *buf, size_t n);
 
 /* The capture-file source (pcap and pcapng, rg_pcap.h). */
 extern const rg_source_ops rg_source_file;
