@@ -41,6 +41,11 @@ behind IPv6 extension headers. Where every frame has one TCP/UDP header, the sam
 equal the `-z conv` tables' frames per direction (in a tunnel the tables name the outer flow
 by the innermost addresses, so they are not used there).
 
+SCTP. The SCTP captures (no TCP/UDP stream) run through the sctp stack as well: each SCTP
+packet tshark assigns to an association (`sctp.assoc_index`) is counted once on that
+association's chunk-layer record, packets and chunk bytes per direction; a packet tshark
+assigns to none is named, by frame, in `SCTP_UNASSOCIATED` with the reason.
+
 Inner UDP bytes. In GTP-U, Teredo and AYIYA the inner UDP conversations must deliver exactly
 tshark's innermost `udp.payload` bytes per direction (`test_e2e_tunnels.udp_reference`; tshark's
 `follow` doubles UDP inside UDP).
