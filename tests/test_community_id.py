@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -277,11 +276,8 @@ SAMPLE = {"arp-icmp-vlan.pcap", "raw-ipv4-ipv6-http.pcap", "mpls-over-udp.pcap"}
 SAMPLE |= {"vxlan-http.pcap", "gtp-u-tls.pcap", "pptp-gre-ppp-udp-dns.pcap", "sctp-m3ua.pcap"}
 
 
-#: the rest: RG_FULL_MATRIX=1 (then `-m full_matrix` selects them alone)
-FULL = (
-    pytest.mark.full_matrix,
-    pytest.mark.skipif(not os.environ.get("RG_FULL_MATRIX"), reason="RG_FULL_MATRIX=1 runs it"),
-)
+#: the rest: `-m full_matrix` or RG_FULL_MATRIX=1 (tests/conftest.py)
+FULL = (pytest.mark.full_matrix,)
 
 
 @pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")

@@ -461,6 +461,8 @@ class CGen:
             out.append(f"    rg_bytes lin_{n} RG_MAYBE_UNUSED = rg_bytes_empty();")
             out.append(f"    rg_seq_res sres_{n} RG_MAYBE_UNUSED;")
             out.append(f"    unsigned lazy_{n} RG_MAYBE_UNUSED = 0;")
+            if self._looped(lc):  # the instance this frame was last shown to observers for
+                out.append(f"    uint64_t seen_{n} RG_MAYBE_UNUSED = 0;")
             if n in self.quiet:  # lazy_ 2: not shown yet; the length its on_packet gets
                 out.append(f"    uint32_t qlen_{n} RG_MAYBE_UNUSED = 0;")
             if lc.has_instance:
@@ -701,6 +703,11 @@ class CGen:
             return f"loop_{n} && rep_{n} < {mr}u"
         assert c.expr is not None
         return cond_to_c(c.expr, lc.env())
+
+    def _looped(self, lc: LayerC) -> bool:
+        """A layer with instances that may parse several times in one frame (a self-loop),
+        whose observers see the frame once per instance (i_observe)."""
+        return bool(self._max_repeat(lc)) and lc.has_instance
 
     def _max_repeat(self, lc: LayerC) -> int:
         for b in self.prog.blocks.values():
@@ -1011,9 +1018,21 @@ class CGen:
         )
         if self._created == n and self._created_lazy and n in self.quiet:
             # lazy_ 2: not shown (yet): the commit shows it if it outlives the packet
-            return (
+            lazy = (
                 f"if (lazy_{n} == 1u && ctx->obs && ctx->obs->on_packet)\n"
                 f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->pkt_ts);"
+            )
+            # shown now or by the commit: the passes after this one do not show it again
+            return lazy + (f"\nseen_{n} = inst_{n}->fi.uid;" if self._looped(lc) else "")
+        if self._looped(lc):
+            # a self-looping layer (SCTP's chunks, PPTP's messages, QUIC's coalesced packets)
+            # shows a frame to the observers once per instance, on the instance's first pass:
+            # its input is then all the passes parse, and the frame is one packet, not one per pass
+            return (
+                f"if (has_inst_{n} && inst_{n}->fi.uid != seen_{n} && ctx->obs && ctx->obs->on_packet) {{\n"
+                f"    seen_{n} = inst_{n}->fi.uid;\n"
+                f"    ctx->obs->on_packet(ctx->obs->self, &inst_{n}->fi, dir_{n}, (uint32_t)in_{n}.len, ctx->pkt_ts);\n"
+                "}"
             )
         return packet
 

@@ -59,7 +59,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -434,6 +434,24 @@ def _field_args() -> list[str]:
     return args
 
 
+def l4_headers(tokens: list[str]) -> Iterator[tuple[int, str, int, tuple[str, int] | None, bool]]:
+    """The TCP/UDP headers of a `frame.protocols` path: (position in it, "tcp"/"udp", the
+    header's occurrence among that protocol's fields, the IP header carrying it as ("ip" or
+    "ipv6", its occurrence) or None, whether it is inside an ICMP error)."""
+    seen = {"ip": 0, "ipv6": 0, "tcp": 0, "udp": 0}
+    net: tuple[str, int] | None = None
+    in_error = False
+    for pos, tok in enumerate(tokens):
+        if tok in ("icmp", "icmpv6"):
+            in_error = True  # what follows an ICMP header is a quoted packet, if anything
+        if tok in ("ip", "ipv6"):
+            net = (tok, seen[tok])
+            seen[tok] += 1
+        if tok in ("tcp", "udp"):
+            seen[tok] += 1
+            yield pos, tok, seen[tok] - 1, net, in_error
+
+
 def _headers(pcap: Path, lines: list[str]) -> list[_Hdr]:
     """The TCP/UDP headers in a field dump (one line per frame, all frames)."""
     out: list[_Hdr] = []
@@ -456,19 +474,7 @@ def _headers(pcap: Path, lines: list[str]) -> list[_Hdr]:
             p: {k: _split(v) for k, v in row.items() if k.startswith(p + ".")}
             for p in ("tcp", "udp")
         }
-        seen = {"ip": 0, "ipv6": 0, "tcp": 0, "udp": 0}
-        net: tuple[str, int] | None = None
-        in_error = False
-        for pos, tok in enumerate(tokens):
-            if tok in ("icmp", "icmpv6"):
-                in_error = True  # what follows an ICMP header is a quoted packet, if anything
-            if tok in ("ip", "ipv6"):
-                net = (tok, seen[tok])
-                seen[tok] += 1
-            if tok not in ("tcp", "udp"):
-                continue
-            k = seen[tok]
-            seen[tok] += 1
+        for pos, tok, k, net, in_error in l4_headers(tokens):
             v = values[tok]
             if k >= len(v[tok + ".stream"]) or net is None:
                 continue  # a header tshark gave no stream (or no IP header) to
