@@ -50,9 +50,9 @@ static void pool_put(rg_seq_heap *h, void **list, void *p, size_t n)
 /* The size class of a retention buffer of n bytes, or -1 (not pooled). */
 static int pool_class(size_t n)
 {
-    for (int k = 0; k < RG_SEQ_POOL_CLASSES; k++)
-        if (n == (size_t)RG_SEQ_POOL_MIN << k) return k;
-    return -1;
+    if (n < RG_SEQ_POOL_MIN || n % RG_SEQ_POOL_MIN || (n & (n - 1))) return -1;
+    const int k = __builtin_ctzll((unsigned long long)(n / RG_SEQ_POOL_MIN));
+    return k < RG_SEQ_POOL_CLASSES ? k : -1;
 }
 
 static void pool_put_ret(rg_seq_heap *h, uint8_t *p, size_t n)
@@ -664,12 +664,49 @@ static uint32_t recover_span(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, uin
     return rel;
 }
 
+/* The common cases of a retaining sequence, which the inline paths leave to rg_seq__insert:
+ * nothing buffered or borrowed, the window's left edge not past next, and either no sequence
+ * space taken (a pure ACK: only the kept bytes are trimmed) or data exactly at next within the
+ * byte cap and the window (borrowed, as the inline path does).  The same result as
+ * insert_impl, which they skip (no allocation happens, so no memcap hit either); 0: not such a
+ * case, nothing changed. */
+static int insert_retain_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
+                              uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
+                              rg_seq_res *res)
+{
+    const uint32_t f = s->flags;
+    if (!cfg->retain || !cfg->buffer_data ||
+        (f & (RG_SEQF_INIT | RG_SEQF_BYPASS)) != RG_SEQF_INIT || s->borrow || s->borrow_len ||
+        s->nblk)
+        return 0;
+    const int nowin = !win || !(win->left | win->right);
+    if (!nowin && rg_sdiff(win->left, s->next) > 0) return 0;
+    if (takeup != 0) {
+        if (takeup != len || data == NULL || seq != s->next || !(iflags & RG_SEQ_BORROW) ||
+            (f & (RG_SEQF_END | RG_SEQF_FLOOR)) || len > rg_seq_cfg_max_bytes(cfg) ||
+            (!nowin && (int64_t)rg_sdiff(win->right, seq) < (int64_t)len))
+            return 0;
+    }
+    clear_hit(s);
+    maybe_shrink(s);
+    if (!nowin && s->st) ret_release(s->st, win->has_ack ? win->ack : win->left);
+    if (takeup != 0) {
+        s->borrow = data;
+        s->borrow_len = len;
+        s->flags |= RG_SEQF_STARTED;
+        if (res) res->new_bytes += len;
+    }
+    return 1;
+}
+
 uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
                         uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
                         rg_seq_res *res)
 {
     rg_seq_res tmp;
     rg_seq_cfg bc;
+    if (insert_retain_fast(s, cfg, seq, data, len, takeup, win, iflags, res))
+        return res ? res->flags : 0;
     if (!res) {
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
@@ -897,6 +934,28 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
     if (!res) {
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
+    }
+    if (cfg->retain && cfg->buffer_data && !(s->flags & (RG_SEQF_FLOOR | RG_SEQF_BYPASS)) &&
+        s->nblk == 0) {
+        /* the common retaining case: at most the borrowed bytes to deliver and keep (what the
+         * general path below does then, without its block and gap steps) */
+        maybe_shrink(s);
+        if (s->borrow) {
+            const uint32_t n = s->borrow_len;
+            out.ptr = s->borrow;
+            out.len = n;
+            s->next += n;
+            res->adv_bytes += n;
+            s->borrow = NULL;
+            s->borrow_len = 0;
+            if (n) ret_keep(s, cfg, s->next - n, out.ptr, n);
+        }
+        if ((s->flags & (RG_SEQF_END | RG_SEQF_DONE)) == RG_SEQF_END && s->next == s->end) {
+            s->next = s->lend;
+            s->flags |= RG_SEQF_DONE;
+            res->flags |= RG_SEQ_EV_DONE;
+        }
+        return out;
     }
     maybe_shrink(s); /* the previous view is no longer valid */
     const uint32_t ng0 = res->ngaps;
