@@ -22,8 +22,63 @@ static rg_seq_heap *heap_cur(void)
     return rg_seq__heap_bound ? rg_seq__heap_bound : &heap_default;
 }
 
-void rg_seq_heap_unbind(const rg_seq_heap *h)
+/* ---- pool (rg_seq_heap.pool_*): a freed block's first bytes link it to the next ---- */
+
+static void *pool_take(rg_seq_heap *h, void **list, size_t n)
 {
+    void *p = *list;
+    if (!p) return NULL;
+    memcpy(list, p, sizeof *list);
+    h->pool_bytes -= n;
+    return p;
+}
+
+/* Keep p (n bytes, malloc'd) for reuse, or free it: only the bound accountant pools, up to
+ * RG_SEQ_POOL_MAX_BYTES. */
+static void pool_put(rg_seq_heap *h, void **list, void *p, size_t n)
+{
+    if (!p) return;
+    if (h != rg_seq__heap_bound || n > RG_SEQ_POOL_MAX_BYTES - h->pool_bytes) {
+        free(p);
+        return;
+    }
+    memcpy(p, list, sizeof *list);
+    *list = p;
+    h->pool_bytes += n;
+}
+
+/* The size class of a retention buffer of n bytes, or -1 (not pooled). */
+static int pool_class(size_t n)
+{
+    if (n < RG_SEQ_POOL_MIN || n % RG_SEQ_POOL_MIN || (n & (n - 1))) return -1;
+    const int k = __builtin_ctzll((unsigned long long)(n / RG_SEQ_POOL_MIN));
+    return k < RG_SEQ_POOL_CLASSES ? k : -1;
+}
+
+static void pool_put_ret(rg_seq_heap *h, uint8_t *p, size_t n)
+{
+    const int k = pool_class(n);
+    if (k < 0) {
+        free(p);
+        return;
+    }
+    pool_put(h, &h->pool_ret[k], p, n);
+}
+
+static void pool_drain(rg_seq_heap *h)
+{
+    for (int k = -1; k < RG_SEQ_POOL_CLASSES; k++) {
+        void **list = k < 0 ? &h->pool_store : &h->pool_ret[k];
+        const size_t n = k < 0 ? sizeof(rg_seq_store) : (size_t)RG_SEQ_POOL_MIN << k;
+        void *p;
+        while ((p = pool_take(h, list, n)) != NULL)
+            free(p);
+    }
+}
+
+void rg_seq_heap_unbind(rg_seq_heap *h)
+{
+    pool_drain(h);
     if (rg_seq__heap_bound == h) rg_seq__heap_bound = NULL;
 }
 
@@ -142,7 +197,11 @@ static rg_seq_store *store_of(rg_seq *s, const rg_seq_cfg *cfg)
     rg_seq_heap *h = heap_cur();
     const unsigned layer = cfg ? cfg->layer : 0;
     if (admit(h, layer, sizeof(rg_seq_store)) < 0) return NULL;
-    rg_seq_store *st = calloc(1, sizeof *st);
+    rg_seq_store *st = h == rg_seq__heap_bound ? pool_take(h, &h->pool_store, sizeof *st) : NULL;
+    if (st)
+        memset(st, 0, sizeof *st);
+    else
+        st = calloc(1, sizeof *st);
     if (!st) {
         heap_fail(h);
         return NULL;
@@ -501,7 +560,7 @@ static void ret_release(rg_seq_store *st, uint32_t left)
 /* Give up the kept bytes (and their buffer). */
 static void ret_drop(rg_seq_store *st)
 {
-    free(st->ret);
+    pool_put_ret(st->heap, st->ret, st->ret_cap);
     heap_sub(st, st->ret_cap);
     st->ret = NULL;
     st->ret_cap = st->ret_len = 0;
@@ -540,7 +599,15 @@ static void ret_keep(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8
             ret_drop(st);
             return;
         }
-        uint8_t *q = realloc(st->ret, (size_t)ncap);
+        /* a pooled buffer of the new size takes the bytes, the old one goes back */
+        const int k = st->heap == rg_seq__heap_bound ? pool_class((size_t)ncap) : -1;
+        uint8_t *q = k >= 0 ? pool_take(st->heap, &st->heap->pool_ret[k], (size_t)ncap) : NULL;
+        if (q) {
+            if (st->ret_len) memcpy(q, st->ret, st->ret_len);
+            pool_put_ret(st->heap, st->ret, st->ret_cap);
+        } else {
+            q = realloc(st->ret, (size_t)ncap);
+        }
         if (!q) {
             heap_fail(st->heap);
             ret_drop(st);
@@ -597,12 +664,49 @@ static uint32_t recover_span(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, uin
     return rel;
 }
 
+/* The common cases of a retaining sequence, which the inline paths leave to rg_seq__insert:
+ * nothing buffered or borrowed, the window's left edge not past next, and either no sequence
+ * space taken (a pure ACK: only the kept bytes are trimmed) or data exactly at next within the
+ * byte cap and the window (borrowed, as the inline path does).  The same result as
+ * insert_impl, which they skip (no allocation happens, so no memcap hit either); 0: not such a
+ * case, nothing changed. */
+static int insert_retain_fast(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
+                              uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
+                              rg_seq_res *res)
+{
+    const uint32_t f = s->flags;
+    if (!cfg->retain || !cfg->buffer_data ||
+        (f & (RG_SEQF_INIT | RG_SEQF_BYPASS)) != RG_SEQF_INIT || s->borrow || s->borrow_len ||
+        s->nblk)
+        return 0;
+    const int nowin = !win || !(win->left | win->right);
+    if (!nowin && rg_sdiff(win->left, s->next) > 0) return 0;
+    if (takeup != 0) {
+        if (takeup != len || data == NULL || seq != s->next || !(iflags & RG_SEQ_BORROW) ||
+            (f & (RG_SEQF_END | RG_SEQF_FLOOR)) || len > rg_seq_cfg_max_bytes(cfg) ||
+            (!nowin && (int64_t)rg_sdiff(win->right, seq) < (int64_t)len))
+            return 0;
+    }
+    clear_hit(s);
+    maybe_shrink(s);
+    if (!nowin && s->st) ret_release(s->st, win->has_ack ? win->ack : win->left);
+    if (takeup != 0) {
+        s->borrow = data;
+        s->borrow_len = len;
+        s->flags |= RG_SEQF_STARTED;
+        if (res) res->new_bytes += len;
+    }
+    return 1;
+}
+
 uint32_t rg_seq__insert(rg_seq *s, const rg_seq_cfg *cfg, uint32_t seq, const uint8_t *data,
                         uint32_t len, uint32_t takeup, const rg_seq_win *win, unsigned iflags,
                         rg_seq_res *res)
 {
     rg_seq_res tmp;
     rg_seq_cfg bc;
+    if (insert_retain_fast(s, cfg, seq, data, len, takeup, win, iflags, res))
+        return res ? res->flags : 0;
     if (!res) {
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
@@ -831,6 +935,28 @@ rg_bytes rg_seq__assemble(rg_seq *s, const rg_seq_cfg *cfg, rg_seq_res *res)
         memset(&tmp, 0, sizeof tmp);
         res = &tmp;
     }
+    if (cfg->retain && cfg->buffer_data && !(s->flags & (RG_SEQF_FLOOR | RG_SEQF_BYPASS)) &&
+        s->nblk == 0) {
+        /* the common retaining case: at most the borrowed bytes to deliver and keep (what the
+         * general path below does then, without its block and gap steps) */
+        maybe_shrink(s);
+        if (s->borrow) {
+            const uint32_t n = s->borrow_len;
+            out.ptr = s->borrow;
+            out.len = n;
+            s->next += n;
+            res->adv_bytes += n;
+            s->borrow = NULL;
+            s->borrow_len = 0;
+            if (n) ret_keep(s, cfg, s->next - n, out.ptr, n);
+        }
+        if ((s->flags & (RG_SEQF_END | RG_SEQF_DONE)) == RG_SEQF_END && s->next == s->end) {
+            s->next = s->lend;
+            s->flags |= RG_SEQF_DONE;
+            res->flags |= RG_SEQ_EV_DONE;
+        }
+        return out;
+    }
     maybe_shrink(s); /* the previous view is no longer valid */
     const uint32_t ng0 = res->ngaps;
     const uint32_t gb0 = res->gap_bytes;
@@ -930,11 +1056,12 @@ void rg_seq__release(rg_seq *s)
         for (uint32_t k = 0; k < s->nblk; k++)
             free(st->blk[k].data);
         heap_sub(st, rg_seq_heap_bytes(s));
-        free(st->ret);
+        rg_seq_heap *h = st->heap;
+        pool_put_ret(h, st->ret, st->ret_cap);
         free(st->view);
         free(st->gap);
         free(st->blk);
-        free(st);
+        pool_put(h, &h->pool_store, st, sizeof *st);
     }
     rg_seq_init(s);
 }

@@ -2366,6 +2366,7 @@ static void test_memcap_refuses_and_reports(void **state)
         }
         rg_seq_free(&s);
         assert_int_equal(h.cur, 0);
+        rg_seq_heap_unbind(&h); /* frees its pool */
         rg_seq_heap_bind(old);
     }
 }
@@ -2402,6 +2403,7 @@ static void test_memcap_bypass_tracks_offsets(void **state)
     assert_true(h.cur <= after);
     rg_seq_free(&s);
     assert_int_equal(h.cur, 0);
+    rg_seq_heap_unbind(&h); /* frees its pool */
     rg_seq_heap_bind(old);
 }
 
@@ -2491,6 +2493,7 @@ static void test_memcap_evict_oldest(void **state)
     rg_flow_free(t);
     assert_int_equal(h.ntables, 0);
     assert_int_equal(h.cur, 0);
+    rg_seq_heap_unbind(&h); /* frees its pool */
     rg_seq_heap_bind(old);
     rg_stats_free(st);
 }
@@ -2773,6 +2776,94 @@ static void test_extra_memory_under_full_cap(void **state)
     }
 }
 
+/* The pool of a bound accountant: a flow's store and kept-bytes buffer go back to it at the
+ * flow's end and the next flow reuses them (no malloc/free); reused memory is counted in cur
+ * and under the memcap exactly as fresh memory; growth takes a larger pooled buffer; unbind
+ * frees the pool (LeakSanitizer checks that nothing is lost). */
+static void test_retain_pool(void **state)
+{
+    (void)state;
+    static const rg_seq_cfg c = {.buffer_data = 1, .retain = 1, .max_bytes = 10000};
+    rg_seq_heap h;
+    memset(&h, 0, sizeof h);
+    rg_seq_heap *old = rg_seq_heap_bind(&h);
+    rg_seq s;
+    rg_seq_init(&s);
+    (void)ret_send(&s, &c, 1, "GOOD", 1);
+    const rg_seq_store *st0 = s.st;
+    const uint8_t *ret0 = s.st->ret;
+    assert_int_equal(s.st->ret_cap, RG_SEQ_POOL_MIN);
+    const size_t used = h.cur;
+    assert_int_equal(used, sizeof(rg_seq_store) + RG_SEQ_POOL_MIN);
+    rg_seq_free(&s); /* the flow ends: released to the pool, no longer counted */
+    assert_int_equal(h.cur, 0);
+    assert_int_equal(h.pool_bytes, used);
+    rg_seq_init(&s); /* the next flow reuses both, counted as before */
+    rg_seq_res r = ret_send(&s, &c, 7, "GOOD", 7);
+    assert_ptr_equal(s.st, st0);
+    assert_ptr_equal(s.st->ret, ret0);
+    assert_int_equal(h.cur, used);
+    assert_int_equal(h.pool_bytes, 0);
+    r = ret_send(&s, &c, 7, "EVIL", 7); /* compared with the reused buffer's kept bytes */
+    assert_true(r.flags & RG_SEQ_EV_CONFLICT);
+    assert_int_equal(r.ovl_bytes, 4);
+    /* growth past 512 bytes (no larger buffer pooled: realloc), the new size counted */
+    char seg[601];
+    memset(seg, 'x', 600);
+    seg[600] = 0;
+    (void)ret_send(&s, &c, 11, seg, 7);
+    assert_int_equal(s.st->ret_len, 604);
+    assert_int_equal(s.st->ret_cap, 2 * RG_SEQ_POOL_MIN);
+    assert_int_equal(h.cur, sizeof(rg_seq_store) + 2 * RG_SEQ_POOL_MIN);
+    assert_int_equal(h.pool_bytes, 0);
+    rg_seq_free(&s);
+    assert_int_equal(h.cur, 0);
+    assert_int_equal(h.pool_bytes, sizeof(rg_seq_store) + 2 * RG_SEQ_POOL_MIN);
+    /* the next flow's growth takes the pooled 1024-byte buffer and pools its 512 one */
+    rg_seq_init(&s);
+    (void)ret_send(&s, &c, 1, "GOOD", 1);
+    assert_int_equal(h.pool_bytes, 2 * RG_SEQ_POOL_MIN); /* store and 512 taken */
+    (void)ret_send(&s, &c, 5, seg, 1);
+    assert_int_equal(s.st->ret_len, 604);
+    assert_memory_equal(s.st->ret, "GOOD", 4); /* the kept bytes moved with it */
+    assert_int_equal(s.st->ret_cap, 2 * RG_SEQ_POOL_MIN);
+    assert_int_equal(h.pool_bytes, RG_SEQ_POOL_MIN);
+    assert_int_equal(h.cur, sizeof(rg_seq_store) + 2 * RG_SEQ_POOL_MIN);
+    r = ret_send(&s, &c, 1, "EVIL", 1);
+    assert_true(r.flags & RG_SEQ_EV_CONFLICT);
+    rg_seq_free(&s);
+    assert_int_equal(h.pool_bytes, sizeof(rg_seq_store) + 3 * RG_SEQ_POOL_MIN);
+    /* the memcap sees reused memory as new: a cap with room for the store only refuses the
+     * copy although the pool holds a buffer */
+    h.cap = sizeof(rg_seq_store) + RG_SEQ_POOL_MIN - 1;
+    h.policy = RG_MEMCAP_DROP_FLOW;
+    rg_seq_init(&s);
+    r = ret_send(&s, &c, 1, "GOOD", 1);
+    assert_int_equal(r.adv_bytes, 4);
+    assert_int_equal(s.st->ret_cap, 0);
+    assert_int_equal(h.cur, sizeof(rg_seq_store));
+    assert_int_equal(h.hits, 1);
+    rg_seq_free(&s);
+    assert_int_equal(h.cur, 0);
+    /* an accountant that is not bound pools nothing: what it frees goes to the C heap */
+    h.cap = 0;
+    rg_seq_init(&s);
+    (void)ret_send(&s, &c, 1, "GOOD", 1);
+    const size_t pooled = h.pool_bytes;
+    rg_seq_heap other;
+    memset(&other, 0, sizeof other);
+    (void)rg_seq_heap_bind(&other);
+    rg_seq_free(&s);
+    assert_int_equal(h.cur, 0);
+    assert_int_equal(h.pool_bytes, pooled);
+    assert_int_equal(other.pool_bytes, 0);
+    rg_seq_heap_unbind(&other);
+    rg_seq_heap_unbind(&h); /* not bound, but its pool is freed */
+    assert_int_equal(h.pool_bytes, 0);
+    assert_null(h.pool_store);
+    rg_seq_heap_bind(old);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2830,6 +2921,7 @@ int main(void)
         cmocka_unit_test(test_recover_cap_boundaries),
         cmocka_unit_test(test_retain_compares_unacked),
         cmocka_unit_test(test_retain_accounting),
+        cmocka_unit_test(test_retain_pool),
         cmocka_unit_test(test_extra_memory_under_full_cap),
     };
     return cmocka_run_group_tests_name("rg_seq", tests, NULL, NULL);

@@ -222,6 +222,11 @@ struct rg_stats;
  * reported through on_hit; reassembly hits come back in rg_seq_res.
  * Transient buffers (an assemble's joined view, the gap list) are counted
  * but never refused: refusing them would lose bytes already held. */
+/* The pool's size classes: retention buffers of 512 << k bytes, k < 8 (grown geometrically
+ * from 512); other sizes are not pooled. */
+#define RG_SEQ_POOL_MIN       512u
+#define RG_SEQ_POOL_CLASSES   8
+#define RG_SEQ_POOL_MAX_BYTES ((size_t)1 << 20)
 typedef struct rg_seq_heap {
     size_t cur, peak;
     uint64_t fails;
@@ -246,6 +251,12 @@ typedef struct rg_seq_heap {
      * 0 = cfg.policy; NULL = none */
     const uint8_t *ovl_policy;
     uint32_t novl;
+    /* pool: stores and retention buffers freed while this accountant was bound, kept for reuse
+     * so that a flow's retention costs no malloc/free in steady state (rg_seq.c; free memory,
+     * not counted in cur; at most RG_SEQ_POOL_MAX_BYTES; freed by rg_seq_heap_unbind) */
+    void *pool_store;
+    void *pool_ret[RG_SEQ_POOL_CLASSES]; /* buffers of RG_SEQ_POOL_MIN << k bytes */
+    size_t pool_bytes;
 } rg_seq_heap;
 
 /* A buffered block: its range and, with cfg.buffer_data, its own bytes
@@ -660,7 +671,10 @@ uint32_t rg_seq_mcount(const rg_seq *s);
  * and binds it at each of its entry points (generated code), so contexts and
  * their worker threads share no counter; rg_seq_heap_bind returns the
  * previous binding, rg_seq_heap_unbind(h) drops the binding if it is h (a
- * context going away).  Unbound, a per-thread default accountant is used.
+ * context going away) and frees h's pool.  Only the bound accountant pools
+ * what is freed (a store freed under another goes back to the C heap), so a
+ * pool is only ever touched by the thread running its context.  Unbound, a
+ * per-thread default accountant is used (it pools nothing).
  * rg_seq_heap_stats / rg_seq_heap_reset_peak: the bound (or default)
  * accountant's counters now and at the peak since the last reset. */
 extern _Thread_local rg_seq_heap *rg_seq__heap_bound;
@@ -670,7 +684,7 @@ RG_INLINE rg_seq_heap *rg_seq_heap_bind(rg_seq_heap *h)
     rg_seq__heap_bound = h; /* per packet: one thread-local store */
     return old;
 }
-void rg_seq_heap_unbind(const rg_seq_heap *h);
+void rg_seq_heap_unbind(rg_seq_heap *h);
 rg_seq_heap rg_seq_heap_stats(void);
 void rg_seq_heap_reset_peak(void);
 
