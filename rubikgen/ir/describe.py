@@ -42,9 +42,10 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
         return HField(f.name, f.layout, f.kind, line(f.path).line, f.width, f.size, n,
                       f.length_unit, f.order, f.const)  # fmt: skip
 
-    def var(v: VarInfo) -> Var:
+    def var(v: VarInfo, perm: bool = False) -> Var:
         init = x.expr(v.init) if v.init is not None else None
-        return Var(v.name, v.kind, line(v.path).line, v.width, v.size, init)
+        target = x.name(("perm", v.name)) if perm and init is not None else None
+        return Var(v.name, v.kind, line(v.path).line, v.width, v.size, init, target)
 
     fields = {n: hfield(f) for n, f in proto.fields.items()}
     d = LayerDesc(
@@ -59,7 +60,7 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
         layout_lines={n: line(("layouts", n)).line for n in proto.layouts},
         header=_steps(m.header, x, line(("header",)).line),
         temps={n: var(v) for n, v in proto.temps.items()},
-        perms={n: var(v) for n, v in proto.perms.items()},
+        perms={n: var(v, perm=True) for n, v in proto.perms.items()},
         states=list(proto.states),
         transitions=list(proto.transitions),
         events=list(m.events) + list(BUILTIN_EVENTS),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubikgen.expr.ast import Expr
+from rubikgen.expr.ast import Expr, Name
 from rubikgen.expr.types import BytesT, NumT, Type
 
 __all__ = [
@@ -63,6 +63,9 @@ class Var:
     width: int | None = None
     size: int | None = None  # fixed bytes; None = a view of any length
     init: Expr | None = None  # perm only
+    # perm with an init: the variable as a bound name (what the create's `perm.x = init`
+    # assigns), so that the back-end needs no name resolution of its own
+    target: Name | None = None
 
     @property
     def type(self) -> Type:
