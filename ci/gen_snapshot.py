@@ -8,7 +8,8 @@ back-end refactor can prove the output byte-identical (`diff -r BEFORE AFTER`).
 For each stack file (specs/stacks, docs/tutorial, bench/specs, tests/specs) and each -O level
 (0, 1, 2) it writes every file of `Compilation.generated` (S_gen.h, S_gen.c with the burst stage
 and the lean walks, S_main.c), the handler stubs and the declarations (prototypes, signatures,
-pkg-config libraries, unseen sequences, as JSON); the rules files of docs/examples are compiled
+pkg-config libraries, unseen sequences, as JSON), and the optimised IR with each instruction's
+resources (ir.txt; the lowered IR before any pass too, in STACK-lowered/); the rules files of docs/examples are compiled
 into tcp_ip both fixed and reloadable. With `--tests`, pytest runs the named files in this
 process with `Compilation.generated` wrapped, so every stack a test generates is written too
 (keyed by its spec hash, which hashes the inputs' names and contents; a fixed --basetemp keeps
@@ -42,10 +43,15 @@ def _stack_files() -> list[Path]:
     return out
 
 
-def write(gen: Any, dest: Path) -> int:
-    """The generated files of one compilation under dest; returns the bytes written."""
+def write(gen: Any, dest: Path, prog: Any = None) -> int:
+    """The generated files of one compilation under dest (and its optimised IR with every
+    instruction's effects, when given); returns the bytes written."""
+    from rubikgen.ir.printer import to_text
+
     dest.mkdir(parents=True, exist_ok=True)
     files = dict(gen.files)
+    if prog is not None:
+        files["ir.txt"] = to_text(prog)
     files[gen.handlers_file] = gen.handlers_stub
     for name, text in gen.handler_stubs.items():
         files[f"stub_{name}.c"] = text
@@ -83,6 +89,18 @@ def snapshot_files(out: Path) -> tuple[int, int]:
         tag = str(rel).replace("/", "__")
         if rules is not None:
             tag += "+" + Path(rules).name + ("+reload" if reload else "")
+        if rules is None:
+            from rubikgen.ir.printer import to_text
+
+            try:
+                lowered = Compilation(path, opt_level=0).lowered
+                d = out / "files" / f"{tag}-lowered"
+                d.mkdir(parents=True, exist_ok=True)
+                text = to_text(lowered).replace(str(REPO), "<REPO>")
+                (d / "ir.txt").write_text(text, encoding="utf-8")
+                nfiles, nbytes = nfiles + 1, nbytes + len(text.encode())
+            except GenerateError as e:
+                errors.append(f"{tag} lowered: {e}")
         for level in (0, 1, 2):
             comp = Compilation(
                 path, opt_level=level, rules=REPO / rules if rules else None, rules_reload=reload
@@ -93,7 +111,7 @@ def snapshot_files(out: Path) -> tuple[int, int]:
                 errors.append(f"{tag} -O{level}: {e}")
                 continue
             dest = out / "files" / f"{tag}-O{level}"
-            nbytes += write(gen, dest)
+            nbytes += write(gen, dest, comp.program)
             nfiles += len(list(dest.iterdir()))
     (out / "errors.txt").write_text("".join(x + "\n" for x in errors), encoding="utf-8")
     return nfiles, nbytes
@@ -115,7 +133,7 @@ def snapshot_tests(out: Path, tests: list[str]) -> None:
         if self.rules_path is not None:
             key += "-rules" + ("-reload" if self.rules_reload else "")
         if key not in seen:
-            seen[key] = write(gen, out / "tests" / key)
+            seen[key] = write(gen, out / "tests" / key, self.program)
         return gen
 
     from functools import cached_property
