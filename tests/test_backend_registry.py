@@ -50,3 +50,21 @@ def test_the_back_end_renders_without_the_name_resolver() -> None:
     prog.exprs = {}  # the by-text table and its resolver: gone
     assert generate_c(prog, "h", 2).files == with_table
     assert "init, " in with_table["tcp_ip_gen.c"]  # the perm inits are rendered
+
+
+def test_opcode_classes_declare_the_effects_lowering_gives_them() -> None:
+    comp = Compilation(REPO / "specs" / "stacks" / "tcp_ip.yaml", opt_level=0)
+    prog = comp.lowered
+    ins = [i for b in prog.blocks.values() for i in b.instrs]
+    lookup = next(i for i in ins if isinstance(i, I.Lookup) and i.layer == "tcp")
+    assert lookup.reads == {"KEY:tcp", "RUNTIME"} and lookup.writes == {"INST:tcp"}
+    # a parameter's layer: tcp's header program reads its ip layer's header
+    parse = next(i for i in ins if isinstance(i, I.ParseHeader) and i.layer == "tcp")
+    assert {"HEADER:tcp", "HEADER:ip"} <= parse.reads
+    assert all(i.undeclared() == [] for i in ins)
+    # an instruction built without them is reported by the verifier
+    from rubikgen.ir import verify
+
+    blk = next(b for b in prog.blocks.values() if b.instrs)
+    blk.instrs.append(I.Destroy(layer=blk.layer))
+    assert any("lacks its declared effect: reads INST:" in p for p in verify(prog))

@@ -119,6 +119,18 @@ class Instr:
         return cls(layer=layer, reads=r | frozenset(reads), writes=w | frozenset(writes),
                    src=src, **fields)  # fmt: skip
 
+    def undeclared(self) -> list[str]:
+        """The class's declared effects this instruction lacks (those of its parameters'
+        layers aside: the instruction does not know the bindings)."""
+        kinds = Effects(
+            tuple(k for k in self.effects.reads if not k.endswith("@params")),
+            tuple(k for k in self.effects.writes if not k.endswith("@params")),
+        )
+        r, w = kinds.resolve(self.layer)
+        return [f"reads {x}" for x in sorted(r - self.reads)] + [
+            f"writes {x}" for x in sorted(w - self.writes)
+        ]
+
     @property
     def is_command(self) -> bool:
         return self.command
