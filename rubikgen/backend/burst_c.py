@@ -35,8 +35,8 @@ from .c.layer import header_zero, parse_lines
 from .c.registry import render_instr
 from .c.terms import term
 from .context import CContext
-from .frame import frame_locals
-from .layer_c import LayerC, c_comment
+from .frame import block_head, entry_switch, frame_locals
+from .layer_c import LayerC
 from .registry import Registry
 
 #: Effect classes an instruction may write for stage 1 to run it: the packet's own locals.
@@ -132,26 +132,10 @@ def _rename(line: str) -> str:
 
 
 def _body(cx: CContext) -> str:
-    prog = cx.prog
-    out: list[str] = ["    switch (entry) {"]
-    for e in sorted({prog.entries[k] for k in prog.entries}):
-        lc = cx.layers[e]
-        out += [
-            f"    case {lc.index}: /* entry layer {e} */",
-            f"        in_{e} = rg_bytes_make(data, caplen);",
-            f"        ret_{e} = 0;",
-            f"        rep_{e} = 0;",
-            f"        goto {_label(prog.layers[e].entry)};",
-        ]
-    out += ["    default:", "        return 1;", "    }"]
+    out = entry_switch(cx, _label, "1")
     targets = cx.targets()
-    for name, b in prog.blocks.items():
-        src = f" {c_comment(str(b.src))}" if b.src else ""
-        if name in targets:
-            out.append(f"{_label(name)}: /* {name}{src} */")
-        else:
-            out.append(f"    /* {name}{src} */")
-        out.append("    {")
+    for name, b in cx.prog.blocks.items():
+        out += block_head(name, b, targets, _label)
         for ins in b.instrs:
             lines: list[str] = STAGE1.render(ins, cx.layers[ins.layer], cx)
             for line in lines:

@@ -26,7 +26,7 @@ from .c.registry import render_instr
 from .c.terms import return_to_caller, term
 from .c.transform import transform_support
 from .context import CContext, HandlerC, build, label
-from .frame import frame_locals
+from .frame import block_head, entry_switch, frame_locals
 from .layer_c import LayerC, c_comment, c_string
 from .rules_so import Reloadable
 
@@ -305,28 +305,11 @@ def entry_table(cx: CContext) -> list[int]:
 
 
 def process_body(cx: CContext) -> str:
-    out: list[str] = []
     targets = cx.targets()
-    entries = sorted({cx.prog.entries[k] for k in cx.prog.entries})
-    out.append("    switch (entry) {")
-    for e in entries:
-        lc = cx.layers[e]
-        out.append(f"    case {lc.index}: /* entry layer {e} */")
-        out.append(f"        in_{e} = rg_bytes_make(data, caplen);")
-        out.append(f"        ret_{e} = 0;")
-        out.append(f"        rep_{e} = 0;")
-        out.append(f"        goto {label(cx.prog.layers[e].entry)};")
-    out.append("    default:")
-    out.append("        return RG_PKT_ERROR;")
-    out.append("    }")
+    out = entry_switch(cx, label, "RG_PKT_ERROR")
     for name, b in cx.prog.blocks.items():
         out.append("")
-        src = f" {c_comment(str(b.src))}" if b.src else ""
-        if name in targets:
-            out.append(f"{label(name)}: /* {name}{src} */")
-        else:
-            out.append(f"    /* {name}{src} */")
-        out.append("    {")
+        out += block_head(name, b, targets, label)
         cx.walk.key_built = None  # a block may be entered by a jump
         for ins in b.instrs:
             if ins.src is not None and ins.src != b.src:

@@ -3,10 +3,37 @@ and the burst stage share them: same names, same labels)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rubikgen.expr.ast import Name, walk
+from rubikgen.ir.nodes import Block
 
 from .context import CContext
 from .keywords import windows
+from .layer_c import c_comment
+
+
+def entry_switch(cx: CContext, label: Callable[[str], str], fail: str) -> list[str]:
+    """The function's dispatch on the entry layer (`fail` returned for an unknown one)."""
+    out = ["    switch (entry) {"]
+    for e in sorted({cx.prog.entries[k] for k in cx.prog.entries}):
+        lc = cx.layers[e]
+        out += [
+            f"    case {lc.index}: /* entry layer {e} */",
+            f"        in_{e} = rg_bytes_make(data, caplen);",
+            f"        ret_{e} = 0;",
+            f"        rep_{e} = 0;",
+            f"        goto {label(cx.prog.layers[e].entry)};",
+        ]
+    return out + ["    default:", f"        return {fail};", "    }"]
+
+
+def block_head(name: str, b: Block, targets: set[str], label: Callable[[str], str]) -> list[str]:
+    """A block's label (a comment when nothing jumps there) with its spec position, and its
+    opening brace."""
+    src = f" {c_comment(str(b.src))}" if b.src else ""
+    head = f"{label(name)}: /* {name}{src} */" if name in targets else f"    /* {name}{src} */"
+    return [head, "    {"]
 
 
 def loop_key_headers(cx: CContext) -> set[str]:
