@@ -12,8 +12,8 @@ pkg-config libraries, unseen sequences, as JSON), and the optimised IR with each
 resources (ir.txt; the lowered IR before any pass too, in STACK-lowered/); the rules files of docs/examples are compiled
 into tcp_ip both fixed and reloadable. With `--tests`, pytest runs the named files in this
 process with `Compilation.generated` wrapped, so every stack a test generates is written too
-(keyed by its spec hash, which hashes the inputs' names and contents; a fixed --basetemp keeps
-the paths the generated C names the same between runs). Stacks with spec errors are listed in
+(keyed by its spec hash, which hashes the inputs' names and contents; pytest's --basetemp,
+RG_SNAPSHOT_TMP, is written <TMP> in the snapshot, so two runs at once compare). Stacks with spec errors are listed in
 errors.txt, not skipped silently."""
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 STACK_DIRS = ["specs/stacks", "docs/tutorial", "bench/specs", "tests/specs"]
 RULES = ["docs/examples/middlebox.rules.yaml"]
+# pytest's --basetemp for --tests (RG_SNAPSHOT_TMP): the tests' stack files are written there
+BASETEMP = Path(os.environ.get("RG_SNAPSHOT_TMP", "/tmp/rg-gen-snapshot"))
 
 
 def _stack_files() -> list[Path]:
@@ -68,7 +70,7 @@ def write(gen: Any, dest: Path, prog: Any = None) -> int:
     for name, text in files.items():
         # the checkout's own path as a placeholder: a tree checked out elsewhere (the base of
         # a comparison) writes the same bytes
-        text = text.replace(str(REPO), "<REPO>")
+        text = text.replace(str(REPO), "<REPO>").replace(str(BASETEMP), "<TMP>")
         (dest / name).write_text(text, encoding="utf-8")
         n += len(text.encode())
     return n
@@ -141,8 +143,7 @@ def snapshot_tests(out: Path, tests: list[str]) -> None:
     cp = cached_property(generated)
     cp.attrname = "generated"
     pipeline.Compilation.generated = cp  # type: ignore[method-assign,assignment]
-    base = Path(os.environ.get("TMPDIR", "/tmp")) / "rg-gen-snapshot"
-    rc = pytest.main(["-q", "-p", "no:cacheprovider", f"--basetemp={base}", *tests])
+    rc = pytest.main(["-q", "-p", "no:cacheprovider", f"--basetemp={BASETEMP}", *tests])
     print(f"pytest exit {rc}; {len(seen)} compilations from tests", file=sys.stderr)
 
 
