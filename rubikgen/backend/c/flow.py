@@ -43,7 +43,7 @@ def key_words(cx: CContext, lc: LayerC, rev: bool = True) -> list[str]:
 @C.register(I.BuildKey)
 def build_key(ins: I.BuildKey, lc: LayerC, cx: CContext) -> str:
     # the byte keys: creates, instance records, observers and rules read them (the
-    # lookup right after takes the key as words, see i_lookup)
+    # lookup right after takes the key as words, see lookup below)
     out = store_key(cx, f"kf_{lc.name}", lc.key_fwd, lc)
     if lc.bidir:
         out += store_key(cx, f"kr_{lc.name}", lc.key_rev, lc)
