@@ -253,7 +253,7 @@ class Compilation:
     @cached_property
     def generated(self) -> Generated:
         """The C files, handler stubs and declarations of the optimised program."""
-        from rubikgen.backend.emit import CGen, spec_hash
+        from rubikgen.backend.emit import generate_c, spec_hash
 
         prog = self.program
         doc = self.checked
@@ -270,11 +270,11 @@ class Compilation:
 
             hash_, rl = reloadable(hash_, rules, self.stack_path)
             try:
-                gen = CGen(prog, hash_, level, rl).render()
+                gen = generate_c(prog, hash_, level, rl)
             except Unreadable as e:
                 raise GenerateError(e.diagnostics) from None
         else:
-            gen = CGen(prog, hash_, level, rules).render()
+            gen = generate_c(prog, hash_, level, rules)
         gen.dumps = self.optimised.dumps
         self.timings["C back-end"] = time.perf_counter() - t0
         return gen

@@ -1,6 +1,7 @@
 """C back-end entry points: the optimised IR -> S_gen.h, S_gen.c (one big per-packet function),
-S_main.c and the handler stubs S_handlers.c (rendered by cgen.CGen from the IR alone; file
-skeletons are Jinja2 templates in templates/). The stages before it run in
+S_main.c and the handler stubs S_handlers.c (rendered by cgen.generate_c from the IR alone,
+each node by its renderer in the C registry, backend/c/; file skeletons are Jinja2 templates in
+templates/). The stages before it run in
 rubikgen.pipeline.Compilation."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from rubikgen import __version__
 from rubikgen.front.diagnostics import GenerateError  # a front-end error, named here as before
 
-from .cgen import CGen, Generated
+from .cgen import Generated, generate_c
 
 # Bump when the generated code changes for the same specs (part of the spec hash).
 GENERATOR_VERSION = "1"
@@ -31,8 +32,8 @@ def spec_hash(files: list[str], opt_level: int = 2) -> str:
 
 __all__ = [
     "GENERATOR_VERSION",
-    "CGen",
     "GenerateError",
     "Generated",
+    "generate_c",
     "spec_hash",
 ]

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rubikgen.expr.ast import Name
-from rubikgen.expr.table import ExprTable
 from rubikgen.expr.types import BOOL, BytesT, NumT, Type
 from rubikgen.ir.layout import (
     AnyUntil,
@@ -97,8 +96,6 @@ class LayerC:
     key_len: int = 0
     find_fwd: list[KeyPart] = field(default_factory=list)  # lookup: the key searched for
     atoms: int = 0
-    # sema's typed expressions of this layer, by source text (Program.exprs)
-    x: ExprTable = field(default_factory=lambda: ExprTable(""))
     rule_slot: bool = False  # rules with stateful/drop-flow actions: inst has rule__ (rules_c)
     # any_until loops and their lean walks, used where nothing reads their fields (lean_walk.py)
     walks: list[LeanWalk] = field(default_factory=list)

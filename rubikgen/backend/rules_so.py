@@ -319,7 +319,7 @@ def _empty(file: str) -> RuleSet:
 
 
 class RulesHost(RulesC):
-    """The stack's side of `--rules-reload` (the hooks of RulesC, cgen.py)."""
+    """The stack's side of `--rules-reload` (the hooks of RulesC the C renderers call, backend/c/)."""
 
     def __init__(
         self, rl: Reloadable, S: str, layers: dict[str, LayerC], depth: dict[str, int]
@@ -444,7 +444,7 @@ class RulesHost(RulesC):
 def rules_backend(
     rules: RuleSet | Reloadable | None, S: str, layers: dict[str, LayerC], depth: dict[str, int]
 ) -> RulesC | None:
-    """The rules' hooks of cgen.py: compiled in (RulesC), reloadable (RulesHost), none."""
+    """The rules' hooks of the C renderers (backend/c/, cgen.py): compiled in (RulesC), reloadable (RulesHost), none."""
     if isinstance(rules, Reloadable):
         return RulesHost(rules, S, layers, depth)
     return RulesC(rules, S, layers, depth) if rules else None

@@ -16,7 +16,7 @@ the pseudo-header fields it lends) this renders:
 - `int S_<layer>_strip_option(void *ctx, unsigned kind)` for TCP layers: the option's bytes
   become NOPs, checksums fixed up.
 
-cgen.py and the templates call in here with one-line hooks.
+The C renderers (backend/c/, cgen.py) and the templates call in here with one-line hooks.
 """
 
 from __future__ import annotations

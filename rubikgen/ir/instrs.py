@@ -1,16 +1,20 @@
 """The IR's instructions: one dataclass per opcode (see nodes.py for resources).
 
 Every instruction has its layer, the resources it reads and writes and where it comes from in
-the specs; its own fields are typed. ``command`` marks instructions with an effect outside the
+the specs; its own fields are typed. Each class declares its fixed resource effects
+(``effects``: what every instance of it reads and writes, whatever its operands), and
+``Op.make(layer, ...)`` adds them to what the operands read (their expressions' resources,
+which lowering computes), so lowering writes no resource names of its own. ``command`` marks instructions with an effect outside the
 function's own registers: never removed, never reordered across one another. Passes set the
 flags a class declares (``Create.lazy``, ``InsertSeq.borrow``, ...), and the back-end renders
-each class (``backend/emit.py`` dispatches on ``op``).
+each class (the renderer its registry holds for the class, ``backend/c/``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from rubikgen.expr.ast import Assign as AssignStmt
 from rubikgen.expr.ast import Expr
@@ -19,7 +23,9 @@ from .cond import Cond, Src
 from .layout import Arg
 
 __all__ = [
+    "GLOBAL_RESOURCES",
     "OPCODES",
+    "Effects",
     "Assemble",
     "Assign",
     "BuildKey",
@@ -49,17 +55,81 @@ __all__ = [
 
 _BASE = frozenset({"layer", "reads", "writes", "src"})
 
+#: Resource kinds not of one layer (nodes.RESOURCE_KINDS lists them all).
+GLOBAL_RESOURCES = frozenset({"RUNTIME"})
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    """An opcode's fixed resource effects, as kinds: "SEQ" is the instruction's own layer's
+    (SEQ:<layer>), "HEADER@params" each layer its protocol's parameters are bound to, a kind of
+    GLOBAL_RESOURCES itself."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+
+    @staticmethod
+    def _resolve(kinds: tuple[str, ...], layer: str, params: tuple[str, ...]) -> set[str]:
+        out: set[str] = set()
+        for k in kinds:
+            if k in GLOBAL_RESOURCES:
+                out.add(k)
+            elif k.endswith("@params"):
+                out |= {f"{k[: -len('@params')]}:{x}" for x in params}
+            else:
+                out.add(f"{k}:{layer}")
+        return out
+
+    def resolve(
+        self, layer: str, params: Iterable[str] = ()
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """(reads, writes) of an instruction of `layer` whose parameters are bound to
+        `params` (layer names)."""
+        ps = tuple(params)
+        r = self._resolve(self.reads, layer, ps)
+        return frozenset(r), frozenset(self._resolve(self.writes, layer, ps))
+
 
 @dataclass(kw_only=True, slots=True)
 class Instr:
     op: ClassVar[str] = ""
     command: ClassVar[bool] = False
     doc: ClassVar[str] = ""
+    effects: ClassVar[Effects] = Effects()
 
     layer: str
     reads: frozenset[str] = frozenset()
     writes: frozenset[str] = frozenset()
     src: Src | None = None
+
+    @classmethod
+    def make(
+        cls,
+        layer: str,
+        *,
+        params: Iterable[str] = (),
+        reads: Iterable[str] = (),
+        writes: Iterable[str] = (),
+        src: Src | None = None,
+        **fields: Any,
+    ) -> Self:
+        """An instruction of `layer` with the class's declared effects plus `reads`/`writes`
+        (its operands': expression reads, an assignment's target)."""
+        r, w = cls.effects.resolve(layer, params)
+        return cls(layer=layer, reads=r | frozenset(reads), writes=w | frozenset(writes),
+                   src=src, **fields)  # fmt: skip
+
+    def undeclared(self) -> list[str]:
+        """The class's declared effects this instruction lacks (those of its parameters'
+        layers aside: the instruction does not know the bindings)."""
+        kinds = Effects(
+            tuple(k for k in self.effects.reads if not k.endswith("@params")),
+            tuple(k for k in self.effects.writes if not k.endswith("@params")),
+        )
+        r, w = kinds.resolve(self.layer)
+        return [f"reads {x}" for x in sorted(r - self.reads)] + [
+            f"writes {x}" for x in sorted(w - self.writes)
+        ]
 
     @property
     def is_command(self) -> bool:
@@ -88,6 +158,7 @@ class Instr:
 @dataclass(kw_only=True, slots=True)
 class Enter(Instr):
     op = "enter"
+    effects = Effects(writes=("HEADER", "TEMP", "FIRED", "SDU"))
     doc = "start a pass over the layer: clear header, temps and fired flags"
     zero: str = "all"  # 'conditional' (header-zeroing): only fields a packet may skip
 
@@ -98,24 +169,28 @@ class Enter(Instr):
 @dataclass(kw_only=True, slots=True)
 class ParseHeader(Instr):
     op = "parse_header"
+    effects = Effects(reads=("HEADER", "HEADER@params"), writes=("HEADER", "SDU"))
     doc = "run the header program (sets the parse result that a branch tests)"
 
 
 @dataclass(kw_only=True, slots=True)
 class BuildKey(Instr):
     op = "build_key"
+    effects = Effects(reads=("HEADER", "HEADER@params", "PERM@params"), writes=("KEY",))
     doc = "build the forward (and swapped) selector key"
 
 
 @dataclass(kw_only=True, slots=True)
 class Lookup(Instr):
     op = "lookup"
+    effects = Effects(reads=("KEY", "RUNTIME"), writes=("INST",))
     doc = "look the key up in the layer's instance table"
 
 
 @dataclass(kw_only=True, slots=True)
 class FindFlow(Instr):
     op = "find_flow"
+    effects = Effects(reads=("HEADER", "HEADER@params", "RUNTIME"), writes=("INST",))
     command = True
     doc = "lookup: find an instance of another layer by a key of this packet (no create, no touch)"
     table: str  # the layer whose instance table is searched
@@ -124,6 +199,9 @@ class FindFlow(Instr):
 @dataclass(kw_only=True, slots=True)
 class Create(Instr):
     op = "create"
+    effects = Effects(
+        reads=("KEY", "HEADER"), writes=("INST", "PERM", "STATE", "SEQ", "FIRED", "RUNTIME")
+    )
     command = True
     doc = "create an instance: perm := init, state := start, latches := 0; raise created"
     lazy: bool = False  # fast-destroy: in the scratch record, committed at the exit if it lives
@@ -133,12 +211,14 @@ class Create(Instr):
 @dataclass(kw_only=True, slots=True)
 class NoInstance(Instr):
     op = "no_instance"
+    effects = Effects(writes=("INST", "PERM", "STATE"))
     doc = "the packet has no instance: use the zeroed scratch instance"
 
 
 @dataclass(kw_only=True, slots=True)
 class Observe(Instr):
     op = "observe"
+    effects = Effects(reads=("INST",), writes=("RUNTIME",))
     command = True
     doc = "tell observers a packet reached the instance"
 
@@ -159,6 +239,7 @@ class Assign(Instr):
 @dataclass(kw_only=True, slots=True)
 class SetSdu(Instr):
     op = "set_sdu"
+    effects = Effects(writes=("SDU",))
     doc = "the sdu := a byte-slice expression"
     value: Expr
 
@@ -169,6 +250,7 @@ class SetSdu(Instr):
 @dataclass(kw_only=True, slots=True)
 class Assemble(Instr):
     op = "assemble"
+    effects = Effects(reads=("SEQ", "INST"), writes=("SEQ", "SDU", "FIRED"))
     command = True
     doc = "take the contiguous data of the packet's sequence as the sdu"
 
@@ -176,6 +258,7 @@ class Assemble(Instr):
 @dataclass(kw_only=True, slots=True)
 class InsertSeq(Instr):
     op = "insert_seq"
+    effects = Effects(reads=("INST",), writes=("SEQ", "FIRED"))
     command = True
     doc = "insert the packet's data into its direction's sequence; raise its events"
     events: list[str] | None = None  # dead-stores: the event flags set (None: all)
@@ -186,6 +269,7 @@ class InsertSeq(Instr):
 @dataclass(kw_only=True, slots=True)
 class VUpdate(Instr):
     op = "vupdate"
+    effects = Effects(reads=("SEQ",), writes=("SEQ",))
     doc = "latch virtual atom `atom` when `expr` holds on this packet"
     atom: int
     expr: Expr
@@ -198,6 +282,7 @@ class VUpdate(Instr):
 @dataclass(kw_only=True, slots=True)
 class SetState(Instr):
     op = "set_state"
+    effects = Effects(writes=("STATE", "FIRED"))
     doc = "the PSM transition `name` (id `transition`, from 1) fired: state := `state`"
     state: int
     transition: int
@@ -207,6 +292,7 @@ class SetState(Instr):
 @dataclass(kw_only=True, slots=True)
 class Fire(Instr):
     op = "fire"
+    effects = Effects(writes=("FIRED",))
     doc = "set the fired flag of an event or handler"
     event: str
 
@@ -214,6 +300,7 @@ class Fire(Instr):
 @dataclass(kw_only=True, slots=True)
 class Fail(Instr):
     op = "fail"
+    effects = Effects(reads=("STATE",), writes=("FIRED", "STATE", "RUNTIME"))
     doc = "no transition matched: raise fail; `policy` (reset: state := `start`)"
     policy: str
     start: int
@@ -222,6 +309,7 @@ class Fail(Instr):
 @dataclass(kw_only=True, slots=True)
 class Callback(Instr):
     op = "callback"
+    effects = Effects(writes=("RUNTIME",))
     command = True
     doc = "a protocol callback statement: call handler `name` with `args`"
     name: str
@@ -234,6 +322,7 @@ class Callback(Instr):
 @dataclass(kw_only=True, slots=True)
 class Handler(Instr):
     op = "handler"
+    effects = Effects(writes=("RUNTIME",))
     command = True
     doc = "call a stack handler with its arguments"
     name: str
@@ -242,6 +331,7 @@ class Handler(Instr):
 @dataclass(kw_only=True, slots=True)
 class Transform(Instr):
     op = "transform"
+    effects = Effects(reads=("INST",), writes=("SDU", "INST", "RUNTIME"))
     command = True
     doc = "the sdu := a runtime transform of the arguments (empty on failure, counted)"
     name: str
@@ -254,6 +344,7 @@ class Transform(Instr):
 @dataclass(kw_only=True, slots=True)
 class LoopDecide(Instr):
     op = "loop_decide"
+    effects = Effects(writes=("LOOP",))
     doc = (
         "remember whether the self-loop edge holds (cond None: always); with input, the next "
         "pass parses that instead of the sdu (evaluated at the decision)"
@@ -273,6 +364,7 @@ class LoopDecide(Instr):
 @dataclass(kw_only=True, slots=True)
 class Destroy(Instr):
     op = "destroy"
+    effects = Effects(reads=("INST",), writes=("INST", "RUNTIME"))
     command = True
     doc = "destroy the instance (accept state)"
     lazy: bool = False  # fast-destroy: an instance still in the scratch record just goes
@@ -281,12 +373,14 @@ class Destroy(Instr):
 @dataclass(kw_only=True, slots=True)
 class Reenter(Instr):
     op = "reenter"
+    effects = Effects(reads=("SDU", "LOOP"), writes=("HEADER", "LOOP"))
     doc = "self-loop: the sdu (or the edge's input) becomes the layer's input for another pass"
 
 
 @dataclass(kw_only=True, slots=True)
 class Finish(Instr):
     op = "finish"
+    effects = Effects(reads=("INST", "SEQ"), writes=("INST", "SEQ", "RUNTIME"))
     command = True
     doc = (
         "the layer is left: settle (copy borrowed data), commit (a lazily created instance "
@@ -299,6 +393,7 @@ class Finish(Instr):
 @dataclass(kw_only=True, slots=True)
 class Error(Instr):
     op = "error"
+    effects = Effects(writes=("RUNTIME",))
     command = True
     doc = "count an error of the layer"
     reason: str

@@ -182,8 +182,10 @@ class Lowerer:
     @staticmethod
     def emit(b: Block, op: type[Instr], layer: str, reads: set[str] | frozenset[str] = frozenset(),
              writes: set[str] | frozenset[str] = frozenset(), src: Src | None = None,
-             **args: Any) -> Instr:  # fmt: skip
-        ins = op(layer=layer, reads=frozenset(reads), writes=frozenset(writes), src=src, **args)
+             params: Any = (), **args: Any) -> Instr:  # fmt: skip
+        """Appends an instruction: its class's declared effects (ir/instrs.py, `params` the
+        layers the protocol's parameters are bound to) plus `reads`/`writes`, its operands'."""
+        ins = op.make(layer, params=params, reads=reads, writes=writes, src=src, **args)
         b.instrs.append(ins)
         return ins
 
@@ -264,17 +266,11 @@ class Lowerer:
 
         enter = self.block(L, "enter", self.src(li, (), f"layer {L} ({proto.name})"))
         lir.entry = enter.name
-        self.emit(enter, I.Enter, L, set(), {f"HEADER:{L}", f"TEMP:{L}", f"FIRED:{L}", f"SDU:{L}"})
-        self.emit(
-            enter,
-            I.ParseHeader,
-            L,
-            {f"HEADER:{L}"} | {f"HEADER:{x}" for x in b.values()},
-            {f"HEADER:{L}", f"SDU:{L}"},
-            self.src(li, ("header",), "header"),
-        )
+        self.emit(enter, I.Enter, L)
+        self.emit(enter, I.ParseHeader, L, src=self.src(li, ("header",), "header"),
+                  params=b.values())  # fmt: skip
         trunc = self.block(L, "trunc")
-        self.emit(trunc, I.Error, L, set(), {"RUNTIME"}, reason="header")
+        self.emit(trunc, I.Error, L, reason="header")
         trunc.term = Return(L)
         after_hdr = self.block(L, "lookup" if proto.has_instance else "prep")
         enter.term = Branch(Cond("parse_ok"), after_hdr.name, trunc.name, L)
@@ -285,14 +281,12 @@ class Lowerer:
         if proto.has_instance:
             sel = m.selector
             sel_path: Path = ("selector",)
-            reads = {f"HEADER:{L}"} | {f"HEADER:{x}" for x in b.values()}
-            reads |= {f"PERM:{x}" for x in b.values()}
-            self.emit(cur, I.BuildKey, L, reads, {f"KEY:{L}"}, self.src(li, sel_path, "selector"))
-            self.emit(cur, I.Lookup, L, {f"KEY:{L}", "RUNTIME"}, {f"INST:{L}"})
+            self.emit(cur, I.BuildKey, L, src=self.src(li, sel_path, "selector"), params=b.values())
+            self.emit(cur, I.Lookup, L)
             found = self.block(L, "found")
             miss = self.block(L, "miss")
             cur.term = Branch(Cond("found"), found.name, miss.name, L)
-            self.emit(found, I.Observe, L, {f"INST:{L}"}, {"RUNTIME"})
+            self.emit(found, I.Observe, L)
             found.term = Jump(prep.name)
             create_if = None if isinstance(sel, list) or sel is None else sel.create_if
             create = self.block(L, "create", self.src(li, ("perm",), "create"))
@@ -308,25 +302,18 @@ class Lowerer:
                 )
             else:
                 miss.term = Jump(create.name)
-            self.emit(
-                create,
-                I.Create,
-                L,
-                {f"KEY:{L}", f"HEADER:{L}"},
-                {f"INST:{L}", f"PERM:{L}", f"STATE:{L}", f"SEQ:{L}", f"FIRED:{L}", "RUNTIME"},
-            )
-            self.emit(create, I.Observe, L, {f"INST:{L}"}, {"RUNTIME"})
+            self.emit(create, I.Create, L)
+            self.emit(create, I.Observe, L)
             create.term = Jump(prep.name)
-            self.emit(noinst, I.NoInstance, L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
+            self.emit(noinst, I.NoInstance, L)
             noinst.term = Jump(prep.name)
         else:
-            self.emit(cur, I.NoInstance, L, set(), {f"INST:{L}", f"PERM:{L}", f"STATE:{L}"})
+            self.emit(cur, I.NoInstance, L)
             if m.lookup is not None:
                 table = b[m.lookup.table]
-                reads = {f"HEADER:{L}", "RUNTIME"}
-                reads |= {f"HEADER:{x}" for p, x in b.items() if p != m.lookup.table}
+                others = [x for p, x in b.items() if p != m.lookup.table]
                 src = self.src(li, ("lookup",), f"lookup in {table}")
-                self.emit(cur, I.FindFlow, L, reads, {f"INST:{L}"}, src, table=table)
+                self.emit(cur, I.FindFlow, L, src=src, params=others, table=table)
             cur.term = Jump(prep.name)
 
         # 3. prep
@@ -343,7 +330,7 @@ class Lowerer:
                     rd |= expr_reads(L, self._x.expr(v))
             for w in m.sequence.window or []:
                 rd |= expr_reads(L, self._x.expr(w))
-            self.emit(ins, I.InsertSeq, L, rd | {f"INST:{L}"}, {f"SEQ:{L}", f"FIRED:{L}"})
+            self.emit(ins, I.InsertSeq, L, rd)
             self._latch_block = ins
             after_ins = self.block(L, "pre_psm")
             ins.term = Jump(after_ins.name)
@@ -374,16 +361,8 @@ class Lowerer:
         # virtual latches: every condition is known now; update them right after the insert
         if self._latch_block is not None and atoms.atoms:
             for k, (e, text) in enumerate(atoms.atoms):
-                self.emit(
-                    self._latch_block,
-                    I.VUpdate,
-                    L,
-                    expr_reads(L, e) | {f"SEQ:{L}"},
-                    {f"SEQ:{L}"},
-                    atom=k,
-                    expr=e,
-                    text=text,
-                )
+                self.emit(self._latch_block, I.VUpdate, L, expr_reads(L, e), atom=k, expr=e,
+                          text=text)  # fmt: skip
         lir.atoms = atoms.atoms
 
         # 9. next layer: the first matching edge (self-loops are separate, step 11)
@@ -421,7 +400,7 @@ class Lowerer:
                 I.LoopDecide,
                 L,
                 expr_reads(L, ex) | expr_reads(L, inp),
-                {f"LOOP:{L}"} | ({f"SDU:{L}"} if inp is not None else set()),
+                {f"SDU:{L}"} if inp is not None else set(),
                 self.stack_src(("edges", i), "self-loop"),
                 cond=Cond("expr", ex, expr_text(e.when)) if ex is not None else None,
                 max_repeat=mr,
@@ -434,12 +413,12 @@ class Lowerer:
             nxt = self.block(L, "after_destroy")
             cur.term = Branch(Cond("accept"), dst.name, nxt.name, L,
                               frozenset({f"STATE:{L}", f"INST:{L}"}))  # fmt: skip
-            self.emit(dst, I.Destroy, L, {f"INST:{L}"}, {f"INST:{L}", "RUNTIME"})
+            self.emit(dst, I.Destroy, L)
             dst.term = Jump(nxt.name)
             cur = nxt
         if loops:
             again = self.block(L, "loop")
-            self.emit(again, I.Reenter, L, {f"SDU:{L}", f"LOOP:{L}"}, {f"HEADER:{L}", f"LOOP:{L}"})
+            self.emit(again, I.Reenter, L)
             cur.term = Branch(Cond("loop"), again.name, "", L, frozenset({f"LOOP:{L}"}))
             again.term = Jump(enter.name)
             ret = self.block(L, "return")
@@ -465,11 +444,10 @@ class Lowerer:
                     self.emit(cur, I.Assign, L, expr_reads(L, st.value), w,
                               self.src(li, sp, s), stmt=st)  # fmt: skip
                 elif isinstance(st, CallStmt) and st.func == "assemble":
-                    self.emit(cur, I.Assemble, L, {f"SEQ:{L}", f"INST:{L}"},
-                              {f"SEQ:{L}", f"SDU:{L}", f"FIRED:{L}"}, self.src(li, sp, s))  # fmt: skip
+                    self.emit(cur, I.Assemble, L, src=self.src(li, sp, s))
                 elif isinstance(st, CallStmt) and st.func == "set_sdu":
-                    self.emit(cur, I.SetSdu, L, expr_reads(L, st.args[0]), {f"SDU:{L}"},
-                              self.src(li, sp, s), value=st.args[0])  # fmt: skip
+                    self.emit(cur, I.SetSdu, L, expr_reads(L, st.args[0]), src=self.src(li, sp, s),
+                              value=st.args[0])  # fmt: skip
                 else:
                     raise ValueError(f"unknown statement {s!r}")
                 i += 1
@@ -478,17 +456,16 @@ class Lowerer:
                 rd: set[str] = set()
                 for a in args:
                     rd |= expr_reads(L, a.expr)
-                self.emit(cur, I.Callback, L, rd, {"RUNTIME"},
-                          self.src(li, sp, f"callback {s.callback}"), name=s.callback, args=args)  # fmt: skip
+                self.emit(cur, I.Callback, L, rd, src=self.src(li, sp, f"callback {s.callback}"),
+                          name=s.callback, args=args)  # fmt: skip
                 i += 1
             elif isinstance(s, Transform):
                 targs = {an: self._x.expr(v) for an, v in s.args.items()}
-                rd = {f"INST:{L}"}
+                rd = set()
                 for v in targs.values():
                     rd |= expr_reads(L, v)
-                self.emit(cur, I.Transform, L, rd, {f"SDU:{L}", f"INST:{L}", "RUNTIME"},
-                          self.src(li, sp, f"transform {s.transform}"), name=s.transform,
-                          args=targs)  # fmt: skip
+                self.emit(cur, I.Transform, L, rd, src=self.src(li, sp, f"transform {s.transform}"),
+                          name=s.transform, args=targs)  # fmt: skip
                 i += 1
             elif isinstance(s, IfStmt):
                 # an if, its elifs and its else
@@ -551,8 +528,7 @@ class Lowerer:
                 cond = w if cond is None else X.binary("&&", cond, w)
                 text += f" && {expr_text(t.when)}"
             fire = self.block(L, f"t_{t.name}", self.src(li, tp, f"transition {t.name}"))
-            self.emit(fire, I.SetState, L, set(), {f"STATE:{L}", f"FIRED:{L}"},
-                      state=states.index(t.to), transition=ti + 1, name=t.name)  # fmt: skip
+            self.emit(fire, I.SetState, L, state=states.index(t.to), transition=ti + 1, name=t.name)  # fmt: skip
             end = self.stmts(fire, t.do, tp + ("do",))
             end.term = Jump(done.name)
             if cond is None:
@@ -563,8 +539,7 @@ class Lowerer:
             cur.term = Branch(Cond("expr", cond, text), fire.name, nxt.name, L,
                               expr_reads(L, cond))  # fmt: skip
             cur = nxt
-        self.emit(cur, I.Fail, L, {f"STATE:{L}"}, {f"FIRED:{L}", f"STATE:{L}", "RUNTIME"},
-                  self.src(li, ("psm", "on_fail"), "on_fail"), policy=psm.on_fail,
+        self.emit(cur, I.Fail, L, src=self.src(li, ("psm", "on_fail"), "on_fail"), policy=psm.on_fail,
                   start=states.index(_start(psm)))  # fmt: skip
         if psm.on_fail == "drop":
             cur.term = Return(L)
@@ -690,13 +665,13 @@ class Lowerer:
         else:
             cur.term = Branch(Cond("expr", cond, " && ".join(text)), body.name, join.name, L,
                               expr_reads(L, cond))  # fmt: skip
-        self.emit(body, I.Fire, L, set(), {f"FIRED:{L}"}, event=name)
+        self.emit(body, I.Fire, L, event=name)
         if do is None:
             rd: set[str] = set()
             for a in self.stack.handlers[name].args.values():
                 v = a.value if hasattr(a, "value") else a
                 rd |= expr_reads(L, self._x.expr(v))
-            self.emit(body, I.Handler, L, rd, {"RUNTIME"}, s, name=name)
+            self.emit(body, I.Handler, L, rd, src=s, name=name)
             end = body
         else:
             end = self.stmts(body, do, path + ("do",))

@@ -49,7 +49,8 @@ def prune(prog: Program) -> int:
 
 def verify(prog: Program) -> list[str]:
     """Problems found (empty when the IR is well formed): every block terminated, every target
-    defined, every opcode and resource known, calls only into layers, returns only from the
+    defined, every opcode and resource known, every instruction with its class's declared effects
+    (ir/instrs.py), calls only into layers, returns only from the
     block's own layer, every reachable layer entered, every expression resolved (typed and
     bound by sema)."""
     errs: list[str] = []
@@ -83,6 +84,7 @@ def verify(prog: Program) -> list[str]:
                 why = unresolved(x)
                 if why:
                     errs.append(f"{name}: {ins.op}: {why}")
+            errs += [f"{name}: {ins.op}: lacks its declared effect: {u}" for u in ins.undeclared()]
             for r in ins.reads | ins.writes:
                 kind, _, layer = r.partition(":")
                 if kind not in RESOURCE_KINDS or (kind != "RUNTIME" and layer not in prog.layers):

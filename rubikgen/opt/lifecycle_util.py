@@ -32,11 +32,7 @@ def _finish(prog: Program, layer: str, **flags: bool) -> bool:
     for b, at_start in _exits(prog, layer):
         fin = next((i for i in b.instrs if isinstance(i, Finish)), None)
         if fin is None:
-            fin = Finish(
-                layer=layer,
-                reads=frozenset({f"INST:{layer}", f"SEQ:{layer}"}),
-                writes=frozenset({f"INST:{layer}", f"SEQ:{layer}", "RUNTIME"}),
-            )
+            fin = Finish.make(layer)  # its declared effects (ir/instrs.py)
             if at_start:
                 b.instrs.insert(0, fin)
             else:

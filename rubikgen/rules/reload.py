@@ -26,7 +26,7 @@ class Compiled:
 def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") -> Compiled:
     """The rules file checked against the stack and compiled into out_dir/rules.so (a unit of
     rubikgen/backend/rules_so.py). Diagnostics (file:line:col) when the rules have errors."""
-    from rubikgen.backend.emit import CGen
+    from rubikgen.backend.context import build
     from rubikgen.backend.rules_so import Reloadable, RulesHost, Unreadable
     from rubikgen.front.diagnostics import GenerateError
     from rubikgen.pipeline import Compilation
@@ -47,10 +47,10 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
     if rs is None:
         return Compiled(None, "", diags, "the rules file has errors")
     try:
-        cg = CGen(prog, "0", comp.options.opt_level, Reloadable(rs, os.path.abspath(stack_path)))
+        cx = build(prog, "0", comp.options.opt_level, Reloadable(rs, os.path.abspath(stack_path)))
     except Unreadable as e:
         return Compiled(None, "", e.diagnostics, "the rules file has errors")
-    host = cg.rules
+    host = cx.rules
     assert isinstance(host, RulesHost)
     out_dir.mkdir(parents=True, exist_ok=True)
     src = out_dir / "rules.c"
