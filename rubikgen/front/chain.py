@@ -18,7 +18,7 @@ from rubikgen.front.diagnostics import Diagnostic, SourceCache
 from rubikgen.models.common import Model
 
 #: The NFs built into every stack binary (handlers/nf, rg_nf_table), in its order; a test
-#: (tests/test_nf_chain.py) compares them with what a binary's --help lists.
+#: (tests/runtime/test_nf_chain.py) compares them with what a binary's --help lists.
 STOCK_NFS = ("streams", "events", "flowstats", "sni", "hostlog", "flowexport", "signatures")
 
 ParamValue = StrictStr | StrictInt | StrictFloat | StrictBool

@@ -1,0 +1,23 @@
+"""Shared by tests; moved from front/test_validate_mutants.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from support import REPO_ROOT as REPO
+
+
+def validate_fails(*args: str) -> str:
+    """`rubikgen validate ARGS` in a new process: exit 1, no traceback; its output."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "rubikgen", "validate", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "Traceback" not in out and "RG900" not in out, out
+    return out
