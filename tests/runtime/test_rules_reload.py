@@ -41,7 +41,7 @@ from support.rules import (
     tshark_frames,
     tshark_numbers,
 )
-from trusted import trusted_dir
+from support.trusted import trusted_dir
 
 pytestmark = pytest.mark.serial  # paced input (ci/test.sh runs these alone)
 
