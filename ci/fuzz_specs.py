@@ -4,7 +4,7 @@
 
 One input is the text of a document, written as a protocol (or, when it has a `layers` key, a
 stack beside copies of the stock protocols so that its references resolve) and validated with
-`rubikgen validate --format json`. The rules of tests/test_fuzz_specs.py hold for every input:
+`rubikgen validate --format json`. The rules of tests/front/test_fuzz_specs.py hold for every input:
 exit status 0 or 1 (3 is an internal error), no traceback, every diagnostic with a line and a
 column; anything else raises, and atheris reports the input. Seeds: the stock specs (pass
 specs/protocols specs/stacks as corpus directories, as ci/fuzz-smoke.sh does).

@@ -2,7 +2,7 @@
 back-end refactor can prove the output byte-identical (`diff -r BEFORE AFTER`).
 
     python3 ci/gen_snapshot.py OUT                 # stock, tutorial, bench and test stacks
-    python3 ci/gen_snapshot.py OUT --tests tests/test_opt.py ...   # and the stacks those
+    python3 ci/gen_snapshot.py OUT --tests tests/opt/test_opt.py ...   # and the stacks those
                                                    # test files generate (written in tmp)
 
 For each stack file (specs/stacks, docs/tutorial, bench/specs, tests/specs) and each -O level

@@ -43,8 +43,8 @@ TEST_PACKAGES=(
   tshark                          # reference oracle in end-to-end tests
   libnids-dev libhyperscan-dev libpcre2-dev valgrind  # benchmarks: libnids peers (make -C bench peers), Hyperscan (SF workload; the signatures NF, optional), callgrind
   libdpdk-dev                     # runtime-c: the "dpdk" packet source (its pcap/ring/null vdevs run the tests without a NIC)
-  time                            # tests/test_flood_memory.py: peak RSS of a run (GNU time -f %M)
-  tcpreplay iproute2              # tests/test_sources.py: replay captures into a veth pair in a network namespace
+  time                            # tests/runtime/test_flood_memory.py: peak RSS of a run (GNU time -f %M)
+  tcpreplay iproute2              # tests/runtime/test_sources.py: replay captures into a veth pair in a network namespace
   tcpdump ethtool curl            # captures/make-quickstart-capture.sh: records the quick start's capture
   clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz smoke (ci/fuzz-smoke.sh): libFuzzer + ASan/UBSan runtimes
   clang-format-14                 # C style: make -C runtime-c format-check (ci/test.sh)

@@ -14,7 +14,7 @@ for C: the per-program state, and `cx.walk` for the function being written):
 A second target is a registry of its own, derived from another to reuse what applies:
 `Registry("stage1", base=C)` looks a kind up in its own table first, then in C's (the burst
 stage, backend/burst_c.py, is one). `missing(kinds)` says which kinds a target cannot render
-(tests/test_backend_registry.py checks that C renders every opcode)."""
+(tests/backend/test_backend_registry.py checks that C renders every opcode)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from rubikgen.toolchain.resources import nf_dir
 def _stock_nfs() -> tuple[str, ...]:
     """The NFs built into every stack binary, read from their registry (the RG_STOCK_NFS list
     of handlers/nf/rg_nf.c, whose order rg_nf_table has): adding a stock NF touches no Python.
-    A test (tests/test_nf_chain.py) compares them with what a binary's --help lists."""
+    A test (tests/runtime/test_nf_chain.py) compares them with what a binary's --help lists."""
     try:
         text = (nf_dir() / "rg_nf.c").read_text(encoding="utf-8")
     except OSError:

@@ -78,7 +78,7 @@ class StackEvent(Model):
 # Link types of captures, as the capture driver reports them (see runtime-c rg_pcap.h). The
 # C runtime's RG_LINK_KIND_TABLE (rg_api.h) is the table; this literal, the IR's LINK_KINDS (the
 # back-end may not import the models), the bindings' enum and the schema repeat it, and
-# tests/test_link_kinds.py ties every copy to it.
+# tests/backend/test_link_kinds.py ties every copy to it.
 LinkType = Literal["ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2", "ppp"]
 
 

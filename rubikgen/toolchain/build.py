@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -82,6 +83,8 @@ class BuildResult:
     command: str  # the compiler command, shell-quoted
     rebuilt: bool  # False when the binary was up to date
     generated: Generated
+    # the binary was put in place from RG_BUILD_CACHE (rebuilt, not compiled)
+    from_cache: bool = False
 
 
 # -- emitting ---------------------------------------------------------------------------------
@@ -367,6 +370,46 @@ def _build_inputs(
     return [*sources, *libs, *specs, *headers]
 
 
+def _write_stamp(stamp: Path, command: str, spec_hash: str, opt_level: int) -> None:
+    record = {"command": command, "spec_hash": spec_hash, "opt_level": opt_level}
+    stamp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def _cache_key(command: str, out: Path, inputs: Iterable[Path]) -> str:
+    """Content address of a compile: the command (its output directory written as `@OUT`, so
+    one stack built into two directories shares an entry) and the bytes of every input (the
+    generated sources, the handlers, the runtime archives and headers, the specs)."""
+    h = hashlib.sha256(command.replace(str(out), "@OUT").encode())
+    for p in inputs:
+        h.update(b"\0" + p.name.encode() + b"\0")
+        h.update(p.read_bytes() if p.is_file() else b"<missing>")
+    return h.hexdigest()
+
+
+def _cache_dir() -> Path | None:
+    """RG_BUILD_CACHE: a directory of compiled binaries by content address, shared by every
+    build that sets it (the test suite does; tests/conftest.py). Unset: no cache."""
+    d = os.environ.get("RG_BUILD_CACHE")
+    return Path(d) if d else None
+
+
+def _from_cache(cache: Path, key: str, tmp: Path) -> bool:
+    entry = cache / key
+    if not entry.is_file():
+        return False
+    # a copy, not a link: the binary in place is newer than its inputs, as the stamp check wants
+    tmp.write_bytes(entry.read_bytes())
+    tmp.chmod(0o755)
+    return True
+
+
+def _to_cache(cache: Path, key: str, binary: Path) -> None:
+    cache.mkdir(parents=True, exist_ok=True)
+    part = cache / f".{key}.{os.getpid()}.tmp"
+    part.write_bytes(binary.read_bytes())
+    os.replace(part, cache / key)  # whole or absent, for builds running side by side
+
+
 def build(
     stack_path: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -445,6 +488,12 @@ def build_compilation(
         stamp = _stamp_path(binary)
         stamp.unlink(missing_ok=True)  # a failed compile leaves no stamp: the next build retries
         tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
+        cache = _cache_dir()
+        key = _cache_key(command, out, inputs) if cache is not None else ""
+        if cache is not None and _from_cache(cache, key, tmp):
+            os.replace(tmp, binary)
+            _write_stamp(stamp, command, gen.spec_hash, opt_level)
+            return BuildResult(binary, command, True, gen, from_cache=True)
         run_cmd = [str(tmp) if a == str(binary) else a for a in cmd]
         try:
             proc = subprocess.run(run_cmd, capture_output=True, text=True)
@@ -458,10 +507,11 @@ def build_compilation(
             )
         if tmp.exists():  # (`--cc true` only generates: nothing to put in place)
             os.replace(tmp, binary)
+            if cache is not None:
+                _to_cache(cache, key, binary)
         if not quiet and (proc.stderr or proc.stdout):
             sys.stderr.write(proc.stderr + proc.stdout)
-        record = {"command": command, "spec_hash": gen.spec_hash, "opt_level": opt_level}
-        stamp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        _write_stamp(stamp, command, gen.spec_hash, opt_level)
         return BuildResult(binary, command, True, gen)
 
 

@@ -1,4 +1,4 @@
-/* recorder_nf.c - a test NF (tests/test_nf_chain.py): logs every event it
+/* recorder_nf.c - a test NF (tests/runtime/test_nf_chain.py): logs every event it
  * receives, one line each, to the file named by its "log" parameter
  * (appended, flushed per line, so several recorders in one chain interleave
  * in call order):

@@ -1,4 +1,4 @@
-/* life_handlers.c - handlers of the test stack life.yaml (tests/test_e2e_lifecycle.py).
+/* life_handlers.c - handlers of the test stack life.yaml (tests/e2e/test_e2e_lifecycle.py).
  *
  * The data handlers count each direction's payload bytes in per-flow user data
  * (h->user, allocated on the first byte); the `destroyed` handlers log those

@@ -1,4 +1,4 @@
-/* tests/test_write.py: tcp_ip's handlers giving verdicts: udp_data/udp6_data drop every UDP
+/* tests/runtime/test_write.py: tcp_ip's handlers giving verdicts: udp_data/udp6_data drop every UDP
  * datagram to or from port 53 (DNS, both directions); the TCP handlers pass everything. */
 #include "tcp_ip_gen.h"
 

@@ -1,4 +1,4 @@
-/* tests/test_verdicts.py: tcp_ip's handlers giving flow verdicts, each on other flows:
+/* tests/backend/test_verdicts.py: tcp_ip's handlers giving flow verdicts, each on other flows:
  * - UDP to port 123 (NTP): RG_DROP_FLOW, so the server's answer is dropped at the instance
  *   lookup without a handler call;
  * - TCP with port 80 (HTTP) on either side: RG_DROP_FLOW at the first data delivered;
