@@ -1,8 +1,9 @@
-/* cidcalc: Community IDs of the flows read from stdin, one a line, for tests/runtime/test_community_id.py,
- * which compares them with the PyPI communityid package (the reference implementation):
- *   SEED PROTO SADDR DADDR SPORT DPORT   (SPORT DPORT "-" for a protocol without ports)
- *   SEED icmp SADDR DADDR TYPE CODE      (ICMP or ICMPv6 by the address family)
- * prints the ID (or "error") per line. */
+/* cidcalc: Community IDs of the flows read from stdin, one a line, for
+ * tests/runtime/test_community_id.py, which compares them with the PyPI communityid package
+ * (the reference implementation). Input lines:
+ *   SEED PROTO SADDR DADDR SPORT DPORT (SPORT DPORT "-" for a protocol without ports)
+ *   SEED icmp SADDR DADDR TYPE CODE (ICMP or ICMPv6 by the address family)
+ * It prints the ID (or "error") per line. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
