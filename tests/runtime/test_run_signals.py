@@ -111,7 +111,7 @@ def test_timeout_stops_the_run_with_its_flush(
 
 def test_the_wrapper_forwards_what_it_gets(tmp_path: Path) -> None:
     """The forwarding itself, on a child that reports the signals it receives."""
-    from rubikgen.cli import FORWARDED, _run_forwarding
+    from rubikgen.cli.main import FORWARDED, _run_forwarding
 
     log = tmp_path / "got"
     child = (
