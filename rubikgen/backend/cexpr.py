@@ -47,7 +47,7 @@ from ..expr.ast import (
     Str,
     Unary,
 )
-from ..expr.check import is_const
+from ..expr.fold import is_const
 from ..expr.types import BOOL, U64, BytesT, NumT, Type, describe, is_bytes, is_num
 
 __all__ = ["CEnv", "CExpr", "CRef", "cond_to_c", "lit", "stmt_to_c", "to_c"]

@@ -4,7 +4,7 @@ conditions, constant folding): each node gets the type the checker would give it
 from __future__ import annotations
 
 from .ast import Binary, Expr, Name, Num, Unary
-from .check import _width, is_const
+from .fold import is_const, width_bound
 from .types import BOOL, U64, NumT, Resolved, is_num
 
 __all__ = ["binary", "name", "num", "unary"]
@@ -29,4 +29,4 @@ def binary(op: str, left: Expr, right: Expr) -> Binary:
         return Binary(op, left, right, type=BOOL)
     lw = left.type.width if is_num(left.type) else 64
     rw = right.type.width if is_num(right.type) else 64
-    return Binary(op, left, right, type=NumT(min(64, _width(op, lw, rw, is_const(right)))))
+    return Binary(op, left, right, type=NumT(min(64, width_bound(op, lw, rw, is_const(right)))))

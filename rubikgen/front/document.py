@@ -17,8 +17,8 @@ from rubikgen.models import Protocol as ProtocolModel
 from rubikgen.models import Stack
 
 if TYPE_CHECKING:  # the result types (data-only modules) are named for the checker only
+    from rubikgen.sema.info import ProtocolInfo
     from rubikgen.sema.stack_info import StackInfo
-    from rubikgen.sema.symbols import ProtocolInfo
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Document:
     model: ProtocolModel | Stack | None
     smap: SourceMap
     diags: list[Diagnostic] = field(default_factory=list)
-    info: ProtocolInfo | None = None  # protocols: their symbols (sema/symbols.py)
+    info: ProtocolInfo | None = None  # protocols: their symbols (sema/symbols.py builds them)
     stack_info: StackInfo | None = None  # stacks: their layers and bindings (sema/stack.py)
     checked: bool = False
     sources: list[str] = field(default_factory=list)  # stack files composed into this one

@@ -1,16 +1,18 @@
-"""LayerDesc (ir/layout.py) of one layer, from sema's results and the layer's ExprTable."""
+"""LayerDesc (ir/layout.py) of one layer, from sema's results and the layer's semantic model
+(each expression asked by the path the spec writes it at)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rubikgen.expr.table import ExprTable
+from rubikgen.front.source import Path
 from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, FieldSpec, IfStep, Linger
 from rubikgen.sema.builtins import BUILTIN_EVENTS
 from rubikgen.sema.checksums import fixed_offsets
+from rubikgen.sema.info import FieldInfo, VarInfo
 from rubikgen.sema.limits import parse_duration
+from rubikgen.sema.model import LayerModel
 from rubikgen.sema.stack_info import LayerInfo
-from rubikgen.sema.symbols import FieldInfo, VarInfo
 from rubikgen.sema.transforms import TRANSFORMS
 
 from .layout import (
@@ -32,18 +34,19 @@ from .layout import (
 __all__ = ["describe_layer"]
 
 
-def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[str]) -> LayerDesc:
+def describe_layer(li: LayerInfo, x: LayerModel, spec_file: str, transforms: set[str]) -> LayerDesc:
     proto = li.protocol
     m = proto.model
     line = proto.smap.pos
 
     def hfield(f: FieldInfo) -> HField:
-        n = x.expr(f.length_expr) if f.length_expr is not None else None
+        key = "bits" if f.length_unit == "bits" else "bytes"
+        n = x.expr(f.path + (key,)) if f.length_expr is not None else None
         return HField(f.name, f.layout, f.kind, line(f.path).line, f.width, f.size, n,
                       f.length_unit, f.order, f.const)  # fmt: skip
 
     def var(v: VarInfo, space: str) -> Var:
-        init = x.expr(v.init) if v.init is not None else None
+        init = x.expr(v.path + ("init",)) if v.init is not None else None
         # the variable bound as its initialiser assigns it, so the back-end resolves nothing
         target = x.name((space, v.name)) if init is not None else None
         return Var(v.name, v.kind, line(v.path).line, v.width, v.size, init, target)
@@ -59,7 +62,7 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
         fields=fields,
         layouts={n: [fields[f.name] for f in fs] for n, fs in proto.layouts.items()},
         layout_lines={n: line(("layouts", n)).line for n in proto.layouts},
-        header=_steps(m.header, x, line(("header",)).line),
+        header=_steps(m.header, ("header",), x, line(("header",)).line),
         temps={n: var(v, "temp") for n, v in proto.temps.items()},
         perms={n: var(v, "perm") for n, v in proto.perms.items()},
         states=list(proto.states),
@@ -86,7 +89,7 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
         sec = parse_duration(lg.time if isinstance(lg, Linger) else lg)
         d.linger_ns = int(sec * 1e9) if sec else 0
         if isinstance(lg, Linger) and lg.reopen is not None:
-            d.linger_reopen = x.expr(lg.reopen)
+            d.linger_reopen = x.expr(("linger", "reopen"))
     for vn, fd in m.perm.items():
         if isinstance(fd, FieldSpec) and fd.record:
             rec = fd.record
@@ -101,11 +104,13 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
     sq = m.sequence
     if sq is not None:
         d.seq = SeqDesc(
-            x.expr(sq.meta),
-            x.expr(sq.data),
-            x.expr(sq.data_len) if sq.data_len is not None else None,
-            x.expr(sq.early) if sq.early is not None else None,
-            (x.expr(sq.window[0]), x.expr(sq.window[1])) if sq.window else None,
+            x.expr(("sequence", "meta")),
+            x.expr(("sequence", "data")),
+            x.expr(("sequence", "data_len")) if sq.data_len is not None else None,
+            x.expr(("sequence", "early")) if sq.early is not None else None,
+            (x.expr(("sequence", "window", 0)), x.expr(("sequence", "window", 1)))
+            if sq.window
+            else None,
             sq.unit,
             sq.zero_based,
             sq.policy,
@@ -115,14 +120,14 @@ def describe_layer(li: LayerInfo, x: ExprTable, spec_file: str, transforms: set[
             sq.drain,
             line(("sequence", "drain")).line,
             _retain(sq.retain, d.options) and sq.buffer_data and sq.unit == "byte",
-            x.expr(sq.ack) if sq.ack is not None else None,
+            x.expr(("sequence", "ack")) if sq.ack is not None else None,
         )
     if proto.has_instance:
-        _key(d, m.selector, x)
+        _key(d, m.selector, ("selector",), x)
     if m.lookup is not None:
         # the same items as a selector's, kept apart: the layer has no table of its own
         found = LayerDesc(d.name, d.protocol, d.spec_file, d.header_line, False, False)
-        _key(found, m.lookup, x)
+        _key(found, m.lookup, ("lookup",), x)
         d.find_table = li.bindings[m.lookup.table]
         d.find_a, d.find_p, d.find_common = found.key_a, found.key_p, found.key_common
     _checksums(d, li, line)
@@ -155,37 +160,43 @@ def _checksums(d: LayerDesc, li: LayerInfo, line: Any) -> None:
         d.pseudo = PseudoDesc(fb[ph.src] // 8, fb[ph.dst] // 8, size, ln, ph.length_from)
 
 
-def _key(d: LayerDesc, sel: Any, x: ExprTable) -> None:
+def _key(d: LayerDesc, sel: Any, at: Path, x: LayerModel) -> None:
+    """A selector's (or a lookup's) items, each the tree sema resolved at its path."""
     if isinstance(sel, list):
         a, p, common = sel, None, []
+        pa: Path = at
     else:
         common = list(sel.common)
         if sel.sides is not None:
             a, p = sel.sides[0], sel.sides[1]
+            pa = at + ("sides", 0)
         else:
             a, p = sel.key or [], None
+            pa = at + ("key",)
 
-    def items(texts: list[str]) -> list[KeyItem]:
-        return [KeyItem(t, x.expr(t)) for t in texts]
+    def items(texts: list[str], base: Path) -> list[KeyItem]:
+        return [KeyItem(t, x.expr(base + (i,))) for i, t in enumerate(texts)]
 
-    d.key_a = items(a)
-    d.key_p = items(p) if p is not None else None
-    d.key_common = items(common)
+    d.key_a = items(a, pa)
+    d.key_p = items(p, at + ("sides", 1)) if p is not None else None
+    d.key_common = items(common, at + ("common",))
 
 
-def _steps(steps: list[Any], x: ExprTable, header_line: int) -> list[Step]:
+def _steps(steps: list[Any], at: Path, x: LayerModel, header_line: int) -> list[Step]:
+    """The header program at ``at`` (its if/elif/else items and any_until loops)."""
     out: list[Step] = []
-    for s in steps:
+    for i, s in enumerate(steps):
+        sp = at + (i,)
         if isinstance(s, str):
             out.append(Parse(s))
         elif isinstance(s, IfStep):
-            out.append(If(x.expr(s.if_), _steps(s.then, x, header_line)))
+            out.append(If(x.expr(sp + ("if",)), _steps(s.then, sp + ("then",), x, header_line)))
         elif isinstance(s, ElifStep):
-            out.append(Elif(x.expr(s.elif_), _steps(s.then, x, header_line)))
+            out.append(Elif(x.expr(sp + ("elif",)), _steps(s.then, sp + ("then",), x, header_line)))
         elif isinstance(s, ElseStep):
-            out.append(Else(_steps(s.else_, x, header_line)))
+            out.append(Else(_steps(s.else_, sp + ("else",), x, header_line)))
         elif isinstance(s, AnyUntilStep):
             au = s.any_until
-            until = x.expr(au.until) if au.until is not None else None
+            until = x.expr(sp + ("any_until", "until")) if au.until is not None else None
             out.append(AnyUntil(list(au.layouts), au.max, until, header_line))
     return out

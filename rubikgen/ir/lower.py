@@ -16,7 +16,6 @@ from typing import Any
 from rubikgen.expr import build as X
 from rubikgen.expr.ast import Binary, Expr, Name, Node, Unary, unparse, walk
 from rubikgen.expr.ast import Call as ECall
-from rubikgen.expr.table import ExprTable
 from rubikgen.expr.types import BOOL, Resolved
 from rubikgen.front import specpath
 from rubikgen.front.compose import locate
@@ -31,10 +30,9 @@ from rubikgen.sema.builtins import (
     lifecycle_hooks,
 )
 from rubikgen.sema.limits import resolved_limits
-from rubikgen.sema.model import Resolution
+from rubikgen.sema.model import LayerModel, Origin, Resolution
 from rubikgen.sema.stack_info import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
 from rubikgen.sema.transforms import TRANSFORMS, user_reasons
-from rubikgen.sema.udes import udes_of
 
 from . import instrs as I
 from .describe import describe_layer
@@ -154,8 +152,9 @@ class Lowerer:
         self.info = info
         self.stack_dir = os.path.dirname(os.path.abspath(stack_file))
         self.prog = Program(stack.stack)
-        # sema's typed expressions: lowering copies them into the IR, the back-end renders them
-        self.prog.exprs = dict(res.layers)
+        # sema's typed expressions, by the path each is written at: lowering copies them into
+        # the IR, the back-end renders them
+        self.model: dict[str, LayerModel] = dict(res.layers)
         self.prog.read_names = set(res.read_names)
         self._n = 0
 
@@ -200,13 +199,14 @@ class Lowerer:
             limits=resolved_limits(self.stack.limits),
         )
         for hn, h in self.stack.handlers.items():
-            x = self.prog.exprs[h.layer]
-            pos = smap.key_pos(("handlers", hn))
+            x = self.model[h.layer]
+            hp: Path = ("handlers", hn)
+            pos = smap.key_pos(hp)
             d.handlers[hn] = HandlerDesc(
                 hn,
                 h.layer,
-                call_args(x, h.args),
-                x.expr(h.when) if h.when is not None else None,
+                call_args(x, h.args, hp + ("args",), "stack"),
+                x.stack_expr(hp + ("when",)) if h.when is not None else None,
                 str(self.stack_src(("handlers", hn), "")),
                 smap.pos(("handlers", hn)).line,
                 f"{display}:{pos.line}:{pos.col}",
@@ -239,7 +239,7 @@ class Lowerer:
                 if isinstance(i, I.Transform)
             }
             spec_file = specpath.display(li.protocol.file, self.stack_dir)
-            desc = describe_layer(li, self.prog.exprs[name], spec_file, used)
+            desc = describe_layer(li, self.model[name], spec_file, used)
             self.prog.layers[name].desc = desc
             # record fields are read at the close: their stores are live (dead-stores)
             self.prog.read_names |= {("perm", v) for v in desc.records}
@@ -262,7 +262,7 @@ class Lowerer:
         atoms = AtomTable()
         self._atoms = atoms
         self._li = li
-        self._x: ExprTable = self.prog.exprs[L]
+        self._x: LayerModel = self.model[L]
 
         enter = self.block(L, "enter", self.src(li, (), f"layer {L} ({proto.name})"))
         lir.entry = enter.name
@@ -292,7 +292,7 @@ class Lowerer:
             create = self.block(L, "create", self.src(li, ("perm",), "create"))
             noinst = self.block(L, "noinst")
             if create_if is not None:
-                e = self._x.expr(create_if)
+                e = self._x.expr(sel_path + ("create_if",))
                 miss.term = Branch(
                     Cond("create_if", e, expr_text(create_if)),
                     create.name,
@@ -327,9 +327,9 @@ class Lowerer:
             for key in ("meta", "data", "data_len", "early"):
                 v = getattr(m.sequence, key)
                 if v is not None:
-                    rd |= expr_reads(L, self._x.expr(v))
-            for w in m.sequence.window or []:
-                rd |= expr_reads(L, self._x.expr(w))
+                    rd |= expr_reads(L, self._x.expr(("sequence", key)))
+            for wi, _w in enumerate(m.sequence.window or []):
+                rd |= expr_reads(L, self._x.expr(("sequence", "window", wi)))
             self.emit(ins, I.InsertSeq, L, rd)
             self._latch_block = ins
             after_ins = self.block(L, "pre_psm")
@@ -378,7 +378,7 @@ class Lowerer:
                 cur.term = Jump(call.name)
                 cur = self.block(L, "unreachable")
                 break
-            ex = self._x.expr(e.when)
+            ex = self._x.stack_expr(ep + ("when",))
             nxt = self.block(L, "edge_else")
             cur.term = Branch(Cond("expr", ex, expr_text(e.when)), call.name, nxt.name, L,
                               expr_reads(L, ex))  # fmt: skip
@@ -391,10 +391,10 @@ class Lowerer:
         if loops:
             i, e = loops[0]
             mr = e.max_repeat or DEFAULT_MAX_REPEAT
-            ex = self._x.expr(e.when) if e.when is not None else None
+            ex = self._x.stack_expr(("edges", i, "when")) if e.when is not None else None
             # input: the next pass parses this instead of the sdu (written into the sdu when
             # the loop is taken; nothing reads the sdu after this but the destroy and reenter)
-            inp = self._x.expr(e.input) if e.input is not None else None
+            inp = self._x.stack_expr(("edges", i, "input")) if e.input is not None else None
             self.emit(
                 cur,
                 I.LoopDecide,
@@ -436,7 +436,7 @@ class Lowerer:
             s = stmts[i]
             sp = path + (i,)
             if isinstance(s, str):
-                st = self._x.stmt(s)
+                st = self._x.stmt(sp)
                 from rubikgen.expr.ast import Assign, CallStmt
 
                 if isinstance(st, Assign):
@@ -452,7 +452,7 @@ class Lowerer:
                     raise ValueError(f"unknown statement {s!r}")
                 i += 1
             elif isinstance(s, Callback):
-                args = call_args(self._x, s.args)
+                args = call_args(self._x, s.args, sp + ("args",))
                 rd: set[str] = set()
                 for a in args:
                     rd |= expr_reads(L, a.expr)
@@ -460,7 +460,7 @@ class Lowerer:
                           name=s.callback, args=args)  # fmt: skip
                 i += 1
             elif isinstance(s, Transform):
-                targs = {an: self._x.expr(v) for an, v in s.args.items()}
+                targs = {an: self._x.expr(sp + ("args", an)) for an in s.args}
                 rd = set()
                 for v in targs.values():
                     rd |= expr_reads(L, v)
@@ -469,10 +469,10 @@ class Lowerer:
                 i += 1
             elif isinstance(s, IfStmt):
                 # an if, its elifs and its else
-                chain: list[tuple[Any, list[Any], Path]] = [(s.if_, s.then, sp)]
+                chain: list[tuple[Any, list[Any], Path, str]] = [(s.if_, s.then, sp, "if")]
                 j = i + 1
                 while j < len(stmts) and isinstance(stmts[j], ElifStmt):
-                    chain.append((stmts[j].elif_, stmts[j].then, path + (j,)))
+                    chain.append((stmts[j].elif_, stmts[j].then, path + (j,), "elif"))
                     j += 1
                 else_body: list[Any] | None = None
                 else_path = path
@@ -481,8 +481,8 @@ class Lowerer:
                     else_path = path + (j, "else")
                     j += 1
                 join = self.block(L, "join")
-                for cond, body, cp in chain:
-                    ex = self._atoms.rewrite(self._x.expr(cond))
+                for cond, body, cp, kw in chain:
+                    ex = self._atoms.rewrite(self._x.expr(cp + (kw,)))
                     then = self.block(L, "then", self.src(li, cp, "if"))
                     nxt = self.block(L, "else")
                     cur.term = Branch(Cond("expr", ex, expr_text(cond)), then.name, nxt.name, L,
@@ -524,7 +524,7 @@ class Lowerer:
             cond = st_expr if t.from_ != "*" else None
             text = f"current_state in {srcs}" if t.from_ != "*" else "any state"
             if t.when is not None:
-                w = self._atoms.rewrite(self._x.expr(t.when))
+                w = self._atoms.rewrite(self._x.expr(tp + ("when",)))
                 cond = w if cond is None else X.binary("&&", cond, w)
                 text += f" && {expr_text(t.when)}"
             fire = self.block(L, f"t_{t.name}", self.src(li, tp, f"transition {t.name}"))
@@ -560,7 +560,8 @@ class Lowerer:
             if h.layer == li.name and not lifecycle_hooks(h.with_):
                 nodes.append(hn)
                 rel[hn] = (list(h.before), h.with_)
-        for un in udes_of(self.stack, li.name):  # user-defined events: after their base
+        # user-defined events on this layer, in declaration order: after their base
+        for un in [n for n, u in self.stack.events.items() if u.layer == li.name]:
             ev = self.stack.events[un]
             nodes.append(un)
             rel[un] = (list(ev.before), ev.base)
@@ -601,9 +602,12 @@ class Lowerer:
             h = self.stack.handlers[hn]
             if h.with_:
                 continue
-            rd: set[str] = set(expr_reads(L, self._x.expr(h.when))) if h.when is not None else set()
-            for a in h.args.values():
-                rd |= expr_reads(L, self._x.expr(a.value if hasattr(a, "value") else a))
+            hp: Path = ("handlers", hn)
+            rd: set[str] = set()
+            if h.when is not None:
+                rd |= expr_reads(L, self._x.stack_expr(hp + ("when",)))
+            for an, a in h.args.items():
+                rd |= expr_reads(L, self._x.stack_expr(arg_path(hp + ("args",), an, a)))
             if all(r.split(":")[0] in _LATE_READS for r in rd):
                 out.append(hn)
         return out
@@ -636,16 +640,17 @@ class Lowerer:
         if name in m.events:
             ev = m.events[name]
             path: Path = ("events", name)
+            origin: Origin = "protocol"
             when, with_, do = ev.when, ev.with_, ev.do
             s = self.src(li, path, f"event {name}")
         elif name in self.stack.events:  # a UDE: its base event's flag and its filter
             u = self.stack.events[name]
-            path = ("events", name)
+            path, origin = ("events", name), "stack"
             when, with_, do = u.when, u.base, []
             s = self.stack_src(path, f"event {name} (on: {u.on})", key=True)
         else:
             h = self.stack.handlers[name]
-            path = ("handlers", name)
+            path, origin = ("handlers", name), "stack"
             when, with_, do = h.when, h.with_, None
             s = self.stack_src(path, f"handler {name}")
         cond: Expr | None = None
@@ -655,7 +660,7 @@ class Lowerer:
             cond = atom if cond is None else X.binary("&&", cond, atom)
             text.append(f"event.{w}")
         if when is not None:
-            we = self._atoms.rewrite(self._x.expr(when))
+            we = self._atoms.rewrite(self._x.expr(path + ("when",), origin))
             cond = we if cond is None else X.binary("&&", cond, we)
             text.append(expr_text(when))
         body = self.block(L, f"ev_{name}", s)
@@ -668,9 +673,8 @@ class Lowerer:
         self.emit(body, I.Fire, L, event=name)
         if do is None:
             rd: set[str] = set()
-            for a in self.stack.handlers[name].args.values():
-                v = a.value if hasattr(a, "value") else a
-                rd |= expr_reads(L, self._x.expr(v))
+            for an, a in self.stack.handlers[name].args.items():
+                rd |= expr_reads(L, self._x.stack_expr(arg_path(path + ("args",), an, a)))
             self.emit(body, I.Handler, L, rd, src=s, name=name)
             end = body
         else:
@@ -695,13 +699,20 @@ def _start(psm: Any) -> str:
     return psm.start[0] if isinstance(psm.start, list) else psm.start
 
 
-def call_args(x: ExprTable, args: dict[str, Any]) -> list[Arg]:
-    """A handler's or callback's arguments, typed (a TypedArg declares its type)."""
+def arg_path(at: Path, name: str, a: Any) -> Path:
+    """Where sema resolved argument ``name`` of the args at ``at`` (a TypedArg: its value)."""
+    return at + (name, "value") if isinstance(a, TypedArg) else at + (name,)
+
+
+def call_args(
+    x: LayerModel, args: dict[str, Any], at: Path, origin: Origin = "protocol"
+) -> list[Arg]:
+    """A handler's or callback's arguments (at ``at``), typed (a TypedArg declares its type)."""
     out = []
     for an, a in args.items():
         v = a.value if isinstance(a, TypedArg) else a
         declared = a.type if isinstance(a, TypedArg) else None
-        out.append(Arg(an, x.expr(v), declared, expr_text(v).strip()))
+        out.append(Arg(an, x.expr(arg_path(at, an, a), origin), declared, expr_text(v).strip()))
     return out
 
 

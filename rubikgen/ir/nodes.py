@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rubikgen.expr.ast import Expr
-from rubikgen.expr.table import ExprTable
 
 from .cond import Cond, Src
 from .instrs import OPCODES, Instr  # one dataclass per opcode
@@ -146,9 +145,6 @@ class Program:
     # every name any spec expression reads (statements: their values), as written; a superset
     # of what the per-packet function reads, for dead-store elimination
     read_names: set[tuple[str, ...]] = field(default_factory=set)
-    # per layer: sema's typed expressions by source text (expr/table.py); every expression in
-    # the IR is one of these trees or built from them with typed nodes (expr/build.py)
-    exprs: dict[str, ExprTable] = field(default_factory=dict)
     # handlers, source positions and the runtime's tables the back-end needs (ir/layout.py)
     desc: StackDesc | None = None
 

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from rubikgen.expr import build as X
 from rubikgen.expr.ast import Binary, Bool, Expr, Name, Unary
-from rubikgen.expr.check import is_const
+from rubikgen.expr.fold import is_const
 from rubikgen.ir import Program
 from rubikgen.ir import instrs as I
 from rubikgen.ir.instrs import Instr

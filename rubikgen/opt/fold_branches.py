@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rubikgen.expr.check import is_const
+from rubikgen.expr.fold import is_const
 from rubikgen.ir import Program
 from rubikgen.ir.nodes import Branch, Jump
 

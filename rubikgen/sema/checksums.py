@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 
 from rubikgen.front.diagnostics import Diagnostic
-from rubikgen.sema.symbols import FieldInfo, ProtocolInfo
+from rubikgen.sema.info import FieldInfo, ProtocolInfo
 
 __all__ = ["check_checksums", "fixed_offsets"]
 

@@ -9,7 +9,6 @@ from typing import Any
 from rubikgen.expr import ExprSyntaxError, parse_expr, parse_stmt, resolve_expr, resolve_stmt
 from rubikgen.expr.ast import Name, Num, Slice, walk
 from rubikgen.expr.check import is_const
-from rubikgen.expr.table import ExprTable
 from rubikgen.expr.types import BytesT, NumT, Type, describe
 from rubikgen.front.diagnostics import Diagnostic
 from rubikgen.front.source import Path, SourceMap
@@ -31,6 +30,7 @@ from rubikgen.models.protocol import (
 from rubikgen.sema import builtins as B
 from rubikgen.sema.checksums import check_checksums
 from rubikgen.sema.limits import parse_duration
+from rubikgen.sema.model import Key, LayerModel, Origin
 from rubikgen.sema.scope import ProtocolScope
 from rubikgen.sema.symbols import ProtocolInfo, check_ident
 from rubikgen.sema.transforms import TRANSFORMS
@@ -55,16 +55,19 @@ class ExprChecker:
         params: dict[str, ProtocolInfo],
         smap: SourceMap,
         diags: list[Diagnostic],
-        table: ExprTable | None = None,
+        table: LayerModel | None = None,
         owners: dict[str, str] | None = None,
+        origin: Origin = "protocol",
     ) -> None:
         self.info = info
         self.params = params
         self.smap = smap
         self.diags = diags
-        # Resolving one layer of a stack (sema/resolve.py): typed trees go to the table, and
-        # parameter names are bound to the layers in owners.
+        # Resolving one layer of a stack (sema/resolve.py): typed trees go to the layer's
+        # model under (origin, their path), and parameter names are bound to the layers in
+        # owners.
         self.table = table
+        self.origin: Origin = origin
         self.owners = owners
         self.uses_virtual = False
         self.first_virtual: tuple[Path, int, int, str] | None = None
@@ -159,12 +162,18 @@ class ExprChecker:
         t = e.type
         self._report(path, ds, scope, text)
         if self.table is not None:
-            self.table.exprs[text] = e
+            self._keep(self.table.exprs, path, e)
         vref = next((n for n in walk(e) if isinstance(n, Name) and n.parts[0] == "v"), None)
         if vref is not None and not self.uses_virtual:
             self.uses_virtual = True
             self.first_virtual = (path, vref.start, vref.end, text)
         return t, e
+
+    def _keep(self, into: dict[Key, Any], path: Path, node: Any) -> None:
+        key: Key = (self.origin, path)
+        if key in into:  # one place, one meaning: a second check here would hide the first
+            raise ValueError(f"{key} checked twice in one layer")
+        into[key] = node
 
     def virtual_needs_sequence(self, has_sequence: bool, what: str) -> None:
         """RG035 at the first v. reference when the protocol has no sequence."""
@@ -228,7 +237,7 @@ class ExprChecker:
             st, ds = resolve_stmt(st, scope, allowed_calls=calls)
             self._report(path, ds, scope, s)
             if self.table is not None:
-                self.table.stmts[s] = st
+                self._keep(self.table.stmts, path, st)
             return
         if isinstance(s, (IfStmt, ElifStmt)):
             key = "if" if isinstance(s, IfStmt) else "elif"

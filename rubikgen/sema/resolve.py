@@ -4,8 +4,9 @@ The validator checks each protocol with the protocols its parameters may name; a
 each parameter to one layer, whose fields may have other types (tcp over ipv4 or over ipv6).
 So, once the stack is valid, each layer's protocol is checked again with its parameters bound
 to the stack's layers, and the checker keeps every typed tree (``Node.type``, ``Name.ref``)
-in the layer's :class:`ExprTable`: the one symbol table lowering, the passes and the back-end
-ask. Nothing after this parses or type-checks an expression.
+in the layer's :class:`LayerModel`, by where the spec writes it (document and path, never its
+text): the one symbol table lowering, the passes and the back-end read. Nothing after this
+parses or type-checks an expression.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from typing import Any
 
 from rubikgen.expr import parse_expr, parse_stmt
 from rubikgen.expr.ast import Assign, Name, walk
-from rubikgen.expr.table import ExprTable
 from rubikgen.front.diagnostics import Diagnostic
 from rubikgen.front.source import SourceMap
 from rubikgen.models.stack import Stack
 from rubikgen.sema import builtins as B
 from rubikgen.sema.builtins import lifecycle_hooks
-from rubikgen.sema.model import Resolution
+from rubikgen.sema.model import LayerModel, Resolution
 from rubikgen.sema.protocol import ExprChecker, check_protocol
 from rubikgen.sema.scope import ProtocolScope
 from rubikgen.sema.stack_info import StackInfo
@@ -38,13 +38,13 @@ def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
     for L, li in info.layers.items():
         params = {p: info.layers[t].protocol for p, t in li.bindings.items() if t in info.layers}
         scope = ProtocolScope(li.protocol, params, _ANY, dict(li.bindings))
-        table = ExprTable(L)
+        table = LayerModel(L)
         _bind_lowering_names(table, scope, li.protocol)
         diags: list[Diagnostic] = []
         ec = ExprChecker(li.protocol, params, li.protocol.smap, diags, table, dict(li.bindings))
         check_protocol(li.protocol, params, ec)
         # the stack's expressions on this layer: its edges and its handlers
-        sc = ExprChecker(li.protocol, params, smap, diags, table, dict(li.bindings))
+        sc = ExprChecker(li.protocol, params, smap, diags, table, dict(li.bindings), "stack")
         for i, e in info.children.get(L, []):
             if e.when is not None:
                 sc.expr(("edges", i, "when"), e.when, B.EDGE, "bool")
@@ -73,7 +73,7 @@ def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
     return res
 
 
-def _bind_lowering_names(table: ExprTable, scope: ProtocolScope, info: ProtocolInfo) -> None:
+def _bind_lowering_names(table: LayerModel, scope: ProtocolScope, info: ProtocolInfo) -> None:
     """The names lowering writes itself, bound now so that nothing after this stage asks the
     scope: the PSM's state and states, every event's fired flag, every variable."""
     wanted: list[tuple[str, ...]] = [("event", e) for e in info.all_events()]

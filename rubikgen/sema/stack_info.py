@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from rubikgen.front.source import Path
 from rubikgen.models.stack import Edge
-from rubikgen.sema.symbols import ProtocolInfo
+from rubikgen.sema.info import ProtocolInfo
 
 __all__ = ["DEFAULT_MAX_REPEAT", "LayerInfo", "StackInfo"]
 

@@ -7,7 +7,6 @@ wire format needs: bit offsets inside runs, byte sizes, byte order and source pa
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from rubikgen.front.diagnostics import Diagnostic
@@ -17,67 +16,12 @@ from rubikgen.models.protocol import (
     FieldSpec,
     Protocol,
 )
-from rubikgen.sema.builtins import BUILTIN_EVENTS, BUILTIN_VALUES, C_RESERVED, NAMESPACES
+from rubikgen.sema.builtins import BUILTIN_VALUES, C_RESERVED, NAMESPACES
+from rubikgen.sema.info import FieldInfo, ProtocolInfo, VarInfo
+
+__all__ = ["FieldInfo", "ProtocolInfo", "VarInfo", "build_symbols", "check_ident"]
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@dataclass
-class FieldInfo:
-    name: str
-    layout: str
-    index: int
-    kind: str  # "num" | "bytes"
-    path: Path
-    width: int | None = None  # bits, numbers
-    size: int | None = None  # bytes, fixed slices
-    length_expr: str | None = None  # variable slices
-    length_unit: str = "bytes"  # unit of length_expr
-    order: str = "big"
-    const: int | None = None
-    init: str | None = None
-    # Position inside the layout: byte offset of the start of the field's bit run (fixed part
-    # only) and bit offset of the field inside that run, MSB first. None after a variable field.
-    bit_offset: int | None = None
-
-
-@dataclass
-class VarInfo:
-    name: str
-    kind: str  # "num" | "bytes"
-    path: Path
-    width: int | None = None
-    size: int | None = None  # fixed bytes; None = a view of any length
-    init: str | None = None
-
-
-@dataclass
-class ProtocolInfo:
-    name: str
-    file: str
-    model: Protocol
-    smap: SourceMap
-    fields: dict[str, FieldInfo] = field(default_factory=dict)
-    layouts: dict[str, list[FieldInfo]] = field(default_factory=dict)
-    temps: dict[str, VarInfo] = field(default_factory=dict)
-    perms: dict[str, VarInfo] = field(default_factory=dict)
-    states: list[str] = field(default_factory=list)
-    transitions: list[str] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
-    # param name -> candidate protocol files (resolved absolute paths)
-    param_files: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def bidirectional(self) -> bool:
-        sel = self.model.selector
-        return sel is not None and not isinstance(sel, list) and sel.sides is not None
-
-    @property
-    def has_instance(self) -> bool:
-        return self.model.selector is not None
-
-    def all_events(self) -> list[str]:
-        return list(self.events) + [e for e in BUILTIN_EVENTS if e not in self.events]
 
 
 def check_ident(

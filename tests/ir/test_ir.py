@@ -222,16 +222,20 @@ def test_expressions_in_the_ir_are_sema_s_resolved_trees(tcp_ip: Program) -> Non
     assert {"field", "state", "event", "builtin"} <= kinds
 
     # the types are sema's: tcp's 16-bit ports, ip's state, a foreign field of the bound layer
-    # (as the layers' expressions hold them: the table binds no name on demand)
+    # (as the semantic model holds them: it binds no name on demand)
+    from rubikgen.pipeline import Compilation
+
+    model = Compilation(REPO / "specs" / "stacks" / "tcp_ip.yaml").resolved.layers
+
     def bound(layer: str, parts: tuple[str, ...]) -> Name:
         return next(
             n
-            for e in tcp_ip.exprs[layer].exprs.values()
+            for e in model[layer].exprs.values()
             for n in walk(e)
             if isinstance(n, Name) and n.parts == parts
         )
 
-    tcp = tcp_ip.exprs["tcp"]
+    tcp = model["tcp"]
     assert bound("tcp", ("header", "sport")).type.width == 16  # type: ignore[union-attr]
     assert tcp.name(("current_state",)).ref.kind == "builtin"  # type: ignore[union-attr]
     saddr = bound("tcp", ("ip", "header", "saddr"))
