@@ -48,7 +48,9 @@ def test_every_entry_is_keyed_by_the_place_that_writes_it(http: Compilation) -> 
     """Each key leads, in its own document, to the text whose tree it holds: a key is a place,
     not a text (a by-text key would not name a document path at all)."""
     res = http.resolved
-    stack_doc = http.checked.model.model_dump(by_alias=True)
+    stack = http.checked.model
+    assert stack is not None
+    stack_doc = stack.model_dump(by_alias=True)
     raw: dict[str, Any] = {}
     n = 0
     for L, lm in res.layers.items():
