@@ -8,9 +8,7 @@ from typing import Any
 from rubikgen.front.source import Path
 from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, FieldSpec, IfStep, Linger
 from rubikgen.sema.builtins import BUILTIN_EVENTS
-from rubikgen.sema.checksums import fixed_offsets
 from rubikgen.sema.info import FieldInfo, VarInfo
-from rubikgen.sema.limits import parse_duration
 from rubikgen.sema.model import LayerModel
 from rubikgen.sema.stack_info import LayerInfo
 from rubikgen.sema.transforms import TRANSFORMS
@@ -81,13 +79,11 @@ def describe_layer(li: LayerInfo, x: LayerModel, spec_file: str, transforms: set
             i = d.transitions.index(t)
             if i < 64:
                 d.setup_mask |= 1 << i
-    if m.timeout is not None:
-        sec = parse_duration(m.timeout)
-        d.timeout_ns = int(sec * 1e9) if sec else 0
+    if x.timeout_s is not None:
+        d.timeout_ns = int(x.timeout_s * 1e9)
     lg = m.linger
-    if lg is not None:
-        sec = parse_duration(lg.time if isinstance(lg, Linger) else lg)
-        d.linger_ns = int(sec * 1e9) if sec else 0
+    if x.linger_s is not None:
+        d.linger_ns = int(x.linger_s * 1e9)
         if isinstance(lg, Linger) and lg.reopen is not None:
             d.linger_reopen = x.expr(("linger", "reopen"))
     for vn, fd in m.perm.items():
@@ -130,7 +126,7 @@ def describe_layer(li: LayerInfo, x: LayerModel, spec_file: str, transforms: set
         _key(found, m.lookup, ("lookup",), x)
         d.find_table = li.bindings[m.lookup.table]
         d.find_a, d.find_p, d.find_common = found.key_a, found.key_p, found.key_common
-    _checksums(d, li, line)
+    _checksums(d, li, x.fixed_bits, line)
     return d
 
 
@@ -142,10 +138,10 @@ def _retain(v: bool | str, options: dict[str, tuple[bool, int]]) -> bool:
     return bool(options.get(v.removeprefix("option."), (True, 0))[1])
 
 
-def _checksums(d: LayerDesc, li: LayerInfo, line: Any) -> None:
+def _checksums(d: LayerDesc, li: LayerInfo, fixed_bits: dict[str, int], line: Any) -> None:
     proto = li.protocol
     m = proto.model
-    d.fixed_bits = fixed_offsets(proto)
+    d.fixed_bits = dict(fixed_bits)
     for fname, cs in m.checksums.items():
         pl = li.bindings.get(cs.pseudo_header) if cs.pseudo_header else None
         d.checksums.append(

@@ -269,7 +269,7 @@ class StackDesc:
     # user-defined events (stack `events:`), name -> layer, in declaration order
     udes: dict[str, str] = field(default_factory=dict)
     # the memcaps per context: the stack's `limits:` with the built-in defaults filled in
-    # (sema.limits.ResolvedLimits: reassembly and flows in bytes, UINT64_MAX = none; policy)
+    # (sema.model.ResolvedLimits: reassembly and flows in bytes, UINT64_MAX = none; policy)
     limits: Any = None
 
     def exprs(self) -> list[Expr]:

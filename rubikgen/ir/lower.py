@@ -29,7 +29,6 @@ from rubikgen.sema.builtins import (
     LIFECYCLE_EVENTS,
     lifecycle_hooks,
 )
-from rubikgen.sema.limits import resolved_limits
 from rubikgen.sema.model import LayerModel, Origin, Resolution
 from rubikgen.sema.stack_info import DEFAULT_MAX_REPEAT, LayerInfo, StackInfo
 from rubikgen.sema.transforms import TRANSFORMS, user_reasons
@@ -155,6 +154,7 @@ class Lowerer:
         # sema's typed expressions, by the path each is written at: lowering copies them into
         # the IR, the back-end renders them
         self.model: dict[str, LayerModel] = dict(res.layers)
+        self.limits = res.limits
         self.prog.read_names = set(res.read_names)
         self._n = 0
 
@@ -196,7 +196,7 @@ class Lowerer:
             close_reasons=CLOSE_REASONS,
             transforms=dict(TRANSFORMS),
             user_reasons=user_reasons(),
-            limits=resolved_limits(self.stack.limits),
+            limits=self.limits,
         )
         for hn, h in self.stack.handlers.items():
             x = self.model[h.layer]

@@ -4,8 +4,9 @@ durations (`timeout:`, `linger:`) to seconds."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from rubikgen.sema.model import ResolvedLimits
 
 # Per worker (stack context).  Suricata defaults to 64 MB of reassembly and 32 MB of stream
 # state for the whole process; rubikgen's caps are per worker and sized for a 24 GB machine
@@ -30,13 +31,6 @@ def size_bytes(v: int | str) -> int:
     # a cap beyond what 64 bits address (or a negative int, which the pattern cannot give) is
     # no cap at all
     return UNLIMITED if n <= 0 or n >= UNLIMITED else n
-
-
-@dataclass(frozen=True)
-class ResolvedLimits:
-    reassembly: int
-    flows: int
-    policy: str
 
 
 def resolved_limits(lim: Any) -> ResolvedLimits:

@@ -20,7 +20,7 @@ from rubikgen.expr.ast import Expr, Name, Stmt
 from rubikgen.expr.types import Resolved
 from rubikgen.front.source import Path
 
-__all__ = ["Key", "LayerModel", "Origin", "Resolution"]
+__all__ = ["Key", "LayerModel", "Origin", "Resolution", "ResolvedLimits"]
 
 # The document an expression is written in: the layer's protocol, or the stack (its edges,
 # handlers and user-defined events on the layer).
@@ -36,6 +36,12 @@ class LayerModel:
     # the names lowering writes itself (``current_state``, the states, ``event.E``, the
     # variables), bound by sema in the layer's scope with every context open
     names: dict[tuple[str, ...], Resolved] = field(default_factory=dict)
+    # what else sema computes from the layer's protocol for the later stages: each field's bit
+    # offset from the header's start where it is fixed (sema/checksums.py), and `timeout:` and
+    # `linger:` in seconds (None: not written; 0: not a duration, which the check rejected)
+    fixed_bits: dict[str, int] = field(default_factory=dict)
+    timeout_s: float | None = None
+    linger_s: float | None = None
 
     def name(self, parts: tuple[str, ...]) -> Name:
         """A bound, typed name of this layer (``current_state``, a state, ``event.E``)."""
@@ -62,6 +68,16 @@ class LayerModel:
         return s
 
 
+@dataclass(frozen=True)
+class ResolvedLimits:
+    """A stack's memcaps per context (`limits:`) with the defaults filled in: reassembly and
+    flows in bytes (UINT64_MAX: none), and the policy (sema/limits.py computes it)."""
+
+    reassembly: int
+    flows: int
+    policy: str
+
+
 @dataclass
 class Resolution:
     # per layer: its expressions, statements and names, typed and bound in the layer's scope
@@ -69,3 +85,4 @@ class Resolution:
     # every name any spec expression reads (statements: their values), as written; a superset
     # of what the per-packet function reads, for dead-store elimination
     read_names: set[tuple[str, ...]] = field(default_factory=set)
+    limits: ResolvedLimits | None = None

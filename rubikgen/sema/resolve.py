@@ -17,9 +17,12 @@ from rubikgen.expr import parse_expr, parse_stmt
 from rubikgen.expr.ast import Assign, Name, walk
 from rubikgen.front.diagnostics import Diagnostic
 from rubikgen.front.source import SourceMap
+from rubikgen.models.protocol import Linger
 from rubikgen.models.stack import Stack
 from rubikgen.sema import builtins as B
 from rubikgen.sema.builtins import lifecycle_hooks
+from rubikgen.sema.checksums import fixed_offsets
+from rubikgen.sema.limits import parse_duration, resolved_limits
 from rubikgen.sema.model import LayerModel, Resolution
 from rubikgen.sema.protocol import ExprChecker, check_protocol
 from rubikgen.sema.scope import ProtocolScope
@@ -40,6 +43,13 @@ def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
         scope = ProtocolScope(li.protocol, params, _ANY, dict(li.bindings))
         table = LayerModel(L)
         _bind_lowering_names(table, scope, li.protocol)
+        m = li.protocol.model
+        table.fixed_bits = fixed_offsets(li.protocol)
+        if m.timeout is not None:
+            table.timeout_s = parse_duration(m.timeout) or 0.0
+        if m.linger is not None:
+            lg = m.linger
+            table.linger_s = parse_duration(lg.time if isinstance(lg, Linger) else lg) or 0.0
         diags: list[Diagnostic] = []
         ec = ExprChecker(li.protocol, params, li.protocol.smap, diags, table, dict(li.bindings))
         check_protocol(li.protocol, params, ec)
@@ -66,6 +76,7 @@ def resolve_stack(stack: Stack, info: StackInfo, smap: SourceMap) -> Resolution:
             d = errors[0]
             raise ValueError(f"layer {L}: {d.file}:{d.line}:{d.col}: {d.code} {d.message}")
         res.layers[L] = table
+    res.limits = resolved_limits(stack.limits)
     _scan_reads(res.read_names, stack.model_dump())
     models = {id(li.protocol.model): li.protocol.model for li in info.layers.values()}
     for model in models.values():

@@ -111,6 +111,8 @@ CHECKERS = {
     "rubikgen.sema.stack",
     "rubikgen.sema.symbols",
     "rubikgen.sema.udes",
+    "rubikgen.sema.checksums",
+    "rubikgen.sema.limits",
     "rubikgen.expr.check",
     "rubikgen.expr.parser",
     "rubikgen.front.workspace",
