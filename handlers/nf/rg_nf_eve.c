@@ -14,13 +14,25 @@
  * src is the client: the SYN sender when the handshake was seen (rg_nf_client_side), else the
  * sender of the flow's first packet; toserver counts what the client sent.  Times are packet
  * times as Suricata writes them: ISO 8601, microseconds, "+0000" (UTC).  flow_id is the
- * instance's uid.  The mapping of states, reasons and anomaly events is in docs/operating.md
+ * instance's uid (--workers N: uid * N + the worker, unique across the workers' contexts).  The
+ * mapping of states, reasons and anomaly events is in docs/operating.md
  * ("EVE output"). */
 #include "rg_nf_int.h"
 
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
+
+typedef struct nf_eve {
+    rg_nf_flows f;
+    uint32_t worker, nworkers; /* rg_nf_host's: flow_id = uid * nworkers + worker */
+} nf_eve;
+
+static uint64_t flow_id(const rg_nf_flows *nf, uint64_t uid)
+{
+    const nf_eve *e = (const nf_eve *)nf;
+    return uid ? uid * e->nworkers + e->worker : 0;
+}
 
 /* Suricata's "proto" of a layer's protocol, NULL: no EVE flow (an IP datagram, ARP...) */
 static const char *eve_proto(const rg_layer_desc *l)
@@ -83,8 +95,8 @@ static const char *eve_reason(int reason, int open)
 }
 
 /* The flow event of r (client: rg_nf_client_side; open: never closed) */
-static void eve_flow_json(FILE *out, const rg_nf_flowrec *r, const char *proto, int client,
-                          int reason, int open)
+static void eve_flow_json(FILE *out, const rg_nf_flowrec *r, uint64_t id, const char *proto,
+                          int client, int reason, int open)
 {
     rg_nf_endpoints ep;
     if (client)
@@ -92,7 +104,7 @@ static void eve_flow_json(FILE *out, const rg_nf_flowrec *r, const char *proto, 
     else
         ep = r->ep;
     const int s = client != 0; /* the direction the client sent */
-    eve_head(out, r->last_ts, r->uid, "flow");
+    eve_head(out, r->last_ts, id, "flow");
     eve_endpoints(out, &ep, proto);
     if (r->icmp.type >= 0)
         fprintf(out, ",\"icmp_type\":%d,\"icmp_code\":%d", r->icmp.type, r->icmp.code);
@@ -117,7 +129,7 @@ static void eve_anomaly_json(FILE *out, const rg_nf_flows *nf, const rg_flow_inf
 {
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, f ? f->layer : layer);
     const rg_nf_flowrec *r = f ? rg_nf_map_get(&nf->flows, f->uid) : NULL;
-    eve_head(out, ts_ns, f ? f->uid : 0, "anomaly");
+    eve_head(out, ts_ns, flow_id(nf, f ? f->uid : 0), "anomaly");
     if (r) {
         rg_nf_endpoints ep;
         if (dir)
@@ -141,7 +153,8 @@ static void write_rec(rg_nf_flows *nf, const rg_nf_flowrec *r, const rg_flow_inf
     (void)complete;
     const char *proto = eve_proto(rg_nf_layer(nf->base.stack, r->layer));
     if (!proto || !r->ep.src[0] || !r->ep.dst[0]) return;
-    eve_flow_json(nf->out, r, proto, rg_nf_client_side(nf->base.stack, f), reason, f == NULL);
+    eve_flow_json(nf->out, r, flow_id(nf, r->uid), proto, rg_nf_client_side(nf->base.stack, f),
+                  reason, f == NULL);
 }
 
 static void on_gap(void *self, const rg_flow_info *f, int dir, uint32_t seq, uint32_t len,
@@ -185,8 +198,7 @@ static void on_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint6
 static rg_nf *eve_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
 {
     (void)stack;
-    rg_nf_flows *nf =
-        rg_nf_flows_new(sizeof(rg_nf_flows), outdir, "eve.json", write_rec, err, errlen);
+    rg_nf_flows *nf = rg_nf_flows_new(sizeof(nf_eve), outdir, "eve.json", write_rec, err, errlen);
     if (!nf) return NULL;
     nf->base.obs.on_gap = on_gap;
     nf->base.obs.on_overlap = on_overlap;
@@ -195,4 +207,26 @@ static rg_nf *eve_new(const rg_stack_desc *stack, const char *outdir, char *err,
     return &nf->base;
 }
 
-RG_STOCK_NF(eve, eve_new, "Suricata EVE JSON: flows and anomalies, OUT/eve.json");
+/* RG_STOCK_NF's init, keeping the worker (host: NULL when the driver makes it directly) */
+static void *init_eve(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
+                      const rg_nf_host *host, char *err, size_t errlen)
+{
+    nf_eve *nf = rg_nf_stock_init(eve_new, "eve", stack, cfg, ncfg, err, errlen);
+    if (nf) {
+        const int known = host && host->nworkers > 0 && host->worker < host->nworkers;
+        nf->worker = known ? host->worker : 0;
+        nf->nworkers = known ? host->nworkers : 1;
+    }
+    return nf;
+}
+static const rg_nf_abi abi_eve = {RG_NF_ABI_VERSION,
+                                  sizeof(rg_nf_abi),
+                                  "eve",
+                                  "Suricata EVE JSON: flows and anomalies, OUT/eve.json",
+                                  rg_nf_stock_subs,
+                                  RG_NF_STOCK_NSUBS,
+                                  0,
+                                  init_eve,
+                                  rg_nf_stock_fini,
+                                  NULL};
+const rg_nf_desc rg_nf_desc_eve = {&abi_eve, NULL, NULL, NULL};
