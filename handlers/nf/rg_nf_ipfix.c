@@ -280,7 +280,7 @@ static int ipfix_connect(nf_ipfix *nf, const char *to, char *err, size_t errlen)
     size_t hl = colon ? (size_t)(colon - hp) : 0;
     if (hl && hp[0] == '[' && hp[hl - 1] == ']') hp++, hl -= 2;
     if (!colon || !hl || hl >= sizeof host || !colon[1]) {
-        snprintf(err, errlen, "ipfix: '%s' is not [udp://|tcp://]HOST:PORT", to);
+        snprintf(err, errlen, "'%s' is not [udp://|tcp://]HOST:PORT", to);
         return -1;
     }
     memcpy(host, hp, hl);
@@ -290,7 +290,7 @@ static int ipfix_connect(nf_ipfix *nf, const char *to, char *err, size_t errlen)
     hints.ai_socktype = nf->tcp ? SOCK_STREAM : SOCK_DGRAM;
     int g = getaddrinfo(host, colon + 1, &hints, &ai);
     if (g) {
-        snprintf(err, errlen, "ipfix: %s: %s", to, gai_strerror(g));
+        snprintf(err, errlen, "%s: %s", to, gai_strerror(g));
         return -1;
     }
     nf->fd = -1;
@@ -305,7 +305,7 @@ static int ipfix_connect(nf_ipfix *nf, const char *to, char *err, size_t errlen)
     }
     freeaddrinfo(ai);
     if (nf->fd < 0) {
-        snprintf(err, errlen, "ipfix: cannot connect to %s: %s", to, strerror(e ? e : errno));
+        snprintf(err, errlen, "cannot connect to %s: %s", to, strerror(e ? e : errno));
         return -1;
     }
     return 0;
@@ -333,7 +333,7 @@ static int cfg_uint(const rg_nf_kv *cfg, unsigned ncfg, const char *key, unsigne
     char *end;
     unsigned long n = v ? strtoul(v, &end, 10) : dflt;
     if (v && (!*v || *end || n == 0 || n > 0xffffffffu)) {
-        snprintf(err, errlen, "ipfix: %s '%s' is not a positive number", key, v);
+        snprintf(err, errlen, "%s '%s' is not a positive number", key, v);
         return -1;
     }
     *out = (unsigned)n;

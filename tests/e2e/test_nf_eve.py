@@ -85,7 +85,7 @@ def _when(text: str) -> int:
 def test_every_line_validates_against_suricatas_schema(runs: dict[str, Eve], pcap: Path) -> None:
     if not SCHEMA.is_file():
         pytest.skip(f"Suricata's EVE schema is not at {SCHEMA} (../shared/reference)")
-    import jsonschema
+    import jsonschema  # type: ignore[import-untyped]
 
     schema = json.loads(SCHEMA.read_text())
     validator = jsonschema.validators.validator_for(schema)(schema)
