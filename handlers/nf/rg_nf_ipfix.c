@@ -20,7 +20,8 @@
  * after every refresh_msgs messages (default 20) or refresh_s seconds (default 60) of wall
  * clock, whichever comes first (RFC 7011 8.4); over TCP it is sent once, in the first message
  * (8.1).  The header's sequence number counts the data records sent before the message; its
- * export time is the wall clock. */
+ * export time is the wall clock; its Observation Domain ID is `domain` (default 1) plus the
+ * worker's number (--workers N: each worker exports on a session of its own). */
 #include "rg_nf_int.h"
 
 #include <errno.h>
@@ -343,7 +344,6 @@ static int cfg_uint(const rg_nf_kv *cfg, unsigned ncfg, const char *key, unsigne
 static void *init_ipfix(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
                         const rg_nf_host *host, char *err, size_t errlen)
 {
-    (void)host;
     const char *to = rg_nf_cfg_get(cfg, ncfg, "to", NULL);
     unsigned msgs, secs, domain;
     if (!to) {
@@ -357,7 +357,10 @@ static void *init_ipfix(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigne
     rg_obs *o = rg_nf_stock_init(ipfix_new, "ipfix", stack, cfg, ncfg, err, errlen);
     if (!o) return NULL;
     nf_ipfix *nf = (nf_ipfix *)o;
-    nf->refresh_msgs = msgs, nf->refresh_s = secs, nf->domain = domain;
+    /* --workers: each worker exports on its own session, as an Observation Domain of its own
+     * (collectors key templates and sequence numbers by exporter address and domain) */
+    nf->refresh_msgs = msgs, nf->refresh_s = secs;
+    nf->domain = domain + (host && host->worker < host->nworkers ? host->worker : 0);
     if (ipfix_connect(nf, to, err, errlen)) {
         rg_nf_finish(o);
         return NULL;

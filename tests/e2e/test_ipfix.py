@@ -160,13 +160,16 @@ def _run(binary: Path, pcap: Path, out: Path, *extra: str) -> subprocess.Complet
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
 
-def _check_messages(msgs: list[dict[str, Any]], tcp: bool = False) -> None:
+def _check_messages(
+    msgs: list[dict[str, Any]], tcp: bool = False, domains: tuple[int, ...] = (1,)
+) -> None:
     assert msgs, "tshark decoded no IPFIX message"
-    seq = 0
+    seq: Counter[int] = Counter()  # per Observation Domain (--workers: one per worker)
     for i, m in enumerate(msgs):
-        assert m["version"] == 10 and m["domain"] == 1 and m["len"] <= 1400, m
-        assert m["seq"] == seq, (i, m["seq"], seq)  # data records sent before this message
-        seq += len(m["records"])
+        assert m["version"] == 10 and m["domain"] in domains and m["len"] <= 1400, m
+        # data records sent before this message
+        assert m["seq"] == seq[m["domain"]], (i, m["seq"], seq)
+        seq[m["domain"]] += len(m["records"])
         if m["templates"]:
             v4, v6 = dict(m["templates"])[256], dict(m["templates"])[257]
             assert v4 == FIELDS
@@ -200,6 +203,26 @@ def test_udp_export_is_flowstats(binary: Path, tmp_path: Path, pcap: Path) -> No
         pair = frozenset(_norm("tcp", x["src"], x["dst"]))
         if pairs[pair] == 1 and pair in syn:
             assert _norm("tcp", x["src"], x["dst"])[0] == syn[pair], x
+
+
+def test_workers_export_the_flows_of_one_context(binary: Path, tmp_path: Path) -> None:
+    """--workers 2: each worker its own session and Observation Domain (1 and 2); together
+    the flows flowstats writes with one context."""
+    pcap = TRACES / "mixed-android-mobile.pcap"
+    r = _run(binary, pcap, tmp_path / "one")
+    assert r.returncode == 0, r.stderr
+    sink = _udp_port()
+    port = sink.getsockname()[1]
+    with capture_lo(tmp_path / "ipfix.pcap", f"udp and dst port {port}") as cap:
+        r = _run(binary, pcap, tmp_path / "w", "--workers", "2", "--ipfix", f"127.0.0.1:{port}")
+    sink.close()
+    assert r.returncode == 0, r.stderr
+    msgs = decode(cap, port, "udp")
+    _check_messages(msgs, domains=(1, 2))
+    assert {m["domain"] for m in msgs} == {1, 2}
+    for d in (1, 2):
+        assert [m for m in msgs if m["domain"] == d][0]["templates"]
+    assert from_ipfix(msgs) == from_flowstats(tmp_path / "one" / "flowstats.jsonl")
 
 
 def test_template_refresh_over_udp(binary: Path, tmp_path: Path) -> None:
