@@ -29,6 +29,7 @@ CAPTURES = [
     TRACES / "tcp-midstream-missing-syn.pcap",  # no handshake: the first packet's sender
     TRACES / "http-ooo-lost-rst-tlpw1.pcap",  # gaps
     TRACES / "tcp-overlap-partial-crafted.pcap",  # overlaps with different bytes
+    TRACES / "arp-icmp-vlan.pcap",  # an ICMP conversation: icmp_type/icmp_code
     REPO / "captures" / "veth-http-udp-frag.pcap",  # IPv4 and IPv6, a fragmented datagram
 ]
 Node = tuple[str, int]
