@@ -23,42 +23,12 @@
 #include <inttypes.h>
 #include <string.h>
 
-static int proto_number(const char *p)
-{
-    if (!p) return -1;
-    if (!strcmp(p, "tcp")) return 6;
-    if (!strcmp(p, "udp")) return 17;
-    if (!strcmp(p, "sctp")) return 132;
-    return -1;
-}
-
-/* RFC 7012 flowEndReason for a close reason */
-static int end_reason(int reason)
-{
-    switch (reason) {
-    case RG_CLOSE_EXPIRED:
-        return 1; /* idle timeout */
-    case RG_CLOSE_ACCEPT:
-        return 3; /* end of flow detected (FIN, RST, PSM accept) */
-    case RG_CLOSE_EVICTED:
-        return 5; /* lack of resources (instance cap) */
-    default:
-        return 4; /* forced end: end of capture, shutdown */
-    }
-}
-
-/* whether the layer's instances are transport flows: both ports in the key */
-static int is_transport(const rg_nf_flowrec *r)
-{
-    return r->ep.has_sport && r->ep.has_dport && r->ep.src[0] && r->ep.dst[0];
-}
-
 static void write_flow(rg_nf_flows *nf, const rg_nf_flowrec *r, int reason, const char *close,
                        const char *end)
 {
     const rg_layer_desc *l = rg_nf_layer(nf->base.stack, r->layer);
     FILE *out = nf->out;
-    int pn = proto_number(l ? l->protocol : NULL);
+    int pn = rg_nf_proto_number(l ? l->protocol : NULL);
     fprintf(out,
             "{\"sourceIPAddress\":\"%s\",\"destinationIPAddress\":\"%s\","
             "\"sourceTransportPort\":%u,\"destinationTransportPort\":%u,\"protocolIdentifier\":",
@@ -86,11 +56,11 @@ static void write_rec(rg_nf_flows *nf, const rg_nf_flowrec *r, const rg_flow_inf
                       int complete)
 {
     (void)complete;
-    if (!is_transport(r)) return;
+    if (!rg_nf_is_transport(r)) return;
     if (f) {
         char end[512];
         rg_nf_end_fields(end, sizeof end, nf->base.stack, f, reason);
-        write_flow(nf, r, end_reason(reason), rg_close_name(reason), end);
+        write_flow(nf, r, rg_nf_end_reason(reason), rg_close_name(reason), end);
     } else { /* still open when the run ended: a forced end */
         write_flow(nf, r, 4, "open", "");
     }

@@ -88,8 +88,8 @@ rg_nf_flows *rg_nf_flows_new(size_t size, const char *outdir, const char *file,
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    nf->out = rg_nf_open_out(outdir, file, err, errlen);
-    if (!nf->out) {
+    nf->out = file ? rg_nf_open_out(outdir, file, err, errlen) : NULL;
+    if (file && !nf->out) {
         rg_nf_map_free(&nf->flows);
         free(nf);
         return NULL;
@@ -102,4 +102,48 @@ rg_nf_flows *rg_nf_flows_new(size_t size, const char *outdir, const char *file,
     nf->base.obs.on_call = on_call;
     nf->base.finish = finish;
     return nf;
+}
+
+int rg_nf_proto_number(const char *p)
+{
+    if (!p) return -1;
+    if (!strcmp(p, "tcp")) return 6;
+    if (!strcmp(p, "udp")) return 17;
+    if (!strcmp(p, "sctp")) return 132;
+    return -1;
+}
+
+int rg_nf_end_reason(int reason)
+{
+    switch (reason) {
+    case RG_CLOSE_EXPIRED:
+        return 1; /* idle timeout */
+    case RG_CLOSE_ACCEPT:
+        return 3; /* end of flow detected (FIN, RST, PSM accept) */
+    case RG_CLOSE_EVICTED:
+        return 5; /* lack of resources (instance cap) */
+    default:
+        return 4; /* forced end: end of capture, shutdown */
+    }
+}
+
+int rg_nf_is_transport(const rg_nf_flowrec *r)
+{
+    return r->ep.has_sport && r->ep.has_dport && r->ep.src[0] && r->ep.dst[0];
+}
+
+int rg_nf_client_side(const rg_stack_desc *stack, const rg_flow_info *f)
+{
+    const rg_layer_desc *l = f ? rg_nf_layer(stack, f->layer) : NULL;
+    int orig = -1, handshake = 0;
+    for (uint16_t i = 0; l && i < l->nrec && i < RG_REC_MAX; i++) {
+        const rg_recfield *k = &l->rec[i];
+        if (!strcmp(k->name, "originator") && f->rec[i] <= 1) orig = (int)f->rec[i];
+        /* a SYN (S, s) or SYN-ACK (H, h) in the history letters: the originator is known */
+        for (uint64_t v = f->rec[i]; k->letters && (v & 15u); v >>= 4) {
+            const uint64_t c = v & 15u;
+            if (c <= strlen(k->letters) && strchr("SHsh", k->letters[c - 1])) handshake = 1;
+        }
+    }
+    return orig >= 0 && handshake ? orig : 0;
 }

@@ -183,8 +183,23 @@ struct rg_nf_flows {
 };
 
 /* A flow-record NF of size bytes (a struct starting with rg_nf_flows) writing outdir/file
- * with write; NULL with a message in err. */
+ * with write (file NULL: no file, write sends its records elsewhere); NULL with a message in
+ * err. */
 rg_nf_flows *rg_nf_flows_new(size_t size, const char *outdir, const char *file,
                              rg_nf_flows_write write, char *err, size_t errlen);
+
+/* The IANA protocolIdentifier of a layer's protocol name (6 tcp, 17 udp, 132 sctp), -1 for
+ * another. */
+int rg_nf_proto_number(const char *protocol);
+/* RFC 7012 flowEndReason (5.11.3) of a close reason: 1 idle timeout, 3 end of flow detected,
+ * 4 forced end (end of capture, shutdown, still open), 5 lack of resources. */
+int rg_nf_end_reason(int reason);
+/* Whether r is a transport flow: both addresses and both ports in its key (TCP, UDP, SCTP). */
+int rg_nf_is_transport(const rg_nf_flowrec *r);
+/* The side of closed instance f that is the client (the SYN sender): 1 when the layer's record
+ * field "originator" names side p and its "history" letters show a SYN or SYN-ACK (S, H, s, h:
+ * the handshake was seen), else 0: side a, the sender of its first packet (also for a flow
+ * picked up mid-stream, and for a layer without these record fields: UDP). */
+int rg_nf_client_side(const rg_stack_desc *stack, const rg_flow_info *f);
 
 #endif /* RG_NF_INT_H */

@@ -101,6 +101,13 @@ rg_chain *rg_chain_open(const opts *o, const rg_stack_desc *stack, unsigned work
             goto fail;
         }
     }
+    if (o->ipfix) {
+        rg_nf_kv to = {"to", o->ipfix};
+        if (rg_chain_attach(ch, "ipfix", NULL, &to, 1, why, sizeof why)) {
+            snprintf(err, errlen, "--ipfix %s: %s", o->ipfix, why);
+            goto fail;
+        }
+    }
     if (o->chain_file && rg_chainfile_load(ch, o->chain_file, err, errlen)) goto fail;
     return ch;
 fail:

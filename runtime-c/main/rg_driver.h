@@ -61,6 +61,7 @@ typedef struct opts {
     /* NF chains (rg_nfchain.h): --nf PATH.so, --chain FILE, --control PATH */
     int nf_is_path;         /* --nf names a shared object */
     const char *chain_file; /* --chain: the NFs after --nf's, in order */
+    const char *ipfix;      /* --ipfix [tcp://]HOST:PORT: the ipfix NF after --nf's */
     const char *control;    /* --control: the UNIX socket of rubikgen ctl */
     const char *write;      /* --write OUT.pcap: the packets that pass, NULL = none */
     int pin;         /* --pin: pin file/live worker threads even with fewer cores than threads */

@@ -97,7 +97,8 @@ static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
  * rg_workers.c). */
 static int rg_uses_chain(const opts *o)
 {
-    return o->workers <= 1 && !o->bench && (o->nfd || o->nf_is_path || o->chain_file || o->control);
+    return o->workers <= 1 && !o->bench &&
+           (o->nfd || o->nf_is_path || o->chain_file || o->control || o->ipfix);
 }
 
 /* The chain of --nf, --chain and the control socket; RG_OK or 1 (message printed). */

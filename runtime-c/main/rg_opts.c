@@ -122,7 +122,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "  --rules-path DIR the same for ctl rules reload's rule sets\n"
           "  --rules-so PATH  (a --rules-reload build) run this rule set, reloaded on SIGHUP\n",
           out);
-    fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
+    fputs("  --ipfix [tcp://]HOST:PORT  export every ended flow as IPFIX (UDP, or TCP)\n"
+          "  --out DIR        output directory of the NFs that write files (default rg-out)\n"
           "  --write FILE     write the packets that pass (the verdict of handlers and NFs:\n"
           "                   not drop), after the stack ran, to a pcap (nanosecond) file\n",
           out);
@@ -311,6 +312,7 @@ enum {
     O_BURST,
     O_PREFETCH_ALWAYS,
     O_PREFETCH_RECORDS,
+    O_IPFIX,                             /* --ipfix: the ipfix NF after --nf's (rg_chain.c) */
     O_NF_FLAG,                           /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
     O_SRC_OPT = O_NF_FLAG + MAX_NF_FLAGS /* O_SRC_OPT + i: srcopt[i] */
 };
@@ -359,6 +361,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"burst", required_argument, NULL, O_BURST},
         {"prefetch-always", no_argument, NULL, O_PREFETCH_ALWAYS},
         {"prefetch-records", no_argument, NULL, O_PREFETCH_RECORDS},
+        {"ipfix", required_argument, NULL, O_IPFIX},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -490,6 +493,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             break;
         case O_CHAIN:
             o->chain_file = optarg;
+            break;
+        case O_IPFIX:
+            o->ipfix = optarg;
             break;
         case O_CONTROL:
             o->control = optarg;

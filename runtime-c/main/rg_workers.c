@@ -317,7 +317,7 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
     }
     w->ctl = ctl;
     /* the worker's chain writes into the worker's part of --out */
-    if (o->nfd || o->nf_is_path || o->chain_file || o->control) {
+    if (o->nfd || o->nf_is_path || o->chain_file || o->control || o->ipfix) {
         w->chain = rg_chain_open(o, stack, w->id, dirs, err, errlen);
         if (!w->chain) return 1;
     }
