@@ -21,10 +21,18 @@
 #include "rg/rg_uidmap.h"
 #include "rg_live.h"
 
+/* An open instance as last seen.  The stack's record is not always where its callbacks
+ * point: an instance created lazily (fast-destroy) is built in a scratch record reused by the
+ * next one, its keys in the packet's buffers.  So the keys are copied while a callback holds
+ * them, and the state and verdict marks at the end of each packet that touched the instance,
+ * when the record its callbacks named still holds it. */
 typedef struct ftrec {
-    const rg_flow_info *f; /* the stack's record: stable while the instance lives */
+    rg_flow_info fi;       /* the copy: key_a and key_p point into key */
+    const rg_flow_info *f; /* where this packet's callbacks found it (valid until its end) */
     uint64_t first_ts, last_ts;
     uint64_t pkts[2], bytes[2];
+    int touched;   /* in the table's touched list */
+    uint8_t key[]; /* the forward then the swapped key */
 } ftrec;
 
 struct rg_flowtab {
@@ -34,24 +42,81 @@ struct rg_flowtab {
     unsigned worker;
     rg_nf_map map; /* uid -> ftrec */
     uint64_t now;  /* the latest packet time seen */
+    /* the uids the current packet touched, refreshed at its end (rg_flowtab_packet_end) */
+    uint64_t *touched;
+    size_t ntouched, touched_cap;
+    void (*next_end)(void *self); /* the feeder's batch_end it runs before */
+    void *next_self;
 };
+
+/* The copy of what f says now (its keys only at creation: they do not change). */
+static void refresh(ftrec *r, const rg_flow_info *f)
+{
+    r->fi.state = f->state;
+    r->fi.flags = f->flags;
+    r->fi.linger = f->linger;
+    r->fi.memcap = f->memcap;
+}
+
+static void touch(rg_flowtab *t, ftrec *r, const rg_flow_info *f)
+{
+    r->f = f;
+    refresh(r, f);
+    if (r->touched) return;
+    if (t->ntouched == t->touched_cap) {
+        size_t cap = t->touched_cap ? t->touched_cap * 2 : 16;
+        uint64_t *p = realloc(t->touched, cap * sizeof *p);
+        if (!p) return; /* its copy stays as of this callback */
+        t->touched = p;
+        t->touched_cap = cap;
+    }
+    t->touched[t->ntouched++] = f->uid;
+    r->touched = 1;
+}
 
 static ftrec *rec_of(rg_flowtab *t, const rg_flow_info *f, uint64_t ts)
 {
     ftrec *r = rg_nf_map_get(&t->map, f->uid);
     if (r) {
-        r->f = f;
+        touch(t, r, f);
         return r;
     }
-    r = calloc(1, sizeof *r);
+    const uint16_t kl = f->layer < t->stack->nlayers ? t->stack->layers[f->layer].key_len : 0;
+    r = calloc(1, sizeof *r + 2u * kl);
     if (!r) return NULL;
     if (rg_nf_map_put(&t->map, f->uid, r)) {
         free(r);
         return NULL;
     }
-    r->f = f;
+    r->fi.uid = f->uid;
+    r->fi.layer = f->layer;
+    if (kl && f->key_a) memcpy(r->key, f->key_a, kl);
+    if (kl && f->key_p) memcpy(r->key + kl, f->key_p, kl);
+    r->fi.key_a = r->key;
+    r->fi.key_p = f->key_p == f->key_a ? r->key : r->key + kl;
     r->first_ts = r->last_ts = ts;
+    touch(t, r, f);
     return r;
+}
+
+void rg_flowtab_packet_end(void *self)
+{
+    rg_flowtab *t = self;
+    for (size_t i = 0; i < t->ntouched; i++) {
+        ftrec *r = rg_nf_map_get(&t->map, t->touched[i]);
+        if (!r) continue; /* closed in the packet */
+        if (r->f && r->f->uid == r->fi.uid) refresh(r, r->f);
+        r->touched = 0;
+        r->f = NULL;
+    }
+    t->ntouched = 0;
+    if (t->next_end) t->next_end(t->next_self);
+}
+
+void rg_flowtab_chain_end(rg_flowtab *ft, void (*end)(void *self), void *self)
+{
+    ft->next_end = end;
+    ft->next_self = self;
 }
 
 static void t_open(void *self, const rg_flow_info *f, uint64_t ts)
@@ -156,6 +221,7 @@ void rg_flowtab_free(rg_flowtab *ft)
 {
     if (!ft) return;
     rg_nf_map_drain(&ft->map, free_val, NULL);
+    free(ft->touched);
     free(ft);
 }
 
@@ -434,7 +500,7 @@ static int term_takes(const term *t, const flowview *v)
         s = v->x->dst;
         break;
     case F_VERDICT:
-        s = verdict_of(v->r->f);
+        s = verdict_of(&v->r->fi);
         break;
     case F_SPORT:
     case F_DPORT:
@@ -451,7 +517,7 @@ static int term_takes(const term *t, const flowview *v)
         n = v->worker;
         break;
     case F_UID:
-        n = (double)v->r->f->uid;
+        n = (double)v->r->fi.uid;
         break;
     case F_PACKETS:
         n = (double)(v->r->pkts[0] + v->r->pkts[1]);
@@ -475,7 +541,7 @@ static int term_takes(const term *t, const flowview *v)
 static int by_uid(const void *a, const void *b)
 {
     const ftrec *x = *(const ftrec *const *)a, *y = *(const ftrec *const *)b;
-    return x->f->uid < y->f->uid ? -1 : x->f->uid > y->f->uid;
+    return x->fi.uid < y->fi.uid ? -1 : x->fi.uid > y->fi.uid;
 }
 
 static void key_json(rg_sbuf *b, const rg_layer_desc *l, const rg_flow_info *f)
@@ -517,7 +583,7 @@ uint64_t rg_flowtab_dump(const rg_flowtab *ft, const char *layer, const rg_flowf
     uint64_t k = 0;
     for (size_t i = 0; i < n && k < limit; i++) {
         const ftrec *r = all[i];
-        const rg_flow_info *f = r->f;
+        const rg_flow_info *f = &r->fi;
         if (f->layer >= ft->stack->nlayers) continue;
         const rg_layer_desc *l = &ft->stack->layers[f->layer];
         if (layer && strcmp(layer, l->name)) continue;

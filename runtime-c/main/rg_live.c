@@ -394,22 +394,24 @@ static int total_of(rg_live *l, live_snap *t)
 
 static void snap_json(rg_sbuf *b, const rg_stack_desc *stack, const live_snap *s)
 {
-    uint64_t flows = 0, live = 0;
+    uint64_t flows = 0, live = 0, lingering = 0;
     for (unsigned i = 0; i < stack->nlayers; i++)
         if (stack->layers[i].has_instance) {
             flows += s->layer[i].opened - s->layer[i].one_packet;
             live += layer_live(&s->layer[i]);
+            lingering += s->layer[i].lingering;
         }
     rg_sbuf_printf(b,
                    "\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"flows\":%" PRIu64
                    ",\"flows_opened\":%" PRIu64 ",\"flows_closed\":%" PRIu64 ",\"live\":%" PRIu64
-                   ",\"calls\":%" PRIu64 ",\"payload_bytes\":%" PRIu64 ",\"errors\":%" PRIu64
-                   ",\"skipped\":%" PRIu64 ",\"skipped_linktype\":%" PRIu64 ",\"gaps\":%" PRIu64
-                   ",\"gap_bytes\":%" PRIu64 ",\"clock_jumps\":{\"forward\":%" PRIu64
-                   ",\"backward\":%" PRIu64 "},\"clock_resyncs\":%" PRIu64 ",\"layers\":{",
-                   s->pkts, s->bytes, flows, s->opened, s->closed, live, s->calls, s->payload,
-                   s->errors, s->skipped, s->skipped_linktype, s->gaps, s->gap_bytes, s->clock_fwd,
-                   s->clock_back, s->clock_resyncs);
+                   ",\"lingering\":%" PRIu64 ",\"calls\":%" PRIu64 ",\"payload_bytes\":%" PRIu64
+                   ",\"errors\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"skipped_linktype\":%" PRIu64
+                   ",\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64
+                   ",\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64
+                   "},\"clock_resyncs\":%" PRIu64 ",\"layers\":{",
+                   s->pkts, s->bytes, flows, s->opened, s->closed, live, lingering, s->calls,
+                   s->payload, s->errors, s->skipped, s->skipped_linktype, s->gaps, s->gap_bytes,
+                   s->clock_fwd, s->clock_back, s->clock_resyncs);
     int first = 1;
     for (unsigned i = 0; i < stack->nlayers; i++) {
         if (!stack->layers[i].has_instance) continue;
@@ -420,11 +422,12 @@ static void snap_json(rg_sbuf *b, const rg_stack_desc *stack, const live_snap *s
         for (int r = 0; r < 4; r++)
             rg_sbuf_printf(b, "%s\"%s\":%" PRIu64, r ? "," : "", rg_close_name(r), y->closed[r]);
         rg_sbuf_printf(b,
-                       "},\"live\":%" PRIu64 ",\"one_packet\":%" PRIu64 ",\"flows\":%" PRIu64
-                       ",\"dropped_by_verdict\":%" PRIu64 ",\"bypassed\":%" PRIu64
-                       ",\"memory\":{\"cap_hits\":%" PRIu64 ",\"evicted\":%" PRIu64
-                       ",\"dropped_packets\":%" PRIu64 ",\"seq_limit_hits\":%" PRIu64 "}}",
-                       layer_live(y), y->one_packet, y->opened - y->one_packet,
+                       "},\"live\":%" PRIu64 ",\"lingering\":%" PRIu64 ",\"one_packet\":%" PRIu64
+                       ",\"flows\":%" PRIu64 ",\"dropped_by_verdict\":%" PRIu64
+                       ",\"bypassed\":%" PRIu64 ",\"memory\":{\"cap_hits\":%" PRIu64
+                       ",\"evicted\":%" PRIu64 ",\"dropped_packets\":%" PRIu64
+                       ",\"seq_limit_hits\":%" PRIu64 "}}",
+                       layer_live(y), y->lingering, y->one_packet, y->opened - y->one_packet,
                        y->dropped_by_verdict, y->bypassed, y->cap_hits, y->evicted, y->dropped_pkts,
                        y->seq_limit_hits);
     }

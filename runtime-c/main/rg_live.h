@@ -70,6 +70,10 @@ rg_flowtab *rg_flowtab_new(const rg_stack_desc *stack, unsigned worker, const rg
 /* The observer to give the stack (valid while ft lives). */
 const rg_obs *rg_flowtab_obs(rg_flowtab *ft);
 void rg_flowtab_free(rg_flowtab *ft);
+/* The feeder's batch_end (after every packet) while ft lives: refreshes the copies of the
+ * instances the packet touched, then runs end(self) (the chain's), given here. */
+void rg_flowtab_packet_end(void *ft);
+void rg_flowtab_chain_end(rg_flowtab *ft, void (*end)(void *self), void *self);
 
 typedef struct rg_flowfilter rg_flowfilter;
 /* A filter expression (docs/operating.md "Asking the flow table"); NULL with the reason in

@@ -202,6 +202,11 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         fd.batch_end = rg_chain_batch_end;
         fd.batch_self = r.chain;
     }
+    if (r.ft) { /* ctl flows: the copies of the instances a packet touched, after it */
+        rg_flowtab_chain_end(r.ft, fd.batch_end, fd.batch_self);
+        fd.batch_end = rg_flowtab_packet_end;
+        fd.batch_self = r.ft;
+    }
     if (rg_live_wanted(o)) { /* after the feeder: it shows its counts */
         char err[512];
         r.live = rg_live_new(o, 1, err, sizeof err);

@@ -357,6 +357,11 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
         w->fd.batch_end = rg_chain_batch_end;
         w->fd.batch_self = w->chain;
     }
+    if (w->ft) { /* ctl flows: the copies of the instances a packet touched, after it */
+        rg_flowtab_chain_end(w->ft, w->fd.batch_end, w->fd.batch_self);
+        w->fd.batch_end = rg_flowtab_packet_end;
+        w->fd.batch_self = w->ft;
+    }
     return 0;
 }
 
