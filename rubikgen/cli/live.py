@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import threading
 from typing import IO, Any
@@ -60,23 +61,52 @@ def command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _file_position(total: dict[str, Any]) -> int:
-    """Bytes of a classic pcap file read after these counters: its 24-byte header, then
-    16 bytes of record header and the captured bytes per frame (pcapng: an estimate)."""
+def _file_position(total: dict[str, Any], pcapng: bool) -> int:
+    """Bytes of the capture file read after these counters: a classic pcap file's 24-byte
+    header, then 16 bytes of record header and the captured bytes per frame (exact); pcapng:
+    its Enhanced Packet Blocks' 32 bytes and padding per frame (an estimate: options and other
+    blocks are not counted)."""
+    if pcapng:
+        return 28 + 34 * int(total["packets"]) + int(total["bytes"])
     return 24 + 16 * int(total["packets"]) + int(total["bytes"])
+
+
+def start_progress(capture: str | None, quiet: bool, cmd: list[str]) -> Progress | None:
+    """`rubikgen run` on a capture file with standard error on a terminal (and no --quiet):
+    a pipe whose write end the binary gets as --stats-fd (appended to cmd), read by a
+    progress bar; None otherwise (nothing is shown)."""
+    if quiet or capture in (None, "-") or not sys.stderr.isatty():
+        return None
+    try:
+        st = os.stat(capture)
+    except OSError:
+        return None
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device: no size to measure against
+        return None
+    with open(capture, "rb") as f:
+        pcapng = f.read(4) == b"\x0a\x0d\x0d\x0a"
+    r, w = os.pipe()
+    cmd += ["--stats-fd", str(w)]
+    return Progress(r, w, st.st_size, os.path.basename(capture), pcapng)
 
 
 class Progress:
     """A progress bar (tqdm) on stderr, fed by the binary's stats lines from fd (the read end
     of the pipe whose write end is the binary's --stats-fd), until the binary closes it."""
 
-    def __init__(self, fd: int, size: int | None, name: str) -> None:
+    def __init__(self, fd: int, wfd: int, size: int | None, name: str, pcapng: bool) -> None:
         self.stream: IO[bytes] = os.fdopen(fd, "rb", buffering=0)
+        self.wfd = wfd  # the binary's --stats-fd: closed here once the binary has it
         self.size = size
         self.name = name
+        self.pcapng = pcapng
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> Progress:
+        """After the binary started (it holds the write end)."""
+        os.close(self.wfd)
         self.thread.start()
         return self
 
@@ -91,7 +121,8 @@ class Progress:
             desc=self.name,
             file=sys.stderr,
             leave=False,
-            dynamic_ncols=True,
+            # a terminal that reports no size (0 columns) gets $COLUMNS or 80, not a bar of 0
+            ncols=shutil.get_terminal_size().columns,
         )
         done = 0
         buf = b""
@@ -107,7 +138,7 @@ class Progress:
                         total = json.loads(line)["total"]
                     except (ValueError, KeyError, TypeError):
                         continue
-                    pos = _file_position(total)
+                    pos = _file_position(total, self.pcapng)
                     if self.size is not None:
                         pos = min(pos, self.size)
                     bar.update(pos - done)
@@ -118,4 +149,5 @@ class Progress:
             self.stream.close()
 
     def join(self) -> None:
+        """Once the binary has ended (its end of the pipe is closed: the bar ends)."""
         self.thread.join(5)

@@ -29,9 +29,10 @@ enum { REQ_STATS = 1, REQ_FLOWS = 2 };
 
 static struct {
     uint64_t interval_ms; /* --stats-interval: 0 = none */
+    int file;             /* --stats-interval given: OUT/stats.jsonl */
     int fd;               /* --stats-fd: -1 = none */
     const char *metrics;  /* --metrics ADDR:PORT */
-} cfg = {0, -1, NULL};
+} cfg = {0, 0, -1, NULL};
 
 /* One layer's counters in a snapshot (the summary's, folded as at its end). */
 typedef struct live_layer {
@@ -154,6 +155,7 @@ int rg_live_option(const char *name, const char *value, char *err, size_t errlen
             return -1;
         }
         cfg.interval_ms = ms;
+        cfg.file = 1;
     } else if (!strcmp(name, "stats-fd")) {
         if (parse_u64(value, 0, 1 << 20, &v) || fcntl((int)v, F_GETFD) < 0) {
             snprintf(err, errlen, "invalid value '%s' for --stats-fd (an open file descriptor)",
@@ -790,7 +792,7 @@ static void *stats_main(void *arg)
 
 int rg_live_start(rg_live *l, char *err, size_t errlen)
 {
-    if (cfg.interval_ms && cfg.fd < 0) { /* the file: OUT/stats.jsonl */
+    if (cfg.file) { /* OUT/stats.jsonl */
         char path[4096];
         if (rg_mkdirs(l->o->out, err, errlen)) return -1;
         snprintf(path, sizeof path, "%s/stats.jsonl", l->o->out);
@@ -834,7 +836,7 @@ void rg_live_final(rg_live *l)
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
     stop_threads(l);
-    if (cfg.interval_ms || cfg.fd >= 0) { /* the line that equals the summary */
+    if (cfg.file || cfg.fd >= 0) { /* the line that equals the summary */
         char err[256];
         rg_sbuf b = {0};
         if (!fresh(l, stats_json, &b, err, sizeof err)) emit(l, b.s, b.n);

@@ -125,8 +125,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           out);
     fputs("  --stats-interval S  append the live counters (ctl stats's JSON) to\n"
           "                   OUT/stats.jsonl every S seconds, and once at the end\n"
-          "  --stats-fd FD    write those lines to file descriptor FD instead (every S\n"
-          "                   seconds, default 0.5; rubikgen run's progress)\n"
+          "  --stats-fd FD    write those lines to file descriptor FD too (every S\n"
+          "                   seconds, default 0.5; rubikgen run's progress bar)\n"
           "  --metrics ADDR:PORT  serve the counters over HTTP, GET /metrics (Prometheus)\n",
           out);
     fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
