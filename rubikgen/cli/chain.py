@@ -1,5 +1,5 @@
-"""`rubikgen ctl SOCKET attach|detach|list|rules`: change a running binary's NF chain (or its
-rule set: rules/reload_cli.py) through its control socket (`--control SOCKET`; protocol in runtime-c/main/rg_control.c)."""
+"""`rubikgen ctl SOCKET attach|detach|list|rules|stats|flows`: change a running binary's NF chain (or its
+rule set: rules/reload_cli.py; stats and flows: cli/live.py) through its control socket (`--control SOCKET`; protocol in runtime-c/main/rg_control.c)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
         "reload", help="check and compile R.yaml against the stack, swap it in between packets"
     )
     rl.add_argument("rules_file", metavar="R.yaml")
+    from rubikgen.cli.live import add_parsers as add_live_parsers
+
+    add_live_parsers(what)
     c.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the reply (default 30)"
     )
@@ -70,6 +73,10 @@ def command(args: argparse.Namespace) -> int:
         from rubikgen.rules.reload_cli import rules_command
 
         return rules_command(args)
+    if args.action in ("stats", "flows"):
+        from rubikgen.cli.live import command as live_command
+
+        return live_command(args)
     if args.action == "attach":
         nf = args.nf
         if ("/" in nf or nf.endswith(".so")) and not os.path.isabs(nf):

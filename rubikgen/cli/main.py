@@ -20,6 +20,7 @@ from rubikgen.front.diagnostics import CODES, Diagnostic, SourceCache, render
 from rubikgen.front.specpath import resolve_arg
 
 if TYPE_CHECKING:
+    from rubikgen.cli.live import Progress
     from rubikgen.pipeline import Compilation
     from rubikgen.toolchain.handlercheck import Finding
 
@@ -192,6 +193,11 @@ def _parser() -> argparse.ArgumentParser:
         "--write", metavar="OUT.pcap", help="write the packets that pass (rules, verdicts) here"
     )
     r.add_argument("--checksums", action="store_true", help="verify and count bad checksums")
+    r.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar (shown on a terminal for a capture file: docs/operating.md)",
+    )
     _memcap_options(r)
 
     i = sub.add_parser("ir", help="print a stack's control-flow-graph IR (text or Graphviz)")
@@ -696,13 +702,17 @@ def _control_args(args: argparse.Namespace) -> list[str]:
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _run_forwarding(cmd: list[str], on_hup: Callable[[], bool] | None = None) -> int:
+def _run_forwarding(
+    cmd: list[str], on_hup: Callable[[], bool] | None = None, progress: Progress | None = None
+) -> int:
     """Run the binary, passing SIGINT, SIGTERM and SIGHUP sent to this process on to it (a
     supervisor, `timeout` or `kill` stop the binary, which flushes its records); its
     returncode.  A Ctrl-C at a terminal reaches both already: the forwarded copy is one
     more SIGINT, which the binary takes as the same request to stop.  on_hup runs first on a
-    SIGHUP and says whether to pass it on."""
-    proc = subprocess.Popen(cmd)
+    SIGHUP and says whether to pass it on.  progress: the bar fed by the binary's --stats-fd."""
+    proc = subprocess.Popen(cmd, pass_fds=(progress.wfd,) if progress else ())
+    if progress:
+        progress.start()
 
     def forward(sig: int, _frame: object) -> None:
         if sig == signal.SIGHUP and on_hup is not None and not on_hup():
@@ -799,13 +809,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         if so is None:
             return EXIT_ERRORS
         cmd += ["--rules-so", str(so)]
+    from rubikgen.cli.live import start_progress
+
+    progress = start_progress(args.capture, args.quiet, cmd) if not eal else None
     if eal:
         cmd += ["--", *eal]
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         hup = recompile_on_hup(args.stack, so_rules, res.binary.parent) if so_rules else None
-        rc = _run_forwarding(cmd, hup)
+        rc = _run_forwarding(cmd, hup, progress)
+        if progress:
+            progress.join()
     except OSError as e:
         sys.stderr.write(f"rubikgen: error: cannot run {res.binary}: {e}\n")
         return EXIT_ERRORS

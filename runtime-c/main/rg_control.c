@@ -6,6 +6,7 @@
  *     detach \t NAME
  *     list
  *     rules \t info | rules \t load \t SO   (rg_rules_ctl.h)
+ *     stats [\t json|prometheus] | flows \t LAYER \t FILTER \t LIMIT   (rg_live.h)
  * The reply is "ok\n" followed by text (list: "NAME\tSOURCE" lines), or
  * "error: MESSAGE\n".  Only the process's user, root or --control-group may connect, a
  * request is bounded (RG_CTLREQ_MAX bytes, RG_CTLREQ_FIELDS fields), and what attach and
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "rg_ctlsec.h"
+#include "rg_live.h"
 #include "rg_nfchain.h"
 #include "rg_rules_ctl.h"
 
@@ -166,7 +168,9 @@ static void *serve(void *arg)
             drain(fd);
             write_all(fd, "error: the request is too long\n");
         }
-        if (n >= 0 && !screen(c, (size_t)n, c->reply, sizeof c->reply)) {
+        if (n >= 0 && rg_live_handles(c->req)) { /* stats, flows: rg_live.c gathers them */
+            rg_live_control(rg_live_current(), c->req, (size_t)n, fd);
+        } else if (n >= 0 && !screen(c, (size_t)n, c->reply, sizeof c->reply)) {
             pthread_mutex_lock(&c->mu);
             c->done = 0;
             c->acks = 0;

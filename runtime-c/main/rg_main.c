@@ -16,6 +16,7 @@
 #include "rg/rg_json.h"
 #include "rg/rg_seq.h"
 #include "rg_driver.h"
+#include "rg_live.h"
 #include "rg_nfchain.h"
 #include "rg_rules_out.h"
 
@@ -80,11 +81,15 @@ typedef struct run {
     uint64_t *live_per;
     rg_chain *chain; /* the NFs (rg_nfchain.h); NULL: none or the counters alone */
     rg_control *ctl; /* --control */
+    rg_flowtab *ft;  /* --control: the open instances, for ctl flows (rg_live.h) */
+    rg_live *live;   /* ctl stats, --stats-interval, --metrics; NULL: none */
 } run;
 
 static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
 {
+    rg_live_free(r->live); /* its threads stopped before the context goes */
     if (r->ctx) stack->ctx_free(r->ctx);
+    rg_flowtab_free(r->ft);
     free(r->live_per);
     if (r->ctl) rg_control_close(r->ctl);
     if (r->chain) rg_chain_free(r->chain, o->prog);
@@ -148,6 +153,14 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
     }
     *obs =
         rg_make_observer(&r->counter, r->chain ? &cobs : NULL, strcmp(o->nf, RG_NF_NONE) != 0, ch);
+    if (o->control) { /* ctl flows: the open instances, seen around the chain */
+        r->ft = rg_flowtab_new(stack, 0, obs);
+        if (!r->ft) {
+            fprintf(stderr, "%s: out of memory\n", o->prog);
+            return 1;
+        }
+        *obs = *rg_flowtab_obs(r->ft);
+    }
     rg_ctx_cfg cfg = rg_ctx_cfg_of(o, obs);
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
@@ -190,6 +203,22 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         fd.batch_end = rg_chain_batch_end;
         fd.batch_self = r.chain;
     }
+    if (r.ft) { /* ctl flows: the copies of the instances a packet touched, after it */
+        rg_flowtab_chain_end(r.ft, fd.batch_end, fd.batch_self);
+        fd.batch_end = rg_flowtab_packet_end;
+        fd.batch_self = r.ft;
+    }
+    if (rg_live_wanted(o)) { /* after the feeder: it shows its counts */
+        char err[512];
+        r.live = rg_live_new(o, 1, err, sizeof err);
+        if (r.live)
+            rg_live_set_view(r.live, 0, (rg_live_view){stack, &r.counter, &fd, r.ctx, r.ft});
+        if (!r.live || rg_live_start(r.live, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", o->prog, err);
+            run_free(o, stack, &r);
+            return 1;
+        }
+    }
     rg_writer w = {0};
     if (o->write) {
         char err[512];
@@ -211,6 +240,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         }
         /* chain changes apply here, between packets */
         if (r.ctl) rg_control_poll(r.ctl, r.chain);
+        rg_live_poll(r.live, 0);
         n = r.io->next_burst(r.src, burst, left < nb ? (unsigned)left : nb);
         if (n == RG_SRC_ERROR && stop_flag) n = RG_SRC_END; /* a read the stop interrupted */
         if (n < 0) break;
@@ -254,6 +284,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         if (rg_chain_free(r.chain, o->prog)) status = 1;
         r.chain = NULL;
     }
+    rg_live_final(r.live); /* the last stats line: the summary's counters */
     summary s = {.writer = o->write ? &w : NULL,
                  .link = lm.m[0].li.name,
                  .pkts = fd.pkts,

@@ -11,6 +11,7 @@
 #include "rg/rg_community_id.h"
 #include "rg/rg_obs.h"
 #include "rg_ctlsec.h"
+#include "rg_live.h"
 #include "rg_driver.h"
 #include "rg_rules_ctl.h"
 
@@ -122,8 +123,15 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "  --rules-path DIR the same for ctl rules reload's rule sets\n"
           "  --rules-so PATH  (a --rules-reload build) run this rule set, reloaded on SIGHUP\n",
           out);
-    fputs("  --ipfix [tcp://]HOST:PORT  export every ended flow as IPFIX (UDP, or TCP)\n"
-          "  --out DIR        output directory of the NFs that write files (default rg-out)\n"
+    fputs("  --ipfix [tcp://]HOST:PORT  export every ended flow as IPFIX (UDP, or TCP)\n",
+          out);
+    fputs("  --stats-interval S  append the live counters (ctl stats's JSON) to\n"
+          "                   OUT/stats.jsonl every S seconds, and once at the end\n"
+          "  --stats-fd FD    write those lines to file descriptor FD too (every S\n"
+          "                   seconds, default 0.5; rubikgen run's progress bar)\n"
+          "  --metrics ADDR:PORT  serve the counters over HTTP, GET /metrics (Prometheus)\n",
+          out);
+    fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
           "  --write FILE     write the packets that pass (the verdict of handlers and NFs:\n"
           "                   not drop), after the stack ran, to a pcap (nanosecond) file\n",
           out);
@@ -309,6 +317,7 @@ enum {
     O_OVERLAP,
     O_RULES_SO, /* rg_rules_ctl.h */
     O_CTLSEC,   /* rg_ctlsec.h: --control-mode, --control-group, --nf-path, --rules-path */
+    O_LIVE,     /* rg_live.h: --stats-interval, --stats-fd, --metrics */
     O_BURST,
     O_PREFETCH_ALWAYS,
     O_PREFETCH_RECORDS,
@@ -358,6 +367,9 @@ static void build_longopts(struct option *lo, size_t n)
         {"control-group", required_argument, NULL, O_CTLSEC},
         {"nf-path", required_argument, NULL, O_CTLSEC},
         {"rules-path", required_argument, NULL, O_CTLSEC},
+        {"stats-interval", required_argument, NULL, O_LIVE},
+        {"stats-fd", required_argument, NULL, O_LIVE},
+        {"metrics", required_argument, NULL, O_LIVE},
         {"burst", required_argument, NULL, O_BURST},
         {"prefetch-always", no_argument, NULL, O_PREFETCH_ALWAYS},
         {"prefetch-records", no_argument, NULL, O_PREFETCH_RECORDS},
@@ -506,6 +518,14 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_CTLSEC: {
             char err[512];
             if (rg_ctlsec_option(longopts[li].name, optarg, err, sizeof err)) {
+                fprintf(stderr, "%s: %s\n", o->prog, err);
+                return EXIT_USAGE;
+            }
+            break;
+        }
+        case O_LIVE: {
+            char err[512];
+            if (rg_live_option(longopts[li].name, optarg, err, sizeof err)) {
                 fprintf(stderr, "%s: %s\n", o->prog, err);
                 return EXIT_USAGE;
             }

@@ -51,6 +51,7 @@
 #include "rg/rg_rss.h"
 #include "rg/rg_timer.h"
 #include "rg_driver.h"
+#include "rg_live.h"
 #include "rg_nfchain.h"
 #include "rg_rules_out.h"
 #include "rg_wmerge.h"
@@ -69,6 +70,8 @@ typedef struct worker {
     int counter_ok;
     rg_chain *chain;     /* this worker's NFs (NULL: the counters alone) */
     rg_control *ctl;     /* --control: shared by the workers, each applies every request */
+    rg_live *live;       /* ctl stats/flows, --stats-interval, --metrics: shared (rg_live.h) */
+    rg_flowtab *ft;      /* --control: this worker's open instances (ctl flows) */
     rg_wuids uids;       /* the creation of each of this context's instances (rg_wmerge.h) */
     _Atomic uint8_t *wv; /* --write: the verdict slots (wwrite), NULL: none */
     int uids_oom;
@@ -200,6 +203,7 @@ static void *worker_main(void *arg)
         do {
             /* chain changes apply here, between bursts (an idle worker gets here too) */
             if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id, w->stack->stats(w->ctx));
+            rg_live_poll(w->live, w->id);
             n = 0;
             while (n < nb && rg_ring_peek_seq(&w->ring, &f[n], &seq[n]))
                 n++;
@@ -230,6 +234,7 @@ static int qworker_main(void *arg)
         int fin = atomic_load_explicit(&qs->done, memory_order_acquire);
         if (fin && qs->hw) break; /* the NIC's queues are not ours to drain */
         if (w->ctl) rg_control_poll_worker(w->ctl, w->chain, w->id, w->stack->stats(w->ctx));
+        rg_live_poll(w->live, w->id);
         int n = w->io->next_burst_q(w->src, w->id, burst, RG_BURST);
         if (n < 0) {
             w->failed = n == RG_SRC_ERROR;
@@ -325,6 +330,14 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
     if (w->chain) cobs = rg_chain_obs(w->chain);
     w->obs = rg_make_observer(&w->counter, w->chain ? &cobs : NULL, strcmp(o->nf, RG_NF_NONE) != 0,
                               &w->ch);
+    if (o->control) { /* ctl flows: the open instances, seen around the chain */
+        w->ft = rg_flowtab_new(stack, w->id, &w->obs);
+        if (!w->ft) {
+            snprintf(err, errlen, "out of memory");
+            return 1;
+        }
+        w->obs = *rg_flowtab_obs(w->ft);
+    }
     rg_ctx_cfg cfg = rg_ctx_cfg_of(o, &w->obs);
     /* the reading thread guards the one clock and sends its offset (distribute) */
     if (stack->clock_offset && !mq) cfg.max_clock_jump_ns = UINT64_MAX;
@@ -344,6 +357,11 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
         w->fd.batch_end = rg_chain_batch_end;
         w->fd.batch_self = w->chain;
     }
+    if (w->ft) { /* ctl flows: the copies of the instances a packet touched, after it */
+        rg_flowtab_chain_end(w->ft, w->fd.batch_end, w->fd.batch_self);
+        w->fd.batch_end = rg_flowtab_packet_end;
+        w->fd.batch_self = w->ft;
+    }
     return 0;
 }
 
@@ -352,6 +370,7 @@ static void worker_free(worker *w)
     if (w->chain) rg_chain_free(w->chain, w->o->prog); /* a failed start: close what it wrote */
     rg_wuids_free(&w->uids);
     if (w->ctx) w->stack->ctx_free(w->ctx);
+    rg_flowtab_free(w->ft);
     free(w->live_per);
     if (w->counter_ok) rg_counter_free(&w->counter);
     if (w->ring_ok && !w->io) rg_ring_free(&w->ring);
@@ -461,6 +480,8 @@ static int distribute(const opts *o, const rg_source_ops *io, rg_source *src, wo
         }
         left -= (uint64_t)n;
         if (ww) write_ready(ww, 0);
+        if (ws[0].live)
+            rg_live_reader(ws[0].live, clk->jumps_fwd, clk->jumps_back, clk->resyncs, *lost);
     }
 }
 
@@ -539,6 +560,19 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         }
         for (unsigned i = 0; ctl && i < nw; i++)
             ws[i].ctl = ctl;
+    }
+    rg_live *lv = NULL;
+    if (!status && rg_live_wanted(o)) { /* before the workers start: they answer it */
+        lv = rg_live_new(o, nw, err, sizeof err);
+        for (unsigned i = 0; lv && i < nw; i++) {
+            rg_live_set_view(lv, i,
+                             (rg_live_view){stack, &ws[i].counter, &ws[i].fd, ws[i].ctx, ws[i].ft});
+            ws[i].live = lv;
+        }
+        if (!lv || rg_live_start(lv, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", o->prog, err);
+            status = 1;
+        }
     }
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
@@ -707,6 +741,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.writer = ww_ok && ww.write ? &ww.w : NULL;
         s.tx = o->inline_mode ? &sst : NULL;
         s.worker_pkts = per;
+        rg_live_final(lv); /* the last stats line: the summary's counters */
         uint64_t *wflows = calloc(nw, sizeof *wflows);
         for (unsigned i = 0; wflows && i < nw; i++)
             wflows[i] = ws[i].counter.n.opened;
@@ -720,6 +755,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             rg_stats_print(stack->stats(ws[i].ctx), stderr);
         }
     }
+    rg_live_free(lv); /* its threads stopped before the contexts go */
     for (unsigned i = 0; ws && i < nw; i++)
         worker_free(&ws[i]);
     if (ww.pend.buf) rg_ring_free(&ww.pend);

@@ -1,0 +1,153 @@
+"""`rubikgen ctl SOCKET stats|flows`: a running binary's live counters and open flows
+(runtime-c/main/rg_live.h), over its control socket; and the progress `rubikgen run` shows
+on a terminal, fed by the binary's --stats-fd lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import threading
+from typing import IO, Any
+
+EXIT_OK, EXIT_ERRORS = 0, 1
+
+
+def add_parsers(what: argparse._SubParsersAction[Any]) -> None:
+    """The `stats` and `flows` actions of `rubikgen ctl`."""
+    s = what.add_parser(
+        "stats", help="the summary's counters now, per worker and summed (docs/operating.md)"
+    )
+    s.add_argument(
+        "--format",
+        choices=("json", "prometheus"),
+        default="json",
+        help="one JSON object (default) or the Prometheus text exposition",
+    )
+    f = what.add_parser(
+        "flows", help="the open instances: key, state, bytes and packets, age (JSON lines)"
+    )
+    f.add_argument("--layer", metavar="L", help="only the instances of layer L")
+    f.add_argument(
+        "--filter",
+        metavar="EXPR",
+        help="e.g. 'tcp.dport == 443 and state == ESTABLISHED' (docs/operating.md)",
+    )
+    f.add_argument("--limit", metavar="N", type=int, help="at most N flows")
+
+
+def command(args: argparse.Namespace) -> int:
+    from rubikgen.cli.chain import request
+
+    if args.action == "stats":
+        fields = ["stats", args.format]
+    else:
+        if args.limit is not None and args.limit < 1:
+            sys.stderr.write("rubikgen: error: --limit: a number of flows, 1 or more\n")
+            return 2
+        limit = "" if args.limit is None else str(args.limit)
+        fields = ["flows", args.layer or "", args.filter or "", limit]
+    try:
+        ok, text = request(args.socket, fields, args.timeout)
+    except OSError as e:
+        sys.stderr.write(f"rubikgen: error: {args.socket}: {e}\n")
+        return EXIT_ERRORS
+    if not ok:
+        sys.stderr.write(f"rubikgen: error: {text}\n")
+        return EXIT_ERRORS
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _file_position(total: dict[str, Any], pcapng: bool) -> int:
+    """Bytes of the capture file read after these counters: a classic pcap file's 24-byte
+    header, then 16 bytes of record header and the captured bytes per frame (exact); pcapng:
+    its Enhanced Packet Blocks' 32 bytes and padding per frame (an estimate: options and other
+    blocks are not counted)."""
+    if pcapng:
+        return 28 + 34 * int(total["packets"]) + int(total["bytes"])
+    return 24 + 16 * int(total["packets"]) + int(total["bytes"])
+
+
+def start_progress(capture: str | None, quiet: bool, cmd: list[str]) -> Progress | None:
+    """`rubikgen run` on a capture file with standard error on a terminal (and no --quiet):
+    a pipe whose write end the binary gets as --stats-fd (appended to cmd), read by a
+    progress bar; None otherwise (nothing is shown)."""
+    if quiet or capture in (None, "-") or not sys.stderr.isatty():
+        return None
+    try:
+        st = os.stat(capture)
+    except OSError:
+        return None
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device: no size to measure against
+        return None
+    with open(capture, "rb") as f:
+        pcapng = f.read(4) == b"\x0a\x0d\x0d\x0a"
+    r, w = os.pipe()
+    cmd += ["--stats-fd", str(w)]
+    return Progress(r, w, st.st_size, os.path.basename(capture), pcapng)
+
+
+class Progress:
+    """A progress bar (tqdm) on stderr, fed by the binary's stats lines from fd (the read end
+    of the pipe whose write end is the binary's --stats-fd), until the binary closes it."""
+
+    def __init__(self, fd: int, wfd: int, size: int | None, name: str, pcapng: bool) -> None:
+        self.stream: IO[bytes] = os.fdopen(fd, "rb", buffering=0)
+        self.wfd = wfd  # the binary's --stats-fd: closed here once the binary has it
+        self.size = size
+        self.name = name
+        self.pcapng = pcapng
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Progress:
+        """After the binary started (it holds the write end)."""
+        os.close(self.wfd)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        from tqdm import tqdm
+
+        bar = tqdm(
+            total=self.size,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=self.name,
+            file=sys.stderr,
+            leave=False,
+            # a terminal that reports no size (0 columns) gets $COLUMNS or 80, not a bar of 0
+            ncols=shutil.get_terminal_size().columns,
+        )
+        done = 0
+        buf = b""
+        try:
+            while True:
+                chunk = self.stream.read(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines[-1:]:  # the newest snapshot is all that shows
+                    try:
+                        total = json.loads(line)["total"]
+                    except (ValueError, KeyError, TypeError):
+                        continue
+                    pos = _file_position(total, self.pcapng)
+                    if self.size is not None:
+                        pos = min(pos, self.size)
+                    bar.update(pos - done)
+                    done = pos
+                    bar.set_postfix_str(f"{total['packets']} pkts, {total['flows']} flows")
+        finally:
+            bar.close()
+            self.stream.close()
+
+    def join(self) -> None:
+        """Once the binary has ended (its end of the pipe is closed: the bar ends)."""
+        self.thread.join(5)
