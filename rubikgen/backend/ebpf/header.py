@@ -146,7 +146,9 @@ class Header:
         firsts = [self.lc.d.layouts[x][0] for x in au.layouts]
         tw = firsts[0].width or 8
         if firsts[0].kind != "num" or tw not in (8, 16):
-            raise Unlowerable("any_until whose tag is not a byte or a 16-bit word", self.src(au.line))
+            raise Unlowerable(
+                "any_until whose tag is not a byte or a 16-bit word", self.src(au.line)
+            )
         order = "little" if firsts[0].order == "little" else "big"
         out = [f"{pad}{{ /* any_until ({self.lc.spec_file}:{au.line}), at most {au.max} */"]
         out.append(f"{pad}    __u32 it{k}_;")
@@ -173,7 +175,11 @@ class Header:
             first = False
             out.append(f"{pad}        {kw} (tag_ == {f.const}u) {{")
             out += self.layout(lname, ind + 3)
-        body = self.layout(default, ind + 3) if default is not None else [f"{pad}            stop_ = 1;"]
+        body = (
+            self.layout(default, ind + 3)
+            if default is not None
+            else [f"{pad}            stop_ = 1;"]
+        )
         if first:
             out.append(f"{pad}        {{")
         else:

@@ -137,8 +137,10 @@ def fail(ins: I.Fail, lc: LayerC, cx: XContext) -> str:
 def loop_decide(ins: I.LoopDecide, lc: LayerC, cx: XContext) -> str:
     n = lc.name
     c = ins.cond
-    s = f"loop_{n} = 1;" if c is None or c.expr is None else (
-        f"loop_{n} = ({cond_bpf(c.expr, lc, ins.src)}) ? 1 : 0;"
+    s = (
+        f"loop_{n} = 1;"
+        if c is None or c.expr is None
+        else (f"loop_{n} = ({cond_bpf(c.expr, lc, ins.src)}) ? 1 : 0;")
     )
     src = to_bpf(ins.input, lc, ins.src).text if ins.input is not None else f"sdu_{n}"
     return s + f"\nlin_{n} = {src};"
@@ -195,7 +197,10 @@ def state_check(cx: XContext, layer: str) -> list[str]:
 def call(t: Call, b: Block, cx: XContext) -> list[str]:
     if t.child not in cx.rendered:
         # nothing the program needs lies below: the packet's deepest flow is unknown here
-        return [f"rgx_s->deep = 1; /* {t.child}: not in the XDP program */", f"goto {label(t.ret)};"]
+        return [
+            f"rgx_s->deep = 1; /* {t.child}: not in the XDP program */",
+            f"goto {label(t.ret)};",
+        ]
     k = ret_id(cx, t.child, b.name)
     return [
         *state_check(cx, t.layer),

@@ -259,7 +259,9 @@ def _scratch(cx: XContext, rules: RuleSet | None) -> list[str]:
     for n in sorted(cx.rendered, key=lambda x: cx.layers[x].index):
         lc = cx.layers[n]
         out.append(f"    /* layer {n} */")
-        out.append(f"    struct L_{n}_hdr h_{n}; struct L_{n}_tmp t_{n}; struct L_{n}_inst inst_{n};")
+        out.append(
+            f"    struct L_{n}_hdr h_{n}; struct L_{n}_tmp t_{n}; struct L_{n}_inst inst_{n};"
+        )
         out.append(f"    __u8 ev_{n}[{max(1, len(lc.events))}]; __u8 va_{n}[{max(1, lc.atoms)}];")
         out.append("    __u32 " + ", ".join(f"{v}_{n}" for v in _VARS_U32) + ";")
         out.append("    rg_bytes " + ", ".join(f"{v}_{n}" for v in _VARS_BYTES) + ";")
@@ -275,7 +277,7 @@ def _scratch(cx: XContext, rules: RuleSet | None) -> list[str]:
         "    __u32 has_key, deep, defer, kd;",
         "};",
         "struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);",
-        "         __type(key, __u32); __type(value, struct rgx_state); } rg_scratch SEC(\".maps\");",
+        '         __type(key, __u32); __type(value, struct rgx_state); } rg_scratch SEC(".maps");',
     ]
     for n in sorted(cx.rendered):
         for v in ("h", "t", "ev", "va", *_VARS_U32, *_VARS_BYTES, "seqm"):
@@ -293,7 +295,9 @@ def _rules_hooks(cx: XContext, rules: RuleSet | None) -> list[str]:
             if hf.kind == "num":
                 lines.append(f"    rgx_s->rf_{n}_{f.field} = h_{n}.{f.field};")
             elif f.width > 64:
-                lines.append(f"    rgx_s->rf_{n}_{f.field}[0] = rgx_be(ctx, h_{n}.{f.field}.ptr, 8);")
+                lines.append(
+                    f"    rgx_s->rf_{n}_{f.field}[0] = rgx_be(ctx, h_{n}.{f.field}.ptr, 8);"
+                )
                 lines.append(
                     f"    rgx_s->rf_{n}_{f.field}[1] = rgx_be(ctx, h_{n}.{f.field}.ptr + 8, 8);"
                 )
