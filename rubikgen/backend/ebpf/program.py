@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rubikgen.expr.ast import Name, walk
-from rubikgen.expr.types import NumT
 from rubikgen.ir import instrs as I
 from rubikgen.ir.cond import Src
 from rubikgen.ir.nodes import Branch, Call, Program
@@ -269,9 +268,9 @@ def _scratch(cx: XContext, rules: RuleSet | None) -> list[str]:
         if n in cx.rule_layers:
             out.append(f"    __u8 rs_{n};")
     if rules is not None:
-        for fs in R.rule_fields(rules).values():
-            for f in fs:
-                out.append(f"    __u64 rf_{f.layer}_{f.field}{'[2]' if f.width > 64 else ''};")
+        for refs in R.rule_fields(rules).values():
+            for fr in refs:
+                out.append(f"    __u64 rf_{fr.layer}_{fr.field}{'[2]' if fr.width > 64 else ''};")
     out += [
         "    struct rgx_key key, kf, kr;",
         "    __u32 has_key, deep, defer, kd;",
@@ -280,8 +279,8 @@ def _scratch(cx: XContext, rules: RuleSet | None) -> list[str]:
         '         __type(key, __u32); __type(value, struct rgx_state); } rg_scratch SEC(".maps");',
     ]
     for n in sorted(cx.rendered):
-        for v in ("h", "t", "ev", "va", *_VARS_U32, *_VARS_BYTES, "seqm"):
-            out.append(f"#define {v}_{n} (rgx_s->{v}_{n})")
+        for nm in ("h", "t", "ev", "va", *_VARS_U32, *_VARS_BYTES, "seqm"):
+            out.append(f"#define {nm}_{n} (rgx_s->{nm}_{n})")
         out.append(f"#define inst_{n} (&rgx_s->inst_{n})")
     return out
 
@@ -397,5 +396,4 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "key_max": 40,
         "flows": FLOWS,
     }  # fmt: skip
-    _ = NumT
     return XdpProgram(text, meta)
