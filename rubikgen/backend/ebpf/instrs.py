@@ -1,5 +1,8 @@
 """The eBPF renderers of the IR's instructions and terminators, for a layer rendered block by
-block (program.py). The model: every instance a packet looks up is fresh (created by this
+block (program.py). Each layer is a program of its own, and a call, a return or a self-loop
+is a tail call (RGX_JUMP) to the program that goes on, with the place to resume at in the
+scratch record: the verifier checks one layer at a time, and the kernel bounds the chain (33
+tail calls: a packet that needs more is deferred). The model: every instance a packet looks up is fresh (created by this
 packet, in its start state), which is what user space sees for the one-packet instances of
 the stateless path (an unfragmented IPv4 datagram); where the outcome could differ (a layer
 whose edges read its PSM, events or sequence ends the packet in a state that outlives it: a
@@ -148,8 +151,10 @@ def loop_decide(ins: I.LoopDecide, lc: LayerC, cx: XContext) -> str:
 
 @EBPF.register(I.Reenter)
 def reenter(ins: I.Reenter, lc: LayerC, cx: XContext) -> str:
+    # the next pass through the layer's own program (a jump back would be a loop the
+    # verifier walks once per repeat, multiplied by every loop below)
     n = lc.name
-    return f"in_{n} = lin_{n};\nrep_{n}++;"
+    return f"in_{n} = lin_{n};\nrep_{n}++;\nresume_{n} = 0;\nRGX_JUMP({cx.prog_id.get(n, 0)});"
 
 
 # -- terminators: (t, block, cx) -> lines ---------------------------------------------------
@@ -186,8 +191,8 @@ def branch(t: Branch, b: Block, cx: XContext) -> list[str]:
 def state_check(cx: XContext, layer: str) -> list[str]:
     """A layer whose edges read its state, left in a state that outlives the packet: what
     user space does with it depends on earlier packets."""
-    if layer not in cx.stateful:
-        return []
+    if layer not in cx.stateful or not cx.kids.get(layer, set()) & cx.rendered:
+        return []  # nothing rendered below: the state decides nothing the program sees
     lc = cx.layers[layer]
     acc = " || ".join(f"inst_{layer}->fi.state == {s}" for s in lc.d.accept) or "0"
     return [f"if (has_inst_{layer} && !({acc})) RGX_DEFER();"]
@@ -207,7 +212,8 @@ def call(t: Call, b: Block, cx: XContext) -> list[str]:
         f"in_{t.child} = sdu_{t.layer};",
         f"ret_{t.child} = {k};",
         f"rep_{t.child} = 0;",
-        f"goto {label(cx.prog.layers[t.child].entry)};",
+        f"resume_{t.child} = 0;",
+        f"RGX_JUMP({cx.prog_id.get(t.child, 0)});",
     ]
 
 
@@ -222,9 +228,11 @@ def return_to_caller(cx: XContext, layer: str) -> list[str]:
     lir = cx.prog.layers[layer]
     out = [*state_check(cx, layer), f"switch (ret_{layer}) {{"]
     for i, (c, ret) in enumerate(lir.callers):
-        if cx.prog.blocks[c].layer in cx.full:
-            out.append(f"case {i + 1}: goto {label(ret)};")
-    out.append("default: goto R_done;")
+        p = cx.prog.blocks[c].layer
+        if p in cx.full:
+            r = cx.resume_id(p, ret)
+            out.append(f"case {i + 1}: resume_{p} = {r}; RGX_JUMP({cx.prog_id.get(p, 0)});")
+    out.append("default: RGX_DONE();")
     out.append("}")
     return out
 
@@ -236,7 +244,7 @@ def return_(t: Return, b: Block, cx: XContext) -> list[str]:
 
 @EBPF.register(Done)
 def done(t: Done, b: Block, cx: XContext) -> list[str]:
-    return ["goto R_done;"]
+    return ["RGX_DONE();"]
 
 
 UNLOWERABLE = (I.FindFlow, I.Transform)

@@ -111,6 +111,16 @@ class XContext:
     rule_fields: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
     max_repeat: dict[str, int] = field(default_factory=dict)
     stateful: set[str] = field(default_factory=set)  # edges read the PSM, events, sequences
+    kids: dict[str, set[str]] = field(default_factory=dict)  # layer -> layers it calls
+    prog_id: dict[str, int] = field(default_factory=dict)  # layer -> its slot in rg_progs
+    resumes: dict[str, list[str]] = field(default_factory=dict)  # layer -> blocks resumed at
+
+    def resume_id(self, layer: str, block: str) -> int:
+        """The number the layer's program dispatches on to go on at `block` (0: its entry)."""
+        rs = self.resumes.setdefault(layer, [])
+        if block not in rs:
+            rs.append(block)
+        return rs.index(block) + 1
 
     @property
     def rendered(self) -> set[str]:
