@@ -18,7 +18,7 @@ from support import REPO_ROOT
 from support.pcap_frames import frames
 
 TRACES = REPO_ROOT.parent / "shared" / "traces"
-STACK = REPO_ROOT / "specs" / "stacks" / "tcp_ip.yaml"
+STACKS = REPO_ROOT / "specs" / "stacks"
 XDP_DROP, XDP_PASS = 1, 2
 RULES = """\
 rules:
@@ -29,17 +29,42 @@ rules:
   - {name: web-in, match: "tcp.sport == 80 && ip.daddr == 10.0.0.0/8", action: count}
   - {name: web, match: "tcp.dport == 80", action: drop}
 """
-# v4, v6, VLAN, ARP, a v6-in-v4 tunnel (tcp_ip parses the outer header only), fragments
+# drop by port, by prefix and by protocol in the inner packets of tunnels, and outside them
+RULES_TUNNELS = """\
+rules:
+  - {name: inner-https, match: "inner_tcp.dport == 443 || inner_tcp.sport == 443 || inner_tcp6.dport == 443 || inner_tcp6.sport == 443", action: drop}
+  - {name: inner-ssh, match: "inner_tcp.dport == 22 && inner_ip.saddr == 10.0.0.0/8", action: drop}
+  - {name: inner-udp, match: "inner_udp", action: drop}
+  - {name: icmp, match: "icmp || inner_icmp || inner_icmp6", action: drop}
+  - {name: outer-web, match: "tcp.dport == 80 && !inner_eth", action: drop}
+  - {name: inner-v6, match: "inner_ipv6.saddr == 2001::/16", action: count}
+"""
+STACK_RULES = {"tcp_ip": RULES, "tcp_ip_tunnels": RULES_TUNNELS}
+# v4, v6, VLAN, ARP, a v6-in-v4 tunnel (tcp_ip parses the outer header only), fragments;
+# VXLAN, IP in IP both ways, MPLS in UDP, QinQ + PPPoE, GRE + PPP with fragments
 CAPTURES = [
-    "http-post-upload.pcap",
-    "mixed-android-mobile.pcap",
-    "ipv6-http-curl-localhost.pcap",
-    "arp-icmp-vlan.pcap",
-    "6in4-tcp-tls.pcap",
-    "ipv4-frag-socks5-http.pcap",
+    ("tcp_ip", "http-post-upload.pcap"),
+    ("tcp_ip", "mixed-android-mobile.pcap"),
+    ("tcp_ip", "ipv6-http-curl-localhost.pcap"),
+    ("tcp_ip", "arp-icmp-vlan.pcap"),
+    ("tcp_ip", "6in4-tcp-tls.pcap"),
+    ("tcp_ip", "ipv4-frag-socks5-http.pcap"),
+    ("tcp_ip_tunnels", "vxlan-ssh-aws-mirror.pcap"),
+    ("tcp_ip_tunnels", "vxlan-http.pcap"),
+    ("tcp_ip_tunnels", "6in4-tcp-tls.pcap"),
+    ("tcp_ip_tunnels", "4in6-tcp-tls.pcap"),
+    ("tcp_ip_tunnels", "mpls-over-udp.pcap"),
+    ("tcp_ip_tunnels", "qinq-pppoe-tls.pcap"),
+    ("tcp_ip_tunnels", "gre-ppp-ipfrag-crafted.pcap"),
 ]
 
-TOUCHED = {"mixed-android-mobile.pcap", "arp-icmp-vlan.pcap"}
+TOUCHED = {
+    "mixed-android-mobile.pcap",
+    "arp-icmp-vlan.pcap",
+    "vxlan-ssh-aws-mirror.pcap",
+    "6in4-tcp-tls.pcap",
+    "mpls-over-udp.pcap",
+}
 
 
 def _need() -> None:
@@ -53,19 +78,41 @@ def _need() -> None:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _need()
-    d = tmp_path_factory.mktemp("xdp")
-    rules = d / "rules.yaml"
-    rules.write_text(RULES)
-    cmd = [sys.executable, "-m", "rubikgen", "build", str(STACK), "--xdp", "--rules", str(rules)]
-    obj = subprocess.run([*cmd, "-o", str(d / "b")], capture_output=True, text=True, cwd=REPO_ROOT)
-    assert obj.returncode == 0, obj.stderr
-    runner = d / "xdp_run"
+    out = tmp_path_factory.mktemp("xdp_run") / "xdp_run"
     src = REPO_ROOT / "tests" / "support" / "xdp" / "xdp_run.c"
-    cc = ["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(runner), str(src), "-lbpf"]
-    subprocess.run(cc, check=True)
-    return {"obj": Path(obj.stdout.strip()), "run": runner, "rules": rules, "dir": d}
+    subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(out), str(src),
+                    "-lbpf"], check=True)  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory: pytest.TempPathFactory, runner: Path) -> dict[str, dict[str, Path]]:
+    """Each stock stack's XDP object with its rules (built on first use)."""
+    cache: dict[str, dict[str, Path]] = {}
+
+    class Lazy(dict):  # type: ignore[type-arg]
+        def __missing__(self, stack: str) -> dict[str, Path]:
+            d = tmp_path_factory.mktemp(stack)
+            rules = d / "rules.yaml"
+            rules.write_text(STACK_RULES[stack])
+            spec = STACKS / f"{stack}.yaml"
+            cmd = [sys.executable, "-m", "rubikgen", "build", str(spec), "--xdp", "--rules",
+                   str(rules), "-o", str(d / "b")]  # fmt: skip
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
+            assert r.returncode == 0, r.stderr
+            # the user-space stack with the same rules, built once (the build cache)
+            cmd = [sys.executable, "-m", "rubikgen", "build", str(spec), "--rules", str(rules),
+                   "-o", str(d / "user")]  # fmt: skip
+            u = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
+            assert u.returncode == 0, u.stderr
+            got = {"obj": Path(r.stdout.strip()), "run": runner, "rules": rules, "dir": d,
+                   "spec": spec, "user": Path(u.stdout.strip().splitlines()[-1])}  # fmt: skip
+            self[stack] = got
+            return got
+
+    return Lazy(cache)
 
 
 def _classic(pcap: Path, d: Path) -> Path:
@@ -93,10 +140,10 @@ def stats(rest: list[str]) -> list[int]:
 
 
 def user_dropped(built: dict[str, Path], pcap: Path) -> set[int]:
-    """Frames (1-based) the user-space stack drops with the same rules: those not written."""
+    """Frames (1-based) the user-space stack drops with the same rules (compiled in, what
+    `rubikgen run --rules R --write` runs): the frames it does not write."""
     out = built["dir"] / (pcap.stem + ".user.pcap")
-    cmd = [sys.executable, "-m", "rubikgen", "run", str(STACK), str(pcap), "--rules",
-           str(built["rules"]), "--write", str(out)]  # fmt: skip
+    cmd = [str(built["user"]), str(pcap), "--write", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
     assert r.returncode == 0, r.stderr
     src = [b for _, b in frames(pcap)]
@@ -111,8 +158,11 @@ def user_dropped(built: dict[str, Path], pcap: Path) -> set[int]:
     return dropped
 
 
-@pytest.mark.parametrize("name", CAPTURES)
-def test_verdicts_equal_user_space(built: dict[str, Path], name: str) -> None:
+@pytest.mark.parametrize(("stack", "name"), CAPTURES)
+def test_verdicts_equal_user_space(
+    builds: dict[str, dict[str, Path]], stack: str, name: str
+) -> None:
+    built = builds[stack]
     pcap = TRACES / name
     verdicts, rest = xdp_run(built, pcap)
     assert len(verdicts) == len(frames(pcap))
@@ -125,7 +175,10 @@ def test_verdicts_equal_user_space(built: dict[str, Path], name: str) -> None:
     assert len(user - xdp) <= deferred
     if deferred == 0:
         assert xdp == user
-    if name in TOUCHED:  # captures the rules drop frames of (so the equality is not vacuous)
+    if (
+        stack,
+        name,
+    ) in TOUCHED:  # captures the rules drop frames of (so the equality is not vacuous)
         assert xdp, f"{name}: the rules drop nothing in it"
 
 
@@ -155,7 +208,8 @@ def _key(meta: dict[str, object], sa: str, da: str, sp: int, dp: int) -> str:
 
 
 @pytest.mark.parametrize("which", ["drop", "bypass"])
-def test_flow_maps(built: dict[str, Path], which: str) -> None:
+def test_flow_maps(builds: dict[str, dict[str, Path]], which: str) -> None:
+    built = builds["tcp_ip"]
     pcap = TRACES / "http-post-upload.pcap"
     meta = json.loads((built["obj"].parent / "tcp_ip_xdp.json").read_text())
     sa, da, sp, dp, n, nbytes, stream = _flow(pcap)
@@ -174,8 +228,23 @@ def test_flow_maps(built: dict[str, Path], which: str) -> None:
         assert {i + 1 for i, v in enumerate(verdicts) if v == XDP_DROP} >= nums
 
 
-def test_verifier_accepts_on_veth(built: dict[str, Path]) -> None:
-    """`ip link ... xdpgeneric obj`: the kernel's verifier accepts the program on a veth."""
+@pytest.mark.parametrize("stack", ["tcp_ip", "tcp_ip_tunnels", "gtp", "sctp", "quic"])
+@pytest.mark.parametrize("mode", ["generic", "native"])
+def test_verifier_accepts_on_veth(
+    builds: dict[str, dict[str, Path]], runner: Path, stack: str, mode: str
+) -> None:
+    """The kernel's verifier accepts each stock stack's program, attached to a veth in a
+    network namespace in generic (skb) and native mode (libbpf: `ip link ... obj` loads one
+    program of the file and leaves rg_progs empty)."""
+    if stack not in STACK_RULES:
+        spec = STACKS / f"{stack}.yaml"
+        d = builds["tcp_ip"]["dir"].parent / f"plain-{stack}"
+        cmd = [sys.executable, "-m", "rubikgen", "build", str(spec), "--xdp", "-o", str(d)]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
+        assert r.returncode == 0, r.stderr
+        obj = Path(r.stdout.strip())
+    else:
+        obj = builds[stack]["obj"]
     ns = f"rgxdp{os.getpid()}"
     if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
         pytest.skip("no network namespaces here")
@@ -184,12 +253,12 @@ def test_verifier_accepts_on_veth(built: dict[str, Path]) -> None:
         subprocess.run([*ex, "ip", "link", "add", "xa", "type", "veth", "peer", "name", "xb"],
                        check=True)  # fmt: skip
         subprocess.run([*ex, "ip", "link", "set", "xa", "up"], check=True)
-        r = subprocess.run(
-            [*ex, "ip", "link", "set", "dev", "xa", "xdpgeneric", "obj", str(built["obj"]), "sec",
-             "xdp"], capture_output=True, text=True,
-        )  # fmt: skip
+        r = subprocess.run([*ex, str(runner), str(obj), "--attach", "xa", mode],
+                           capture_output=True, text=True)  # fmt: skip
         assert r.returncode == 0, r.stderr[-3000:]
-        show = subprocess.run([*ex, "ip", "link", "show", "xa"], capture_output=True, text=True)
-        assert "xdpgeneric" in show.stdout
+        show = subprocess.run([*ex, "ip", "-d", "link", "show", "xa"], capture_output=True,
+                              text=True).stdout  # fmt: skip
+        assert ("xdpgeneric" if mode == "generic" else "xdp ") in show, show
+        assert "prog/xdp id" in show, show
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)

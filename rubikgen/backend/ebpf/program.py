@@ -86,6 +86,7 @@ class _Plan:
             R.check(rules)
             for r in rules.rules:
                 self.rule_layers |= set(R.rule_layers(r))
+        self.left_out: dict[str, str] = {}
         self.blocks: dict[str, list[Any]] = {}
         for b in prog.blocks.values():
             self.blocks.setdefault(b.layer, []).append(b)
@@ -203,6 +204,12 @@ class _Plan:
         }  # fmt: skip
         leaf = sat - full
         flows &= full | leaf
+        # why a layer is out of the program (STACK_xdp.json): the reason its parent or it fails
+        self.left_out = {
+            n: str(full_ok[n] or leaf_ok[n]) + (f" ({(full_ok[n] or leaf_ok[n]).src})"
+                                                if (full_ok[n] or leaf_ok[n]).src else "")
+            for n in seen - full - leaf if full_ok[n] is not None or leaf_ok[n] is not None
+        }  # fmt: skip
         return full, leaf, flows, self.cx(full, leaf, flows)
 
     def _why(self, t: str, full_ok: dict[str, Any], leaf_ok: dict[str, Any]) -> Unlowerable:
@@ -388,8 +395,15 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "    rgx_stat(RGX_ST_PACKETS);",
         "    rgx_s->has_key = 0; rgx_s->deep = 0; rgx_s->defer = 0;",
         *[f"    rgx_s->rs_{n} = 0;" for n in sorted(cx.rule_layers)],
-        f"    in_{ent} = rg_bytes_make(0, plen); ret_{ent} = 0; rep_{ent} = 0; resume_{ent} = 0;",
-        f"    RGX_JUMP({cx.prog_id[ent]});",
+        *(
+            [
+                f"    in_{ent} = rg_bytes_make(0, plen); ret_{ent} = 0; rep_{ent} = 0;",
+                f"    resume_{ent} = 0;",
+                f"    RGX_JUMP({cx.prog_id[ent]});",
+            ]
+            if ent in cx.prog_id
+            else ["    RGX_DONE(); /* no layer to parse: nothing the maps or rules need */"]
+        ),
         "}",
         "",
     ]
@@ -441,6 +455,7 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
                   "no_rule"],
         "maps": {"rules": "rg_rules", "drop": "rg_drop", "bypass": "rg_bypass",
                  "stats": "rg_stats"},
+        "not_followed": p.left_out,
         "key_max": 40,
         "flows": FLOWS,
     }  # fmt: skip

@@ -3,6 +3,8 @@
  * interface). Before the run, keys given with --drop/--bypass (hex of struct rgx_key) are
  * inserted into those maps; after it, their counters, the rules' and the stats are printed.
  *   xdp_run OBJ CAPTURE [--drop HEX]... [--bypass HEX]...
+ *   xdp_run OBJ --attach IFACE generic|native   (libbpf fills rg_progs, which `ip link ... obj`
+ *                                               does not: it loads one program of the file)
  * Output: "frame N VERDICT" per frame (1-based, XDP_* numbers), then "drop HEX P B",
  * "bypass HEX P B", "rule I P B", "stat I V". Exit 3 when the kernel refuses BPF.
  * CAPTURE is a classic pcap file (the test converts pcapng with editcap): libpcap's headers
@@ -10,6 +12,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <linux/if_link.h>
+#include <net/if.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +56,17 @@ int main(int argc, char **argv)
     }
     struct bpf_program *prog = bpf_object__find_program_by_name(obj, "rg_xdp");
     int pfd = bpf_program__fd(prog);
+    if (strcmp(argv[2], "--attach") == 0 && argc == 5) {
+        unsigned ifx = if_nametoindex(argv[3]);
+        int native = strcmp(argv[4], "native") == 0;
+        __u32 flags = native ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE;
+        if (!ifx || bpf_xdp_attach((int)ifx, pfd, flags, NULL)) {
+            fprintf(stderr, "xdp_run: attach to %s (%s): %s\n", argv[3], argv[4], strerror(errno));
+            return 1;
+        }
+        printf("attached %s %s\n", argv[3], argv[4]);
+        return 0; /* the attachment holds the programs and rg_progs after we exit */
+    }
     const char *names[2] = {"rg_drop", "rg_bypass"};
     unsigned char keys[MAX_KEYS][KEY_SIZE];
     const char *hex[MAX_KEYS];
