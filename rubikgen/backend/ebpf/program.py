@@ -205,11 +205,10 @@ class _Plan:
         leaf = sat - full
         flows &= full | leaf
         # why a layer is out of the program (STACK_xdp.json): the reason its parent or it fails
-        self.left_out = {
-            n: str(full_ok[n] or leaf_ok[n]) + (f" ({(full_ok[n] or leaf_ok[n]).src})"
-                                                if (full_ok[n] or leaf_ok[n]).src else "")
-            for n in seen - full - leaf if full_ok[n] is not None or leaf_ok[n] is not None
-        }  # fmt: skip
+        for n in seen - full - leaf:
+            why = full_ok[n] or leaf_ok[n]
+            if why is not None:
+                self.left_out[n] = str(why) + (f" ({why.src})" if why.src else "")
         return full, leaf, flows, self.cx(full, leaf, flows)
 
     def _why(self, t: str, full_ok: dict[str, Any], leaf_ok: dict[str, Any]) -> Unlowerable:
