@@ -48,6 +48,7 @@ TEST_PACKAGES=(
   tcpdump ethtool curl            # captures/make-quickstart-capture.sh: records the quick start's capture
   clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz smoke (ci/fuzz-smoke.sh): libFuzzer + ASan/UBSan runtimes
   clang-format-14                 # C style: make -C runtime-c format-check (ci/test.sh)
+  libbpf-dev libxdp-dev bpftool llvm-14  # rubikgen build --xdp (clang-14 -target bpf) and tests/e2e/test_xdp.py's libbpf runner
 )
 APT_PACKAGES=("${QUICK_PACKAGES[@]}")
 ((TEST)) && APT_PACKAGES+=("${TEST_PACKAGES[@]}")

@@ -123,6 +123,12 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="also write the IR after this pass into DIR/STACK.PASS.ir (repeatable)",
     )
+    b.add_argument(
+        "--xdp",
+        action="store_true",
+        help="build the stack's XDP program instead (DIR/STACK_xdp.o, clang -target bpf; "
+        "docs/xdp.md)",
+    )
 
     r = sub.add_parser(
         "run",
@@ -616,6 +622,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         rules_reload=args.rules_reload,
     )
     out_dir = _build_dir(comp, args.out_dir)
+    if args.xdp:
+        return _build_xdp(comp, out_dir)
     try:
         res = build_compilation(
             comp,
@@ -648,6 +656,23 @@ def cmd_build(args: argparse.Namespace) -> int:
     if not res.rebuilt:
         print(f"rubikgen: {res.binary} is up to date", file=sys.stderr)
     print(res.binary)
+    return EXIT_OK
+
+
+def _build_xdp(comp: Compilation, out_dir: Path) -> int:
+    """build --xdp: the XDP program (rubikgen/toolchain/xdp.py)."""
+    from rubikgen.front.diagnostics import GenerateError
+    from rubikgen.toolchain.xdp import XdpBuildError, build_xdp
+
+    try:
+        obj = build_xdp(comp, out_dir)
+    except GenerateError as e:
+        _render_spec_errors(e.diagnostics)
+        return EXIT_ERRORS
+    except XdpBuildError as e:
+        sys.stderr.write(f"rubikgen: error: {e}\n")
+        return EXIT_ERRORS
+    print(obj)
     return EXIT_OK
 
 

@@ -62,6 +62,7 @@ CODES: dict[str, str] = {
     "RG060": "invalid handler",
     "RG070": "invalid checksum declaration",
     "RG071": "invalid pseudo-header declaration",
+    "RG080": "cannot be lowered to eBPF/XDP (build --xdp)",
     "RG900": "internal error",
     "RG901": "broken installation (a module of rubikgen or of a dependency cannot be imported)",
 }
