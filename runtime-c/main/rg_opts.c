@@ -123,8 +123,7 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "  --rules-path DIR the same for ctl rules reload's rule sets\n"
           "  --rules-so PATH  (a --rules-reload build) run this rule set, reloaded on SIGHUP\n",
           out);
-    fputs("  --ipfix [tcp://]HOST:PORT  export every ended flow as IPFIX (UDP, or TCP)\n",
-          out);
+    fputs("  --ipfix [tcp://]HOST:PORT  export every ended flow as IPFIX (UDP, or TCP)\n", out);
     fputs("  --stats-interval S  append the live counters (ctl stats's JSON) to\n"
           "                   OUT/stats.jsonl every S seconds, and once at the end\n"
           "  --stats-fd FD    write those lines to file descriptor FD too (every S\n"
