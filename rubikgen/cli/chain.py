@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 from typing import Any
+
+from rubikgen.cli.ctlsock import request
 
 EXIT_OK, EXIT_ERRORS = 0, 1
 
@@ -45,27 +46,6 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     c.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the reply (default 30)"
     )
-
-
-def request(sock_path: str, fields: list[str], timeout: float = 30.0) -> tuple[bool, str]:
-    """Send one request; (ok, the reply's text after its status line)."""
-    if any("\t" in f or "\n" in f for f in fields):
-        return False, "arguments may not contain tabs or newlines"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        s.sendall(("\t".join(fields) + "\n").encode())
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            chunks.append(b)
-    reply = b"".join(chunks).decode(errors="replace")
-    head, _, rest = reply.partition("\n")
-    if head == "ok":
-        return True, rest
-    return False, head.removeprefix("error: ") if head else "no reply (the run ended?)"
 
 
 def command(args: argparse.Namespace) -> int:

@@ -39,7 +39,7 @@ def add_parsers(what: argparse._SubParsersAction[Any]) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from rubikgen.cli.chain import request
+    from rubikgen.cli.ctlsock import request
 
     if args.action == "stats":
         fields = ["stats", args.format]

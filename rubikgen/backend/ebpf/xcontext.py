@@ -69,7 +69,7 @@ class XEnv(LayerEnv):
         raise Unlowerable("ready_upto() reads the sequence's history", self.src)
 
 
-def check_expr(e: Expr, src: Src | None) -> None:
+def require_lowerable(e: Expr, src: Src | None) -> None:
     """Refuse what the packet-offset view of bytes cannot render (byte literals, varints)."""
     for n in walk(e):
         if isinstance(n, Str):
@@ -81,7 +81,7 @@ def check_expr(e: Expr, src: Src | None) -> None:
 def to_bpf(e: Expr, lc: LayerC, src: Src | None) -> CExpr:
     from ..cexpr import to_c
 
-    check_expr(e, src)
+    require_lowerable(e, src)
     try:
         return to_c(e, XEnv(lc, src))
     except (ValueError, KeyError) as x:
@@ -91,7 +91,7 @@ def to_bpf(e: Expr, lc: LayerC, src: Src | None) -> CExpr:
 def cond_bpf(e: Expr, lc: LayerC, src: Src | None) -> str:
     from ..cexpr import cond_to_c
 
-    check_expr(e, src)
+    require_lowerable(e, src)
     try:
         return cond_to_c(e, XEnv(lc, src))
     except (ValueError, KeyError) as x:
