@@ -8,9 +8,7 @@ import os
 import sys
 from typing import Any
 
-from rubikgen.cli.ctlsock import request
-
-EXIT_OK, EXIT_ERRORS = 0, 1
+from rubikgen.cli.ctlsock import ask
 
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
@@ -79,13 +77,4 @@ def command(args: argparse.Namespace) -> int:
         fields = ["detach", args.name]
     else:
         fields = ["list"]
-    try:
-        ok, text = request(args.socket, fields, args.timeout)
-    except OSError as e:
-        sys.stderr.write(f"rubikgen: error: {args.socket}: {e}\n")
-        return EXIT_ERRORS
-    if not ok:
-        sys.stderr.write(f"rubikgen: error: {text}\n")
-        return EXIT_ERRORS
-    sys.stdout.write(text)
-    return EXIT_OK
+    return ask(args.socket, fields, args.timeout)

@@ -4,6 +4,9 @@ shared by `rubikgen ctl`'s chain, rules, stats and flows commands."""
 from __future__ import annotations
 
 import socket
+import sys
+
+EXIT_OK, EXIT_ERRORS = 0, 1
 
 
 def request(sock_path: str, fields: list[str], timeout: float = 30.0) -> tuple[bool, str]:
@@ -25,3 +28,17 @@ def request(sock_path: str, fields: list[str], timeout: float = 30.0) -> tuple[b
     if head == "ok":
         return True, rest
     return False, head.removeprefix("error: ") if head else "no reply (the run ended?)"
+
+
+def ask(sock_path: str, fields: list[str], timeout: float) -> int:
+    """A ctl command's request: the reply on stdout, or the error on stderr; the exit status."""
+    try:
+        ok, text = request(sock_path, fields, timeout)
+    except OSError as e:
+        sys.stderr.write(f"rubikgen: error: {sock_path}: {e}\n")
+        return EXIT_ERRORS
+    if not ok:
+        sys.stderr.write(f"rubikgen: error: {text}\n")
+        return EXIT_ERRORS
+    sys.stdout.write(text)
+    return EXIT_OK

@@ -12,8 +12,6 @@ import sys
 import threading
 from typing import IO, Any
 
-EXIT_OK, EXIT_ERRORS = 0, 1
-
 
 def add_parsers(what: argparse._SubParsersAction[Any]) -> None:
     """The `stats` and `flows` actions of `rubikgen ctl`."""
@@ -39,7 +37,7 @@ def add_parsers(what: argparse._SubParsersAction[Any]) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from rubikgen.cli.ctlsock import request
+    from rubikgen.cli.ctlsock import ask
 
     if args.action == "stats":
         fields = ["stats", args.format]
@@ -49,16 +47,7 @@ def command(args: argparse.Namespace) -> int:
             return 2
         limit = "" if args.limit is None else str(args.limit)
         fields = ["flows", args.layer or "", args.filter or "", limit]
-    try:
-        ok, text = request(args.socket, fields, args.timeout)
-    except OSError as e:
-        sys.stderr.write(f"rubikgen: error: {args.socket}: {e}\n")
-        return EXIT_ERRORS
-    if not ok:
-        sys.stderr.write(f"rubikgen: error: {text}\n")
-        return EXIT_ERRORS
-    sys.stdout.write(text)
-    return EXIT_OK
+    return ask(args.socket, fields, args.timeout)
 
 
 def _file_position(total: dict[str, Any], pcapng: bool) -> int:
