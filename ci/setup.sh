@@ -46,6 +46,7 @@ TEST_PACKAGES=(
   time                            # tests/runtime/test_flood_memory.py: peak RSS of a run (GNU time -f %M)
   tcpreplay iproute2              # tests/runtime/test_sources.py: replay captures into a veth pair in a network namespace
   tcpdump ethtool curl            # captures/make-quickstart-capture.sh: records the quick start's capture
+  systemd                         # tests/runtime/test_systemd_unit.py: systemd-analyze verify of docs/examples/rubikgen@.service
   clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz smoke (ci/fuzz-smoke.sh): libFuzzer + ASan/UBSan runtimes
   clang-format-14                 # C style: make -C runtime-c format-check (ci/test.sh)
   libbpf-dev libxdp-dev bpftool llvm-14  # rubikgen build --xdp (clang-14 -target bpf) and tests/e2e/test_xdp.py's libbpf runner

@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.conversations import Node, tshark_frames
 from support.oracle.tshark import REPO, TRACES
 
 CAPTURES = [
@@ -25,8 +26,6 @@ CAPTURES = [
     TRACES / "mixed-android-mobile.pcap",  # TCP and UDP (DNS, QUIC)
     REPO / "captures" / "veth-http-udp-frag.pcap",  # IPv4 and IPv6, a fragmented datagram
 ]
-
-Node = tuple[str, int]
 
 
 @pytest.fixture(scope="module")
@@ -36,32 +35,6 @@ def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = subprocess.run([*cmd, "-o", str(out)], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     return out / "tcp_ip"
-
-
-def _node(text: str) -> Node:
-    addr, _, port = text.rpartition(":")
-    return addr.strip("[]"), int(port)
-
-
-def tshark_frames(pcap: Path) -> Counter[tuple[str, Node, Node]]:
-    """Frames per (proto, sender, receiver) from tshark's conversation tables."""
-    out = subprocess.run(
-        ["tshark", "-r", str(pcap), "-q", "-z", "conv,tcp", "-z", "conv,udp"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    got: Counter[tuple[str, Node, Node]] = Counter()
-    proto = ""
-    for line in out.splitlines():
-        if line.endswith(" Conversations"):
-            proto = line.split()[0].lower()
-        t = line.split()
-        if len(t) > 8 and t[1] == "<->":
-            a, b = _node(t[0]), _node(t[2])
-            got[proto, b, a] += int(t[3])  # "<-": B to A
-            got[proto, a, b] += int(t[6])  # "->": A to B
-    return +got
 
 
 def conv_frames(path: Path) -> Counter[tuple[str, Node, Node]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,3 +165,32 @@ def _node(text: str) -> tuple[str, int]:
 
 #: Link header lengths by the first token of frame.protocols (each "vlan" adds 4).
 _LINK = {"eth": 14, "sll": 16, "null": 4, "raw": 0}
+
+
+Node = tuple[str, int]
+
+
+def _conv_node(text: str) -> Node:
+    addr, _, port = text.rpartition(":")
+    return addr.strip("[]"), int(port)
+
+
+def tshark_frames(pcap: Path) -> Counter[tuple[str, Node, Node]]:
+    """Frames per (proto, sender, receiver) from tshark's conversation tables."""
+    out = subprocess.run(
+        ["tshark", "-r", str(pcap), "-q", "-z", "conv,tcp", "-z", "conv,udp"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    got: Counter[tuple[str, Node, Node]] = Counter()
+    proto = ""
+    for line in out.splitlines():
+        if line.endswith(" Conversations"):
+            proto = line.split()[0].lower()
+        t = line.split()
+        if len(t) > 8 and t[1] == "<->":
+            a, b = _conv_node(t[0]), _conv_node(t[2])
+            got[proto, b, a] += int(t[3])  # "<-": B to A
+            got[proto, a, b] += int(t[6])  # "->": A to B
+    return +got
