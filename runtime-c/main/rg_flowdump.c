@@ -24,8 +24,11 @@
 /* An open instance as last seen.  The stack's record is not always where its callbacks
  * point: an instance created lazily (fast-destroy) is built in a scratch record reused by the
  * next one, its keys in the packet's buffers.  So the keys are copied while a callback holds
- * them, and the state and verdict marks at the end of each packet that touched the instance,
- * when the record its callbacks named still holds it. */
+ * them, and the state and verdict marks at the end of each packet that touched the instance
+ * (the PSM moves after on_packet), when the record its callbacks named still holds it.  That
+ * record may have been freed in the packet without a close (an instance moved to the linger
+ * table): its pool memory stays, with the uid and the last state it had, which is what is
+ * wanted; sanitized builds, where the freed record is poisoned, keep the callback's copy. */
 typedef struct ftrec {
     rg_flow_info fi;       /* the copy: key_a and key_p point into key */
     const rg_flow_info *f; /* where this packet's callbacks found it (valid until its end) */
@@ -45,6 +48,12 @@ struct rg_flowtab {
     /* the uids the current packet touched, refreshed at its end (rg_flowtab_packet_end) */
     uint64_t *touched;
     size_t ntouched, touched_cap;
+    /* Instances opened during the current packet, kept here until its end: most end with
+     * the packet that opened them (an unfragmented datagram's IP instance), and those cost
+     * no allocation and no map insert.  Slots of slot_size bytes (an ftrec and two keys of the
+     * stack's longest); a slot whose uid is 0 was closed in the packet. */
+    uint8_t *pend;
+    size_t npend, pend_cap, slot_size;
     void (*next_end)(void *self); /* the feeder's batch_end it runs before */
     void *next_self;
 };
@@ -74,38 +83,77 @@ static void touch(rg_flowtab *t, ftrec *r, const rg_flow_info *f)
     r->touched = 1;
 }
 
+static ftrec *pend_slot(const rg_flowtab *t, size_t i)
+{
+    return (ftrec *)(void *)(t->pend + i * t->slot_size);
+}
+
+/* The slot of an instance opened in this packet, or NULL. */
+static ftrec *pend_find(const rg_flowtab *t, uint64_t uid)
+{
+    for (size_t i = t->npend; i-- > 0;) {
+        ftrec *r = pend_slot(t, i);
+        if (r->fi.uid == uid) return r;
+    }
+    return NULL;
+}
+
 static ftrec *rec_of(rg_flowtab *t, const rg_flow_info *f, uint64_t ts)
 {
-    ftrec *r = rg_nf_map_get(&t->map, f->uid);
+    ftrec *r = t->npend ? pend_find(t, f->uid) : NULL;
+    if (!r) r = rg_nf_map_get(&t->map, f->uid);
     if (r) {
         touch(t, r, f);
         return r;
     }
-    const uint16_t kl = f->layer < t->stack->nlayers ? t->stack->layers[f->layer].key_len : 0;
-    r = calloc(1, sizeof *r + 2u * kl);
-    if (!r) return NULL;
-    if (rg_nf_map_put(&t->map, f->uid, r)) {
-        free(r);
-        return NULL;
+    if (t->npend == t->pend_cap) {
+        size_t cap = t->pend_cap ? t->pend_cap * 2 : 8;
+        uint8_t *p = realloc(t->pend, cap * t->slot_size);
+        if (!p) return NULL;
+        t->pend = p;
+        t->pend_cap = cap;
     }
+    r = pend_slot(t, t->npend++);
+    const uint16_t kl = f->layer < t->stack->nlayers ? t->stack->layers[f->layer].key_len : 0;
+    memset(r, 0, sizeof *r);
     r->fi.uid = f->uid;
     r->fi.layer = f->layer;
     if (kl && f->key_a) memcpy(r->key, f->key_a, kl);
     if (kl && f->key_p) memcpy(r->key + kl, f->key_p, kl);
-    r->fi.key_a = r->key;
-    r->fi.key_p = f->key_p == f->key_a ? r->key : r->key + kl;
+    /* key_a/key_p are set when the slot becomes a record (slots move as the array grows);
+     * unidirectional: both point to the one key */
+    r->fi.key_p = f->key_p == f->key_a ? NULL : r->key;
     r->first_ts = r->last_ts = ts;
     touch(t, r, f);
     return r;
 }
 
+/* This packet's instances still open become records of the table. */
+static void pend_commit(rg_flowtab *t)
+{
+    for (size_t i = 0; i < t->npend; i++) {
+        const ftrec *s = pend_slot(t, i);
+        if (!s->fi.uid) continue; /* opened and closed in the packet */
+        const uint16_t kl =
+            s->fi.layer < t->stack->nlayers ? t->stack->layers[s->fi.layer].key_len : 0;
+        ftrec *r = malloc(sizeof *r + 2u * kl);
+        if (!r) continue;
+        memcpy(r, s, sizeof *r + 2u * kl);
+        r->fi.key_a = r->key;
+        r->fi.key_p = s->fi.key_p ? r->key + kl : r->key;
+        if (rg_nf_map_put(&t->map, r->fi.uid, r)) free(r);
+    }
+    t->npend = 0;
+}
+
 void rg_flowtab_packet_end(void *self)
 {
     rg_flowtab *t = self;
+    if (t->npend) pend_commit(t);
     for (size_t i = 0; i < t->ntouched; i++) {
         ftrec *r = rg_nf_map_get(&t->map, t->touched[i]);
         if (!r) continue; /* closed in the packet */
-        if (r->f && r->f->uid == r->fi.uid) refresh(r, r->f);
+        if (r->f && !RG_POISONED(r->f, sizeof *r->f) && r->f->uid == r->fi.uid) refresh(r, r->f);
         r->touched = 0;
         r->f = NULL;
     }
@@ -144,7 +192,11 @@ static void t_close(void *self, const rg_flow_info *f, int reason, int complete,
 {
     rg_flowtab *t = self;
     if (t->in.on_close) t->in.on_close(t->in.self, f, reason, complete, ts);
-    free(rg_nf_map_del(&t->map, f->uid));
+    ftrec *p = t->npend ? pend_find(t, f->uid) : NULL;
+    if (p)
+        p->fi.uid = 0;
+    else
+        free(rg_nf_map_del(&t->map, f->uid));
 }
 
 static void t_call(void *self, const rg_call *c)
@@ -190,6 +242,10 @@ rg_flowtab *rg_flowtab_new(const rg_stack_desc *stack, unsigned worker, const rg
     }
     t->stack = stack;
     t->worker = worker;
+    uint16_t maxkl = 0;
+    for (unsigned i = 0; i < stack->nlayers; i++)
+        if (stack->layers[i].key_len > maxkl) maxkl = stack->layers[i].key_len;
+    t->slot_size = (sizeof(ftrec) + 2u * maxkl + 7u) & ~(size_t)7u;
     t->in = *inner;
     /* the callbacks the chain has, passed on; open, packet and close always */
     t->obs = (rg_obs){.self = t,
@@ -222,6 +278,7 @@ void rg_flowtab_free(rg_flowtab *ft)
     if (!ft) return;
     rg_nf_map_drain(&ft->map, free_val, NULL);
     free(ft->touched);
+    free(ft->pend);
     free(ft);
 }
 

@@ -768,6 +768,14 @@ static void emit(rg_live *l, const char *s, size_t n)
     if (cfg.fd >= 0) write_all(cfg.fd, s, n);
 }
 
+static int is_final(rg_live *l)
+{
+    pthread_mutex_lock(&l->mu);
+    const int f = l->final;
+    pthread_mutex_unlock(&l->mu);
+    return f;
+}
+
 static void *stats_main(void *arg)
 {
     rg_live *l = arg;
@@ -785,7 +793,9 @@ static void *stats_main(void *arg)
         if (atomic_load(&l->stop)) return NULL;
         char err[512];
         rg_sbuf b = {0};
-        if (!fresh(l, stats_json, &b, err, sizeof err)) emit(l, b.s, b.n);
+        /* a snapshot taken after the run ended says "final": rg_live_final writes that line,
+         * once, after this thread has stopped */
+        if (!fresh(l, stats_json, &b, err, sizeof err) && !is_final(l)) emit(l, b.s, b.n);
         free(b.s); /* a worker that did not answer (waiting for input): no line this time */
     }
 }

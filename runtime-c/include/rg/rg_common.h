@@ -98,9 +98,13 @@ void __asan_poison_memory_region(void const volatile *addr, size_t size);
 void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 #define RG_POISON(p, n)   __asan_poison_memory_region((p), (n))
 #define RG_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+void *__asan_region_is_poisoned(void *addr, size_t size);
+/* a freed record of a flow table's pool (RG_POISON) */
+#define RG_POISONED(p, n) (__asan_region_is_poisoned((void *)(p), (n)) != NULL)
 #else
 #define RG_POISON(p, n)   ((void)(p), (void)(n))
 #define RG_UNPOISON(p, n) ((void)(p), (void)(n))
+#define RG_POISONED(p, n) ((void)(p), (void)(n), 0)
 #endif
 
 /* mkdir -p (dir NULL or "": an error): RG_OK, or an error with a message in err.  One
