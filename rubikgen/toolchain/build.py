@@ -490,25 +490,30 @@ def build_compilation(
         tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
         cache = _cache_dir()
         key = _cache_key(command, out, inputs) if cache is not None else ""
-        if cache is not None and _from_cache(cache, key, tmp):
-            os.replace(tmp, binary)
-            _write_stamp(stamp, command, gen.spec_hash, opt_level)
-            return BuildResult(binary, command, True, gen, from_cache=True)
-        run_cmd = [str(tmp) if a == str(binary) else a for a in cmd]
-        try:
-            proc = subprocess.run(run_cmd, capture_output=True, text=True)
-        except FileNotFoundError as e:
-            raise BuildError(f"C compiler '{cc}' not found") from e
-        if proc.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            raise BuildError(
-                f"compiling {gen.stack} failed (exit status {proc.returncode})",
-                proc.stderr + proc.stdout,
-            )
-        if tmp.exists():  # (`--cc true` only generates: nothing to put in place)
-            os.replace(tmp, binary)
-            if cache is not None:
-                _to_cache(cache, key, binary)
+        if cache is not None:
+            cache.mkdir(parents=True, exist_ok=True)
+        # One compile per key: a build that finds another compiling the same binary (two test
+        # processes wanting one sanitized stack) waits for it and takes its result.
+        with _lock(cache / f".{key}.lock" if cache is not None else None):
+            if cache is not None and _from_cache(cache, key, tmp):
+                os.replace(tmp, binary)
+                _write_stamp(stamp, command, gen.spec_hash, opt_level)
+                return BuildResult(binary, command, True, gen, from_cache=True)
+            run_cmd = [str(tmp) if a == str(binary) else a for a in cmd]
+            try:
+                proc = subprocess.run(run_cmd, capture_output=True, text=True)
+            except FileNotFoundError as e:
+                raise BuildError(f"C compiler '{cc}' not found") from e
+            if proc.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                raise BuildError(
+                    f"compiling {gen.stack} failed (exit status {proc.returncode})",
+                    proc.stderr + proc.stdout,
+                )
+            if tmp.exists():  # (`--cc true` only generates: nothing to put in place)
+                os.replace(tmp, binary)
+                if cache is not None:
+                    _to_cache(cache, key, binary)
         if not quiet and (proc.stderr or proc.stdout):
             sys.stderr.write(proc.stderr + proc.stdout)
         _write_stamp(stamp, command, gen.spec_hash, opt_level)

@@ -5,8 +5,10 @@ capture); a change to any input (here an -O level, and the handlers' bytes) miss
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,35 @@ def test_a_second_directory_reuses_the_compile(
     ref, ref_summary = _streams(fresh.binary, tmp_path / "out-fresh")
     assert mine == ref
     assert mine_summary.replace(str(again.binary), "") == ref_summary.replace(str(fresh.binary), "")
+
+
+_BUILD_ONE = """
+import json, sys
+from rubikgen.toolchain.build import build
+r = build(sys.argv[1], sys.argv[2], opt_level=0, quiet=True)
+print(json.dumps({"rebuilt": r.rebuilt, "from_cache": r.from_cache}))
+"""
+
+
+def test_builds_side_by_side_compile_once(tmp_path: Path) -> None:
+    """Two processes building the same binary into two directories at once (two xdist workers
+    wanting one stack): one compiles, the other waits for it and takes the cache's copy."""
+    env = dict(os.environ, RG_BUILD_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(REPO_ROOT))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _BUILD_ONE, str(STACK), str(tmp_path / d)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )  # fmt: skip
+        for d in ("x", "y")
+    ]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    assert sorted(r["from_cache"] for r in results) == [False, True], results
+    assert all(r["rebuilt"] for r in results)
+    assert (tmp_path / "x" / "tcp_ip").read_bytes() == (tmp_path / "y" / "tcp_ip").read_bytes()
