@@ -33,6 +33,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # compiled stacks by content address (rubikgen/toolchain/build.py), shared by the test
     # files, the xdist workers and successive runs: one stack at one set of flags compiles once
     os.environ.setdefault("RG_BUILD_CACHE", str(Path(_TESTS).parent / "build" / "test-cache"))
+    # tshark's answers by content address (tests/support/oracle/tshark.py), shared the same way
+    os.environ.setdefault(
+        "RG_TSHARK_CACHE", str(Path(_TESTS).parent / "build" / "test-cache" / "tshark")
+    )
     if config.getoption("--full-matrix"):
         os.environ["RG_FULL_MATRIX"] = "1"
 

@@ -347,14 +347,41 @@ def _config_dir() -> str:
     return path
 
 
+def _disk_key(exe: str, args: list[str]) -> str:
+    """The content address of a tshark run: the executable (path, size, time) and the
+    arguments, with the bytes of every file an argument names (`-r PATH`, `pref:PATH`)."""
+    st = os.stat(exe)
+    h = hashlib.sha256(f"{exe}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    for a in args:
+        h.update(b"\0" + a.encode())
+        for part in {a, *re.split(r"[:=]", a)}:
+            if part.startswith("/") or os.sep in part or part.endswith((".pcap", ".pcapng")):
+                f = Path(part)
+                if f.is_file():
+                    h.update(b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def _tshark(args: list[str]) -> str:
+    """tshark's output for args; kept on disk under $RG_TSHARK_CACHE (set by tests/conftest.py)
+    by content address, so the test processes (xdist workers, the serial run, later runs) ask
+    tshark once per capture and question."""
     exe = shutil.which("tshark")
     if exe is None:
         raise OracleError("tshark is not installed (bash ci/setup.sh installs it)")
+    cache = os.environ.get("RG_TSHARK_CACHE")
+    entry = Path(cache) / _disk_key(exe, args) if cache else None
+    if entry is not None and entry.is_file():
+        return entry.read_text(encoding="utf-8")
     env = dict(os.environ, WIRESHARK_CONFIG_DIR=_config_dir(), LC_ALL="C")
     proc = subprocess.run([exe, "-n", *args], capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise OracleError(f"tshark {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    if entry is not None:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        part = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+        part.write_text(proc.stdout, encoding="utf-8")
+        os.replace(part, entry)  # whole or absent, for processes side by side
     return proc.stdout
 
 
