@@ -225,6 +225,9 @@ void rg_source_names_with(unsigned cap, char *buf, size_t n);
 extern const rg_source_ops rg_source_file;
 /* A live interface through libpcap (rg_source_live.c). */
 extern const rg_source_ops rg_source_live;
+/* A live interface through AF_PACKET TPACKET_V3 rings and PACKET_FANOUT
+ * (rg_source_packet.c). */
+extern const rg_source_ops rg_source_packet;
 /* DPDK ports (rg_source_dpdk.c, build/librgdpdk.a: built only when
  * pkg-config finds libdpdk, linked only with --io dpdk; rg_source.c refers
  * to it weakly, see there). */
