@@ -39,7 +39,10 @@
 
 #include "rg/rg_source.h"
 
-#define RG_PKT_BLOCK        (1u << 20) /* bytes per ring block: holds any frame whole */
+/* bytes per ring block: holds any frame whole (a 64 KB GSO frame too).  A block is handed
+ * over full or after RG_PKT_BLOCK_TOV_MS: at a low rate every block holds 10 ms of traffic,
+ * so the ring holds as many 10 ms as it has blocks (8 MB: 32 blocks, 320 ms) */
+#define RG_PKT_BLOCK        (256u << 10)
 #define RG_PKT_BLOCK_TOV_MS 10         /* a block not full is handed over after this */
 #define RG_PKT_POLL_MS      100        /* next_burst waits this long for a block */
 #define RG_PKT_MAX_Q        64         /* sockets in one fanout group (--workers) */
@@ -179,9 +182,9 @@ static int open_q(pkt_src *p, pkt_q *q, const rg_source_cfg *cfg, int ifindex,
     }
     struct tpacket_req3 req = {
         .tp_block_size = RG_PKT_BLOCK,
-        .tp_block_nr = mb ? mb : 1,
+        .tp_block_nr = mb * ((1u << 20) / RG_PKT_BLOCK),
         .tp_frame_size = RG_PKT_BLOCK, /* V3 packs frames in a block: only a bound */
-        .tp_frame_nr = mb ? mb : 1,
+        .tp_frame_nr = mb * ((1u << 20) / RG_PKT_BLOCK),
         .tp_retire_blk_tov = RG_PKT_BLOCK_TOV_MS,
     };
     if (setsockopt(q->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) < 0) {
@@ -255,7 +258,7 @@ static rg_source *pkt_open(const rg_source_cfg *cfg, char *err, size_t errlen)
         snprintf(p->err, sizeof p->err, "packet: --fanout %s: not hash, cpu or lb", fo);
         return pkt_fail(p, err, errlen);
     }
-    const char *ring = rg_source_opt_get(cfg, "ring", "4");
+    const char *ring = rg_source_opt_get(cfg, "ring", "8");
     unsigned mb = (unsigned)strtoul(ring, NULL, 10);
     /* the interface and its link: Ethernet framing (ARPHRD_ETHER, the loopback) only */
     int ifindex = (int)if_nametoindex(ifname);
@@ -498,7 +501,7 @@ static const rg_source_opt pkt_opts[] = {
      "workers' sockets: hash (default: the flow's symmetric\n"
      "hash), cpu (the receiving CPU) or lb (round robin)",
      RG_SOPT_STR, 0, 0, RG_SOPT_KV_ONLY, 0},
-    {"ring", "MB", "each socket's TPACKET_V3 ring (default 4)", RG_SOPT_NUM, 1, 4095,
+    {"ring", "MB", "each socket's TPACKET_V3 ring (default 8)", RG_SOPT_NUM, 1, 4095,
      RG_SOPT_KV_ONLY, 0},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0},
 };
@@ -512,7 +515,7 @@ static const char *pkt_check(const rg_source_cfg *cfg)
         return why;
     }
     /* an option of our own is not range-checked by the driver */
-    const char *ring = rg_source_opt_get(cfg, "ring", "4");
+    const char *ring = rg_source_opt_get(cfg, "ring", "8");
     char *end;
     unsigned long mb = strtoul(ring, &end, 10);
     if (!*ring || *end || mb < 1 || mb > 4095) {

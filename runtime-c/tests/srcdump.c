@@ -2,13 +2,14 @@
  * write them to a pcap file, so a test can compare what a live interface or
  * a DPDK port delivered with the capture replayed into it.
  *
- *   srcdump --io live|dpdk [--name IF|PORTS] [--filter BPF] [--snaplen N]
+ *   srcdump --io live|packet|dpdk [--name IF|PORTS] [--filter BPF] [--snaplen N]
  *           [--promisc] [--count N] [--duration S] [--queues N] -w OUT.pcap
  *           [-- EAL ARGS]
  *
- * --queues N (N > 1, multi-queue sources: DPDK): the source is opened with N
+ * --queues N (N > 1, multi-queue sources: DPDK, packet): the source is opened with N
  * queues, as for N workers, and queue q's frames go to OUT.pcap.q (one
  * thread pumps and reads every queue in turn): what each worker would get.
+ * packet: N sockets in one PACKET_FANOUT group.
  *
  * Prints "ready" on stderr once the source is open, and at the end one line
  * "frames=N bytes=B dropped=D".  SIGINT/SIGTERM stop it (the file is
@@ -157,8 +158,8 @@ int main(int argc, char **argv)
     }
     cfg.argc = argc - i;
     cfg.argv = argv + i;
-    const rg_source_ops *ops = NULL;
-    if (!strcmp(io, "live")) ops = &rg_source_live;
+    /* the registry's sources (DPDK's only when linked: srcdump links it if built) */
+    const rg_source_ops *ops = rg_source_find(io);
 #ifdef RG_HAVE_DPDK
     if (!strcmp(io, "dpdk")) ops = &rg_source_dpdk;
 #endif
