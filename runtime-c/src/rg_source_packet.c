@@ -89,7 +89,69 @@ static const struct {
     {"hash", PACKET_FANOUT_HASH},
     {"cpu", PACKET_FANOUT_CPU},
     {"lb", PACKET_FANOUT_LB},
+    {"l3", PACKET_FANOUT_CBPF}, /* our program below */
 };
+
+/* --fanout l3: a classic BPF program that picks the socket from the outer IP addresses only,
+ * symmetric (the XOR of every 32-bit word of both addresses), as the stack's distributor
+ * groups frames (rg_rss.h RG_RSS_L3): a datagram's fragments, its connection's other packets
+ * and both directions on one worker.  Not the same worker numbers as rg_rss's Toeplitz hash.
+ * It reads relative to the network header (SKF_NET_OFF): the kernel runs fanout programs
+ * before it pushes the link header back, and it has taken the first VLAN tag off already
+ * (the protocol is the tagged one's); one more tag in the frame is stepped over.  Frames of
+ * other protocols (ARP, PPPoE, MPLS...) all go to socket 0. */
+enum { L3_MAX = 96 }; /* l3_program writes 72 */
+static unsigned l3_program(struct sock_filter *f)
+{
+    unsigned n = 0;
+#define I(code, jt, jf, k) (f[n++] = (struct sock_filter){(code), (jt), (jf), (uint32_t)(k)})
+    I(BPF_LD | BPF_IMM, 0, 0, 0);
+    I(BPF_ST, 0, 0, 1); /* M[1]: the XOR so far */
+    I(BPF_ST, 0, 0, 2); /* M[2]: the offset of the IP header past the network header */
+    I(BPF_LD | BPF_W | BPF_ABS, 0, 0, SKF_AD_OFF + SKF_AD_PROTOCOL);
+    I(BPF_JMP | BPF_JEQ | BPF_K, 1, 0, ETH_P_8021Q);
+    I(BPF_JMP | BPF_JEQ | BPF_K, 0, 3, ETH_P_8021AD);
+    I(BPF_LD | BPF_H | BPF_ABS, 0, 0, SKF_NET_OFF + 2); /* a tag in the frame: its type */
+    I(BPF_LDX | BPF_IMM, 0, 0, 4);
+    I(BPF_STX, 0, 0, 2);
+    const unsigned v4 = n;
+    I(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, ETH_P_IP);   /* jt: the IPv4 words, below */
+    I(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, ETH_P_IPV6); /* jt: the IPv6 words */
+    I(BPF_RET | BPF_K, 0, 0, 0);
+    /* word at k past the IP header into the XOR; the words of IPv4 (12, 16), then IPv6's */
+    const unsigned w4 = n;
+    for (unsigned k = 12; k <= 16; k += 4) {
+        I(BPF_LDX | BPF_MEM, 0, 0, 2);
+        I(BPF_LD | BPF_W | BPF_IND, 0, 0, SKF_NET_OFF + (int)k);
+        I(BPF_LDX | BPF_MEM, 0, 0, 1);
+        I(BPF_ALU | BPF_XOR | BPF_X, 0, 0, 0);
+        I(BPF_ST, 0, 0, 1);
+    }
+    const unsigned fold4 = n;
+    I(BPF_JMP | BPF_JA, 0, 0, 0); /* to the fold, past IPv6's words */
+    const unsigned w6 = n;
+    for (unsigned k = 8; k <= 36; k += 4) {
+        I(BPF_LDX | BPF_MEM, 0, 0, 2);
+        I(BPF_LD | BPF_W | BPF_IND, 0, 0, SKF_NET_OFF + (int)k);
+        I(BPF_LDX | BPF_MEM, 0, 0, 1);
+        I(BPF_ALU | BPF_XOR | BPF_X, 0, 0, 0);
+        I(BPF_ST, 0, 0, 1);
+    }
+    const unsigned fold = n; /* A ^= A >> 16; A ^= A >> 8: every byte counts (the kernel
+                              * takes the result modulo the group's size) */
+    for (unsigned sh = 16; sh >= 8; sh /= 2) {
+        I(BPF_ST, 0, 0, 1);
+        I(BPF_ALU | BPF_RSH | BPF_K, 0, 0, sh);
+        I(BPF_LDX | BPF_MEM, 0, 0, 1);
+        I(BPF_ALU | BPF_XOR | BPF_X, 0, 0, 0);
+    }
+    I(BPF_RET | BPF_A, 0, 0, 0);
+#undef I
+    f[v4].jt = (uint8_t)(w4 - v4 - 1);
+    f[v4 + 1].jt = (uint8_t)(w6 - v4 - 2);
+    f[fold4].k = fold - fold4 - 1;
+    return n;
+}
 
 static int fanout_type(const char *name)
 {
@@ -224,6 +286,15 @@ static int open_q(pkt_src *p, pkt_q *q, const rg_source_cfg *cfg, int ifindex,
                      group, strerror(errno));
             return -1;
         }
+        if (fanout == PACKET_FANOUT_CBPF && q == &p->q[0]) { /* the group's program */
+            struct sock_filter f[L3_MAX];
+            struct sock_fprog fp = {.len = (unsigned short)l3_program(f), .filter = f};
+            if (setsockopt(q->fd, SOL_PACKET, PACKET_FANOUT_DATA, &fp, sizeof fp) < 0) {
+                snprintf(p->err, sizeof p->err, "packet: %s: --fanout l3's program: %s", ifname,
+                         strerror(errno));
+                return -1;
+            }
+        }
     }
     return 0;
 }
@@ -255,7 +326,7 @@ static rg_source *pkt_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     const char *fo = rg_source_opt_get(cfg, "fanout", "hash");
     int fanout = fanout_type(fo);
     if (fanout < 0) {
-        snprintf(p->err, sizeof p->err, "packet: --fanout %s: not hash, cpu or lb", fo);
+        snprintf(p->err, sizeof p->err, "packet: --fanout %s: not hash, l3, cpu or lb", fo);
         return pkt_fail(p, err, errlen);
     }
     const char *ring = rg_source_opt_get(cfg, "ring", "8");
@@ -498,8 +569,10 @@ static const rg_source_opt pkt_opts[] = {
     {"promisc", NULL, "promiscuous mode", RG_SOPT_FLAG, 0, 0, offsetof(rg_source_cfg, promisc), 0},
     {"fanout", "MODE",
      "--workers N: how the kernel spreads frames over the\n"
-     "workers' sockets: hash (default: the flow's symmetric\n"
-     "hash), cpu (the receiving CPU) or lb (round robin)",
+     "workers' sockets: hash (default: the kernel's symmetric\n"
+     "flow hash), l3 (the IP addresses only, as the stack's\n"
+     "distributor: exact with IP fragments), cpu (the\n"
+     "receiving CPU) or lb (round robin)",
      RG_SOPT_STR, 0, 0, RG_SOPT_KV_ONLY, 0},
     {"ring", "MB", "each socket's TPACKET_V3 ring (default 8)", RG_SOPT_NUM, 1, 4095,
      RG_SOPT_KV_ONLY, 0},
@@ -511,7 +584,7 @@ static const char *pkt_check(const rg_source_cfg *cfg)
     static _Thread_local char why[160];
     const char *fo = rg_source_opt_get(cfg, "fanout", "hash");
     if (fanout_type(fo) < 0) {
-        snprintf(why, sizeof why, "--fanout %.64s: the modes are hash, cpu and lb", fo);
+        snprintf(why, sizeof why, "--fanout %.64s: the modes are hash, l3, cpu and lb", fo);
         return why;
     }
     /* an option of our own is not range-checked by the driver */
@@ -527,8 +600,7 @@ static const char *pkt_check(const rg_source_cfg *cfg)
 
 const rg_source_ops rg_source_packet = {
     .name = "packet",
-    .help = "a network interface through AF_PACKET TPACKET_V3 rings, a PACKET_FANOUT\n"
-            "group with --workers (--iface IF [--fanout hash|cpu|lb])",
+    .help = "an interface through TPACKET_V3 rings, one per worker (--iface IF [--fanout M])",
     .caps = RG_SRC_CAP_QUEUES | RG_SRC_CAP_ARRIVAL_TS,
     .opts = pkt_opts,
     .name_what = "the interface (--iface IF)",
