@@ -54,12 +54,12 @@ typedef struct pkt_q {
     uint8_t *map;
     size_t maplen;
     unsigned nblocks;
-    unsigned blk;       /* the block read next (or being read) */
-    unsigned release;   /* blocks read through by the last burst: given back by the next call */
-    unsigned left;      /* frames of block blk not yet read (0: none taken from it yet) */
-    int inblk;          /* block blk is being read */
-    uint8_t *pkt;       /* its next frame */
-    uint8_t *arena;     /* VLAN-tagged frames rebuilt */
+    unsigned blk;     /* the block read next (or being read) */
+    unsigned release; /* blocks read through by the last burst: given back by the next call */
+    unsigned left;    /* frames of block blk not yet read (0: none taken from it yet) */
+    int inblk;        /* block blk is being read */
+    uint8_t *pkt;     /* its next frame */
+    uint8_t *arena;   /* VLAN-tagged frames rebuilt */
     size_t arena_cap;
     uint64_t frames, bytes;
     uint64_t drops; /* PACKET_STATISTICS: the kernel resets them on every read */
@@ -339,7 +339,8 @@ static rg_source *pkt_open(const rg_source_cfg *cfg, char *err, size_t errlen)
         return pkt_fail(p, err, errlen);
     }
     struct bpf_program prog = {0};
-    if (cfg->filter && *cfg->filter && compile_filter(p, cfg, &prog)) return pkt_fail(p, err, errlen);
+    if (cfg->filter && *cfg->filter && compile_filter(p, cfg, &prog))
+        return pkt_fail(p, err, errlen);
     /* one group per source: the pid's low bits (a process opens one packet source) */
     const unsigned group = (unsigned)getpid() & 0xffffu;
     int rc = 0;
@@ -374,11 +375,11 @@ static int untag(pkt_q *q, const struct tpacket3_hdr *h, rg_frame *f, size_t *us
     if (need > q->arena_cap) return -1; /* the burst ends here: the frame comes next time */
     uint8_t *dst = q->arena + *used;
     const uint8_t *src = (const uint8_t *)h + h->tp_mac;
-    const uint16_t tpid =
-        (h->tp_status & TP_STATUS_VLAN_TPID_VALID) && h->hv1.tp_vlan_tpid ? h->hv1.tp_vlan_tpid
-                                                                          : ETH_P_8021Q;
-    const uint8_t tag[4] = {(uint8_t)(tpid >> 8), (uint8_t)tpid,
-                            (uint8_t)(h->hv1.tp_vlan_tci >> 8), (uint8_t)h->hv1.tp_vlan_tci};
+    const uint16_t tpid = (h->tp_status & TP_STATUS_VLAN_TPID_VALID) && h->hv1.tp_vlan_tpid
+                              ? h->hv1.tp_vlan_tpid
+                              : ETH_P_8021Q;
+    const uint8_t tag[4] = {(uint8_t)(tpid >> 8), (uint8_t)tpid, (uint8_t)(h->hv1.tp_vlan_tci >> 8),
+                            (uint8_t)h->hv1.tp_vlan_tci};
     memcpy(dst, src, 12);
     memcpy(dst + 12, tag, 4);
     memcpy(dst + 16, src + 12, cap - 12);
@@ -411,8 +412,8 @@ static int take(pkt_src *p, pkt_q *q, rg_frame *out, unsigned max)
             const struct tpacket3_hdr *h = (const struct tpacket3_hdr *)q->pkt;
             rg_frame *f = &out[n];
             /* libpcap's test: a tag of VLAN 0 (priority only) is valid too */
-            const int tagged =
-                ((h->tp_status & TP_STATUS_VLAN_VALID) || h->hv1.tp_vlan_tci) && h->tp_snaplen >= 12;
+            const int tagged = ((h->tp_status & TP_STATUS_VLAN_VALID) || h->hv1.tp_vlan_tci) &&
+                               h->tp_snaplen >= 12;
             if (tagged) {
                 if (!q->arena) {
                     q->arena_cap = RG_PKT_ARENA;
@@ -465,8 +466,9 @@ static int pkt_next_burst_q(rg_source *s, unsigned qi, rg_frame *out, unsigned m
             return RG_SRC_ERROR;
         }
         if (pr > 0 && (pfd.revents & POLLERR)) {
-            snprintf(p->err, sizeof p->err, "packet: the socket reports an error (is the "
-                                            "interface down?)");
+            snprintf(p->err, sizeof p->err,
+                     "packet: the socket reports an error (is the "
+                     "interface down?)");
             p->failed = 1;
             return RG_SRC_ERROR;
         }

@@ -160,8 +160,7 @@ int main(int argc, char **argv)
             *strchr(kvbuf[nkv], '=') = 0;
             kv[nkv] = (rg_source_kv){kvbuf[nkv], kvbuf[nkv] + strlen(kvbuf[nkv]) + 1};
             nkv++;
-        }
-        else {
+        } else {
             fprintf(stderr, "srcdump: unknown option %s\n", a);
             return 2;
         }
