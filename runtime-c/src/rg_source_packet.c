@@ -602,7 +602,7 @@ static const char *pkt_check(const rg_source_cfg *cfg)
 
 const rg_source_ops rg_source_packet = {
     .name = "packet",
-    .help = "an interface through TPACKET_V3 rings, one per worker (--iface IF [--fanout M])",
+    .help = "an interface through TPACKET_V3 rings, one per worker (--iface IF)",
     .caps = RG_SRC_CAP_QUEUES | RG_SRC_CAP_ARRIVAL_TS,
     .opts = pkt_opts,
     .name_what = "the interface (--iface IF)",
