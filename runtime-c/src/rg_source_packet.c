@@ -214,10 +214,11 @@ static int compile_filter(pkt_src *p, const rg_source_cfg *cfg, struct bpf_progr
     return rc < 0 ? -1 : 0;
 }
 
-/* Socket i on interface ifindex with its ring, bound, in fanout group `group` if n > 1;
+/* Socket q on interface ifindex with its ring, bound, in the fanout group *group if n > 1
+ * (the first socket creates it and sets *group);
  * 0 or -1 (message in p->err). */
 static int open_q(pkt_src *p, pkt_q *q, const rg_source_cfg *cfg, int ifindex,
-                  const struct bpf_program *prog, int fanout, unsigned group, unsigned mb)
+                  const struct bpf_program *prog, int fanout, unsigned *group, unsigned mb)
 {
     const char *ifname = cfg->name;
     /* protocol 0: nothing arrives before the bind below, after the filter and the ring */
@@ -280,12 +281,23 @@ static int open_q(pkt_src *p, pkt_q *q, const rg_source_cfg *cfg, int ifindex,
         return -1;
     }
     if (p->nq > 1) {
-        int arg = (int)(group | ((unsigned)fanout << 16));
+        /* the first socket asks the kernel for a group id no other group in the namespace has
+         * (PACKET_FANOUT_FLAG_UNIQUEID), the others join it */
+        const int first = q == &p->q[0];
+        unsigned type = (unsigned)fanout | (first ? PACKET_FANOUT_FLAG_UNIQUEID : 0);
+        int arg = (int)((first ? 0 : *group) | (type << 16));
         if (setsockopt(q->fd, SOL_PACKET, PACKET_FANOUT, &arg, sizeof arg) < 0) {
-            snprintf(p->err, sizeof p->err, "packet: %s: joining fanout group %u: %s", ifname,
-                     group, strerror(errno));
+            snprintf(p->err, sizeof p->err, "packet: %s: joining a fanout group: %s", ifname,
+                     strerror(errno));
             return -1;
         }
+        socklen_t len = sizeof arg;
+        if (first && getsockopt(q->fd, SOL_PACKET, PACKET_FANOUT, &arg, &len) < 0) {
+            snprintf(p->err, sizeof p->err, "packet: %s: the fanout group's id: %s", ifname,
+                     strerror(errno));
+            return -1;
+        }
+        if (first) *group = (unsigned)arg & 0xffffu;
         if (fanout == PACKET_FANOUT_CBPF && q == &p->q[0]) { /* the group's program */
             struct sock_filter f[L3_MAX];
             struct sock_fprog fp = {.len = (unsigned short)l3_program(f), .filter = f};
@@ -341,11 +353,10 @@ static rg_source *pkt_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     struct bpf_program prog = {0};
     if (cfg->filter && *cfg->filter && compile_filter(p, cfg, &prog))
         return pkt_fail(p, err, errlen);
-    /* one group per source: the pid's low bits (a process opens one packet source) */
-    const unsigned group = (unsigned)getpid() & 0xffffu;
+    unsigned group = 0; /* the fanout group's id: the kernel picks one */
     int rc = 0;
     for (unsigned i = 0; i < p->nq && !rc; i++)
-        rc = open_q(p, &p->q[i], cfg, ifindex, prog.bf_insns ? &prog : NULL, fanout, group, mb);
+        rc = open_q(p, &p->q[i], cfg, ifindex, prog.bf_insns ? &prog : NULL, fanout, &group, mb);
     if (prog.bf_insns) pcap_freecode(&prog);
     if (rc) return pkt_fail(p, err, errlen);
     struct ifreq ifr;
