@@ -11,9 +11,11 @@ dpdk     the same stack reading DPDK's pcap virtual device with `infinite_rx=1` 
          `--bench` path on the same packet sequence: the first K frames of (a) repeated R times.
          DPDK ns/packet is the process's CPU time between a run of K*R frames and one of K*R/10
          (the EAL start-up cancels out), divided by the frames between them.
-live     (a) replayed by tcpreplay at 50,000 packets/s into a veth pair in a network namespace,
-         captured by the stack (`--io live`, streams NF, no timeouts): libpcap's drops and
-         whether the summary and every stream file equal the file run's.
+live     (a) replayed by tcpreplay at 50,000 packets/s and at --topspeed into a veth pair in a
+         network namespace, captured by the stack (streams NF, no timeouts) through libpcap
+         (`--io live`) and through TPACKET_V3 rings in a PACKET_FANOUT group (`--io packet`),
+         1 and 2 workers, one after the other: the source's drops and whether the summary and
+         every stream file equal the file run's.
 flows1m  bench/gen_flows.py's 1,000,000 concurrent connections (6,000,000 packets): the stack's
          `--bench` ns/packet against the parse_hash bound's at the same table size (--cap), and
          both processes' peak RSS.
@@ -181,7 +183,8 @@ def _tree(d: Path) -> dict[str, bytes]:
 
 
 def _summary(text: str) -> list[str]:
-    return [ln for ln in text.splitlines() if not ln.startswith(("capture ", "dropped "))]
+    # the runs write into folders of their own ("wrote" names them)
+    return [ln for ln in text.splitlines() if not ln.startswith(("capture ", "dropped ", "wrote "))]
 
 
 def _records(out: Path) -> list[str]:
@@ -191,6 +194,7 @@ def _records(out: Path) -> list[str]:
     for line in (out / "flows.jsonl").read_text().splitlines():
         rec = json.loads(line)
         rec.pop("uid", None)
+        rec.pop("worker", None)  # --workers N (1 too): the worker that processed the flow
         file = rec.pop("file", None)
         if file:
             rec["content"] = hashlib.sha256((out / file).read_bytes()).hexdigest()
@@ -208,7 +212,35 @@ def _veth(name: str) -> None:
         subprocess.run(["ip", "-n", name, "link", "set", dev, "up"], check=True)
 
 
-def live(binary: Path, capture: Path, pps: int = 50_000) -> Json:
+def _without_workers(text: str) -> list[str]:
+    """The summary without its workers lines and its memory section (each worker's own peaks)."""
+    out, skipping = [], False
+    for ln in text.splitlines():
+        if ln.startswith(("memcap ", "memory per layer")):
+            skipping = True
+            continue
+        if skipping and ln.startswith("  "):
+            continue
+        skipping = False
+        if not ln.startswith("workers "):
+            out.append(ln)
+    return out
+
+
+# the sources of the wire measurement: libpcap (--buffer 64: 4 MB is 50 ms of 50,000 frames/s,
+# see BENCHMARKS.md), TPACKET_V3 rings of the same size (one per worker, a PACKET_FANOUT group;
+# l3: the stack's addresses-only grouping, exact with IP fragments)
+WIRE_SOURCES = {
+    "live": ["--io", "live", "--buffer", "64"],
+    "packet": ["--io", "packet", "--ring", "64", "--fanout", "l3"],
+}
+WIRE_RATES = ["50000", "topspeed"]
+
+
+def live(binary: Path, capture: Path) -> Json:
+    """Every source of WIRE_SOURCES with 1 and 2 workers at every rate of WIRE_RATES, one after
+    the other (rate by rate, the sources interleaved): the tcpreplay rate achieved, the frames
+    the source says it lost, and whether the output equals the file run's."""
     if os.geteuid() != 0 or not shutil.which("tcpreplay"):
         return {"error": "needs root and tcpreplay"}
     n = len(_frames(capture)[1])
@@ -228,40 +260,66 @@ def live(binary: Path, capture: Path, pps: int = 50_000) -> Json:
                 text=True,
                 check=True,
             ).stdout
-            for workers in (1, 2):
-                live_out = Path(td) / f"live{workers}"
-                cmd = [str(binary), "--io", "live", "--iface", "vb", "--count", str(n)]
-                cmd += ["--duration", str(n // pps + 30), "--workers", str(workers)]
-                cmd += ["--buffer", "64"]  # 4 MB is 50 ms of this rate: see BENCHMARKS.md
-                cmd += ["--nf", "streams", "--out", str(live_out), "--no-timeouts"]
-                p = subprocess.Popen(
-                    ["ip", "netns", "exec", name, *cmd], stdout=subprocess.PIPE, text=True
-                )
-                for _ in range(200):  # until the capture is open
-                    if _ns(name, "cat", "/proc/net/packet").stdout.count("\n") > 1:
-                        break
-                    time.sleep(0.05)
-                rep = _ns(name, "tcpreplay", "-i", "va", "--pps", str(pps), str(capture))
-                got, _ = p.communicate(timeout=180)
-                m = re.search(r"^dropped +(\d+)", got, re.M)
-                rated = re.search(r"Rated: .*?, ([\d.]+) pps", rep.stdout)
-                summary = [ln for ln in got.splitlines() if not ln.startswith("workers ")]
-                res[f"workers{workers}"] = {
-                    "command": f"tcpreplay -i va --pps {pps} CAPTURE; {' '.join(cmd)}",
-                    "tcpreplay_pps": float(rated[1]) if rated else None,
-                    "exit": p.returncode,
-                    "dropped": int(m[1]) if m else None,
-                    "summary_equal": _summary("\n".join(summary)) == _summary(want),
-                    # one worker: the same files, byte for byte; two: the same records and
-                    # stream contents, uids numbered per worker
-                    "streams_equal": _tree(live_out) == _tree(file_out)
-                    if workers == 1
-                    else _records(live_out) == _records(file_out),
-                    "stream_files": len(_tree(live_out)),
-                }
+            for rate in WIRE_RATES:
+                for workers in (1, 2):
+                    for io, io_args in WIRE_SOURCES.items():
+                        key = f"{io}-workers{workers}-{rate}"
+                        res[key] = _wire_run(
+                            name, binary, capture, n, Path(td) / key, io_args, workers, rate
+                        )
+                        out = res[key].pop("out")
+                        res[key]["summary_equal"] = _summary(
+                            "\n".join(_without_workers(out))
+                        ) == _summary("\n".join(_without_workers(want)))
+                        live_out = Path(td) / key
+                        # the same records and stream contents (--workers adds each record's
+                        # worker; with 2 the uids are numbered by time stamps)
+                        res[key]["streams_equal"] = _records(live_out) == _records(file_out)
+                        res[key]["stream_files"] = len(_tree(live_out))
+                        shutil.rmtree(live_out, ignore_errors=True)
+                        print(f"  {key}: {json.dumps(res[key])}", file=sys.stderr, flush=True)
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
     return res
+
+
+def _wire_run(
+    name: str,
+    binary: Path,
+    capture: Path,
+    n: int,
+    out: Path,
+    io_args: list[str],
+    workers: int,
+    rate: str,
+) -> Json:
+    cmd = [str(binary), *io_args, "--iface", "vb", "--count", str(n)]
+    cmd += ["--duration", str(n // 20_000 + 30), "--workers", str(workers)]
+    cmd += ["--nf", "streams", "--out", str(out), "--no-timeouts"]
+    p = subprocess.Popen(["ip", "netns", "exec", name, *cmd], stdout=subprocess.PIPE, text=True)
+    for _ in range(200):  # until the capture is open
+        if _ns(name, "cat", "/proc/net/packet").stdout.count("\n") > workers:
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)  # libpcap: the ring is set up after the socket appears
+    speed = ["--topspeed"] if rate == "topspeed" else ["--pps", rate]
+    rep = _ns(name, "tcpreplay", "-i", "va", *speed, str(capture))
+    try:
+        got, _ = p.communicate(timeout=n // 20_000 + 60)
+    except subprocess.TimeoutExpired:  # frames lost: --count is never reached, --duration ends
+        p.kill()
+        got, _ = p.communicate()
+    m = re.search(r"^dropped +(\d+)", got, re.M)
+    pk = re.search(r"^packets +(\d+)", got, re.M)
+    rated = re.search(r"Rated: .*?, ([\d.]+) pps", rep.stdout)
+    return {
+        "command": f"tcpreplay -i va {' '.join(speed)} CAPTURE; {' '.join(cmd)}",
+        "tcpreplay_pps": float(rated[1]) if rated else None,
+        "exit": p.returncode,
+        "packets": int(pk[1]) if pk else None,
+        "dropped": int(m[1]) if m else None,
+        "out": got,
+    }
 
 
 def _rss_run(cmd: list[str]) -> tuple[Json, int]:

@@ -154,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--build-dir", metavar="DIR", help="build directory (default: build/STACK)")
     _inline_options(r)
-    _build_options(r)
+    _build_options(r, run=True)
     _spec_path(r)
     r.add_argument(
         "--summary",
@@ -313,7 +313,7 @@ def _inline_args(args: argparse.Namespace) -> list[str]:
     return (["--inline"] if args.inline else []) + (["--peer", args.peer] if args.peer else [])
 
 
-def _build_options(p: argparse.ArgumentParser) -> None:
+def _build_options(p: argparse.ArgumentParser, run: bool = False) -> None:
     p.add_argument(
         "--handlers",
         metavar="F.c",
@@ -322,10 +322,16 @@ def _build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sanitize", action="store_true", help="ASan + UBSan build (binary STACK-asan)")
     p.add_argument(
         "--io",
-        choices=("pcap", "dpdk", "all"),
+        choices=("pcap", "dpdk", "all", "packet") if run else ("pcap", "dpdk", "all"),
         default="pcap",
         help="packet sources linked in: pcap (capture files, live interfaces; default), "
-        "dpdk or all (also DPDK ports: needs libdpdk-dev)",
+        "dpdk or all (also DPDK ports: needs libdpdk-dev)"
+        + (
+            "; packet: the pcap build, --iface read through AF_PACKET TPACKET_V3 rings "
+            "(one per worker, in a PACKET_FANOUT group; `-- --fanout l3`: see BINARY --help)"
+            if run
+            else ""
+        ),
     )
     p.add_argument(
         "--rules", metavar="R.yaml", help="compile this rules file into the stack (docs/rules.md)"
@@ -341,7 +347,11 @@ def _build_options(p: argparse.ArgumentParser) -> None:
 def _wire_options(p: argparse.ArgumentParser) -> None:
     """`rubikgen run`'s sources besides a capture file, and the multi-core options."""
     w = p.add_argument_group("live interfaces, DPDK ports, several cores")
-    w.add_argument("--iface", metavar="IF", help="capture live on this interface (libpcap)")
+    w.add_argument(
+        "--iface",
+        metavar="IF",
+        help="capture live on this interface (libpcap; --io packet: AF_PACKET)",
+    )
     w.add_argument("--bpf", metavar="EXPR", help="--iface: capture what this BPF filter matches")
     w.add_argument(
         "--dpdk",
@@ -367,6 +377,8 @@ def _source_args(args: argparse.Namespace) -> tuple[list[str], list[str], str] |
         return "name one source: a CAPTURE file, --iface IF or --dpdk EAL_ARGS"
     if args.bpf is not None and args.iface is None:
         return "--bpf applies to --iface"
+    if args.io == "packet" and args.iface is None:
+        return "--io packet reads an interface: name it with --iface IF"
     for opt in ("duration", "count", "workers"):
         v = getattr(args, opt)
         if v is not None and v < 1:
@@ -379,7 +391,8 @@ def _source_args(args: argparse.Namespace) -> tuple[list[str], list[str], str] |
     if args.workers is not None:
         extra += ["--workers", str(args.workers)]
     if args.iface is not None:
-        src = ["--io", "live", "--iface", args.iface]
+        # --io packet: AF_PACKET rings instead of libpcap (both in the pcap build)
+        src = ["--io", "packet" if args.io == "packet" else "live", "--iface", args.iface]
         if args.bpf is not None:
             src += ["--filter", args.bpf]
         return [*src, *extra], [], args.iface
@@ -776,6 +789,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_ERRORS
     if args.dpdk is not None and args.io == "pcap":
         args.io = "dpdk"  # the DPDK source must be linked in
+    if args.io == "packet":
+        args.io = "pcap"  # the packet source is in every build
     if args.chain:
         from rubikgen.front.chain import check_chain_file
 

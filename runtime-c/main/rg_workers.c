@@ -33,7 +33,10 @@
  * this thread (the main lcore) runs the source's pump, which hashes the same
  * way and hands mbufs over in rte_rings.  Either way the frames carry the
  * source's TSC time, one monotonic clock for all workers: each worker's
- * feeder expires on its own frames' times (no ticks).
+ * feeder expires on its own frames' times (no ticks).  The packet source
+ * (AF_PACKET) is fed the same way as NIC RSS queues: one socket per worker in
+ * a PACKET_FANOUT group, each worker on a thread the source starts, frames
+ * stamped by the kernel's clock.
  *
  * Pinning (file, live): the reader on the first allowed core, worker i on
  * the (i + 1)-th, round-robin; by default only when there are at least

@@ -13,7 +13,7 @@ extern const rg_source_ops rg_source_dpdk __attribute__((weak));
 /* The sources, in --help order (the first is the default): each a file
  * src/rg_source_NAME.c defining `const rg_source_ops rg_source_NAME`, which the
  * Makefile compiles; a new one is one entry here. */
-#define RG_SOURCES(X) X(file) X(live) X(cmd)
+#define RG_SOURCES(X) X(file) X(live) X(cmd) X(packet)
 
 #define RG_SOURCE_DECLARE(n) extern const rg_source_ops rg_source_##n;
 #define RG_SOURCE_ENTRY(n)   &rg_source_##n,

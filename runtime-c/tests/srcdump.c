@@ -2,13 +2,16 @@
  * write them to a pcap file, so a test can compare what a live interface or
  * a DPDK port delivered with the capture replayed into it.
  *
- *   srcdump --io live|dpdk [--name IF|PORTS] [--filter BPF] [--snaplen N]
+ *   srcdump --io live|packet|dpdk [--name IF|PORTS] [--filter BPF] [--snaplen N]
  *           [--promisc] [--count N] [--duration S] [--queues N] -w OUT.pcap
- *           [-- EAL ARGS]
+ *           [--opt NAME=VALUE]... [-- EAL ARGS]
  *
- * --queues N (N > 1, multi-queue sources: DPDK): the source is opened with N
+ * --opt: a source's own option (rg_source_opt_get), e.g. packet's fanout=l3.
+ *
+ * --queues N (N > 1, multi-queue sources: DPDK, packet): the source is opened with N
  * queues, as for N workers, and queue q's frames go to OUT.pcap.q (one
  * thread pumps and reads every queue in turn): what each worker would get.
+ * packet: N sockets in one PACKET_FANOUT group.
  *
  * Prints "ready" on stderr once the source is open, and at the end one line
  * "frames=N bytes=B dropped=D".  SIGINT/SIGTERM stop it (the file is
@@ -117,6 +120,9 @@ int main(int argc, char **argv)
     cfg.stop = &stop_flag;
     unsigned long long count = 0;
     double duration = 0;
+    rg_source_kv kv[16];
+    char *kvbuf[16];
+    unsigned nkv = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -149,16 +155,23 @@ int main(int argc, char **argv)
             cfg.queues = (unsigned)strtoul(v, NULL, 10);
         else if (!strcmp(a, "-w"))
             out_path = v;
-        else {
+        else if (!strcmp(a, "--opt") && strchr(v, '=') && nkv < 16) { /* NAME=VALUE */
+            kvbuf[nkv] = strdup(v);
+            *strchr(kvbuf[nkv], '=') = 0;
+            kv[nkv] = (rg_source_kv){kvbuf[nkv], kvbuf[nkv] + strlen(kvbuf[nkv]) + 1};
+            nkv++;
+        } else {
             fprintf(stderr, "srcdump: unknown option %s\n", a);
             return 2;
         }
         i++;
     }
+    cfg.kv = kv;
+    cfg.nkv = nkv;
     cfg.argc = argc - i;
     cfg.argv = argv + i;
-    const rg_source_ops *ops = NULL;
-    if (!strcmp(io, "live")) ops = &rg_source_live;
+    /* the registry's sources (DPDK's only when linked: srcdump links it if built) */
+    const rg_source_ops *ops = rg_source_find(io);
 #ifdef RG_HAVE_DPDK
     if (!strcmp(io, "dpdk")) ops = &rg_source_dpdk;
 #endif

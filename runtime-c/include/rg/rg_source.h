@@ -161,7 +161,7 @@ typedef struct rg_source_ops {
     void (*stats)(const rg_source *s, rg_source_stats *st);
     const char *(*error)(const rg_source *s);
     void (*close)(rg_source *s);
-    /* ---- multi-queue sources (DPDK); NULL elsewhere ----
+    /* ---- multi-queue sources (DPDK, packet); NULL elsewhere ----
      * Opened with cfg->queues = N > 1, the source delivers frames on N
      * queues, one per worker, with next_burst_q (safe to call concurrently
      * for different q; frames valid until the next call for the same q).
@@ -171,7 +171,7 @@ typedef struct rg_source_ops {
      * them with rg_rss (RG_RSS_L3) and hands them to the queues; it returns
      * the frames handed over, 0 when none came, or RG_SRC_END/ERROR).
      * launch() starts fn(arg) on the source's own core for worker i (DPDK:
-     * a worker lcore), join() waits for it. */
+     * a worker lcore; packet: a thread of its own), join() waits for it. */
     int (*queues)(const rg_source *s);
     int (*next_burst_q)(rg_source *s, unsigned q, rg_frame *out, unsigned max);
     int (*pump)(rg_source *s, unsigned max);
@@ -225,6 +225,9 @@ void rg_source_names_with(unsigned cap, char *buf, size_t n);
 extern const rg_source_ops rg_source_file;
 /* A live interface through libpcap (rg_source_live.c). */
 extern const rg_source_ops rg_source_live;
+/* A live interface through AF_PACKET TPACKET_V3 rings and PACKET_FANOUT
+ * (rg_source_packet.c). */
+extern const rg_source_ops rg_source_packet;
 /* DPDK ports (rg_source_dpdk.c, build/librgdpdk.a: built only when
  * pkg-config finds libdpdk, linked only with --io dpdk; rg_source.c refers
  * to it weakly, see there). */
