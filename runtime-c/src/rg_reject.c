@@ -58,17 +58,18 @@ typedef struct pkt {
     uint32_t l4len; /* upper-layer bytes the header says (not just those captured) */
 } pkt;
 
-static int v4_unicast(const uint8_t *a)
+/* A single host: not 0/8 ("this network"), 224/4 (multicast), 240/4 and the limited
+ * broadcast; loopback (127/8) only when loop (RFC 1122 3.2.2 sends no ICMP error about it; a
+ * RST on a loopback connection is an ordinary RST) */
+static int v4_unicast(const uint8_t *a, int loop)
 {
-    /* not 0/8 ("this network"), 127/8 (loopback), 224/4 (multicast), 240/4 and the limited
-     * broadcast */
-    return a[0] != 0 && a[0] != 127 && a[0] < 224;
+    return a[0] != 0 && (loop || a[0] != 127) && a[0] < 224;
 }
 
-static int v6_unicast(const uint8_t *a)
+static int v6_unicast(const uint8_t *a, int loop)
 {
-    static const uint8_t zero[16], loop[16] = {[15] = 1};
-    return a[0] != 0xff && memcmp(a, zero, 16) != 0 && memcmp(a, loop, 16) != 0;
+    static const uint8_t zero[16], one[16] = {[15] = 1};
+    return a[0] != 0xff && memcmp(a, zero, 16) != 0 && (loop || memcmp(a, one, 16) != 0);
 }
 
 /* Parse the IP datagram at ip (cap bytes captured).  0 or an rg_reject_why. */
@@ -81,7 +82,8 @@ static int parse_ip(const uint8_t *ip, uint32_t cap, int v6, pkt *k)
         if (cap < 20 || ip[0] >> 4 != 4) return RG_REJECT_CUT;
         uint32_t hl = (uint32_t)(ip[0] & 15) * 4u, tot = ld16(ip + 2);
         if (hl < 20 || tot < hl || cap < hl) return RG_REJECT_CUT;
-        if (!v4_unicast(ip + 12) || !v4_unicast(ip + 16)) return RG_REJECT_NO_ERROR;
+        const int loop = ip[9] == 6;
+        if (!v4_unicast(ip + 12, loop) || !v4_unicast(ip + 16, loop)) return RG_REJECT_NO_ERROR;
         uint16_t frag = ld16(ip + 6);
         if (frag & 0x1fff) return RG_REJECT_NO_ERROR; /* a non-initial fragment */
         k->first_frag = (frag & 0x2000) != 0;
@@ -92,7 +94,8 @@ static int parse_ip(const uint8_t *ip, uint32_t cap, int v6, pkt *k)
         return 0;
     }
     if (cap < 40 || ip[0] >> 4 != 6) return RG_REJECT_CUT;
-    if (!v6_unicast(ip + 8) || !v6_unicast(ip + 24)) return RG_REJECT_NO_ERROR;
+    /* loopback checked once the upper layer is known */
+    if (!v6_unicast(ip + 8, 1) || !v6_unicast(ip + 24, 1)) return RG_REJECT_NO_ERROR;
     uint32_t plen = ld16(ip + 4);
     /* a jumbogram (payload length 0, RFC 2675) counts what was captured */
     uint32_t tot = plen ? 40u + plen : cap;
@@ -116,6 +119,7 @@ static int parse_ip(const uint8_t *ip, uint32_t cap, int v6, pkt *k)
         off += len;
     }
     if (nh == 0 || nh == 43 || nh == 60 || nh == 44 || nh == 51) return RG_REJECT_CUT;
+    if (nh != 6 && (!v6_unicast(ip + 8, 0) || !v6_unicast(ip + 24, 0))) return RG_REJECT_NO_ERROR;
     if (off > tot) return RG_REJECT_CUT;
     k->l4off = off;
     k->proto = nh;

@@ -21,8 +21,9 @@
  * No reply (RFC 1122 section 3.2.2, RFC 4443 section 2.4 e): to an ICMP error or an ICMPv6
  * error (or a packet whose ICMP type was not captured), to a non-initial fragment, to a
  * datagram sent to a multicast or broadcast address (link or IP) or from an address that is
- * not a unicast host; nor to a first fragment of a TCP segment without ACK (SEG.LEN is not
- * known), nor to a packet that is cut before what the reply needs.
+ * not a single host (loopback addresses count as one for TCP only); nor to a first fragment
+ * of a TCP segment without ACK (SEG.LEN is not known), nor to a packet that is cut before
+ * what the reply needs.
  *
  * The replies keep the link header of the offending frame: on Ethernet the addresses are
  * swapped for the reply to the sender (and kept for the one to the receiver), 802.1Q tags
