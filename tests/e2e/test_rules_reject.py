@@ -14,12 +14,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from support.captures import REPO
 from support.oracle import TRACES, tshark_available
 from support.reject import (
+    Frame,
     Rule,
     check_icmp,
     check_rst,
@@ -101,14 +103,17 @@ def _run(binary: Path, pcap: Path, out: Path, *extra: str) -> dict[str, object]:
     return json.loads(proc.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def _judge(pcap: Path, out: Path) -> tuple[int, int]:
-    """Every output frame accounted for: (rejected frames, replies)."""
+def _judge(
+    pcap: Path, out: Path, rule_of: Callable[[int, Frame], Rule | None] | None = None
+) -> tuple[int, int]:
+    """Every output frame accounted for: (rejected frames, replies). rule_of(i, frame): the
+    rule that rejects input frame i (default: RULESET's)."""
     fin, fout = frames(pcap), frames(out)
     bin_, bout = [b for _, b in pcap_frames(pcap)], [b for _, b in pcap_frames(out)]
     assert len(fin) == len(bin_) and len(fout) == len(bout)
     j = nrej = nrep = 0
     for i, f in enumerate(fin):
-        rule = rejected(f, RULESET)
+        rule = rule_of(i, f) if rule_of else rejected(f, RULESET)
         if rule is None:
             assert j < len(bout) and bout[j] == bin_[i], f"input frame {i + 1}: not passed as is"
             j += 1
@@ -213,3 +218,120 @@ def test_clamp_mss_offline(tmp_path: Path, name: str) -> None:
         else:
             assert bout[k] == bin_[k], f"frame {k + 1} changed"
     assert clamped > 0
+
+
+# -- diagnostics ---------------------------------------------------------------------------------
+
+BAD = """\
+spec: {stack}
+rules:
+  - {{name: a, match: "tcp.dport == 1", action: {{reject: {{icmp: bogus}}}}}}
+  - {{name: b, match: "tcp.dport == 2", action: {{clamp-mss: 70000}}}}
+  - {{name: c, match: "tcp.dport == 3", action: {{rejct: {{both: true}}}}}}
+  - {{name: d, match: "tcp.dport == 4", action: {{reject: {{bth: true}}}}}}
+  - {{name: e, match: "tcp.dport == 5", action: {{clamp-mss: 0}}}}
+  - {{name: f, match: "tcp.dport == 6", action: rejectt}}
+"""
+BAD_EXPECTED = [
+    ("3:64", "RG006", "expected one of 'port' or 'admin', got the string 'bogus'", None),
+    ("4:60", "RG006", "expected a number at most 65535, got an integer", None),
+    ("5:49", "RG005", "unknown key 'rejct' in an action", "did you mean 'reject'"),
+    ("6:58", "RG005", "unknown key 'bth' in reject's options", "did you mean 'both'"),
+    ("7:60", "RG006", "expected a number at least 1", None),
+    ("8:48", "RG006", "'count' or 'reject', got the string 'rejectt'", "did you mean 'reject'"),
+]
+
+
+def test_reject_and_clamp_errors_are_positioned(tmp_path: Path) -> None:
+    f = tmp_path / "bad.rules.yaml"
+    f.write_text(BAD.format(stack=STACK), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "rubikgen", "validate", "--format", "json",
+                           str(f)], capture_output=True, text=True, env=ENV, timeout=300)  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    got = json.loads(proc.stdout)
+    diags = got["diagnostics"] if isinstance(got, dict) else got
+    where = {(f"{d['line']}:{d['col']}", d["code"]): d for d in diags}
+    for pos, code, msg, hint in BAD_EXPECTED:
+        d = where.get((pos, code))
+        assert d is not None, (pos, code, sorted(where))
+        assert msg in d["message"], d
+        if hint:
+            assert hint in (d.get("hint") or ""), d
+    assert len(diags) == len(BAD_EXPECTED), diags
+
+
+def test_clamp_mss_is_refused_in_a_reloadable_set(tmp_path: Path) -> None:
+    r = tmp_path / "c.rules.yaml"
+    r.write_text(CLAMP.format(stack=STACK), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "rubikgen", "build", str(STACK), "--rules", str(r),
+         "--rules-reload", "-o", str(tmp_path / "b")],
+        capture_output=True, text=True, env=ENV, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{r}:3:" in proc.stderr and "error[RG010]" in proc.stderr, proc.stderr
+    assert "clamp-mss is not available in a reloadable rule set" in proc.stderr
+
+
+# -- RG_REJECT from a network function ------------------------------------------------------------
+
+NF = r"""
+#include "rg/rg_nf_api.h"
+/* rejects the packet that opens each TCP instance (NF ABI minor 1) */
+static int on_open(void *nf, const rg_nf_ev *ev, void *st)
+{
+    (void)nf, (void)ev, (void)st;
+    return RG_REJECT_BOTH;
+}
+static const rg_nf_sub subs[] = {{"tcp", RG_NF_OPEN, on_open, 0}};
+static void *init(const rg_stack_desc *s, const rg_nf_kv *c, unsigned n, const rg_nf_host *h,
+                  char *e, size_t el)
+{
+    (void)s, (void)c, (void)n, (void)h, (void)e, (void)el;
+    static int self;
+    return &self;
+}
+static int fini(void *nf, char *e, size_t el)
+{
+    (void)nf, (void)e, (void)el;
+    return RG_OK;
+}
+RG_NF_EXPORT = {RG_NF_ABI_VERSION, sizeof(rg_nf_abi), "rejectopen", "reject TCP opens",
+                subs, 1, 0, init, fini, NULL};
+"""
+
+
+def test_an_nf_rejects(binary: Path, tmp_path: Path) -> None:
+    """An NF returning RG_REJECT_BOTH on `open` of the tcp layer: the first frame of every TCP
+    connection (tshark's first frame of each tcp.stream over IPv4) is answered like a
+    rejecting rule's, the rest pass."""
+    pcap = TRACES / "mixed-android-mobile.pcap"
+    if not pcap.exists():
+        pytest.skip(f"{pcap} not found (../shared/traces beside the checkout)")
+    src = tmp_path / "rejectopen.c"
+    src.write_text(NF, encoding="utf-8")
+    so = tmp_path / "rejectopen.so"
+    inc = REPO / "runtime-c" / "include"
+    subprocess.run(["cc", "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
+                    f"-I{inc}", str(src), "-o", str(so)], check=True)  # fmt: skip
+    empty = _build(tmp_path, "spec: {stack}\nrules: []\n", "plain")
+    out = tmp_path / "out.pcap"
+    proc = subprocess.run(
+        [str(empty), str(pcap), "--nf", str(so), "--summary", "json", "--write", str(out),
+         "--reject-rate", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    from support.oracle.tshark import _tshark
+
+    streams = _tshark(["-r", str(pcap), "-T", "fields", "-e", "tcp.stream", "-e", "ip.src"])
+    first: set[int] = set()
+    seen: set[str] = set()
+    for i, ln in enumerate(streams.splitlines()):
+        st, ip = (ln.split("\t") + [""])[:2]
+        if st and ip and st not in seen:
+            seen.add(st)
+            first.add(i)
+    opener = Rule("nf", lambda f: True, both=True)
+    nrej, nrep = _judge(pcap, out, lambda i, f: opener if i in first else None)
+    assert nrej == len(first) > 0 and nrep > 0
