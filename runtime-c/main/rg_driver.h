@@ -292,10 +292,10 @@ typedef struct rg_rejector {
 
 void rg_rejector_init(rg_rejector *r, uint64_t rate);
 void rg_rejector_free(rg_rejector *r);
-/* Frame f got the reject verdict v: its replies, written to w (NULL: none) and, inline (src,
- * ops non-NULL), queued for rg_rejector_flush; i is f's index in the burst. */
-void rg_rejector_answer(rg_rejector *r, const rg_frame *f, int v, rg_writer *w, rg_source *src,
-                        const rg_source_ops *ops, unsigned i);
+/* Frame f got the reject verdict v: its replies, written to w (NULL: none) and, inline
+ * (in_if >= 0: the interface f came in on, rg_source_ops.origin), queued for
+ * rg_rejector_flush. */
+void rg_rejector_answer(rg_rejector *r, const rg_frame *f, int v, rg_writer *w, int in_if);
 /* Inline: the queued replies sent (after ops->forward of their burst). */
 void rg_rejector_flush(rg_rejector *r, rg_source *src, const rg_source_ops *ops);
 

@@ -18,8 +18,7 @@ void rg_rejector_free(rg_rejector *r)
     r->nq = 0;
 }
 
-void rg_rejector_answer(rg_rejector *r, const rg_frame *f, int v, rg_writer *w, rg_source *src,
-                        const rg_source_ops *ops, unsigned i)
+void rg_rejector_answer(rg_rejector *r, const rg_frame *f, int v, rg_writer *w, int in_if)
 {
     r->rejected++;
     /* the bucket is asked only for packets that have an answer: a flood of ICMP errors
@@ -33,12 +32,11 @@ void rg_rejector_answer(rg_rejector *r, const rg_frame *f, int v, rg_writer *w, 
         return;
     }
     r->answered++;
-    const int inl = src && ops && ops->forward_one && ops->origin;
+    const int inl = in_if >= 0;
     if (inl && !r->q) {
         r->q = malloc(sizeof *r->q * 2u * RG_BURST_MAX);
         if (!r->q) return;
     }
-    const unsigned in_if = inl ? ops->origin(src, i) : 0;
     for (unsigned k = 0; k < r->out.n; k++) {
         rg_frame rf = {r->out.frame[k], r->out.len[k], r->out.len[k], f->ts_ns, f->dlt};
         r->replies++;
@@ -47,7 +45,7 @@ void rg_rejector_answer(rg_rejector *r, const rg_frame *f, int v, rg_writer *w, 
             struct rg_reject_q *x = &r->q[r->nq++];
             /* forward_one sends to the peer of `from`: the sender's interface is the peer of
              * the other one */
-            x->from = r->out.to_receiver[k] ? in_if : 1u - in_if;
+            x->from = r->out.to_receiver[k] ? (unsigned)in_if : 1u - (unsigned)in_if;
             x->len = rf.len;
             x->ts_ns = rf.ts_ns;
             x->dlt = rf.dlt;

@@ -149,6 +149,19 @@ def test_reject_replies_on_real_captures(binary: Path, tmp_path: Path, name: str
     assert summary["written"] == len(pcap_frames(pcap)) - nrej
 
 
+def test_reject_replies_with_workers(binary: Path, tmp_path: Path) -> None:
+    """--workers 2 --write: the reading thread writes each rejected frame's replies in its
+    place, as one context does: the same frames tshark judged above."""
+    pcap = TRACES / "mixed-android-mobile.pcap"
+    if not pcap.exists():
+        pytest.skip(f"{pcap} not found (../shared/traces beside the checkout)")
+    out = tmp_path / "out.pcap"
+    summary = _run(binary, pcap, out, "--reject-rate", "0", "--workers", "2")
+    nrej, nrep = _judge(pcap, out)
+    rej = summary["reject"]
+    assert isinstance(rej, dict) and (rej["rejected"], rej["replies"]) == (nrej, nrep)
+
+
 def test_reject_replies_on_a_crafted_capture(binary: Path, tmp_path: Path) -> None:
     pcap = tmp_path / "crafted.pcap"
     write_pcap(pcap, crafted_frames())

@@ -126,12 +126,17 @@ def _curl(box: Box, port: int, out: Path) -> subprocess.CompletedProcess[str]:
                           f"http://{SERVER}:{port}/blob")  # fmt: skip
 
 
-def test_rejected_tcp_port_is_refused(box: Box, binary: Path, www: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [None, 2])
+def test_rejected_tcp_port_is_refused(
+    box: Box, binary: Path, www: Path, tmp_path: Path, workers: int | None
+) -> None:
+    # --workers 2: the workers judge, the reading thread sends the frames and the replies on
     # the server answers on 8081 itself (from its own namespace): only the box refuses it
     local = box.server.run("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
                            f"http://{SERVER}:8081/blob")  # fmt: skip
     assert local.stdout == "200", local.stderr
-    with inline(box, binary, tmp_path) as summary:
+    extra = ["--workers", str(workers)] if workers else []
+    with inline(box, binary, tmp_path, *extra) as summary:
         ok = _curl(box, 8080, tmp_path / "got")
         refused = _curl(box, 8081, tmp_path / "no")
     assert ok.returncode == 0, ok.stderr
