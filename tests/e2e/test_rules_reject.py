@@ -191,6 +191,16 @@ def test_reject_rate_limit(binary: Path, tmp_path: Path) -> None:
         40, 10, 20, 30)  # fmt: skip
     fout = frames(out)
     assert len(fout) == 20 and all(num(f, "tcp.flags") & 0x04 for f in fout)
+    # `rubikgen run --reject-rate` passes the limit on to the binary (the same build reused)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rubikgen", "run", str(STACK), str(pcap), "--rules",
+         str(binary.parent.parent / "b.rules.yaml"), "--build-dir", str(binary.parent), "--nf",
+         "none", "--summary", "json", "--quiet", "--write", str(tmp_path / "run.pcap"),
+         "--reject-rate", "10"],
+        capture_output=True, text=True, env=ENV, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["reject"] == rej
 
 
 CLAMP = """\
