@@ -1,7 +1,7 @@
 """Cost of rules compiled into the TCP/IP stack (BENCHMARKS.md "Rules").
 
     python bench/rules.py [--connections 2000] [--sizes 0 1 10 100 1000] [--rewrite] [--reload]
-                          [--out FILE.md]
+                          [--actions] [--out FILE.md]
 
 Generates workload a of bench/gen.py (HTTP-like connections, 9 packets each), builds
 specs/stacks/tcp_ip.yaml -O2 plain and with rule sets of N rules (half exact 5-tuple matches,
@@ -11,6 +11,10 @@ bench/run.py does: the second pass's processing loop of `BINARY CAPTURE --bench 
 --nf count` (the dump part between its clock reads) divided by the packets. With a rewrite
 rule (`--rewrite`, needs the generated setters) every packet is also rewritten. `--reload` also
 builds each size `--rules-reload` (the rule set called through one pointer, docs/rules.md).
+`--actions` adds one-rule sets with the reject and clamp-mss actions (never hit, every SYN
+rejected, every SYN and SYN-ACK clamped), and the cost of building and writing the replies:
+callgrind's inclusive instructions of the driver's rg_rejector_answer in a `--write` run,
+per rejected packet.
 """
 
 from __future__ import annotations
@@ -52,6 +56,42 @@ def rules_text(n: int, seed: int = 1, rewrite: bool = False) -> str:
     if rewrite:
         lines.append('  - {name: every, match: "tcp", action: {rewrite: {ip.ttl: 33}}}')
     return "\n".join(lines) + "\n"
+
+
+# one-rule sets of the actions that answer or rewrite (--actions): workload a's SYNs and
+# SYN-ACKs carry an MSS of 1460; no packet goes to port 7
+ACTIONS = {
+    "reject, never hit": '{name: rej, match: "tcp.dport == 7", action: reject}',
+    "reject every SYN": '{name: rej, match: "tcp.syn && !tcp.ack", action: reject}',
+    "clamp-mss 1360 (every SYN, SYN-ACK)": '{name: clamp, match: "tcp.syn", action: {clamp-mss: 1360}}',
+}
+
+
+def action_rules(rule: str) -> str:
+    return f"spec: {STACK}\nrules:\n  - {rule}\n"
+
+
+def reply_cost(binary: Path, capture: Path) -> tuple[float, float, int]:
+    """Inclusive instructions of rg_rejector_answer (replies built and written) and of
+    rg_reject_build (built) per rejected packet, in a --write run."""
+    with tempfile.TemporaryDirectory(prefix="rg-rules-cg-") as tmp:
+        out = Path(tmp) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(binary),
+               str(capture), "--nf", "none", "--summary", "json", "--reject-rate", "0",
+               "--write", str(Path(tmp) / "w.pcap")]  # fmt: skip
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"callgrind failed: {p.stderr[-1000:]}")
+        rejected = int(json.loads(p.stdout.strip().splitlines()[-1])["reject"]["rejected"])
+        ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        got = []
+        for fn in ("rg_rejector_answer", "rg_reject_build"):
+            m = re.search(rf"^\s*([\d,]+)\s.*\b{fn}\b", ann, re.M)
+            if m is None:
+                raise SystemExit(f"callgrind_annotate: no {fn}")
+            got.append(int(m.group(1).replace(",", "")) / rejected)
+        return got[0], got[1], rejected
 
 
 def build(out: Path, rules: Path | None, reload: bool = False) -> Path:
@@ -98,6 +138,9 @@ def main() -> int:
         action="store_true",
         help="also each size built --rules-reload (the rule set called through a pointer)",
     )
+    ap.add_argument(
+        "--actions", action="store_true", help="also reject and clamp-mss (one rule each)"
+    )
     ap.add_argument("--build-dir", default=str(REPO / "build" / "bench-rules"))
     ap.add_argument("--out", help="also write the table here (Markdown)")
     args = ap.parse_args()
@@ -130,9 +173,23 @@ def main() -> int:
         ipp, pkts = instructions_per_packet(build(out, rules, rl), capture)
         rows.append((label, ipp))
         print(f"{label:36} {ipp:9.1f} instructions/packet ({pkts} packets)", flush=True)
+    for k, (label, rule) in enumerate(ACTIONS.items() if args.actions else []):
+        rules = bdir / f"act{k}.yaml"
+        rules.write_text(action_rules(rule), encoding="utf-8")
+        binary = build(bdir / f"act{k}", rules)
+        ipp, pkts = instructions_per_packet(binary, capture)
+        rows.append((label, ipp))
+        print(f"{label:36} {ipp:9.1f} instructions/packet ({pkts} packets)", flush=True)
+        if label == "reject every SYN":
+            per, built, n = reply_cost(binary, capture)
+            print(f"{'  replies (--write), per reject':36} {per:9.1f} instructions, "
+                  f"{built:.1f} of them building the RST ({n} rejects)")  # fmt: skip
+            rows.append((f"+ the RST (--write), per rejected SYN: {per:,.0f} instructions, "
+                         f"{built:,.0f} of them building it (rg_reject_build)", float("nan")))  # fmt: skip
     base = rows[0][1]
     table = ["| configuration | instructions/packet | vs plain |", "|---|---:|---:|"]
-    table += [f"| {label} | {ipp:,.0f} | {ipp / base:.2f}x |" for label, ipp in rows]
+    table += [f"| {label} | {ipp:,.0f} | {ipp / base:.2f}x |" if ipp == ipp else f"| {label} | | |"
+              for label, ipp in rows]  # fmt: skip
     text = "\n".join(table) + "\n"
     print(text)
     if args.out:

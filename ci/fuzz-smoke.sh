@@ -5,7 +5,7 @@
 #   bash ci/fuzz-smoke.sh              every harness for RG_FUZZ_SECONDS (default 30) seconds
 #   RG_FUZZ_SECONDS=3600 RG_FUZZ_STACKS="tcp_ip sctp" bash ci/fuzz-smoke.sh    a long run
 #
-# Harnesses: fuzz_pcap (the capture reader), fuzz_control (the control socket's requests), ci/fuzz_specs.py (the spec front-end, atheris) and
+# Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), ci/fuzz_specs.py (the spec front-end, atheris) and
 # fuzz_stack for each stack of RG_FUZZ_STACKS
 # (default: tcp_ip sctp quic: TCP/IP with IPv4/IPv6 fragments and TCP reassembly, SCTP, QUIC with
 # Initial decryption; CI's time budget leaves the others, e.g. tcp_ip_tunnels, gtp, pptp,
@@ -42,6 +42,9 @@ $PY ci/fuzz_seeds.py "$OUT/seeds" >/dev/null
 harnesses=()
 $CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_pcap.c "${objs[@]}" $LIBS -o "$OUT/fuzz_pcap"
 harnesses+=("pcap:pcap")
+# the replies of a reject (rg_reject.c): any frame of any link type
+$CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_reject.c "${objs[@]}" $LIBS -o "$OUT/fuzz_reject"
+harnesses+=("reject:reject")
 # the control socket's request parser (no seeds of its own: a few requests of the protocol)
 mkdir -p "$OUT/seeds/control"
 printf 'list\n' >"$OUT/seeds/control/list"

@@ -5,7 +5,9 @@
 OUT_DIR/stack: inputs of runtime-c/fuzz/fuzz_stack.c: a link kind byte, then up to FRAMES
 consecutive frames of one capture as [u16 len][u32 time delta in microseconds][bytes] (little
 endian), a few windows per capture. OUT_DIR/pcap: inputs of fuzz_pcap.c: each capture's file
-header and first records (pcap) or blocks (pcapng), at most MAX_FILE bytes.
+header and first records (pcap) or blocks (pcapng), at most MAX_FILE bytes. OUT_DIR/reject:
+inputs of fuzz_reject.c: [u16 link type, little endian][flags byte][one frame], a few frames
+per capture.
 """
 
 from __future__ import annotations
@@ -90,6 +92,12 @@ def stack_seeds(data: bytes) -> Iterator[bytes]:
         yield b"".join(out)
 
 
+def reject_seeds(data: bytes) -> Iterator[bytes]:
+    recs = list(records(data))
+    for _link, _ts, frame, _ in recs[:: max(1, len(recs) // WINDOWS)]:
+        yield struct.pack("<HB", _link, len(frame) & 3) + frame[:MAX_FRAME]
+
+
 def pcap_seed(data: bytes) -> bytes:
     end = 0
     for _, _, _, off in records(data):
@@ -101,9 +109,9 @@ def pcap_seed(data: bytes) -> bytes:
 
 def main(argv: list[str]) -> int:
     out = Path(argv[1]) if len(argv) > 1 else REPO / "build" / "fuzz" / "seeds"
-    for sub in ("stack", "pcap"):
+    for sub in ("stack", "pcap", "reject"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-    n = {"stack": 0, "pcap": 0}
+    n = {"stack": 0, "pcap": 0, "reject": 0}
 
     def put(sub: str, blob: bytes) -> None:
         (out / sub / hashlib.sha1(blob).hexdigest()).write_bytes(blob)
@@ -115,6 +123,8 @@ def main(argv: list[str]) -> int:
             try:
                 for seed in stack_seeds(data):
                     put("stack", seed)
+                for seed in reject_seeds(data):
+                    put("reject", seed)
             except (struct.error, IndexError):  # a capture this cutter cannot read: skip it
                 pass
             put("pcap", pcap_seed(data))

@@ -187,7 +187,7 @@ def build(
     # checksum (`checksum_bad` reads the header's span), or when a set loaded at run time
     # may (reloadable builds)
     spans = isinstance(rules, Reloadable) or (
-        rules is not None and any(r.action == "rewrite" for r in rules.rules)
+        rules is not None and any(r.action in ("rewrite", "clamp-mss") for r in rules.rules)
     )
     spans = spans or (rb is not None and rb.reads_checksums())
     setters = Setters(S, list(layers.values()), always=spans)

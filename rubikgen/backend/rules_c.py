@@ -28,6 +28,17 @@ if TYPE_CHECKING:
     from .layer_c import LayerC
 
 VERDICT = {"drop": "RG_DROP", "drop-flow": "RG_DROP_FLOW"}
+# reject: the verdict by its flags (rg_api.h, rg_reject.h RG_REJECT_F_*)
+REJECT = ("RG_REJECT", "RG_REJECT_BOTH", "RG_REJECT_ADMIN", "RG_REJECT_MAX")
+# actions with C to run (pass and count only count)
+ACTING = ("drop", "drop-flow", "rewrite", "reject", "clamp-mss")
+
+
+def verdict_of(r: RuleIR) -> str | None:
+    """The verdict a rule gives (C), None for the actions that give none."""
+    if r.action == "reject":
+        return REJECT[r.reject_flags & 3]
+    return VERDICT.get(r.action)
 
 
 @dataclass
@@ -496,7 +507,7 @@ class RulesC:
             out.append("        }")
         out.append(f"        if (best_ < {n}u) {{")
         out.append("            ctx->rule_hits[best_]++;")
-        acts = [r for r in self.rs.rules if r.action in VERDICT or r.action == "rewrite"]
+        acts = [r for r in self.rs.rules if r.action in ACTING]
         if acts:
             out.append("            switch (best_) {")
             for r in acts:
@@ -519,9 +530,15 @@ class RulesC:
         return f"{{ static const uint8_t v_[{n}] = {{{b}}}; {fn}(ctx, v_); }}"
 
     def _action(self, r: RuleIR) -> list[str]:
-        if r.action in VERDICT:
+        verdict = verdict_of(r)
+        if verdict is not None:
             fi = "fi_" if self.inst else "NULL"
-            return [f"rg_verdict_give(&ctx->verdict, {fi}, {VERDICT[r.action]});"]
+            return [f"rg_verdict_give(&ctx->verdict, {fi}, {verdict});"]
+        if r.action == "clamp-mss":
+            # every TCP layer of the packet whose header is in the frame (rg_tcp_clamp_mss:
+            # SYN and SYN-ACK only, a larger MSS only; checksums fixed up, RFC 1624)
+            return [f"{self.S}__rules_clamp_mss(ctx, {self.lcs[ly].index}u, {r.clamp_mss}u); "
+                    f"/* {ly} */" for ly in r.clamp_layers if ly in self.lcs]  # fmt: skip
         fwd = [self._set(f, v) for f, v in r.rewrite]
         if not (r.stateful and self.inst):
             return fwd
@@ -643,9 +660,32 @@ class RulesC:
         """A rule reads `LAYER.checksum_bad` (verified from the header's span)."""
         return any(f.virtual for fs in self.fields.values() for f in fs)
 
+    def clamp_support(self) -> str:
+        """`S__rules_clamp_mss(ctx, layer, mss)`: rg_tcp_clamp_mss on the current packet."""
+        S = self.S
+        out = [] if self.reads_checksums() else [
+            f"struct {S}_ctx;",
+            f"static void {S}__csum_pkt(struct {S}_ctx *ctx, rg_csum_pkt *c); /* below */",
+        ]  # fmt: skip
+        return "\n".join([
+            *out,
+            f"static RG_MAYBE_UNUSED void {S}__rules_clamp_mss(void *vctx, unsigned layer, "
+            "unsigned mss)",
+            "{",
+            "    rg_csum_pkt c;",
+            f"    {S}__csum_pkt((struct {S}_ctx *)vctx, &c);",
+            "    (void)rg_tcp_clamp_mss(&c, layer, (uint16_t)mss);",
+            "}",
+        ])  # fmt: skip
+
+    def clamps(self) -> bool:
+        """A rule clamps the MSS (writes the frame through the spans)."""
+        return any(r.action == "clamp-mss" for r in self.rs.rules)
+
     def support(self) -> str:
         virt = self.reads_checksums()
         csum = self.csum_support() + "\n" if virt else ""
+        csum += self.clamp_support() + "\n" if self.clamps() else ""
         rec = csum + (f"/* an ended instance a stateful rule took (rules' linger table) */\n"
                f"struct {self.S}__rl_rec {{\n    uint32_t rule; /* 1 + rule | dir << 31 */\n}};\n")  # fmt: skip
         return rec + self._support()

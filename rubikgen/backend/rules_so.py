@@ -30,7 +30,7 @@ from rubikgen.front.diagnostics import Diagnostic
 from rubikgen.rules.ir import RELOAD_COPY_BYTES, FieldRef, Lit, RuleIR, RuleSet
 
 from .layer_c import c_comment, c_string
-from .rules_c import VERDICT, RulesC
+from .rules_c import ACTING, RulesC, verdict_of
 
 if TYPE_CHECKING:
     from .layer_c import LayerC
@@ -175,8 +175,9 @@ class RulesUnit(RulesC):
         )
 
     def _action(self, r: RuleIR) -> list[str]:
-        if r.action in VERDICT:
-            return [f"rg_verdict_give(v->verdict, v->fi, {VERDICT[r.action]});"]
+        verdict = verdict_of(r)
+        if verdict is not None:
+            return [f"rg_verdict_give(v->verdict, v->fi, {verdict});"]
         return super()._action(r)
 
     def unit(self, symbol: str | None) -> str:
@@ -242,7 +243,7 @@ class RulesUnit(RulesC):
             "    switch (rule) {",
         ]
         for r in rs.rules:
-            if r.action in VERDICT or r.action == "rewrite":
+            if r.action in ACTING:  # (clamp-mss is refused in reloadable sets: check.py)
                 out.append(f"    case {r.index}u: /* {c_comment(self._where(r))} */")
                 out += ["        " + x for x in self._action(r)]
                 out.append("        break;")

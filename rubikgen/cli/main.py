@@ -200,6 +200,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--checksums", action="store_true", help="verify and count bad checksums")
     r.add_argument(
+        "--reject-rate",
+        metavar="N",
+        type=int,
+        help="answer at most N rejected packets a second (default 100, 0: no limit)",
+    )
+    r.add_argument(
         "--quiet",
         action="store_true",
         help="no progress bar (shown on a terminal for a capture file: docs/operating.md)",
@@ -841,7 +847,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     cmd += _memcap_args(args)
     if args.community_id_seed is not None:
         cmd += ["--community-id-seed", str(args.community_id_seed)]
-    cmd += [*(["--write", args.write] if args.write else []), *args.extra]
+    cmd += [*(["--write", args.write] if args.write else [])]
+    cmd += [*(["--reject-rate", str(args.reject_rate)] if args.reject_rate is not None else [])]
+    cmd += args.extra
     if so_rules:
         from rubikgen.rules.reload_cli import compile_for_run, recompile_on_hup
 

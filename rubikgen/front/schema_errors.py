@@ -157,12 +157,14 @@ _MODEL_WORDS = {
     "LayerInst": "a layer",
     "Edge": "an edge",
     "Handler": "a handler",
+    "RejectOptions": "reject's options",
 }
 
 # Keys that select the kind of a header step or statement (see the models' discriminators).
 _TAG_KEYS = {
     "step": ("a header step", ("if", "elif", "else", "any_until")),
     "statement": ("a statement", ("if", "elif", "else", "callback", "transform")),
+    "action": ("an action", ("rewrite", "reject", "clamp-mss")),
 }
 
 
@@ -264,7 +266,7 @@ def convert(
         ):
             # A union member matched the shape and reported deeper errors: those are the useful ones.
             continue
-        custom = [e for e in errs if e["type"] in ("step", "statement")]
+        custom = [e for e in errs if e["type"] in _TAG_KEYS]
         if custom:
             what, tags = _TAG_KEYS[custom[0]["type"]]
             close: list[Any] = (
@@ -308,6 +310,10 @@ def convert(
             elif e["type"] == "too_long":
                 n = e["ctx"]["max_length"]
                 wants.append(f"at most {n} item{'s' if n != 1 else ''}")
+            elif e["type"] in ("less_than_equal", "greater_than_equal"):
+                bound = "at most" if e["type"] == "less_than_equal" else "at least"
+                lim = e["ctx"]["le" if e["type"] == "less_than_equal" else "ge"]
+                wants.append(f"a number {bound} {lim}")
             elif e["type"] in _TYPE_WORDS and _TYPE_WORDS[e["type"]]:
                 wants.append(_TYPE_WORDS[e["type"]] or "")
             else:

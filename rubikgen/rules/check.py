@@ -361,7 +361,25 @@ def check(
         got = c.expr(text, (*base, "match"))
         act = r["action"]
         rewrites: list[tuple[FieldRef, int]] = []
-        if isinstance(act, dict):
+        flags, mss, tcp_layers = 0, 0, []
+        if isinstance(act, str) and act == "reject":
+            pass
+        elif isinstance(act, dict) and "reject" in act:
+            opts = act["reject"] or {}
+            flags = (1 if opts.get("both") else 0) | (2 if opts.get("icmp") == "admin" else 0)
+            act = "reject"
+        elif isinstance(act, dict) and "clamp-mss" in act:
+            mss = int(act["clamp-mss"])
+            tcp_layers = [n for n, p in sf.protocols.items() if p == "tcp"]
+            if reloadable:
+                c.err("RG010", "clamp-mss is not available in a reloadable rule set "
+                      "(--rules-reload)", (*base, "action", "clamp-mss"),
+                      hint="build without --rules-reload to clamp the MSS")  # fmt: skip
+            elif not tcp_layers and checker is _Checker:
+                c.err("RG012", f"stack {sf.stack} has no TCP layer: clamp-mss has nothing to "
+                      "clamp", (*base, "action", "clamp-mss"))  # fmt: skip
+            act = "clamp-mss"
+        elif isinstance(act, dict):
             for fname, v in act["rewrite"].items():
                 where = (*base, "action", "rewrite", fname)
                 ref = c.field(fname, where, None, None)
@@ -380,7 +398,7 @@ def check(
             continue
         line = smap.pos(base).line
         out.append(RuleIR(i, name, line, text, got[0], got[1], act, rewrites,
-                          bool(r.get("stateful", False))))  # fmt: skip
+                          bool(r.get("stateful", False)), flags, mss, tcp_layers))  # fmt: skip
     errors = [d for d in c.diags if d.severity == "error"]
     if errors:
         return None, c.diags

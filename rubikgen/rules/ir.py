@@ -60,9 +60,14 @@ class RuleIR:
     match_text: str
     expr: Expr
     refs: dict[tuple[int, int], Resolved]  # Name (start, end) -> what it names
-    action: str  # pass | drop | drop-flow | count | rewrite
+    action: str  # pass | drop | drop-flow | count | rewrite | reject | clamp-mss
     rewrite: list[tuple[FieldRef, int]] = field(default_factory=list)
     stateful: bool = False
+    # reject: RG_REJECT_F_* (1: reset the receiver too, 2: ICMP administratively prohibited)
+    reject_flags: int = 0
+    # clamp-mss: the largest MSS, and the TCP layers whose SYNs it applies to
+    clamp_mss: int = 0
+    clamp_layers: list[str] = field(default_factory=list)
 
     def ref(self, n: Name) -> Resolved:
         return self.refs[(n.start, n.end)]

@@ -11,6 +11,7 @@
 #include "rg/rg_api.h"
 #include "rg/rg_entry.h"
 #include "rg/rg_nf_registry.h"
+#include "rg/rg_reject.h"
 #include "rg/rg_source.h"
 #include "rg_counter.h"
 
@@ -74,6 +75,7 @@ typedef struct opts {
     /* --overlap-policy: per layer index, enum rg_seq_policy + 1 (0 = the spec's) */
     uint8_t overlap_policy[RG_DRIVER_MAX_LAYERS];
     int overlap_set;
+    uint64_t reject_rate; /* --reject-rate N: rejects answered per second (0: no limit) */
 } opts;
 
 /* The stack context's configuration the options ask for, with observer obs: the one place
@@ -252,6 +254,7 @@ typedef struct rg_writer {
     void *dead, *d;      /* pcap_t, pcap_dumper_t */
     uint64_t written;    /* frames written */
     uint64_t other_link; /* passed frames of another link type: not written */
+    uint64_t replies;    /* reject replies written (not in written) */
 } rg_writer;
 
 /* RG_OK, or an error with the message in err. */
@@ -259,6 +262,42 @@ int rg_writer_open(rg_writer *w, const char *path, int dlt, char *err, size_t er
 void rg_writer_put(rg_writer *w, const rg_frame *f);
 /* Flush and close; RG_OK or RG_EIO (message printed).  No-op if not open. */
 int rg_writer_close(rg_writer *w, const char *prog);
+
+/* Write a reply a reject verdict asked for (rg_rejector): counted in replies, not written. */
+void rg_writer_put_reply(rg_writer *w, const rg_frame *f);
+
+/* ---- rejects (rg_rejector.c) ----
+ * The frames a reject verdict (RG_REJECT...) answers with, rate-limited: --write writes them
+ * right after the packet's place, --inline sends them, after the burst is forwarded, out of
+ * the interface the packet came in on (the receiver's RST out of the other one). */
+typedef struct rg_rejector {
+    rg_reject_rate rate;
+    uint64_t rejected;     /* packets a reject verdict dropped */
+    uint64_t answered;     /* ... that got replies */
+    uint64_t replies;      /* frames sent or written */
+    uint64_t limited;      /* ... that got none: --reject-rate */
+    uint64_t unanswerable; /* ... that got none: rg_reject.h's rules (an ICMP error, ...) */
+    uint64_t sent_inline;  /* replies given to the source (forward_one counts them as tx) */
+    rg_reject_out out;     /* the last packet's replies */
+    /* --inline: the replies of the burst, sent after it is forwarded */
+    struct rg_reject_q {
+        unsigned from; /* the interface they go out of is this one's peer (forward_one) */
+        uint32_t len;
+        uint64_t ts_ns;
+        int dlt;
+        uint8_t data[RG_REJECT_FRAME_MAX];
+    } * q;
+    unsigned nq;
+} rg_rejector;
+
+void rg_rejector_init(rg_rejector *r, uint64_t rate);
+void rg_rejector_free(rg_rejector *r);
+/* Frame f got the reject verdict v: its replies, written to w (NULL: none) and, inline
+ * (in_if >= 0: the interface f came in on, rg_source_ops.origin), queued for
+ * rg_rejector_flush. */
+void rg_rejector_answer(rg_rejector *r, const rg_frame *f, int v, rg_writer *w, int in_if);
+/* Inline: the queued replies sent (after ops->forward of their burst). */
+void rg_rejector_flush(rg_rejector *r, rg_source *src, const rg_source_ops *ops);
 
 /* ---- the observer: the counters, then the chosen NF ---- */
 
@@ -292,6 +331,7 @@ typedef struct summary {
     const rg_writer *writer;      /* --write: what was written; NULL = no --write */
     const rg_source_stats *tx;    /* --inline: what went on to the peer; NULL = not inline */
     const uint64_t *worker_flows; /* --workers: the instances each worker opened, or NULL */
+    const rg_rejector *reject;    /* --write or --inline: the rejects answered; NULL = none */
 } summary;
 
 uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);

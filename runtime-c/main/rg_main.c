@@ -228,6 +228,8 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
             return 1;
         }
     }
+    rg_rejector rj;
+    rg_rejector_init(&rj, o->reject_rate);
     rg_frame burst[RG_BURST_MAX];
     const unsigned nb = (unsigned)o->burst;
     int n, status = 0;
@@ -251,10 +253,19 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                 /* a frame no entry layer takes passes (a middlebox forwards what it does
                  * not inspect) */
                 const int fed = rg_feed(&fd, &burst[i]);
-                drop[i] = rg_frame_verdict(stack, r.ctx, r.chain, fed) >= RG_DROP;
+                const int v = rg_frame_verdict(stack, r.ctx, r.chain, fed);
+                drop[i] = v >= RG_DROP;
                 if (!drop[i] && o->write) rg_writer_put(&w, &burst[i]);
+                /* the replies where the packet was (--write), or after the burst (inline) */
+                if (v >= RG_REJECT) {
+                    const int in_if = o->inline_mode && r.io->origin && r.io->forward_one
+                                          ? (int)r.io->origin(r.src, (unsigned)i)
+                                          : -1;
+                    rg_rejector_answer(&rj, &burst[i], v, o->write ? &w : NULL, in_if);
+                }
             }
             if (o->inline_mode) r.io->forward(r.src, drop, (unsigned)n);
+            if (rj.nq) rg_rejector_flush(&rj, r.src, r.io);
         } else {
             rg_feed_burst(&fd, burst, (unsigned)n);
         }
@@ -262,6 +273,8 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
     }
     rg_source_stats sst;
     r.io->stats(r.src, &sst);
+    /* forwarded: the frames that went on; the replies are counted as the rejects' */
+    sst.tx_frames -= rj.sent_inline < sst.tx_frames ? rj.sent_inline : sst.tx_frames;
     if (n == RG_SRC_ERROR) {
         /* keep what was read: flush and report it, but fail */
         fprintf(stderr, "%s: %s: packet %" PRIu64 ": %s\n", o->prog, o->capture, fd.pkts + 1,
@@ -309,8 +322,10 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .li = &lm.m[0].li,
                  .has_dropped = (r.io->caps & RG_SRC_CAP_ARRIVAL_TS) != 0,
                  .dropped = sst.dropped,
-                 .tx = o->inline_mode ? &sst : NULL};
+                 .tx = o->inline_mode ? &sst : NULL,
+                 .reject = o->write || o->inline_mode ? &rj : NULL};
     rg_print_summary(o, stack, &s);
+    rg_rejector_free(&rj);
     fflush(stdout);
     if (o->stats && stack->stats) rg_stats_print(stack->stats(r.ctx), stderr);
     run_free(o, stack, &r);

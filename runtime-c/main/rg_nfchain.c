@@ -928,7 +928,7 @@ void rg_chain_batch_end(void *self)
             ref.e = e;
             e->ev.host_ref = &ref;
             int v = sl->abi->subs[sub].fn(sl->self, &e->ev, st);
-            if (v > verdict && v <= RG_DROP_FLOW) {
+            if (v > verdict && v <= RG_REJECT_MAX) { /* others: not a verdict */
                 verdict = v;
                 vflow = live_of(ch, e);
             }

@@ -132,7 +132,9 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           out);
     fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
           "  --write FILE     write the packets that pass (the verdict of handlers and NFs:\n"
-          "                   not drop), after the stack ran, to a pcap (nanosecond) file\n",
+          "                   not drop), after the stack ran, to a pcap (nanosecond) file\n"
+          "  --reject-rate N  answer at most N rejected packets a second (RSTs, ICMP\n"
+          "                   unreachables; by packet time; default 100, 0: no limit)\n",
           out);
     for (const rg_nf_desc *const *d = rg_nf_table; *d; d++)
         if ((*d)->flag)
@@ -320,7 +322,8 @@ enum {
     O_BURST,
     O_PREFETCH_ALWAYS,
     O_PREFETCH_RECORDS,
-    O_IPFIX,                             /* --ipfix: the ipfix NF after --nf's (rg_chain.c) */
+    O_IPFIX, /* --ipfix: the ipfix NF after --nf's (rg_chain.c) */
+    O_REJECT_RATE,
     O_NF_FLAG,                           /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
     O_SRC_OPT = O_NF_FLAG + MAX_NF_FLAGS /* O_SRC_OPT + i: srcopt[i] */
 };
@@ -370,6 +373,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"stats-fd", required_argument, NULL, O_LIVE},
         {"metrics", required_argument, NULL, O_LIVE},
         {"burst", required_argument, NULL, O_BURST},
+        {"reject-rate", required_argument, NULL, O_REJECT_RATE},
         {"prefetch-always", no_argument, NULL, O_PREFETCH_ALWAYS},
         {"prefetch-records", no_argument, NULL, O_PREFETCH_RECORDS},
         {"ipfix", required_argument, NULL, O_IPFIX},
@@ -473,6 +477,7 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
     o->full = 1; /* run directly, the whole summary (rubikgen run asks for text) */
     o->passes = DEFAULT_PASSES;
     o->burst = RG_BURST;
+    o->reject_rate = 100;
     optind = 0; /* full reset: rg_main may run more than once in a process */
     /* everything after a "--" is the source's (DPDK's EAL arguments): getopt
      * would mix it with CAPTURE */
@@ -654,6 +659,9 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_PASSES:
             if (parse_num(optarg, 1, 1000000, &o->passes)) bad = "--passes";
             o->passes_set = 1;
+            break;
+        case O_REJECT_RATE:
+            if (parse_num(optarg, 0, 1000000000, &o->reject_rate)) bad = "--reject-rate";
             break;
         case O_BURST:
             if (parse_num(optarg, 1, RG_BURST_MAX, &o->burst)) bad = "--burst";

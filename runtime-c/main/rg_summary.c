@@ -184,6 +184,11 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     if (s->tx)
         printf("\"forwarded\":%" PRIu64 ",\"withheld\":%" PRIu64 ",\"tx_failed\":%" PRIu64 ",",
                s->tx->tx_frames, s->tx->tx_withheld, s->tx->tx_failed);
+    if (s->reject && s->reject->rejected)
+        printf("\"reject\":{\"rejected\":%" PRIu64 ",\"answered\":%" PRIu64 ",\"replies\":%" PRIu64
+               ",\"rate_limited\":%" PRIu64 ",\"unanswerable\":%" PRIu64 ",\"rate\":%" PRIu64 "},",
+               s->reject->rejected, s->reject->answered, s->reject->replies, s->reject->limited,
+               s->reject->unanswerable, o->reject_rate);
     if (s->nworkers) {
         fputs("\"workers\":[", stdout);
         for (unsigned w = 0; w < s->nworkers; w++)
@@ -228,6 +233,18 @@ static void io_text(const opts *o, const summary *s)
         printf("forwarded      %" PRIu64 "  (withheld %" PRIu64 " by verdicts, %" PRIu64
                " failed: frames sent on to the peer, --inline)\n",
                s->tx->tx_frames, s->tx->tx_withheld, s->tx->tx_failed);
+    if (s->reject && s->reject->rejected) {
+        printf("rejected       %" PRIu64 "  (%" PRIu64 " answered with %" PRIu64
+               " replies: TCP RSTs, ICMP unreachables",
+               s->reject->rejected, s->reject->answered, s->reject->replies);
+        if (s->reject->limited)
+            printf("; %" PRIu64 " rate-limited by --reject-rate %" PRIu64, s->reject->limited,
+                   o->reject_rate);
+        if (s->reject->unanswerable)
+            printf("; %" PRIu64 " unanswerable: ICMP errors, fragments, multicast...",
+                   s->reject->unanswerable);
+        fputs(")\n", stdout);
+    }
     if (s->nworkers) {
         printf("workers        %u  (frames per worker:", s->nworkers);
         for (unsigned w = 0; w < s->nworkers; w++)

@@ -118,7 +118,13 @@ typedef struct clock_rec {
  * and writes each once its worker has set its verdict slot: the frames that pass, in input
  * order, as one context writes them.  The slots outnumber the frames pend can hold (16 MB of
  * records of 32 bytes at least), so a slot is free again before its next use. */
-enum { WV_SIZE = 1u << 20, WV_PASS = 1, WV_DROP = 2, WV_NONE = 3 /* too large: not kept */ };
+enum {
+    WV_SIZE = 1u << 20,
+    WV_PASS = 1,
+    WV_DROP = 2,
+    WV_NONE = 3,  /* too large: not kept */
+    WV_REJECT = 4 /* 4..7: RG_REJECT + its flags: dropped and answered (rg_rejector) */
+};
 typedef struct wwrite {
     rg_writer w;
     int write;               /* --write: w is open */
@@ -126,8 +132,9 @@ typedef struct wwrite {
     rg_source *src;
     rg_ring pend;
     _Atomic uint8_t *v;
-    uint64_t next; /* the frame number to write next */
-    uint64_t last; /* the last frame number handed over */
+    rg_rejector rj; /* the replies of rejected frames, written and sent here, in order */
+    uint64_t next;  /* the frame number to write next */
+    uint64_t last;  /* the last frame number handed over */
 } wwrite;
 
 /* Write the frames whose verdicts are in, in order; wait: until the last one handed over. */
@@ -147,6 +154,11 @@ static void write_ready(wwrite *ww, int wait)
             rg_ring_peek_seq(&ww->pend, &f, &seq); /* pushed before its worker got it */
             if (v == WV_PASS && ww->write) rg_writer_put(&ww->w, &f);
             if (ww->io) ww->io->forward_one(ww->src, &f, (unsigned)(seq >> 63), v != WV_PASS);
+            if (v >= WV_REJECT) { /* the replies right after the frame's place */
+                rg_rejector_answer(&ww->rj, &f, RG_REJECT + (v - WV_REJECT),
+                                   ww->write ? &ww->w : NULL, ww->io ? (int)(seq >> 63) : -1);
+                if (ww->rj.nq) rg_rejector_flush(&ww->rj, ww->src, ww->io);
+            }
             rg_ring_release(&ww->pend);
         }
         atomic_store_explicit(slot, 0, memory_order_relaxed);
@@ -184,8 +196,10 @@ static void process(worker *w, const rg_frame *f, uint64_t seq)
         note_uids(w, seq);
         if (w->wv) { /* the verdict one context gives (run_capture) */
             const int v = rg_frame_verdict(w->stack, w->ctx, w->chain, fed);
-            atomic_store_explicit(&w->wv[seq & (WV_SIZE - 1)], v >= RG_DROP ? WV_DROP : WV_PASS,
-                                  memory_order_release);
+            const uint8_t wv = v >= RG_REJECT ? (uint8_t)(WV_REJECT + (RG_REJECT_FLAGS(v) & 3u))
+                               : v >= RG_DROP ? WV_DROP
+                                              : WV_PASS;
+            atomic_store_explicit(&w->wv[seq & (WV_SIZE - 1)], wv, memory_order_release);
         }
     }
 }
@@ -533,6 +547,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     pthread_mutex_init(&dirs_mu, NULL);
     rg_wdirs dirs = {.mu = &dirs_mu};
     wwrite ww = {.next = 1};
+    rg_rejector_init(&ww.rj, o->reject_rate);
     int ww_ok = 0;
     rg_control *ctl = NULL;
     int status = 0;
@@ -705,6 +720,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         }
         rg_source_stats sst;
         io->stats(src, &sst);
+        /* forwarded: the frames that went on; the replies are counted as the rejects' */
+        sst.tx_frames -= ww.rj.sent_inline < sst.tx_frames ? ww.rj.sent_inline : sst.tx_frames;
         s.link = ws[0].lm.m[0].li.name;
         s.opened = total.n.opened;
         s.closed = total.n.closed;
@@ -743,6 +760,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.nworkers = nw;
         s.writer = ww_ok && ww.write ? &ww.w : NULL;
         s.tx = o->inline_mode ? &sst : NULL;
+        s.reject = ww_ok ? &ww.rj : NULL;
         s.worker_pkts = per;
         rg_live_final(lv); /* the last stats line: the summary's counters */
         uint64_t *wflows = calloc(nw, sizeof *wflows);
@@ -762,6 +780,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     for (unsigned i = 0; ws && i < nw; i++)
         worker_free(&ws[i]);
     if (ww.pend.buf) rg_ring_free(&ww.pend);
+    rg_rejector_free(&ww.rj);
     free((void *)ww.v);
     if (ctl) rg_control_close(ctl);
     for (unsigned i = 0; i < dirs.n; i++)

@@ -48,6 +48,16 @@ void rg_writer_put(rg_writer *w, const rg_frame *f)
     w->written++;
 }
 
+void rg_writer_put_reply(rg_writer *w, const rg_frame *f)
+{
+    uint64_t n = w->written;
+    rg_writer_put(w, f);
+    if (w->written != n) { /* "written" counts the packets that passed */
+        w->written = n;
+        w->replies++;
+    }
+}
+
 int rg_writer_close(rg_writer *w, const char *prog)
 {
     if (!w->d) return RG_OK;

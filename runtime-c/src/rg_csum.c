@@ -342,6 +342,32 @@ int rg_tcp_strip_option(const rg_csum_pkt *c, unsigned layer, uint8_t kind)
     return n;
 }
 
+int rg_tcp_clamp_mss(const rg_csum_pkt *c, unsigned layer, uint16_t mss)
+{
+    uint8_t *h = rg_csum_header(c, layer, 20);
+    if (h == NULL || !(h[13] & 0x02)) return 0; /* SYN and SYN-ACK carry the MSS */
+    uint32_t hl = (uint32_t)(h[12] >> 4) * 4u;
+    if (hl > c->spans[layer].hlen || !within(c->frame, c->caplen, h, hl)) return 0;
+    for (uint32_t i = 20; i < hl;) {
+        uint8_t k = h[i];
+        if (k == 0) break;
+        if (k == 1) {
+            i++;
+            continue;
+        }
+        if (i + 1 >= hl) break;
+        uint32_t len = h[i + 1];
+        if (len < 2 || len > hl - i) break;
+        if (k == 2 && len == 4) {
+            if (be16(h + i + 2) <= mss) return 0;
+            const uint8_t nb[2] = {(uint8_t)(mss >> 8), (uint8_t)mss};
+            return rg_csum_write(c, h + i + 2, nb, 2) == 0;
+        }
+        i += len;
+    }
+    return 0;
+}
+
 void rg_csum_pending(const rg_csum_pkt *c, unsigned layer)
 {
     for (unsigned i = 0; i < c->ndesc; i++) {

@@ -176,8 +176,19 @@ enum rg_verdict {
     RG_BYPASS_FLOW = 1, /* forward this packet and every later packet of the instance
                            without inspecting them */
     RG_DROP = 2,        /* drop this packet */
-    RG_DROP_FLOW = 3    /* drop this packet and every later packet of the instance */
+    RG_DROP_FLOW = 3,   /* drop this packet and every later packet of the instance */
+    /* drop this packet and answer it (rg_reject.h): a TCP RST to its sender, an ICMP or
+     * ICMPv6 port unreachable otherwise.  --write writes the replies where the packet was;
+     * inline mode sends them out of the interface the packet came in on.  Rate-limited by
+     * the driver (--reject-rate).  RG_REJECT + RG_REJECT_F_* (rg_reject.h: 1 also resets
+     * the receiver, 2 answers "administratively prohibited"); NF ABI minor 1 */
+    RG_REJECT = 4,
+    RG_REJECT_BOTH = 5,  /* RG_REJECT | RG_REJECT_F_BOTH */
+    RG_REJECT_ADMIN = 6, /* RG_REJECT | RG_REJECT_F_ADMIN */
+    RG_REJECT_MAX = 7    /* both flags */
 };
+/* the RG_REJECT_F_* flags of a reject verdict */
+#define RG_REJECT_FLAGS(v) ((unsigned)(v)-RG_REJECT)
 
 /* The verdict of the packet being processed: one per context, reset to
  * RG_PASS when a packet starts.  flow: the instance a *_FLOW verdict applies

@@ -86,6 +86,12 @@ uint8_t *rg_csum_header(const rg_csum_pkt *c, unsigned layer, uint32_t need);
  * list stops the walk. */
 int rg_tcp_strip_option(const rg_csum_pkt *c, unsigned layer, uint8_t kind);
 
+/* In a SYN or SYN-ACK (a TCP header of layer `layer` in the frame, SYN set), lower an MSS
+ * option (kind 2, length 4) larger than mss to mss, fixing up the checksums (RFC 1624).
+ * Returns 1 when it rewrote one, 0 otherwise (no SYN, no MSS option or not larger, a
+ * malformed option list). */
+int rg_tcp_clamp_mss(const rg_csum_pkt *c, unsigned layer, uint16_t mss);
+
 #ifdef __cplusplus
 }
 #endif

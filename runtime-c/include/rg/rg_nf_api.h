@@ -21,10 +21,10 @@
  * every event of the packet it subscribed to, in the order the stack raised
  * them (run to completion, one worker: no locking needed in an NF).  An NF's
  * callback returns a verdict (RG_PASS, RG_BYPASS_FLOW, RG_DROP,
- * RG_DROP_FLOW; the strongest given during a packet wins); RG_DROP or
- * RG_DROP_FLOW stops the NFs after it in the chain for the rest of that
- * packet.  Events raised outside a packet (idle expiry, the final flush) are
- * dispatched the same way right after the stack raised them. */
+ * RG_DROP_FLOW, and from ABI minor 1 RG_REJECT...; the strongest given during
+ * a packet wins); RG_DROP, RG_DROP_FLOW or a reject stops the NFs after it in
+ * the chain for the rest of that packet.  Events raised outside a packet (idle expiry, the final
+ * flush) are dispatched the same way right after the stack raised them. */
 #ifndef RG_NF_API_H
 #define RG_NF_API_H
 
@@ -43,11 +43,15 @@ extern "C" {
  * end of rg_nf_abi, rg_nf_ev or rg_nf_host do not bump it (their size
  * fields tell what each side knows). */
 #define RG_NF_ABI_VERSION 1
+/* Additions that old NFs need not know (an NF compiled against minor 0 works unchanged):
+ * 1: the reject verdicts RG_REJECT, RG_REJECT_BOTH, RG_REJECT_ADMIN, RG_REJECT_MAX (rg_api.h);
+ *    a driver older than that treats them as no verdict (RG_PASS). */
+#define RG_NF_ABI_MINOR 1
 /* the descriptor's symbol in an NF's shared object */
 #define RG_NF_SYMBOL "rg_nf_v1"
 
 /* Verdicts: enum rg_verdict in rg_api.h (RG_PASS, RG_BYPASS_FLOW, RG_DROP,
- * RG_DROP_FLOW; stronger = larger). */
+ * RG_DROP_FLOW, RG_REJECT...; stronger = larger). */
 
 /* ---- events ----
  * A handler event is a call of one of the stack's handlers (rg_handler_desc:
