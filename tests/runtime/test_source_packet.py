@@ -292,7 +292,9 @@ def test_rubikgen_run_io_packet(netns: Netns, tmp_path: Path) -> None:
         env=env,
         cwd=REPO,
     )
-    _wait_capturing(netns)
+    # `rubikgen run` checks the build (the specs compiled again) before the binary starts:
+    # seconds on a loaded machine
+    _wait_capturing(netns, 120, p)
     _replay(netns, capture)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err

@@ -81,14 +81,18 @@ def _ethernet_eligible() -> list[str]:
     ]
 
 
-def _wait_capturing(ns: Netns) -> None:
-    """Until a packet socket is open in the namespace (the binary has activated its capture)."""
-    for _ in range(200):
+def _wait_capturing(ns: Netns, secs: float = 10, proc: subprocess.Popen[str] | None = None) -> None:
+    """Until a packet socket is open in the namespace (the binary has activated its capture);
+    proc, if given, must not have ended meanwhile."""
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
         sockets = ns.run("cat", "/proc/net/packet").stdout.splitlines()[1:]
         if sockets:
             return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the stack ended before capturing: {proc.communicate()[1]}")
         time.sleep(0.05)
-    raise AssertionError("the stack did not open its capture within 10 s")
+    raise AssertionError(f"the stack did not open its capture within {secs:g} s")
 
 
 def _summary_lines(text: str) -> list[str]:
