@@ -785,7 +785,13 @@ static void *stats_main(void *arg)
         if (atomic_load(&l->stop)) return NULL;
         char err[512];
         rg_sbuf b = {0};
-        if (!fresh(l, stats_json, &b, err, sizeof err)) emit(l, b.s, b.n);
+        int ok = !fresh(l, stats_json, &b, err, sizeof err);
+        /* the run ended while this snapshot waited for the workers (the final flush): its
+         * line would say "final" too; rg_live_final writes the one final line */
+        pthread_mutex_lock(&l->mu);
+        if (l->final) ok = 0;
+        pthread_mutex_unlock(&l->mu);
+        if (ok) emit(l, b.s, b.n);
         free(b.s); /* a worker that did not answer (waiting for input): no line this time */
     }
 }
