@@ -193,7 +193,8 @@ static void on_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint6
 static rg_nf *eve_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
 {
     (void)stack;
-    rg_nf_flows *nf = rg_nf_flows_new(sizeof(rg_nf_flows), outdir, "eve.json", write_rec, err, errlen);
+    rg_nf_flows *nf =
+        rg_nf_flows_new(sizeof(rg_nf_flows), outdir, "eve.json", write_rec, err, errlen);
     if (!nf) return NULL;
     nf->base.obs.on_gap = on_gap;
     nf->base.obs.on_overlap = on_overlap;

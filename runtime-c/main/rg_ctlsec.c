@@ -299,7 +299,8 @@ int rg_ctlreq_parse(char *line, size_t len, rg_ctlreq *r, char *err, size_t errl
         }
         return 0;
     }
-    return bad(err, errlen,
-               "unknown request (attach NF NAME [KEY=VALUE]..., detach NAME, list, reopen, rules info, "
-               "rules load SO)");
+    return bad(
+        err, errlen,
+        "unknown request (attach NF NAME [KEY=VALUE]..., detach NAME, list, reopen, rules info, "
+        "rules load SO)");
 }

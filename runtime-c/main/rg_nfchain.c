@@ -185,9 +185,9 @@ rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
     ch->want_call = calloc(stack->nhandlers + 1u, 1);
     ch->want_b = calloc((size_t)RG_NF_EV_KINDS * (stack->nlayers + 1u), 1);
     ch->data_arg = rg_obs_data_args(stack);
-    ch->host = (rg_nf_host){RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe,
-                            host_no_more_bytes,  0,                  1,
-                            host_out_open,       host_out_write,     host_out_close};
+    ch->host = (rg_nf_host){
+        RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe, host_no_more_bytes, 0, 1,
+        host_out_open,     host_out_write,     host_out_close};
     if (!ch->outdir || !ch->want_call || !ch->want_b || !ch->data_arg) {
         free(ch->data_arg);
         free(ch->outdir);

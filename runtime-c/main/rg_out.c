@@ -24,9 +24,9 @@ typedef struct ofile {
     char *path;
     int fd;
     unsigned refs;
-    uint64_t size;     /* bytes in the current file (rotation by size) */
-    time_t opened;     /* when the current file was started (rotation by time) */
-    unsigned gen;      /* the reopen generation it was opened at */
+    uint64_t size;      /* bytes in the current file (rotation by size) */
+    time_t opened;      /* when the current file was started (rotation by time) */
+    unsigned gen;       /* the reopen generation it was opened at */
     pthread_mutex_t mu; /* one write at a time: no interleaving, and rotation between records */
 } ofile;
 
@@ -115,8 +115,10 @@ int rg_out_rotate_option(const char *arg, char *err, size_t errlen)
     errno = 0;
     unsigned long long v = strtoull(arg, &end, 10);
     if (end == arg || errno || !v || *arg == '-') {
-        snprintf(err, errlen, "--rotate %s: expected SIZE (100M, 10K, 1G, bytes) or TIME "
-                 "(30s, 10min, 1h, 1d)", arg);
+        snprintf(err, errlen,
+                 "--rotate %s: expected SIZE (100M, 10K, 1G, bytes) or TIME "
+                 "(30s, 10min, 1h, 1d)",
+                 arg);
         return RG_EINVAL;
     }
     static const struct {
@@ -124,10 +126,10 @@ int rg_out_rotate_option(const char *arg, char *err, size_t errlen)
         uint64_t mul;
         int time;
     } units[] = {
-        {"", 1, 0},           {"B", 1, 0},        {"K", 1024, 0},          {"KB", 1024, 0},
-        {"KiB", 1024, 0},     {"M", 1 << 20, 0},  {"MB", 1 << 20, 0},      {"MiB", 1 << 20, 0},
-        {"G", 1 << 30, 0},    {"GB", 1 << 30, 0}, {"GiB", 1 << 30, 0},     {"s", 1, 1},
-        {"min", 60, 1},       {"h", 3600, 1},     {"d", 86400, 1},
+        {"", 1, 0},        {"B", 1, 0},        {"K", 1024, 0},      {"KB", 1024, 0},
+        {"KiB", 1024, 0},  {"M", 1 << 20, 0},  {"MB", 1 << 20, 0},  {"MiB", 1 << 20, 0},
+        {"G", 1 << 30, 0}, {"GB", 1 << 30, 0}, {"GiB", 1 << 30, 0}, {"s", 1, 1},
+        {"min", 60, 1},    {"h", 3600, 1},     {"d", 86400, 1},
     };
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcmp(end, units[i].suffix)) continue;

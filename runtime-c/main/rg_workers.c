@@ -244,7 +244,7 @@ static int qworker_main(void *arg)
         rg_feed_prefetch(&w->fd, burst, use);
         for (unsigned i = 0; i < use; i++) {
             int fed = rg_feed(&w->fd, &burst[i]);
-            if (w->o->inline_mode) {      /* the verdict one context gives (run_capture) */
+            if (w->o->inline_mode) { /* the verdict one context gives (run_capture) */
                 const int v = rg_frame_verdict(w->stack, w->ctx, w->chain, fed);
                 drop[i] = v >= RG_DROP;
             }

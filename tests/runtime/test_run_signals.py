@@ -107,9 +107,9 @@ def test_timeout_stops_the_run_with_its_flush(
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     # the same records, uids renamed by what they stand for (N workers number their own)
-    assert canonical_outputs(out)["flowstats.jsonl"] == canonical_outputs(ref_out)[
-        "flowstats.jsonl"
-    ]
+    assert (
+        canonical_outputs(out)["flowstats.jsonl"] == canonical_outputs(ref_out)["flowstats.jsonl"]
+    )
 
 
 def test_sighup_reopens_the_outputs_and_the_run_goes_on(

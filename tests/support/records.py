@@ -59,11 +59,15 @@ def canonical_outputs(out: Path) -> dict[str, Any]:
         for r in recs:
             u = _uid_of(r)
             if u is not None:
-                sig.setdefault(u, []).append(rel + " " + json.dumps(_blank(r, digests), sort_keys=True))
+                sig.setdefault(u, []).append(
+                    rel + " " + json.dumps(_blank(r, digests), sort_keys=True)
+                )
     for rel in blobs:
         m = _NAMED.match(rel)
         if m:
-            sig.setdefault(int(m["uid"]), []).append((m["dir"] or "") + "U" + m["rest"] + "#" + digests[rel])
+            sig.setdefault(int(m["uid"]), []).append(
+                (m["dir"] or "") + "U" + m["rest"] + "#" + digests[rel]
+            )
     rank = {u: i + 1 for i, u in enumerate(sorted(sig, key=lambda u: sorted(sig[u])))}
 
     def rename(r: dict[str, Any]) -> str:

@@ -193,8 +193,7 @@ struct rg_nf_host {
 
 /* Does host offer the line outputs (an older driver's does not: write the file yourself)? */
 #define RG_NF_HAS_OUT(host)                                                                        \
-    ((host) && (host)->size >= offsetof(rg_nf_host, out_close) + sizeof(void *) &&                \
-     (host)->out_open)
+    ((host) && (host)->size >= offsetof(rg_nf_host, out_close) + sizeof(void *) && (host)->out_open)
 
 /* The descriptor (RG_NF_EXPORT). */
 typedef struct rg_nf_abi {
