@@ -971,7 +971,7 @@ static void *host_out_open(const rg_nf_host *host, const char *path, char *err, 
     }
     const rg_chain *ch = chain_of_host(host);
     /* --workers (even 1): flow records name their worker, as the merge of old did */
-    return rg_out_open(path, host->worker, ch->wdirs != NULL, err, errlen);
+    return rg_out_open(path, host->worker, ch->wdirs ? RG_OUT_TAG : 0, err, errlen);
 }
 
 static int host_out_write(void *out, const char *rec, size_t len)

@@ -176,7 +176,7 @@ static int open_fd(const char *path, int trunc)
     return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (trunc ? O_TRUNC : 0), 0666);
 }
 
-rg_out *rg_out_open(const char *path, unsigned worker, int tag, char *err, size_t errlen)
+rg_out *rg_out_open(const char *path, unsigned worker, int flags, char *err, size_t errlen)
 {
     rg_out *o = calloc(1, sizeof *o);
     char *sp = shared_path(path);
@@ -187,7 +187,7 @@ rg_out *rg_out_open(const char *path, unsigned worker, int tag, char *err, size_
         return NULL;
     }
     o->worker = worker;
-    o->tag = tag;
+    o->tag = flags & RG_OUT_TAG;
     pthread_mutex_lock(&files_mu);
     ofile *f = files;
     while (f && strcmp(f->path, sp))
@@ -199,7 +199,7 @@ rg_out *rg_out_open(const char *path, unsigned worker, int tag, char *err, size_
         snprintf(err, errlen, "out of memory");
     } else {
         f->path = sp;
-        f->fd = open_fd(sp, 1);
+        f->fd = open_fd(sp, !(flags & RG_OUT_APPEND));
         if (f->fd < 0) {
             snprintf(err, errlen, "cannot create %s: %s", sp, strerror(errno));
             free(f);
@@ -207,6 +207,8 @@ rg_out *rg_out_open(const char *path, unsigned worker, int tag, char *err, size_
         } else {
             pthread_mutex_init(&f->mu, NULL);
             f->refs = 1;
+            struct stat st;
+            f->size = fstat(f->fd, &st) ? 0 : (uint64_t)st.st_size;
             f->opened = time(NULL);
             f->gen = atomic_load(&reopen_gen);
             f->next = files;

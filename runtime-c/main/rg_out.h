@@ -16,10 +16,14 @@
 
 typedef struct rg_out rg_out;
 
-/* Open path for a writer (worker: its worker; tag: add "worker":K to flow records, see
- * rg_out_write).  A component ".rg-worker-K" of path (an NF's per-worker out directory) is
- * dropped: every worker's NF writes the one file.  NULL with a message in err. */
-rg_out *rg_out_open(const char *path, unsigned worker, int tag, char *err, size_t errlen);
+enum {
+    RG_OUT_TAG = 1,    /* add "worker":K to flow records (rg_out_write) */
+    RG_OUT_APPEND = 2, /* the first open appends to what the file holds (else: emptied) */
+};
+/* Open path for a writer (worker: its worker; flags: RG_OUT_*).  A component ".rg-worker-K" of
+ * path (an NF's per-worker out directory) is dropped: every worker's NF writes the one file.
+ * NULL with a message in err. */
+rg_out *rg_out_open(const char *path, unsigned worker, int flags, char *err, size_t errlen);
 /* One record: rec[0..len) is one or more whole lines (a newline is added when the last has
  * none).  With tag, each line that is a JSON object with a top-level numeric "uid" or "flow"
  * member gets ,"worker":K as its last member.  RG_OK, or RG_EIO (errno set). */

@@ -703,7 +703,7 @@ static void *out_write_many(void *arg)
 {
     out_writer *w = arg;
     char err[256], rec[4096];
-    rg_out *o = rg_out_open(w->path, w->worker, 1, err, sizeof err);
+    rg_out *o = rg_out_open(w->path, w->worker, RG_OUT_TAG, err, sizeof err);
     if (!o) return NULL;
     for (unsigned i = 0; i < w->n; i++) {
         unsigned pad = (i * 7919u) % 3000;
