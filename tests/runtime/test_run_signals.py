@@ -124,6 +124,7 @@ def test_sighup_reopens_the_outputs_and_the_run_goes_on(
     feeder = _feed(fifo, head, records, 0.01)
     cmd = [sys.executable, "-m", "rubikgen", "run", str(STACK), str(fifo), "--build-dir"]
     cmd += [str(run_dir), "--nf", "flowstats", "--out", str(out), "--summary", "json"]
+    cmd += ["--", "--linger", "0"]  # a connection's record when it closes, not 5 s later
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     recs = out / "flowstats.jsonl"
@@ -144,7 +145,8 @@ def test_sighup_reopens_the_outputs_and_the_run_goes_on(
     assert old and new
     ref_out = tmp_path / "ref"
     r = subprocess.run(
-        [str(run_dir / "tcp_ip"), str(CAPTURE), "--nf", "flowstats", "--out", str(ref_out)],
+        [str(run_dir / "tcp_ip"), str(CAPTURE), "--nf", "flowstats", "--out", str(ref_out),
+         "--linger", "0"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
