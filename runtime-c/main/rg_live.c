@@ -766,6 +766,14 @@ static void emit(rg_live *l, const char *s, size_t n)
     if (cfg.fd >= 0) write_all(cfg.fd, s, n);
 }
 
+static int is_final(rg_live *l)
+{
+    pthread_mutex_lock(&l->mu);
+    const int f = l->final;
+    pthread_mutex_unlock(&l->mu);
+    return f;
+}
+
 static void *stats_main(void *arg)
 {
     rg_live *l = arg;
@@ -783,13 +791,9 @@ static void *stats_main(void *arg)
         if (atomic_load(&l->stop)) return NULL;
         char err[512];
         rg_sbuf b = {0};
-        int ok = !fresh(l, stats_json, &b, err, sizeof err);
-        /* the run ended while this snapshot waited for the workers (the final flush): its
-         * line would say "final" too; rg_live_final writes the one final line */
-        pthread_mutex_lock(&l->mu);
-        if (l->final) ok = 0;
-        pthread_mutex_unlock(&l->mu);
-        if (ok) emit(l, b.s, b.n);
+        /* a snapshot taken after the run ended says "final": rg_live_final writes that line,
+         * once, after this thread has stopped */
+        if (!fresh(l, stats_json, &b, err, sizeof err) && !is_final(l)) emit(l, b.s, b.n);
         free(b.s); /* a worker that did not answer (waiting for input): no line this time */
     }
 }
