@@ -190,9 +190,9 @@ rg_flowtab *rg_flowtab_new(const rg_stack_desc *stack, unsigned worker, unsigned
         free(t);
         return NULL;
     }
+    t->nworkers = nworkers;
     t->stack = stack;
     t->worker = worker;
-    t->nworkers = nworkers;
     t->in = *inner;
     /* the callbacks the chain has, passed on; open, packet and close always */
     t->obs = (rg_obs){.self = t,
