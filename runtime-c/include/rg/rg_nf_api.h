@@ -185,7 +185,8 @@ struct rg_nf_host {
      * reopened on SIGHUP and `rubikgen ctl SOCK reopen` (logrotate).  out_close: the last
      * close of a path closes the file.  out_open returns NULL with a message in err;
      * out_write and out_close return RG_OK or RG_EIO (out_close: the first write error, in
-     * err).  Call them from the NF's own callbacks, init and fini. */
+     * err).  Call them from the NF's own callbacks, init and fini (the host given to init
+     * stays valid until fini). */
     void *(*out_open)(const rg_nf_host *host, const char *path, char *err, size_t errlen);
     int (*out_write)(void *out, const char *rec, size_t len);
     int (*out_close)(void *out, char *err, size_t errlen);
