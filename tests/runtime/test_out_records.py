@@ -12,7 +12,8 @@ A capture written into a FIFO a record at a time (the writer holds or paces it):
 - a real `logrotate -f` (create, no copytruncate; postrotate `rubikgen ctl SOCK reopen`, then
   `kill -HUP`) twice during traffic: the rotated files and the current one hold together
   every line of a run without rotation, once;
-- `--rotate 20K`: several files, each within 20 KiB, together the unrotated run's lines once.
+- `--rotate 20K`: several files, each within 20 KiB, together the unrotated run's lines once;
+  `--rotate 1s` on a capture fed over seconds: renamed files, the same union.
 
 The runs of two workers are compared line for line with each other (the same workers number
 the same flows the same way); with one context through tests/support/records.py.
@@ -265,3 +266,22 @@ def test_rotate_refuses_what_it_cannot_read(
     )  # fmt: skip
     assert r.returncode == 2, r.stderr
     assert f"--rotate {arg}" in r.stderr and why in r.stderr, r.stderr
+
+
+def test_rotate_by_time(binary: Path, tmp_path: Path, unrotated: dict[str, list[str]]) -> None:
+    """--rotate 1s on a capture fed over 3 s or more: the events file is renamed at least once
+    (its records keep coming), and the files together hold the unrotated run's lines."""
+    fifo, out = tmp_path / "in.pcap", tmp_path / "out"
+    os.mkfifo(fifo)
+    feed = PacedFeed(fifo, CAPTURE, lambda i: 3 * PAUSE)
+    proc = subprocess.Popen(
+        _argv(binary, fifo, out, tmp_path, "--workers", "2", "--rotate", "1s"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    feed.start()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    parts = sorted(p.name for p in out.iterdir() if p.name.startswith("events.jsonl."))
+    assert parts, "no rotation"
+    for name in OUTPUTS:
+        assert Counter(_rotated_union(out, name)) == Counter(unrotated[name]), name
