@@ -8,14 +8,32 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <errno.h>
+#include <stdio_ext.h> /* __fpending */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-/* An NF made by one of the constructors (rg_nf_int.h), as the observer its ABI init returns. */
+static _Thread_local const rg_nf_host *cur_host; /* rg_nf_use_host */
+/* the line outputs rg_nf_open_out opened for the NF being made on this thread */
+static _Thread_local FILE *made_lines[RG_NF_LINES_MAX];
+static _Thread_local unsigned nmade;
+
+void rg_nf_use_host(const rg_nf_host *host)
+{
+    cur_host = host;
+    nmade = 0;
+}
+
+/* An NF made by one of the constructors (rg_nf_int.h), as the observer its ABI init returns:
+ * it takes the line outputs its constructor opened. */
 static rg_obs *make(rg_nf *nf, const char *name, const rg_stack_desc *stack)
 {
+    unsigned k = nmade;
+    nmade = 0;
     if (!nf) return NULL;
+    nf->nlines = k;
+    for (unsigned i = 0; i < k; i++)
+        nf->lines[i] = made_lines[i];
     nf->name = name;
     nf->stack = stack;
     nf->obs.self = nf;
@@ -29,11 +47,20 @@ static rg_obs *make(rg_nf *nf, const char *name, const rg_stack_desc *stack)
  * Configuration: "out" (the output directory), "all" (flowstats: "1" or
  * "true" = --flowstats-all). */
 
+/* The records a callback wrote, out now (whole: each callback writes whole lines). */
+static void flush_lines(const rg_obs *o)
+{
+    const rg_nf *nf = (const rg_nf *)o; /* obs is the first member */
+    for (unsigned i = 0; i < nf->nlines; i++)
+        if (__fpending(nf->lines[i])) fflush(nf->lines[i]);
+}
+
 static int fwd_call(void *self, const rg_nf_ev *ev, void *st)
 {
     (void)st;
     const rg_obs *o = self;
     if (o->on_call) o->on_call(o->self, ev->call);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -42,6 +69,7 @@ static int fwd_open(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_open) o->on_open(o->self, ev->flow, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -50,6 +78,7 @@ static int fwd_packet(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_packet) o->on_packet(o->self, ev->flow, ev->dir, ev->len, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -58,6 +87,7 @@ static int fwd_close(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_close) o->on_close(o->self, ev->flow, ev->reason, ev->complete, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -66,6 +96,7 @@ static int fwd_gap(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_gap) o->on_gap(o->self, ev->flow, ev->dir, ev->seq, ev->len, ev->at, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -74,6 +105,7 @@ static int fwd_clock_jump(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_clock_jump) o->on_clock_jump(o->self, ev->pkt_no, ev->pkt_ts_ns, ev->ts_ns, ev->fwd);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -82,6 +114,7 @@ static int fwd_memcap(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_memcap) o->on_memcap(o->self, ev->flow, ev->layer, ev->reason, ev->asked, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -92,6 +125,7 @@ static int fwd_overlap(void *self, const rg_nf_ev *ev, void *st)
     if (o->on_overlap)
         o->on_overlap(o->self, ev->flow, ev->dir, ev->seq, ev->len, ev->new_bytes, ev->old_len,
                       ev->new_len, ev->reason, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -111,21 +145,15 @@ static int cfg_true(const char *v)
     return v && (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"));
 }
 
-static _Thread_local const rg_nf_host *cur_host; /* rg_nf_use_host */
-
-void rg_nf_use_host(const rg_nf_host *host)
-{
-    cur_host = host;
-}
-
 void *rg_nf_stock_init(rg_nf *(*ctor)(const rg_stack_desc *, const char *, char *, size_t),
                        const char *name, const rg_stack_desc *stack, const rg_nf_kv *cfg,
                        unsigned ncfg, const rg_nf_host *host, char *err, size_t errlen)
 {
     rg_nf_use_host(host);
-    rg_nf *nf = ctor(stack, rg_nf_cfg_get(cfg, ncfg, "out", "rg-out"), err, errlen);
+    rg_obs *o =
+        make(ctor(stack, rg_nf_cfg_get(cfg, ncfg, "out", "rg-out"), err, errlen), name, stack);
     rg_nf_use_host(NULL);
-    return make(nf, name, stack);
+    return o;
 }
 
 int rg_nf_stock_fini(void *self, char *err, size_t errlen)
@@ -174,9 +202,9 @@ static void *init_signatures(const rg_stack_desc *stack, const rg_nf_kv *cfg, un
     const char *out = rg_nf_cfg_get(cfg, ncfg, "out", "rg-out");
     const char *rules = rg_nf_cfg_get(cfg, ncfg, "rules", NULL);
     rg_nf_use_host(host);
-    rg_nf *nf = rg_nf_signatures_open(stack, out, rules, err, errlen);
+    rg_obs *o = make(rg_nf_signatures_open(stack, out, rules, err, errlen), "signatures", stack);
     rg_nf_use_host(NULL);
-    return make(nf, "signatures", stack);
+    return o;
 }
 static const rg_nf_abi abi_signatures = {
     RG_NF_ABI_VERSION,
@@ -253,8 +281,9 @@ FILE *rg_nf_open_file(const char *outdir, const char *name, char *err, size_t er
 }
 
 /* A FILE whose whole lines go to the host's out_write: the NFs print their records with
- * stdio as before; the stream is line buffered, so each record reaches the file when its
- * newline is printed, and a record longer than the buffer waits here until it is whole. */
+ * stdio as before, into a full buffer (a line-buffered stream costs a call per character)
+ * flushed when the NF's callback returns (flush_lines), so each record reaches the file once
+ * written; a record longer than the buffer waits here until it is whole. */
 typedef struct lineout {
     const rg_nf_host *host;
     void *out;
@@ -329,10 +358,12 @@ FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t err
         if (!f) {
             snprintf(err, errlen, "out of memory");
             host->out_close(lo->out, NULL, 0);
-        } else if (setvbuf(f, NULL, _IOLBF, 1u << 16)) {
+        } else if (setvbuf(f, NULL, _IOFBF, 1u << 16) || nmade == RG_NF_LINES_MAX) {
             fclose(f);
             snprintf(err, errlen, "out of memory");
             return NULL;
+        } else {
+            made_lines[nmade++] = f; /* flushed after each of the NF's callbacks */
         }
     }
     if (!f) free(lo);

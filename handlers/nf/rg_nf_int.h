@@ -12,6 +12,7 @@
 
 /* Every NF starts with this, so an rg_obs * is an rg_nf *. */
 typedef struct rg_nf rg_nf;
+enum { RG_NF_LINES_MAX = 4 };
 struct rg_nf {
     rg_obs obs; /* obs.self == this NF */
     const char *name;
@@ -19,6 +20,10 @@ struct rg_nf {
     /* write outputs and release everything but the struct; RG_OK or RG_EIO */
     int (*finish)(rg_nf *nf);
     char err[512]; /* first output error ("" if none), printed by rg_nf_finish */
+    /* its line outputs (rg_nf_open_out through the host): fully buffered, flushed when a
+     * callback returns, so each record reaches the file whole once it is written */
+    FILE *lines[RG_NF_LINES_MAX];
+    unsigned nlines;
 };
 
 /* Constructors (RG_STOCK_NF makes each an NF of the ABI).  Each fills in
