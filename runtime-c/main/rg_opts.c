@@ -324,11 +324,11 @@ enum {
     O_RULES_SO, /* rg_rules_ctl.h */
     O_CTLSEC,   /* rg_ctlsec.h: --control-mode, --control-group, --nf-path, --rules-path */
     O_LIVE,     /* rg_live.h: --stats-interval, --stats-fd, --metrics */
+    O_ROTATE,   /* --rotate SIZE|TIME (rg_out.h) */
     O_BURST,
     O_PREFETCH_ALWAYS,
     O_PREFETCH_RECORDS,
     O_IPFIX,                             /* --ipfix: the ipfix NF after --nf's (rg_chain.c) */
-    O_ROTATE,                            /* --rotate SIZE|TIME (rg_out.h) */
     O_NF_FLAG,                           /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
     O_SRC_OPT = O_NF_FLAG + MAX_NF_FLAGS /* O_SRC_OPT + i: srcopt[i] */
 };
