@@ -43,10 +43,11 @@ extern "C" {
  * end of rg_nf_abi, rg_nf_ev or rg_nf_host do not bump it (their size
  * fields tell what each side knows). */
 #define RG_NF_ABI_VERSION 1
-/* Additions that keep version 1 (an NF compiled against an older minor keeps working, and
- * one compiled against a newer minor checks host->size before using what was appended):
- * minor 1 appended rg_nf_host.worker/nworkers, minor 2 the line outputs out_open, out_write
- * and out_close. */
+/* Additions that old NFs need not know (an NF compiled against minor 0 works unchanged):
+ * 1: the reject verdicts RG_REJECT, RG_REJECT_BOTH, RG_REJECT_ADMIN, RG_REJECT_MAX (rg_api.h);
+ *    a driver older than that treats them as no verdict (RG_PASS).
+ * 2: the line outputs rg_nf_host.out_open, out_write, out_close (appended: an NF checks
+ *    host->size before using them, RG_NF_HAS_OUT). */
 #define RG_NF_ABI_MINOR 2
 /* the descriptor's symbol in an NF's shared object */
 #define RG_NF_SYMBOL "rg_nf_v1"
