@@ -44,6 +44,7 @@ TEST_PACKAGES=(
   libnids-dev libhyperscan-dev libpcre2-dev valgrind  # benchmarks: libnids peers (make -C bench peers), Hyperscan (SF workload; the signatures NF, optional), callgrind
   libdpdk-dev                     # runtime-c: the "dpdk" packet source (its pcap/ring/null vdevs run the tests without a NIC)
   time                            # tests/runtime/test_flood_memory.py: peak RSS of a run (GNU time -f %M)
+  logrotate                       # tests/runtime/test_out_records.py: a real logrotate -f rotates the NFs' line outputs (create + postrotate reopen)
   tcpreplay iproute2              # tests/runtime/test_sources.py: replay captures into a veth pair in a network namespace
   tcpdump ethtool curl            # captures/make-quickstart-capture.sh: records the quick start's capture
   systemd                         # tests/runtime/test_systemd_unit.py: systemd-analyze verify of docs/examples/rubikgen@.service

@@ -1,4 +1,5 @@
 /* rg_nf.c - NF creation and helpers shared by the stock NFs (see rg_nf.h). */
+#define _GNU_SOURCE /* fopencookie */
 #include "rg_nf_int.h"
 
 #include "rg/rg_community_id.h"
@@ -7,14 +8,32 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <errno.h>
+#include <stdio_ext.h> /* __fpending */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-/* An NF made by one of the constructors (rg_nf_int.h), as the observer its ABI init returns. */
+static _Thread_local const rg_nf_host *cur_host; /* rg_nf_use_host */
+/* the line outputs rg_nf_open_out opened for the NF being made on this thread */
+static _Thread_local FILE *made_lines[RG_NF_LINES_MAX];
+static _Thread_local unsigned nmade;
+
+void rg_nf_use_host(const rg_nf_host *host)
+{
+    cur_host = host;
+    nmade = 0;
+}
+
+/* An NF made by one of the constructors (rg_nf_int.h), as the observer its ABI init returns:
+ * it takes the line outputs its constructor opened. */
 static rg_obs *make(rg_nf *nf, const char *name, const rg_stack_desc *stack)
 {
+    unsigned k = nmade;
+    nmade = 0;
     if (!nf) return NULL;
+    nf->nlines = k;
+    for (unsigned i = 0; i < k; i++)
+        nf->lines[i] = made_lines[i];
     nf->name = name;
     nf->stack = stack;
     nf->obs.self = nf;
@@ -28,11 +47,20 @@ static rg_obs *make(rg_nf *nf, const char *name, const rg_stack_desc *stack)
  * Configuration: "out" (the output directory), "all" (flowstats: "1" or
  * "true" = --flowstats-all). */
 
+/* The records a callback wrote, out now (whole: each callback writes whole lines). */
+static void flush_lines(const rg_obs *o)
+{
+    const rg_nf *nf = (const rg_nf *)o; /* obs is the first member */
+    for (unsigned i = 0; i < nf->nlines; i++)
+        if (__fpending(nf->lines[i])) fflush(nf->lines[i]);
+}
+
 static int fwd_call(void *self, const rg_nf_ev *ev, void *st)
 {
     (void)st;
     const rg_obs *o = self;
     if (o->on_call) o->on_call(o->self, ev->call);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -41,6 +69,7 @@ static int fwd_open(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_open) o->on_open(o->self, ev->flow, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -49,6 +78,7 @@ static int fwd_packet(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_packet) o->on_packet(o->self, ev->flow, ev->dir, ev->len, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -57,6 +87,7 @@ static int fwd_close(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_close) o->on_close(o->self, ev->flow, ev->reason, ev->complete, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -65,6 +96,7 @@ static int fwd_gap(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_gap) o->on_gap(o->self, ev->flow, ev->dir, ev->seq, ev->len, ev->at, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -73,6 +105,7 @@ static int fwd_clock_jump(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_clock_jump) o->on_clock_jump(o->self, ev->pkt_no, ev->pkt_ts_ns, ev->ts_ns, ev->fwd);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -81,6 +114,7 @@ static int fwd_memcap(void *self, const rg_nf_ev *ev, void *st)
     (void)st;
     const rg_obs *o = self;
     if (o->on_memcap) o->on_memcap(o->self, ev->flow, ev->layer, ev->reason, ev->asked, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -91,6 +125,7 @@ static int fwd_overlap(void *self, const rg_nf_ev *ev, void *st)
     if (o->on_overlap)
         o->on_overlap(o->self, ev->flow, ev->dir, ev->seq, ev->len, ev->new_bytes, ev->old_len,
                       ev->new_len, ev->reason, ev->ts_ns);
+    flush_lines(o);
     return RG_PASS;
 }
 
@@ -112,9 +147,13 @@ static int cfg_true(const char *v)
 
 void *rg_nf_stock_init(rg_nf *(*ctor)(const rg_stack_desc *, const char *, char *, size_t),
                        const char *name, const rg_stack_desc *stack, const rg_nf_kv *cfg,
-                       unsigned ncfg, char *err, size_t errlen)
+                       unsigned ncfg, const rg_nf_host *host, char *err, size_t errlen)
 {
-    return make(ctor(stack, rg_nf_cfg_get(cfg, ncfg, "out", "rg-out"), err, errlen), name, stack);
+    rg_nf_use_host(host);
+    rg_obs *o =
+        make(ctor(stack, rg_nf_cfg_get(cfg, ncfg, "out", "rg-out"), err, errlen), name, stack);
+    rg_nf_use_host(NULL);
+    return o;
 }
 
 int rg_nf_stock_fini(void *self, char *err, size_t errlen)
@@ -138,8 +177,8 @@ RG_STOCK_NF(flowexport, rg_nf_flowexport_new,
 static void *init_flowstats(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
                             const rg_nf_host *host, char *err, size_t errlen)
 {
-    (void)host;
-    rg_obs *o = rg_nf_stock_init(rg_nf_flowstats_new, "flowstats", stack, cfg, ncfg, err, errlen);
+    rg_obs *o =
+        rg_nf_stock_init(rg_nf_flowstats_new, "flowstats", stack, cfg, ncfg, host, err, errlen);
     if (o) rg_nf_flowstats_all(o, cfg_true(rg_nf_cfg_get(cfg, ncfg, "all", NULL)));
     return o;
 }
@@ -160,10 +199,12 @@ const rg_nf_desc rg_nf_desc_flowstats = {&abi_flowstats, "flowstats-all",
 static void *init_signatures(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
                              const rg_nf_host *host, char *err, size_t errlen)
 {
-    (void)host;
     const char *out = rg_nf_cfg_get(cfg, ncfg, "out", "rg-out");
     const char *rules = rg_nf_cfg_get(cfg, ncfg, "rules", NULL);
-    return make(rg_nf_signatures_open(stack, out, rules, err, errlen), "signatures", stack);
+    rg_nf_use_host(host);
+    rg_obs *o = make(rg_nf_signatures_open(stack, out, rules, err, errlen), "signatures", stack);
+    rg_nf_use_host(NULL);
+    return o;
 }
 static const rg_nf_abi abi_signatures = {
     RG_NF_ABI_VERSION,
@@ -218,18 +259,114 @@ void rg_nf_fail(rg_nf *nf, const char *what, const char *path)
              strerror(errno));
 }
 
-FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t errlen)
+static char *join(const char *outdir, const char *name, char *err, size_t errlen)
 {
     size_t n = strlen(outdir) + strlen(name) + 2;
     char *path = malloc(n);
-    if (!path) {
+    if (!path)
         snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    snprintf(path, n, "%s/%s", outdir, name);
+    else
+        snprintf(path, n, "%s/%s", outdir, name);
+    return path;
+}
+
+FILE *rg_nf_open_file(const char *outdir, const char *name, char *err, size_t errlen)
+{
+    char *path = join(outdir, name, err, errlen);
+    if (!path) return NULL;
     FILE *f = fopen(path, "w");
     if (!f) snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
     free(path);
+    return f;
+}
+
+/* A FILE whose whole lines go to the host's out_write: the NFs print their records with
+ * stdio as before, into a full buffer (a line-buffered stream costs a call per character)
+ * flushed when the NF's callback returns (flush_lines), so each record reaches the file once
+ * written; a record longer than the buffer waits here until it is whole. */
+typedef struct lineout {
+    const rg_nf_host *host;
+    void *out;
+    char *pend; /* the start of a line not yet ended */
+    size_t n, cap;
+} lineout;
+
+static int lo_keep(lineout *lo, const char *p, size_t n)
+{
+    if (lo->n + n > lo->cap) {
+        size_t cap = 2 * (lo->n + n);
+        char *q = realloc(lo->pend, cap);
+        if (!q) return -1;
+        lo->pend = q;
+        lo->cap = cap;
+    }
+    memcpy(lo->pend + lo->n, p, n);
+    lo->n += n;
+    return 0;
+}
+
+static ssize_t lo_write(void *c, const char *buf, size_t size)
+{
+    lineout *lo = c;
+    size_t end = size; /* just after the last newline, 0: none */
+    while (end && buf[end - 1] != '\n')
+        end--;
+    if (end) {
+        int rc;
+        if (!lo->n) { /* the usual case: whole lines, straight from stdio's buffer */
+            rc = lo->host->out_write(lo->out, buf, end);
+        } else {
+            if (lo_keep(lo, buf, end)) return -1;
+            rc = lo->host->out_write(lo->out, lo->pend, lo->n);
+            lo->n = 0;
+        }
+        if (rc) return -1;
+    }
+    if (end < size && lo_keep(lo, buf + end, size - end)) return -1;
+    return (ssize_t)size;
+}
+
+static int lo_close(void *c)
+{
+    lineout *lo = c;
+    char why[512];
+    /* a last line without its newline: written whole all the same */
+    int bad = lo->n && lo->host->out_write(lo->out, lo->pend, lo->n);
+    bad |= lo->host->out_close(lo->out, why, sizeof why) != RG_OK;
+    free(lo->pend);
+    free(lo);
+    return bad ? EOF : 0;
+}
+
+FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t errlen)
+{
+    const rg_nf_host *host = cur_host;
+    if (!RG_NF_HAS_OUT(host)) return rg_nf_open_file(outdir, name, err, errlen);
+    char *path = join(outdir, name, err, errlen);
+    lineout *lo = path ? calloc(1, sizeof *lo) : NULL;
+    if (!lo) {
+        if (path) snprintf(err, errlen, "out of memory");
+        free(path);
+        return NULL;
+    }
+    lo->host = host;
+    lo->out = host->out_open(host, path, err, errlen);
+    free(path);
+    FILE *f = NULL;
+    if (lo->out) {
+        f = fopencookie(lo, "w", (cookie_io_functions_t){NULL, lo_write, NULL, lo_close});
+        if (!f) {
+            snprintf(err, errlen, "out of memory");
+            host->out_close(lo->out, NULL, 0);
+        } else if (setvbuf(f, NULL, _IOFBF, 1u << 16) || nmade == RG_NF_LINES_MAX) {
+            fclose(f);
+            snprintf(err, errlen, "out of memory");
+            return NULL;
+        } else {
+            made_lines[nmade++] = f; /* flushed after each of the NF's callbacks */
+        }
+    }
+    if (!f) free(lo);
     return f;
 }
 

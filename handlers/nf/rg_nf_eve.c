@@ -14,7 +14,7 @@
  * src is the client: the SYN sender when the handshake was seen (rg_nf_client_side), else the
  * sender of the flow's first packet; toserver counts what the client sent.  Times are packet
  * times as Suricata writes them: ISO 8601, microseconds, "+0000" (UTC).  flow_id is the
- * instance's uid (--workers N: uid * N + the worker, unique across the workers' contexts).  The
+ * instance's uid (unique in the run, with --workers too: rg_uid_global in the driver).  The
  * mapping of states, reasons and anomaly events is in docs/operating.md
  * ("EVE output"). */
 #include "rg_nf_int.h"
@@ -23,15 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct nf_eve {
-    rg_nf_flows f;
-    uint32_t worker, nworkers; /* rg_nf_host's: flow_id = uid * nworkers + worker */
-} nf_eve;
-
 static uint64_t flow_id(const rg_nf_flows *nf, uint64_t uid)
 {
-    const nf_eve *e = (const nf_eve *)nf;
-    return uid ? uid * e->nworkers + e->worker : 0;
+    (void)nf;
+    return uid;
 }
 
 /* Suricata's "proto" of a layer's protocol, NULL: no EVE flow (an IP datagram, ARP...) */
@@ -198,7 +193,8 @@ static void on_clock_jump(void *self, uint64_t pkt_no, uint64_t pkt_ts_ns, uint6
 static rg_nf *eve_new(const rg_stack_desc *stack, const char *outdir, char *err, size_t errlen)
 {
     (void)stack;
-    rg_nf_flows *nf = rg_nf_flows_new(sizeof(nf_eve), outdir, "eve.json", write_rec, err, errlen);
+    rg_nf_flows *nf =
+        rg_nf_flows_new(sizeof(rg_nf_flows), outdir, "eve.json", write_rec, err, errlen);
     if (!nf) return NULL;
     nf->base.obs.on_gap = on_gap;
     nf->base.obs.on_overlap = on_overlap;
@@ -207,17 +203,10 @@ static rg_nf *eve_new(const rg_stack_desc *stack, const char *outdir, char *err,
     return &nf->base;
 }
 
-/* RG_STOCK_NF's init, keeping the worker (host: NULL when the driver makes it directly) */
 static void *init_eve(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,
                       const rg_nf_host *host, char *err, size_t errlen)
 {
-    nf_eve *nf = rg_nf_stock_init(eve_new, "eve", stack, cfg, ncfg, err, errlen);
-    if (nf) {
-        const int known = host && host->nworkers > 0 && host->worker < host->nworkers;
-        nf->worker = known ? host->worker : 0;
-        nf->nworkers = known ? host->nworkers : 1;
-    }
-    return nf;
+    return rg_nf_stock_init(eve_new, "eve", stack, cfg, ncfg, host, err, errlen);
 }
 static const rg_nf_abi abi_eve = {RG_NF_ABI_VERSION,
                                   sizeof(rg_nf_abi),

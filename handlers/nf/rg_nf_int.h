@@ -12,6 +12,7 @@
 
 /* Every NF starts with this, so an rg_obs * is an rg_nf *. */
 typedef struct rg_nf rg_nf;
+enum { RG_NF_LINES_MAX = 4 };
 struct rg_nf {
     rg_obs obs; /* obs.self == this NF */
     const char *name;
@@ -19,6 +20,10 @@ struct rg_nf {
     /* write outputs and release everything but the struct; RG_OK or RG_EIO */
     int (*finish)(rg_nf *nf);
     char err[512]; /* first output error ("" if none), printed by rg_nf_finish */
+    /* its line outputs (rg_nf_open_out through the host): fully buffered, flushed when a
+     * callback returns, so each record reaches the file whole once it is written */
+    FILE *lines[RG_NF_LINES_MAX];
+    unsigned nlines;
 };
 
 /* Constructors (RG_STOCK_NF makes each an NF of the ABI).  Each fills in
@@ -43,10 +48,14 @@ rg_nf *rg_nf_flowexport_new(const rg_stack_desc *stack, const char *outdir, char
  * Configuration: "out" (the output directory, default rg-out). */
 #define RG_NF_STOCK_NSUBS 8
 extern const rg_nf_sub rg_nf_stock_subs[RG_NF_STOCK_NSUBS];
-/* The NF ctor makes, named name, with cfg's "out": the ABI init of a stock NF. */
+/* The NF ctor makes, named name, with cfg's "out": the ABI init of a stock NF.  host (NULL:
+ * none, plain files) serves the line outputs ctor opens (rg_nf_open_out). */
 void *rg_nf_stock_init(rg_nf *(*ctor)(const rg_stack_desc *, const char *, char *, size_t),
                        const char *name, const rg_stack_desc *stack, const rg_nf_kv *cfg,
-                       unsigned ncfg, char *err, size_t errlen);
+                       unsigned ncfg, const rg_nf_host *host, char *err, size_t errlen);
+/* The host whose line outputs rg_nf_open_out uses on this thread while a stock NF is made
+ * (the constructors take no host): set around the constructor's call, NULL after. */
+void rg_nf_use_host(const rg_nf_host *host);
 /* Its ABI fini: rg_nf_finish. */
 int rg_nf_stock_fini(void *self, char *err, size_t errlen);
 
@@ -56,8 +65,7 @@ int rg_nf_stock_fini(void *self, char *err, size_t errlen);
     static void *init_##NAME(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg,       \
                              const rg_nf_host *host, char *err, size_t errlen)                     \
     {                                                                                              \
-        (void)host;                                                                                \
-        return rg_nf_stock_init(ctor, #NAME, stack, cfg, ncfg, err, errlen);                       \
+        return rg_nf_stock_init(ctor, #NAME, stack, cfg, ncfg, host, err, errlen);                 \
     }                                                                                              \
     static const rg_nf_abi abi_##NAME = {RG_NF_ABI_VERSION,                                        \
                                          sizeof(rg_nf_abi),                                        \
@@ -75,8 +83,14 @@ int rg_nf_stock_fini(void *self, char *err, size_t errlen);
  * (later ones add nothing new). */
 void rg_nf_fail(rg_nf *nf, const char *what, const char *path);
 
-/* Open outdir/name for writing (truncated); NULL with a message in err. */
+/* A line output outdir/name (records: JSON lines): through the host's out_open when the NF is
+ * made with one (rg_nf_use_host: one file whatever the number of workers, each line written
+ * whole when its newline is written, rotated and reopened by the driver), else a plain file
+ * (truncated).  NULL with a message in err. */
 FILE *rg_nf_open_out(const char *outdir, const char *name, char *err, size_t errlen);
+/* A plain file outdir/name (truncated), for what is no line output (streams.json, a
+ * summary each worker writes into its own part, added up at the end). */
+FILE *rg_nf_open_file(const char *outdir, const char *name, char *err, size_t errlen);
 
 /* fclose, recording a write error (full disk, ...) in nf. */
 void rg_nf_close_out(rg_nf *nf, FILE *f, const char *what);

@@ -354,7 +354,7 @@ static void *init_ipfix(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigne
         cfg_uint(cfg, ncfg, "refresh_s", 60, &secs, err, errlen) ||
         cfg_uint(cfg, ncfg, "domain", 1, &domain, err, errlen))
         return NULL;
-    rg_obs *o = rg_nf_stock_init(ipfix_new, "ipfix", stack, cfg, ncfg, err, errlen);
+    rg_obs *o = rg_nf_stock_init(ipfix_new, "ipfix", stack, cfg, ncfg, host, err, errlen);
     if (!o) return NULL;
     nf_ipfix *nf = (nf_ipfix *)o;
     /* --workers: each worker exports on its own session, as an Observation Domain of its own

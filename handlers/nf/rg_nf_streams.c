@@ -427,7 +427,7 @@ static int finish(rg_nf *base)
     rg_nf_close_out(base, nf->flows_out, "flows.jsonl");
     rg_nf_close_out(base, nf->noflow, "streams/noflow.bin");
     char e[256];
-    FILE *sum = rg_nf_open_out(nf->outdir, "streams.json", e, sizeof e);
+    FILE *sum = rg_nf_open_file(nf->outdir, "streams.json", e, sizeof e);
     if (sum) {
         fprintf(sum,
                 "{\"flows\":%" PRIu64 ",\"directions\":%" PRIu64 ",\"bytes\":%" PRIu64

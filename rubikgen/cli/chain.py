@@ -1,4 +1,4 @@
-"""`rubikgen ctl SOCKET attach|detach|list|rules|stats|flows`: change a running binary's NF chain (or its
+"""`rubikgen ctl SOCKET attach|detach|list|reopen|rules|stats|flows`: change a running binary's NF chain (or its
 rule set: rules/reload_cli.py; stats and flows: cli/live.py) through its control socket (`--control SOCKET`; protocol in runtime-c/main/rg_control.c)."""
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     d = what.add_parser("detach", help="detach an NF (its outputs are written)")
     d.add_argument("name", help="the NF's instance name (see list)")
     what.add_parser("list", help="the NFs in chain order: NAME and what was loaded")
+    what.add_parser(
+        "reopen",
+        help="reopen every NF's line output (logrotate's postrotate, as SIGHUP does)",
+    )
     r = what.add_parser("rules", help="the rule set (a binary built with --rules-reload)")
     rw = r.add_subparsers(dest="rules_action", required=True)
     rw.add_parser("info", help="the stack, its fingerprint, the rules in force, reloads")
@@ -75,6 +79,8 @@ def command(args: argparse.Namespace) -> int:
         fields = ["attach", nf, name or "", *params]
     elif args.action == "detach":
         fields = ["detach", args.name]
+    elif args.action == "reopen":
+        fields = ["reopen"]
     else:
         fields = ["list"]
     return ask(args.socket, fields, args.timeout)

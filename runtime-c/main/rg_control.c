@@ -30,6 +30,7 @@
 #include "rg_ctlsec.h"
 #include "rg_live.h"
 #include "rg_nfchain.h"
+#include "rg_out.h"
 #include "rg_rules_ctl.h"
 
 enum { REQ_MAX = RG_CTLREQ_MAX, REPLY_MAX = 8192 };
@@ -96,6 +97,14 @@ static int screen(rg_control *c, size_t n, char *reply, size_t size)
     unsigned at = !strcmp(r.f[0], "attach") && names_so(r.f[1]) ? 1
                   : !strcmp(r.f[0], "rules") && r.n == 3        ? 2
                                                                 : 0;
+    if (!strcmp(r.f[0], "reopen")) { /* the outputs are the driver's, not a context's */
+        int k = rg_out_reopen_all(err, sizeof err);
+        if (k < 0)
+            snprintf(reply, size, "error: %.4000s\n", err);
+        else
+            snprintf(reply, size, "ok\nreopened %d files\n", k);
+        return -1; /* answered here */
+    }
     if (!at) return 0;
     char path[4096];
     if (rg_so_resolve(NULL, r.f[at], path, sizeof path, err, sizeof err) ||
@@ -182,7 +191,7 @@ static void *serve(void *arg)
             pthread_mutex_unlock(&c->mu);
             write_all(fd, c->reply);
         } else if (n >= 0) {
-            write_all(fd, c->reply); /* screen's refusal */
+            write_all(fd, c->reply); /* screen's refusal, or its own answer (reopen) */
         }
         close(fd);
     }

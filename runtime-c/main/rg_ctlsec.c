@@ -285,6 +285,7 @@ int rg_ctlreq_parse(char *line, size_t len, rg_ctlreq *r, char *err, size_t errl
     char **f = r->f;
     unsigned n = r->n;
     if (!strcmp(f[0], "list") && n == 1) return 0;
+    if (!strcmp(f[0], "reopen") && n == 1) return 0;
     if (!strcmp(f[0], "detach") && n == 2 && f[1][0]) return 0;
     if (!strcmp(f[0], "rules") && n == 2 && !strcmp(f[1], "info")) return 0;
     if (!strcmp(f[0], "rules") && n == 3 && !strcmp(f[1], "load") && f[2][0]) return 0;
@@ -298,7 +299,8 @@ int rg_ctlreq_parse(char *line, size_t len, rg_ctlreq *r, char *err, size_t errl
         }
         return 0;
     }
-    return bad(err, errlen,
-               "unknown request (attach NF NAME [KEY=VALUE]..., detach NAME, list, rules info, "
-               "rules load SO)");
+    return bad(
+        err, errlen,
+        "unknown request (attach NF NAME [KEY=VALUE]..., detach NAME, list, reopen, rules info, "
+        "rules load SO)");
 }

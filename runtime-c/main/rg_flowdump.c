@@ -20,6 +20,7 @@
 #include "rg/rg_json.h"
 #include "rg/rg_uidmap.h"
 #include "rg_live.h"
+#include "rg_nfchain.h" /* rg_uid_global */
 
 /* An open instance as last seen.  The stack's record is not always where its callbacks
  * point: an instance created lazily (fast-destroy) is built in a scratch record reused by the
@@ -42,8 +43,8 @@ struct rg_flowtab {
     rg_obs obs; /* what the stack calls */
     rg_obs in;  /* the chain's */
     const rg_stack_desc *stack;
-    unsigned worker;
-    rg_nf_map map; /* uid -> ftrec */
+    unsigned worker, nworkers;
+    rg_nf_map map; /* uid -> ftrec (the context's uids; shown as the run's, rg_uid_global) */
     uint64_t now;  /* the latest packet time seen */
     /* the uids the current packet touched, refreshed at its end (rg_flowtab_packet_end) */
     uint64_t *touched;
@@ -233,13 +234,15 @@ static void t_overlap(void *self, const rg_flow_info *f, int dir, uint32_t seq, 
     t->in.on_overlap(t->in.self, f, dir, seq, len, new_bytes, old_len, new_len, policy, ts);
 }
 
-rg_flowtab *rg_flowtab_new(const rg_stack_desc *stack, unsigned worker, const rg_obs *inner)
+rg_flowtab *rg_flowtab_new(const rg_stack_desc *stack, unsigned worker, unsigned nworkers,
+                           const rg_obs *inner)
 {
     rg_flowtab *t = calloc(1, sizeof *t);
     if (!t || rg_nf_map_init(&t->map)) {
         free(t);
         return NULL;
     }
+    t->nworkers = nworkers;
     t->stack = stack;
     t->worker = worker;
     uint16_t maxkl = 0;
@@ -532,6 +535,7 @@ typedef struct flowview {
     const flowtext *x;
     const char *state;
     unsigned worker;
+    uint64_t uid; /* the run's (rg_uid_global) */
     double age, idle;
 } flowview;
 
@@ -574,7 +578,7 @@ static int term_takes(const term *t, const flowview *v)
         n = v->worker;
         break;
     case F_UID:
-        n = (double)v->r->fi.uid;
+        n = (double)v->uid;
         break;
     case F_PACKETS:
         n = (double)(v->r->pkts[0] + v->r->pkts[1]);
@@ -651,6 +655,7 @@ uint64_t rg_flowtab_dump(const rg_flowtab *ft, const char *layer, const rg_flowf
                       &x,
                       state_of(l, f),
                       ft->worker,
+                      rg_uid_global(f->uid, ft->worker, ft->nworkers),
                       (double)(ft->now - r->first_ts) / 1e9,
                       (double)(ft->now - r->last_ts) / 1e9};
         int take = 1;
@@ -659,7 +664,7 @@ uint64_t rg_flowtab_dump(const rg_flowtab *ft, const char *layer, const rg_flowf
         if (!take) continue;
         k++;
         rg_sbuf_printf(out, "{\"worker\":%u,\"layer\":\"%s\",\"proto\":\"%s\",\"uid\":%" PRIu64,
-                       ft->worker, l->name, l->protocol, f->uid);
+                       ft->worker, l->name, l->protocol, v.uid);
         rg_sbuf_printf(out, ",\"src\":%s%s%s,\"dst\":%s%s%s", x.src[0] ? "\"" : "",
                        x.src[0] ? x.src : "null", x.src[0] ? "\"" : "", x.dst[0] ? "\"" : "",
                        x.dst[0] ? x.dst : "null", x.dst[0] ? "\"" : "");

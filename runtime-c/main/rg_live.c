@@ -2,6 +2,7 @@
  * (ctl stats, stats.jsonl, --stats-fd) and Prometheus text (ctl stats --format prometheus,
  * --metrics); the flow-table requests (ctl flows) gathered the same way (see rg_live.h). */
 #include "rg_live.h"
+#include "rg_out.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,7 +73,7 @@ struct rg_live {
     _Atomic uint64_t rd_fwd, rd_back, rd_resyncs, rd_lost;
     int reader;
     /* --stats-interval / --stats-fd */
-    FILE *jsonl;
+    rg_out *jsonl; /* OUT/stats.jsonl: a line output (rotated, reopened: rg_out.h) */
     pthread_t th;
     int th_ok;
     atomic_int stop;
@@ -761,10 +762,7 @@ void rg_live_control(rg_live *l, const char *req, size_t n, int fd)
 
 static void emit(rg_live *l, const char *s, size_t n)
 {
-    if (l->jsonl) {
-        fwrite(s, 1, n, l->jsonl); /* one line in one write: a reader sees whole lines */
-        fflush(l->jsonl);
-    }
+    if (l->jsonl) rg_out_write(l->jsonl, s, n); /* one line in one write: whole lines */
     if (cfg.fd >= 0) write_all(cfg.fd, s, n);
 }
 
@@ -806,9 +804,10 @@ int rg_live_start(rg_live *l, char *err, size_t errlen)
         char path[4096];
         if (rg_mkdirs(l->o->out, err, errlen)) return -1;
         snprintf(path, sizeof path, "%s/stats.jsonl", l->o->out);
-        l->jsonl = fopen(path, "a");
+        char why[512];
+        l->jsonl = rg_out_open(path, 0, RG_OUT_APPEND, why, sizeof why);
         if (!l->jsonl) {
-            snprintf(err, errlen, "--stats-interval: %s: %s", path, strerror(errno));
+            snprintf(err, errlen, "--stats-interval: %s", why);
             return -1;
         }
     }
@@ -859,7 +858,10 @@ void rg_live_free(rg_live *l)
     if (!l) return;
     stop_threads(l);
     if (current == l) current = NULL;
-    if (l->jsonl) fclose(l->jsonl);
+    if (l->jsonl) {
+        char why[512];
+        if (rg_out_close(l->jsonl, why, sizeof why)) fprintf(stderr, "rg: %s\n", why);
+    }
     for (unsigned w = 0; w < l->nw; w++) {
         free(l->snaps[w].layer);
         free(l->bufs[w].s);

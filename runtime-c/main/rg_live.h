@@ -65,8 +65,10 @@ char *rg_live_prometheus(rg_live *l, size_t *len, char *err, size_t errlen);
 
 /* ---- the flow table (rg_flowdump.c) ---- */
 
-/* A table of worker's open instances, fed by an observer around inner (the chain's). */
-rg_flowtab *rg_flowtab_new(const rg_stack_desc *stack, unsigned worker, const rg_obs *inner);
+/* A table of worker's (of nworkers: the uids it shows are the run's) open instances, fed by an
+ * observer around inner (the chain's). */
+rg_flowtab *rg_flowtab_new(const rg_stack_desc *stack, unsigned worker, unsigned nworkers,
+                           const rg_obs *inner);
 /* The observer to give the stack (valid while ft lives). */
 const rg_obs *rg_flowtab_obs(rg_flowtab *ft);
 void rg_flowtab_free(rg_flowtab *ft);

@@ -14,10 +14,12 @@
 #include <time.h>
 
 #include "rg/rg_json.h"
+#include "rg/rg_rules.h"
 #include "rg/rg_seq.h"
 #include "rg_driver.h"
 #include "rg_live.h"
 #include "rg_nfchain.h"
+#include "rg_out.h"
 #include "rg_rules_out.h"
 
 /* Set by SIGINT/SIGTERM: the run stops reading, flushes and prints its
@@ -30,9 +32,17 @@ static void on_stop_signal(int sig)
     stop_flag = 1;
 }
 
-/* The handlers for the run; the previous ones in old[3] (restored after).  SIGHUP stops
- * the run too (with its flush) unless something handles it already (--rules-so reloads):
- * `rubikgen run` passes it on, and its default action would lose every record. */
+/* SIGHUP: reopen every line output at its next record (logrotate's postrotate), and reload
+ * the --rules-so rule set of a --rules-reload build.  It no longer stops the run: that is
+ * SIGINT's and SIGTERM's. */
+static void on_hup_signal(int sig)
+{
+    (void)sig;
+    rg_out_reopen_later();
+    rg_rules_hup++;
+}
+
+/* The handlers for the run; the previous ones in old[3] (restored after). */
 static void catch_stop_signals(struct sigaction old[3])
 {
     struct sigaction sa;
@@ -43,8 +53,9 @@ static void catch_stop_signals(struct sigaction old[3])
     stop_flag = 0;
     sigaction(SIGINT, &sa, &old[0]);
     sigaction(SIGTERM, &sa, &old[1]);
-    sigaction(SIGHUP, NULL, &old[2]);
-    if (old[2].sa_handler == SIG_DFL) sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = on_hup_signal;
+    sa.sa_flags = SA_RESTART; /* reading the capture goes on */
+    sigaction(SIGHUP, &sa, &old[2]);
 }
 
 static void restore_stop_signals(const struct sigaction old[3])
@@ -154,7 +165,7 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
     *obs =
         rg_make_observer(&r->counter, r->chain ? &cobs : NULL, strcmp(o->nf, RG_NF_NONE) != 0, ch);
     if (o->control) { /* ctl flows: the open instances, seen around the chain */
-        r->ft = rg_flowtab_new(stack, 0, obs);
+        r->ft = rg_flowtab_new(stack, 0, 1, obs);
         if (!r->ft) {
             fprintf(stderr, "%s: out of memory\n", o->prog);
             return 1;

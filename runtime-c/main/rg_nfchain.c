@@ -11,6 +11,7 @@
 #include "rg/rg_nf_registry.h"
 #include "rg/rg_obs.h"
 #include "rg/rg_uidmap.h"
+#include "rg_out.h"
 
 /* ---- an arena for the copies of one batch (chunks never move) ---- */
 
@@ -171,6 +172,9 @@ typedef struct dispatch_ref {
 
 static int host_subscribe(const rg_nf_ev *ev, unsigned sub, int on);
 static int host_no_more_bytes(const rg_nf_ev *ev, int dir);
+static void *host_out_open(const rg_nf_host *host, const char *path, char *err, size_t errlen);
+static int host_out_write(void *out, const char *rec, size_t len);
+static int host_out_close(void *out, char *err, size_t errlen);
 
 rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
 {
@@ -182,7 +186,8 @@ rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
     ch->want_b = calloc((size_t)RG_NF_EV_KINDS * (stack->nlayers + 1u), 1);
     ch->data_arg = rg_obs_data_args(stack);
     ch->host = (rg_nf_host){
-        RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe, host_no_more_bytes, 0, 1};
+        RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe, host_no_more_bytes, 0, 1,
+        host_out_open,     host_out_write,     host_out_close};
     if (!ch->outdir || !ch->want_call || !ch->want_b || !ch->data_arg) {
         free(ch->data_arg);
         free(ch->outdir);
@@ -356,6 +361,11 @@ static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
 }
 
 /* ---- --workers ---- */
+
+uint64_t rg_chain_uid(const rg_chain *ch, uint64_t uid)
+{
+    return rg_uid_global(uid, ch->host.worker, ch->host.nworkers);
+}
 
 void rg_chain_set_pkt(rg_chain *ch, uint64_t pkt_no)
 {
@@ -680,6 +690,7 @@ static qev *push(rg_chain *ch, int kind, const rg_flow_info *f, uint64_t ts_ns)
             f->layer < ch->stack->nlayers ? &ch->stack->layers[f->layer] : NULL;
         size_t klen = l ? l->key_len : 0;
         e->flow = *f;
+        e->flow.uid = rg_chain_uid(ch, f->uid); /* what the NFs see: unique in the run */
         e->uid = f->uid;
         e->live = (rg_flow_info *)f; /* the instance's own record: only no_bytes is written */
         e->ev.layer = f->layer;
@@ -945,6 +956,33 @@ void rg_chain_batch_end(void *self)
 }
 
 /* ---- host functions ---- */
+
+/* The chain whose host this is (host is a member of rg_chain). */
+static rg_chain *chain_of_host(const rg_nf_host *host)
+{
+    return (rg_chain *)(void *)((char *)(uintptr_t)host - offsetof(rg_chain, host));
+}
+
+static void *host_out_open(const rg_nf_host *host, const char *path, char *err, size_t errlen)
+{
+    if (!host || !path) {
+        snprintf(err, errlen, "out_open: no path");
+        return NULL;
+    }
+    const rg_chain *ch = chain_of_host(host);
+    /* --workers (even 1): flow records name their worker, as the merge of old did */
+    return rg_out_open(path, host->worker, ch->wdirs ? RG_OUT_TAG : 0, err, errlen);
+}
+
+static int host_out_write(void *out, const char *rec, size_t len)
+{
+    return out && rec ? rg_out_write(out, rec, len) : RG_EINVAL;
+}
+
+static int host_out_close(void *out, char *err, size_t errlen)
+{
+    return rg_out_close(out, err, errlen);
+}
 
 static int host_subscribe(const rg_nf_ev *ev, unsigned sub, int on)
 {

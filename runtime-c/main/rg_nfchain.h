@@ -20,6 +20,7 @@
 #define RG_NFCHAIN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rg/rg_api.h"
 #include "rg/rg_nf_api.h"
@@ -98,6 +99,16 @@ void rg_rmtree(const char *dir);
  * their out directories' worker part (created), the directories remembered in dirs. */
 int rg_chain_set_worker(rg_chain *ch, unsigned worker, unsigned nworkers, rg_wdirs *dirs, char *err,
                         size_t errlen);
+/* uids: each context numbers its instances 1, 2, 3... in creation order; worker K of N
+ * (--workers) gives its i-th instance the uid (i - 1) * N + K + 1, so a uid is unique in the
+ * whole run when it is written (one context and --workers 1: 1, 2, 3...).  What the NFs'
+ * records and ctl flows show. */
+static inline uint64_t rg_uid_global(uint64_t uid, unsigned worker, unsigned nworkers)
+{
+    return nworkers > 1 && uid ? (uid - 1) * nworkers + worker + 1 : uid;
+}
+/* ch's NFs' uid of its context's instance uid */
+uint64_t rg_chain_uid(const rg_chain *ch, uint64_t uid);
 /* The input's frame number of the packet about to be processed (events carry it as pkt_no
  * instead of the context's own count: the same numbers with 1 or N workers). */
 void rg_chain_set_pkt(rg_chain *ch, uint64_t pkt_no);

@@ -14,6 +14,7 @@
 #include "rg_live.h"
 #include "rg_driver.h"
 #include "rg_rules_ctl.h"
+#include "rg_out.h"
 
 enum { MAX_NF_FLAGS = 32 };
 
@@ -124,6 +125,12 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "  --rules-so PATH  (a --rules-reload build) run this rule set, reloaded on SIGHUP\n",
           out);
     fputs("  --ipfix [tcp://]HOST:PORT  export every ended flow as IPFIX (UDP, or TCP)\n", out);
+    fputs("  --rotate SIZE|TIME  rename each NF's line output (OUT/flowstats.jsonl...) to\n"
+          "                   NAME.YYYYmmddTHHMMSSZ and start a new one before it passes\n"
+          "                   SIZE (100M, 10K, 1G) or once it is TIME old (30s, 10min, 1h,\n"
+          "                   1d); one of each may be given.  SIGHUP and rubikgen ctl\n"
+          "                   PATH reopen reopen them (logrotate)\n",
+          out);
     fputs("  --stats-interval S  append the live counters (ctl stats's JSON) to\n"
           "                   OUT/stats.jsonl every S seconds, and once at the end\n"
           "  --stats-fd FD    write those lines to file descriptor FD too (every S\n"
@@ -319,6 +326,7 @@ enum {
     O_RULES_SO, /* rg_rules_ctl.h */
     O_CTLSEC,   /* rg_ctlsec.h: --control-mode, --control-group, --nf-path, --rules-path */
     O_LIVE,     /* rg_live.h: --stats-interval, --stats-fd, --metrics */
+    O_ROTATE,   /* --rotate SIZE|TIME (rg_out.h) */
     O_BURST,
     O_PREFETCH_ALWAYS,
     O_PREFETCH_RECORDS,
@@ -377,6 +385,7 @@ static void build_longopts(struct option *lo, size_t n)
         {"prefetch-always", no_argument, NULL, O_PREFETCH_ALWAYS},
         {"prefetch-records", no_argument, NULL, O_PREFETCH_RECORDS},
         {"ipfix", required_argument, NULL, O_IPFIX},
+        {"rotate", required_argument, NULL, O_ROTATE},
         {"help", no_argument, NULL, 'h'},
     };
     size_t k = 0;
@@ -513,6 +522,14 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_IPFIX:
             o->ipfix = optarg;
             break;
+        case O_ROTATE: {
+            char err[256];
+            if (rg_out_rotate_option(optarg, err, sizeof err)) {
+                fprintf(stderr, "%s: %s\n", o->prog, err);
+                return EXIT_USAGE;
+            }
+            break;
+        }
         case O_CONTROL:
             o->control = optarg;
             break;

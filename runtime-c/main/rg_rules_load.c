@@ -238,21 +238,10 @@ static rg_rules_rt *rt_of(const struct rg_stats *st)
     return NULL;
 }
 
-static void on_hup(int sig)
-{
-    (void)sig;
-    rg_rules_hup++;
-}
-
+/* SIGHUP (rg_main.c's handler, which also reopens the outputs) reloads so_path */
 void rg_rules_so_option(const char *path)
 {
     so_path = path;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_hup;
-    sa.sa_flags = SA_RESTART; /* reading the capture goes on */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGHUP, &sa, NULL);
 }
 
 void rg_rules_hup_reload(rg_rules_rt *rt)

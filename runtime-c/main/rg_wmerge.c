@@ -1,24 +1,20 @@
-/* rg_wmerge.c - --workers N: the workers' NF outputs merged into the files one context
- * writes (see rg_nfchain.h, docs/nf.md "NFs on several workers").
+/* rg_wmerge.c - --workers N: what the NFs did not write through the line outputs, gathered
+ * at the end (see rg_nfchain.h, docs/nf.md "NFs on several workers").
  *
- * Every worker's NFs write into OUT/.rg-worker-K.  At the end (every worker flushed, every
- * NF's fini done) each directory is merged into OUT:
+ * Line records (every stock NF's .jsonl, eve.json, and any NF's written with the host's
+ * out_write) go to one shared file while the run goes on (rg_out.c): nothing of them is
+ * left here.  What remains in OUT/.rg-worker-K at the end is each worker's own files:
  *
- * - flow uids: each context numbers its instances 1, 2, ... in creation order.  The workers
- *   record for each of theirs the input's frame that created it (rg_wuids); ranking all of
- *   them by (frame, worker's own order) gives every instance the uid one context reading the
- *   whole input gives it.  Top-level JSON members "uid" and "flow" of .jsonl records, the
- *   leading number of a file name ("17-c2s.bin") and such names in "file" members are
- *   renumbered.
- * - NAME.jsonl: the records of all workers, ordered by ("pkt" member, uid, the worker's own
- *   order; a missing member counts as 0; records with neither by their text): records of
- *   one flow stay in their order, and the order is the same whatever the number of workers.
- *   A flow's records (those with a uid) get the worker that processed it as a last member,
- *   "worker": K.
- * - NAME.json (one flat object: a summary): numbers added up, other members from the first
- *   worker that has them not null.
- * - any other file: moved; one written by several workers is their concatenation in worker
- *   order. */
+ * - NAME.json (one flat object: a summary such as streams.json, written by each worker's
+ *   fini): numbers added up, other members from the first worker that has them not null;
+ * - NAME.jsonl of an NF that writes its records itself (an NF compiled before the line
+ *   outputs, or one that does not use them): the workers' lines in worker order, a flow's
+ *   records (a top-level numeric "uid" or "flow") with "worker": K as a last member;
+ * - any other file (streams' per-flow payload, streams/17-c2s.bin: its name is the flow's
+ *   uid, unique in the run) moved into OUT; one written by several workers (such as
+ *   streams/noflow.bin) is their concatenation in worker order.
+ *
+ * uids need no renumbering: they are unique in the run when written (rg_uid_global). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
 #include <ftw.h>
@@ -31,6 +27,7 @@
 #include <unistd.h>
 
 #include "rg_nfchain.h"
+#include "rg_out.h"
 #include "rg_wmerge.h"
 
 /* ---- small helpers ---- */
@@ -57,56 +54,6 @@ int rg_wdirs_add(rg_wdirs *d, const char *dir)
     }
     if (d->mu) pthread_mutex_unlock(d->mu);
     return rc;
-}
-
-int rg_wuids_note(rg_wuids *u, uint64_t uid_max, uint64_t key)
-{
-    while (u->n < uid_max) {
-        if (u->n == u->cap) {
-            size_t cap = u->cap ? u->cap * 2 : 1024;
-            uint64_t *k = realloc(u->key, cap * sizeof *k);
-            if (!k) return RG_ENOMEM;
-            u->key = k;
-            u->cap = cap;
-        }
-        u->key[u->n++] = key;
-    }
-    return RG_OK;
-}
-
-void rg_wuids_free(rg_wuids *u)
-{
-    free(u->key);
-    free(u->g);
-    memset(u, 0, sizeof *u);
-}
-
-/* The global uids: every worker's instances ranked by (key, worker) in a k-way merge (each
- * worker's keys do not decrease). */
-static int rank_uids(rg_wuids *u, unsigned nw)
-{
-    size_t *at = calloc(nw, sizeof *at);
-    if (!at) return RG_ENOMEM;
-    for (unsigned k = 0; k < nw; k++)
-        if (!(u[k].g = malloc((u[k].n ? u[k].n : 1) * sizeof *u[k].g))) {
-            free(at);
-            return RG_ENOMEM;
-        }
-    for (uint64_t next = 1;; next++) {
-        int best = -1;
-        for (unsigned k = 0; k < nw; k++)
-            if (at[k] < u[k].n && (best < 0 || u[k].key[at[k]] < u[best].key[at[best]]))
-                best = (int)k;
-        if (best < 0) break;
-        u[best].g[at[best]++] = next;
-    }
-    free(at);
-    return RG_OK;
-}
-
-static uint64_t map_uid(const rg_wuids *u, uint64_t uid)
-{
-    return uid >= 1 && uid <= u->n ? u->g[uid - 1] : uid;
 }
 
 /* ---- text buffers ---- */
@@ -140,123 +87,11 @@ static int bnum(buf *b, uint64_t v)
     return bput(b, t, (size_t)n);
 }
 
-/* A path or file name whose last component starts with a uid ("17-c2s.bin", "17.bin") with
- * the uid renumbered, into b. */
-static int put_name(buf *b, const char *s, size_t n, const rg_wuids *u)
-{
-    size_t base = n;
-    while (base && s[base - 1] != '/')
-        base--;
-    size_t d = base;
-    uint64_t v = 0;
-    while (d < n && s[d] >= '0' && s[d] <= '9' && d - base < 19)
-        v = v * 10 + (uint64_t)(s[d++] - '0');
-    if (d == base || d == n || (s[d] != '-' && s[d] != '.') || v < 1 || v > u->n)
-        return bput(b, s, n);
-    if (bput(b, s, base) || bnum(b, map_uid(u, v))) return RG_ENOMEM;
-    return bput(b, s + d, n - d);
-}
-
-/* ---- .jsonl records ---- */
-
-typedef struct rec {
-    uint64_t pkt, uid, idx;
-    unsigned worker;
-    char *text; /* with its newline */
-    size_t len;
-} rec;
-
 static const char *skip_string(const char *s, const char *end)
 {
     for (s++; s < end && *s != '"'; s++)
         if (*s == '\\') s++;
     return s < end ? s + 1 : end;
-}
-
-/* Rewrite one record (line without its newline) of worker u into r. */
-static int rewrite(const char *s, size_t n, const rg_wuids *u, rec *r)
-{
-    buf b = {0};
-    const char *end = s + n, *p = s, *copied = s;
-    int depth = 0, got_uid = 0;
-    while (p < end) {
-        if (*p == '{' || *p == '[') {
-            depth++;
-            p++;
-        } else if (*p == '}' || *p == ']') {
-            depth--;
-            p++;
-        } else if (*p != '"') {
-            p++;
-        } else {
-            const char *k = p + 1, *ke = skip_string(p, end);
-            p = ke;
-            if (depth != 1) continue;
-            const char *q = p;
-            while (q < end && (*q == ' ' || *q == '\t'))
-                q++;
-            if (q >= end || *q != ':') continue; /* a value, not a key */
-            q++;
-            while (q < end && (*q == ' ' || *q == '\t'))
-                q++;
-            size_t kl = (size_t)(ke - 1 - k);
-            int is_uid = (kl == 3 && !memcmp(k, "uid", 3)) || (kl == 4 && !memcmp(k, "flow", 4));
-            int is_pkt = kl == 3 && !memcmp(k, "pkt", 3);
-            int is_file = kl == 4 && !memcmp(k, "file", 4);
-            if ((is_uid || is_pkt) && q < end && *q >= '0' && *q <= '9') {
-                const char *ve = q;
-                uint64_t v = 0;
-                while (ve < end && *ve >= '0' && *ve <= '9')
-                    v = v * 10 + (uint64_t)(*ve++ - '0');
-                if (is_pkt) {
-                    r->pkt = v;
-                } else {
-                    v = map_uid(u, v);
-                    if (!got_uid) r->uid = v;
-                    got_uid = 1;
-                    if (bput(&b, copied, (size_t)(q - copied)) || bnum(&b, v)) goto oom;
-                    copied = ve;
-                }
-                p = ve;
-            } else if (is_file && q < end && *q == '"') {
-                const char *ve = skip_string(q, end);
-                if (bput(&b, copied, (size_t)(q + 1 - copied)) ||
-                    put_name(&b, q + 1, (size_t)(ve - 1 - (q + 1)), u) || bput(&b, "\"", 1))
-                    goto oom;
-                copied = p = ve;
-            }
-        }
-    }
-    /* a flow's record: the worker that processed the flow, as a last member */
-    const char *last = end;
-    while (last > copied && (last[-1] == ' ' || last[-1] == '\r'))
-        last--;
-    if (got_uid && last > copied && last[-1] == '}') {
-        char w[32];
-        int wl = snprintf(w, sizeof w, ",\"worker\":%u}", r->worker);
-        if (bput(&b, copied, (size_t)(last - 1 - copied)) || bput(&b, w, (size_t)wl)) goto oom;
-        copied = end;
-    }
-    if (bput(&b, copied, (size_t)(end - copied)) || bput(&b, "\n", 1)) goto oom;
-    r->text = b.p;
-    r->len = b.n;
-    return RG_OK;
-oom:
-    free(b.p);
-    return RG_ENOMEM;
-}
-
-static int rec_cmp(const void *a, const void *b)
-{
-    const rec *x = a, *y = b;
-    if (x->pkt != y->pkt) return x->pkt < y->pkt ? -1 : 1;
-    if (x->uid != y->uid) return x->uid < y->uid ? -1 : 1;
-    if (!x->pkt && !x->uid) { /* neither packet nor flow: by content, whatever the worker */
-        int c = strcmp(x->text, y->text);
-        if (c) return c;
-    }
-    if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
-    return x->worker < y->worker ? -1 : x->worker > y->worker;
 }
 
 /* ---- one merge ---- */
@@ -269,7 +104,6 @@ typedef struct part {
 
 typedef struct merge {
     const char *prog;
-    const rg_wuids *u; /* per worker */
     part *parts;
     size_t n, cap;
     unsigned cur; /* the worker being listed */
@@ -293,10 +127,8 @@ static int list_one(const char *path, const struct stat *st, int type, struct FT
         m->cap = cap;
     }
     const char *rel = path + m->root_len + 1;
-    buf b = {0};
-    if (put_name(&b, rel, strlen(rel), &m->u[m->cur])) return -1;
     part *p = &m->parts[m->n];
-    p->rel = b.p;
+    if (!(p->rel = strdup(rel))) return -1;
     p->path = strdup(path);
     p->worker = m->cur;
     if (!p->path) {
@@ -348,60 +180,30 @@ static int write_file(const char *path, const char *s, size_t n)
     return bad ? RG_EIO : RG_OK;
 }
 
-/* NAME.jsonl from parts p[0..k). */
-static int merge_jsonl(merge *m, const part *p, size_t k, const char *to)
+/* NAME.jsonl from parts p[0..k): the lines in worker order, flow records tagged. */
+static int merge_jsonl(const part *p, size_t k, const char *to)
 {
-    rec *rs = NULL;
-    size_t nr = 0, cap = 0;
+    FILE *f = fopen(to, "wb");
+    if (!f) return RG_EIO;
     int rc = RG_OK;
-    char **texts = calloc(k, sizeof *texts);
-    if (!texts) return RG_ENOMEM;
     for (size_t i = 0; i < k && !rc; i++) {
         size_t len;
-        texts[i] = slurp(p[i].path, &len);
-        if (!texts[i]) {
+        char *text = slurp(p[i].path, &len);
+        if (!text) {
             rc = RG_EIO;
             break;
         }
-        uint64_t idx = 0;
-        for (char *s = texts[i], *end = texts[i] + len; s < end && !rc;) {
+        for (char *s = text, *end = text + len; s < end && !rc;) {
             char *nl = memchr(s, '\n', (size_t)(end - s));
-            size_t ln = nl ? (size_t)(nl - s) : (size_t)(end - s);
-            if (nr == cap) {
-                cap = cap ? cap * 2 : 1024;
-                rec *r2 = realloc(rs, cap * sizeof *r2);
-                if (!r2) {
-                    rc = RG_ENOMEM;
-                    break;
-                }
-                rs = r2;
-            }
-            rec *r = &rs[nr];
-            memset(r, 0, sizeof *r);
-            r->idx = idx++;
-            r->worker = p[i].worker; /* before rewrite: it writes it into flow records */
-            if (rewrite(s, ln, &m->u[p[i].worker], r)) {
-                rc = RG_ENOMEM;
-                break;
-            }
-            nr++;
+            size_t ln = nl ? (size_t)(nl - s) : (size_t)(end - s), tl;
+            char *t = rg_out_tag_line(s, ln, p[i].worker, &tl);
+            if (!t || fwrite(t, 1, tl, f) != tl || fputc('\n', f) == EOF) rc = RG_EIO;
+            free(t);
             s += ln + 1;
         }
+        free(text);
     }
-    if (!rc) {
-        if (nr) qsort(rs, nr, sizeof *rs, rec_cmp); /* rs is NULL without records */
-        FILE *f = fopen(to, "wb");
-        if (!f) rc = RG_EIO;
-        for (size_t i = 0; f && i < nr; i++)
-            if (fwrite(rs[i].text, 1, rs[i].len, f) != rs[i].len) rc = RG_EIO;
-        if (f && fclose(f)) rc = RG_EIO;
-    }
-    for (size_t i = 0; i < nr; i++)
-        free(rs[i].text);
-    for (size_t i = 0; i < k; i++)
-        free(texts[i]);
-    free(texts);
-    free(rs);
+    if (fclose(f)) rc = RG_EIO;
     return rc;
 }
 
@@ -573,7 +375,7 @@ static int merge_dir(merge *m, const char *out, unsigned nw)
         *slash = '/';
         if (!rc) {
             if (ends_with(p->rel, ".jsonl"))
-                rc = merge_jsonl(m, p, k, to);
+                rc = merge_jsonl(p, k, to);
             else if (ends_with(p->rel, ".json") && (rc = merge_json(m, p, k, to)) == RG_EINVAL)
                 rc = concat(p, k, to);
             else if (!ends_with(p->rel, ".json"))
@@ -598,13 +400,9 @@ static int merge_dir(merge *m, const char *out, unsigned nw)
     return m->failed ? RG_EIO : RG_OK;
 }
 
-int rg_wmerge(const rg_wdirs *dirs, unsigned nw, rg_wuids *uids, const char *prog)
+int rg_wmerge(const rg_wdirs *dirs, unsigned nw, const char *prog)
 {
-    if (rank_uids(uids, nw)) {
-        fprintf(stderr, "%s: --workers: out of memory merging the outputs\n", prog);
-        return RG_ENOMEM;
-    }
-    merge m = {.prog = prog, .u = uids};
+    merge m = {.prog = prog};
     int rc = RG_OK;
     for (unsigned i = 0; i < dirs->n; i++)
         if (merge_dir(&m, dirs->dir[i], nw)) rc = RG_EIO;

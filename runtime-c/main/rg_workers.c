@@ -19,9 +19,10 @@
  * --control requests, which every worker applies between two of its packets),
  * with its per-flow NF state in it: nothing is locked on the packet path.
  * The ring records carry the input's frame number, which the NFs see as the
- * packet number, and each worker notes the frame that created each of its
- * instances; the NFs write into OUT/.rg-worker-K, merged at the end into the
- * files of one context with the uids one context gives (rg_wmerge.c).
+ * packet number; uids are unique in the run (worker K of N: (i - 1) * N + K + 1,
+ * rg_uid_global).  The NFs' line records go to one shared file per output as
+ * they are written (rg_out.c); what else they write goes into OUT/.rg-worker-K,
+ * gathered at the end (rg_wmerge.c).
  * --write and --inline (live): the reading thread keeps a copy of every frame
  * and writes / sends on those that pass, in input order, once their workers
  * have stored their verdicts (wwrite).  --inline on DPDK queues: each worker
@@ -75,9 +76,7 @@ typedef struct worker {
     rg_control *ctl;     /* --control: shared by the workers, each applies every request */
     rg_live *live;       /* ctl stats/flows, --stats-interval, --metrics: shared (rg_live.h) */
     rg_flowtab *ft;      /* --control: this worker's open instances (ctl flows) */
-    rg_wuids uids;       /* the creation of each of this context's instances (rg_wmerge.h) */
     _Atomic uint8_t *wv; /* --write: the verdict slots (wwrite), NULL: none */
-    int uids_oom;
     obs_chain ch;
     rg_obs obs;
     void *ctx;
@@ -166,14 +165,6 @@ static void write_ready(wwrite *ww, int wait)
     }
 }
 
-/* After a packet: the instances it created, dated by key (the merge's uid order). */
-static void note_uids(worker *w, uint64_t key)
-{
-    if (w->chain && w->uids.n < w->counter.n.uid_max &&
-        rg_wuids_note(&w->uids, w->counter.n.uid_max, key))
-        w->uids_oom = 1;
-}
-
 /* One ring record; seq: the input's frame number (a tick: the frames before it). */
 static void process(worker *w, const rg_frame *f, uint64_t seq)
 {
@@ -193,7 +184,6 @@ static void process(worker *w, const rg_frame *f, uint64_t seq)
     } else {
         if (w->chain) rg_chain_set_pkt(w->chain, seq);
         int fed = rg_feed(&w->fd, f);
-        note_uids(w, seq);
         if (w->wv) { /* the verdict one context gives (run_capture) */
             const int v = rg_frame_verdict(w->stack, w->ctx, w->chain, fed);
             const uint8_t wv = v >= RG_REJECT ? (uint8_t)(WV_REJECT + (RG_REJECT_FLAGS(v) & 3u))
@@ -271,8 +261,7 @@ static int qworker_main(void *arg)
         rg_feed_prefetch(&w->fd, burst, use);
         for (unsigned i = 0; i < use; i++) {
             int fed = rg_feed(&w->fd, &burst[i]);
-            note_uids(w, burst[i].ts_ns); /* no frame numbers: the source's one clock */
-            if (w->o->inline_mode) {      /* the verdict one context gives (run_capture) */
+            if (w->o->inline_mode) { /* the verdict one context gives (run_capture) */
                 const int v = rg_frame_verdict(w->stack, w->ctx, w->chain, fed);
                 drop[i] = v >= RG_DROP;
             }
@@ -348,7 +337,7 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
     w->obs = rg_make_observer(&w->counter, w->chain ? &cobs : NULL, strcmp(o->nf, RG_NF_NONE) != 0,
                               &w->ch);
     if (o->control) { /* ctl flows: the open instances, seen around the chain */
-        w->ft = rg_flowtab_new(stack, w->id, &w->obs);
+        w->ft = rg_flowtab_new(stack, w->id, o->workers, &w->obs);
         if (!w->ft) {
             snprintf(err, errlen, "out of memory");
             return 1;
@@ -385,7 +374,6 @@ static int worker_open(worker *w, rg_wdirs *dirs, rg_control *ctl, const rg_link
 static void worker_free(worker *w)
 {
     if (w->chain) rg_chain_free(w->chain, w->o->prog); /* a failed start: close what it wrote */
-    rg_wuids_free(&w->uids);
     if (w->ctx) w->stack->ctx_free(w->ctx);
     rg_flowtab_free(w->ft);
     free(w->live_per);
@@ -694,10 +682,6 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
                 if (rg_chain_free(w->chain, o->prog)) status = 1;
                 w->chain = NULL;
             }
-            if (w->uids_oom) {
-                fprintf(stderr, "%s: worker %u: out of memory noting its flows\n", o->prog, i);
-                status = 1;
-            }
             add_counts(&total.n, &w->counter.n, stack->nlayers);
             s.pkts += w->fd.pkts;
             s.bytes += w->fd.bytes;
@@ -708,15 +692,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
             s.errors += (st ? rg_stats_total_errors(st) : 0) + w->fd.skipped;
         }
         if (dirs.n) { /* every NF has written its files: merge them */
-            rg_wuids *uids = calloc(nw, sizeof *uids);
-            for (unsigned i = 0; uids && i < nw; i++) {
-                uids[i] = ws[i].uids;
-                memset(&ws[i].uids, 0, sizeof ws[i].uids);
-            }
-            if (!uids || rg_wmerge(&dirs, nw, uids, o->prog)) status = 1;
-            for (unsigned i = 0; uids && i < nw; i++)
-                rg_wuids_free(&uids[i]);
-            free(uids);
+            if (rg_wmerge(&dirs, nw, o->prog)) status = 1;
         }
         rg_source_stats sst;
         io->stats(src, &sst);

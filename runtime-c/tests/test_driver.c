@@ -6,10 +6,12 @@
 #include "rg_test_fs.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <pcap/pcap.h>
 
 #include "rg/rg_api.h"
 #include "rg_driver.h"
+#include "rg_out.h"
 
 /* ---- the recording stack ---- */
 
@@ -688,6 +690,113 @@ static void test_feed_burst_same_as_feed(void **state)
     }
 }
 
+/* ---- rg_out: the NFs' line outputs ---- */
+
+typedef struct out_writer {
+    char path[256];
+    unsigned worker, n;
+} out_writer;
+
+/* A writer thread: n records of varying length (up to 3 KiB, past stdio's and a pipe's
+ * atomic sizes) through its own handle on the shared path. */
+static void *out_write_many(void *arg)
+{
+    out_writer *w = arg;
+    char err[256], rec[4096];
+    rg_out *o = rg_out_open(w->path, w->worker, RG_OUT_TAG, err, sizeof err);
+    if (!o) return NULL;
+    for (unsigned i = 0; i < w->n; i++) {
+        unsigned pad = (i * 7919u) % 3000;
+        int len = snprintf(rec, sizeof rec, "{\"uid\":%u,\"pad\":\"%*s\"}\n", i * 2 + w->worker + 1,
+                           (int)pad, "");
+        if (rg_out_write(o, rec, (size_t)len)) break;
+    }
+    rg_out_close(o, err, sizeof err);
+    return NULL;
+}
+
+static void test_out_shared_whole_lines(void **state)
+{
+    (void)state;
+    char dir[64], wdir[128], path[160];
+    assert_non_null(fs_tmpdir(dir, "rgout"));
+    snprintf(wdir, sizeof wdir, "%s/.rg-worker-1", dir); /* rg_nfchain.h RG_WORKER_DIR */
+    assert_int_equal(mkdir(wdir, 0700), 0);
+    out_writer w[2] = {{.worker = 0, .n = 2000}, {.worker = 1, .n = 2000}};
+    snprintf(w[0].path, sizeof w[0].path, "%s/x.jsonl", dir);
+    snprintf(w[1].path, sizeof w[1].path, "%s/x.jsonl", wdir); /* a worker's part: the same file */
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, out_write_many, &w[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    snprintf(path, sizeof path, "%s/x.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char line[8192];
+    unsigned seen[2] = {0, 0};
+    while (fgets(line, sizeof line, f)) {
+        unsigned uid, worker;
+        size_t n = strlen(line);
+        assert_true(n > 0 && line[n - 1] == '\n'); /* whole lines, never two in one */
+        char *wk = strstr(line, ",\"worker\":");
+        assert_non_null(wk); /* a flow record: tagged with its worker, as the last member */
+        assert_int_equal(sscanf(line, "{\"uid\":%u,", &uid), 1);
+        assert_int_equal(sscanf(wk, ",\"worker\":%u}", &worker), 1);
+        assert_string_equal(strchr(wk + 1, '}'), "}\n");
+        assert_int_equal((uid - 1) % 2, worker);
+        assert_int_equal(uid, seen[worker] * 2 + worker + 1); /* each writer's own order */
+        seen[worker]++;
+    }
+    fclose(f);
+    assert_int_equal(seen[0], 2000);
+    assert_int_equal(seen[1], 2000);
+    fs_rm_tree(dir);
+}
+
+static void test_out_rotate(void **state)
+{
+    (void)state;
+    char err[256], dir[64], path[128];
+    assert_int_equal(rg_out_rotate_option("10m", err, sizeof err), RG_EINVAL);
+    assert_non_null(strstr(err, "min for minutes"));
+    assert_int_equal(rg_out_rotate_option("0", err, sizeof err), RG_EINVAL);
+    assert_int_equal(rg_out_rotate_option("1x", err, sizeof err), RG_EINVAL);
+    assert_int_equal(rg_out_rotate_option("1h", err, sizeof err), RG_OK);
+    assert_int_equal(rg_out_rotate_option("1K", err, sizeof err), RG_OK);
+    assert_non_null(fs_tmpdir(dir, "rgrot"));
+    snprintf(path, sizeof path, "%s/r.jsonl", dir);
+    rg_out *o = rg_out_open(path, 0, 0, err, sizeof err);
+    assert_non_null(o);
+    const char rec[] = "{\"n\":\"0123456789012345678901234567890123456789\"}\n"; /* 49 bytes */
+    const unsigned r = sizeof rec - 1;
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(rg_out_write(o, rec, sizeof rec - 1), RG_OK);
+    assert_int_equal(rg_out_close(o, err, sizeof err), RG_OK);
+    /* 4900 bytes in files of at most 1 KiB (20 records): 5 files, every record once */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    unsigned files = 0, total = 0;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "r.jsonl", 7)) continue;
+        char p[400];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        assert_int_equal(stat(p, &st), 0);
+        total += (unsigned)st.st_size;
+        files++;
+        if (st.st_size > 1024 || st.st_size % r) break; /* checked below, the directory closed */
+    }
+    closedir(d);
+    assert_null(e); /* every file within 1 KiB, whole records */
+    assert_int_equal(files, 5);
+    assert_int_equal(total, 100 * r);
+    /* no rotation for the tests after this one */
+    assert_int_equal(rg_out_rotate_option("1000G", err, sizeof err), RG_OK);
+    assert_int_equal(rg_out_rotate_option("1000d", err, sizeof err), RG_OK);
+    fs_rm_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -704,6 +813,8 @@ int main(void)
         cmocka_unit_test(test_capture_errors),
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_feed_burst_same_as_feed),
+        cmocka_unit_test(test_out_shared_whole_lines),
+        cmocka_unit_test(test_out_rotate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -203,7 +203,8 @@ def test_eve_is_listed_by_help_and_takes_workers(binary: Path, tmp_path: Path) -
     )
     assert r.returncode == 0, r.stderr
     two = [json.loads(ln) for ln in (tmp_path / "w" / "eve.json").read_text().splitlines()]
-    # flow_id: unique across the workers (uid * 2 + worker), the same events otherwise
+    # flow_id: the uid, unique across the workers (worker K's: (i - 1) * 2 + K + 1), the same
+    # events otherwise
     flows = [e["flow_id"] for e in two if e["event_type"] == "flow"]
     assert len(set(flows)) == len(flows) and one
 

@@ -1,14 +1,14 @@
 """NFs and chains on every worker (--workers N): each worker runs its own chain, and the
-workers' outputs are merged into the files one context writes.
+workers write the files one context writes (line records into one shared file as they go).
 
 For captures of the tshark comparison, with `--nf streams`, `--nf events`, `--nf flowstats`
 and a chain of three NFs (streams, flowstats and the sample out-of-tree NF
 examples/nf/flowbytes_nf.c, compiled here):
 
-- `--workers 1` and `--workers 2` write the same files, byte for byte, but for the "worker"
-  member of the flows' records;
-- every record (uids and packet numbers included) and every stream file is the
-  single-threaded run's: the merge gives each instance the uid one context gives it;
+- `--workers 1`, `--workers 2` and one context write the same files and the same sets of
+  records (packet numbers included), uids renamed by what they stand for
+  (tests/support/records.py): worker K of N numbers its instances (i - 1) * N + K + 1, so
+  uids are unique across the workers when written;
 - each flow's "worker" is the one a symmetric-RSS NIC would give its addresses (the Toeplitz
   hash written in test_multicore.py from Microsoft's specification), and both workers had some;
 - the streams equal tshark's (`follow`) for every TCP direction tshark reassembled whole.
@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from support.multicore import SYMMETRIC_KEY, _eal_workers, toeplitz
 from support.oracle.tshark import REPO, TRACES, reference_streams, tshark_available
+from support.records import canonical_outputs
 from support.sources import _records, read_pcap
 
 CAPTURES = [
@@ -53,23 +54,6 @@ def _run(binary: Path, capture: Path, out: Path, nf: list[str], workers: int | N
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return r.stdout
-
-
-def _files(out: Path) -> dict[str, bytes]:
-    """Every file under out, the "worker" member of .jsonl records dropped."""
-    got = {}
-    for p in sorted(out.rglob("*")):
-        if p.is_file():
-            data = p.read_bytes()
-            if p.suffix == ".jsonl":
-                data = re.sub(rb',"worker":\d+\}$', b"}", data, flags=re.M)
-            got[str(p.relative_to(out))] = data
-    return got
-
-
-def _as_set(files: dict[str, bytes]) -> dict[str, object]:
-    """The files with each .jsonl as its sorted lines (the merge has its own record order)."""
-    return {k: sorted(v.splitlines()) if k.endswith(".jsonl") else v for k, v in files.items()}
 
 
 def _chain(tmp: Path, flowbytes: Path) -> Path:
@@ -110,12 +94,12 @@ def test_workers_write_what_one_context_writes(
         one = _run(stack_bin, capture, tmp_path / f"{label}-plain", nf, None)
         runs = {w: tmp_path / f"{label}-w{w}" for w in (1, 2)}
         summaries = {w: _run(stack_bin, capture, out, nf, w) for w, out in runs.items()}
-        w1, w2 = _files(runs[1]), _files(runs[2])
+        w1, w2 = canonical_outputs(runs[1]), canonical_outputs(runs[2])
         assert w1, label
         assert w1 == w2, f"{label}: --workers 1 and 2 differ"
-        # no worker part left behind; the records are the single-threaded run's, uids and all
+        # no worker part left behind; the records are the single-threaded run's
         assert not list(runs[2].glob(".rg-worker-*"))
-        assert _as_set(w2) == _as_set(_files(tmp_path / f"{label}-plain")), label
+        assert w2 == canonical_outputs(tmp_path / f"{label}-plain"), label
         # the summary: one context's, plus the frames per worker
         m = re.search(r"^workers +2 +\(frames per worker: (\d+) (\d+)\)", summaries[2], re.M)
         assert m, summaries[2]
@@ -130,6 +114,8 @@ def test_workers_write_what_one_context_writes(
                 if rec.get("src") and rec.get("dst"):
                     assert rec["worker"] == _worker_of(rec["src"], rec["dst"], 2), rec
                 workers_seen.add(rec["worker"])
+                # the worker's uids: (i - 1) * 2 + worker + 1
+                assert (rec["uid"] - 1) % 2 == rec["worker"], rec
     if name in ("mixed-android-mobile.pcap", "ipv6-http-gquic.pcap"):
         assert workers_seen == {0, 1}
 
@@ -146,13 +132,13 @@ def test_workers_burst_stage1_changes_nothing(
     capture = TRACES / name
     for label, nf in {"streams": ["--nf", "streams"], "flowstats": ["--nf", "flowstats"]}.items():
         _run(stack_bin, capture, tmp_path / f"{label}-plain", [*nf, "--burst", "1"], None)
-        plain = _files(tmp_path / f"{label}-plain")
+        plain = canonical_outputs(tmp_path / f"{label}-plain")
         assert plain, label
         for w, burst in ((1, 7), (2, 7), (2, 256)):
             out = tmp_path / f"{label}-w{w}-b{burst}"
             extra = ["--burst", str(burst), "--prefetch-always"]
             _run(stack_bin, capture, out, [*nf, *extra], w)
-            assert _as_set(_files(out)) == _as_set(plain), f"{label} --workers {w} {extra}"
+            assert canonical_outputs(out) == plain, f"{label} --workers {w} {extra}"
 
 
 @pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")

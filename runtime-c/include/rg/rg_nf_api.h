@@ -45,8 +45,10 @@ extern "C" {
 #define RG_NF_ABI_VERSION 1
 /* Additions that old NFs need not know (an NF compiled against minor 0 works unchanged):
  * 1: the reject verdicts RG_REJECT, RG_REJECT_BOTH, RG_REJECT_ADMIN, RG_REJECT_MAX (rg_api.h);
- *    a driver older than that treats them as no verdict (RG_PASS). */
-#define RG_NF_ABI_MINOR 1
+ *    a driver older than that treats them as no verdict (RG_PASS).
+ * 2: the line outputs rg_nf_host.out_open, out_write, out_close (appended: an NF checks
+ *    host->size before using them, RG_NF_HAS_OUT). */
+#define RG_NF_ABI_MINOR 2
 /* the descriptor's symbol in an NF's shared object */
 #define RG_NF_SYMBOL "rg_nf_v1"
 
@@ -171,7 +173,29 @@ struct rg_nf_host {
      * One context: worker 0 of 1.  An NF that wants state shared by its instances keeps it
      * itself, with its own locking.  (Appended: read them when size covers them.) */
     uint32_t worker, nworkers;
+    /* Line outputs (minor 2; read them when size covers them, see RG_NF_HAS_OUT): what a
+     * Suricata or Zeek operator expects of a log, whatever the number of workers.
+     * out_open(host, path): the file path (under the NF's "out" directory as given); every
+     * worker's instance that opens the same path writes the one file, created (truncated)
+     * by the first open.  out_write(out, rec, len): one record, one or more whole lines (a
+     * newline is added to a last line without one), written at once with one write(): a
+     * reader (tail -f, a log shipper) sees each line complete when it appears, lines of
+     * several workers never interleave, and a crash (even SIGKILL) leaves whole lines only.
+     * With --workers a line that is a JSON object with a top-level numeric "uid" or "flow"
+     * member gets ",\"worker\":K" as its last member.  The files are rotated by --rotate and
+     * reopened on SIGHUP and `rubikgen ctl SOCK reopen` (logrotate).  out_close: the last
+     * close of a path closes the file.  out_open returns NULL with a message in err;
+     * out_write and out_close return RG_OK or RG_EIO (out_close: the first write error, in
+     * err).  Call them from the NF's own callbacks, init and fini (the host given to init
+     * stays valid until fini). */
+    void *(*out_open)(const rg_nf_host *host, const char *path, char *err, size_t errlen);
+    int (*out_write)(void *out, const char *rec, size_t len);
+    int (*out_close)(void *out, char *err, size_t errlen);
 };
+
+/* Does host offer the line outputs (an older driver's does not: write the file yourself)? */
+#define RG_NF_HAS_OUT(host)                                                                        \
+    ((host) && (host)->size >= offsetof(rg_nf_host, out_close) + sizeof(void *) && (host)->out_open)
 
 /* The descriptor (RG_NF_EXPORT). */
 typedef struct rg_nf_abi {
