@@ -60,7 +60,9 @@ def main() -> int:
     stack = REPO / "specs" / "stacks" / "tcp_ip.yaml"
     plain = build(stack, REPO / "build" / "tcp_ip", quiet=True).binary
     traced = build(stack, REPO / "build" / "tcp_ip-trace", cflags=["-DRG_TRACE"], quiet=True)
-    print("| capture | packets | measure | plain build | trace compiled in, off | plain + `--control` |")
+    print(
+        "| capture | packets | measure | plain build | trace compiled in, off | plain + `--control` |"
+    )
     print("|---|---:|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="rg-feature-cost-") as t:
         tmp = Path(t)
@@ -82,7 +84,9 @@ def main() -> int:
             whole = []
             for k, b, ctl in (("p", plain, False), ("t", traced.binary, False), ("c", plain, True)):
                 whole.append((run(b, cap, k, ctl) - run(b, empty, k + "0", ctl)) / n)
-            print(f"| {cap.name} | {n} | loop (`--bench`, pass 2) | {loop[0]:.1f} | {loop[1]:.1f} | |")
+            print(
+                f"| {cap.name} | {n} | loop (`--bench`, pass 2) | {loop[0]:.1f} | {loop[1]:.1f} | |"
+            )
             print(
                 f"| {cap.name} | {n} | whole run (`--nf flowstats`) | {whole[0]:.1f} | "
                 f"{whole[1]:.1f} | {whole[2]:.1f} |"
