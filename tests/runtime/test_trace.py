@@ -36,6 +36,8 @@ from support.oracle import TRACES
 from support.oracle.tshark import tshark_available
 from support.paced_feed import PAUSE, PacedFeed, pcap_records
 
+from rubikgen.cli.ctlsock import request
+
 pytestmark = pytest.mark.serial  # paced input
 
 CAPTURE = TRACES / "mixed-android-mobile.pcap"
@@ -133,13 +135,16 @@ def _known_protocols(row: dict[str, str]) -> list[str]:
     return out
 
 
-def _run_traced(binary: Path, tmp_path: Path) -> tuple[list[dict[str, Any]], Path, str]:
-    """The capture through a FIFO, `ctl trace COUNT --format json` asked after START frames;
-    the traced packets, the --write output and the text form of another trace."""
+def _run_traced(
+    binary: Path, tmp_path: Path, extra: tuple[str, ...] = ()
+) -> tuple[list[dict[str, Any]], Path, str]:
+    """The capture through a FIFO, `trace COUNT` asked after START frames; the traced
+    packets, the --write output and the run's summary."""
     fifo, sock, out, written = (tmp_path / n for n in ("in.pcap", "ctl.sock", "out", "w.pcap"))
     os.mkfifo(fifo)
     argv = [str(binary), str(fifo), "--control", str(sock), "--nf", "flowstats"]
-    argv += ["--out", str(out), "--write", str(written), "--summary", "json"]
+    argv += ["--out", str(out), "--summary", "json", *extra]
+    argv += [] if extra else ["--write", str(written)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     go = threading.Event()
     feed = PacedFeed(fifo, CAPTURE, lambda i: go.wait(60) and PAUSE if i + 1 == START else PAUSE)
@@ -147,12 +152,14 @@ def _run_traced(binary: Path, tmp_path: Path) -> tuple[list[dict[str, Any]], Pat
     try:
         feed.wait_written(START, lambda: proc.poll() is None)
         _wait_socket(sock, proc)
-        result: dict[str, subprocess.CompletedProcess[str]] = {}
+        result: dict[str, tuple[bool, str]] = {}
+        # the request from this process (no interpreter to start): armed at once, while
+        # the traffic waits; then the traffic goes on
         asker = threading.Thread(
-            target=lambda: result.update(j=_ctl(sock, "trace", str(COUNT), "--format", "json"))
+            target=lambda: result.update(j=request(str(sock), ["trace", str(COUNT), "30"], 90))
         )
         asker.start()
-        time.sleep(0.5)  # the request is armed: the traffic goes on
+        time.sleep(0.5)
         go.set()
         asker.join(60)
         stdout, stderr = proc.communicate(timeout=60)
@@ -162,9 +169,17 @@ def _run_traced(binary: Path, tmp_path: Path) -> tuple[list[dict[str, Any]], Pat
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, stderr
-    r = result["j"]
-    assert r.returncode == 0, r.stderr
-    return [json.loads(line) for line in r.stdout.splitlines()], written, stdout
+    ok, text = result["j"]
+    assert ok, text
+    head, *lines = text.splitlines()
+    assert json.loads(head) == {
+        "asked": COUNT,
+        "traced": COUNT,
+        "timeout_s": 30,
+        "timed_out": False,
+        "stack": "tcp_ip",
+    }
+    return [json.loads(line) for line in lines], written, stdout
 
 
 @pytest.mark.skipif(not tshark_available(), reason="tshark is not installed")
@@ -265,6 +280,29 @@ def test_trace_agrees_with_tshark(traced: Path, tmp_path: Path) -> None:
         assert (recs[p["packet"] - 1][16:] in out_set) == (p["verdict"] == "pass"), p["packet"]
 
 
+def test_trace_on_workers(traced: Path, tmp_path: Path) -> None:
+    """--workers 2: the next N packets of whichever worker, each worker's in its order, and
+    each flow's packets on one worker (the symmetric hash), all Ethernet frames traced whole."""
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    pkts, _, stdout = _run_traced(traced, tmp_path, ("--workers", "2"))
+    assert len(pkts) == COUNT
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert {p["worker"] for p in pkts} <= {0, 1}
+    for w in (0, 1):
+        nums = [p["packet"] for p in pkts if p["worker"] == w]
+        assert nums == sorted(nums) and len(set(nums)) == len(nums)
+        assert all(n <= summary["workers"][w] for n in nums)
+    worker_of: dict[tuple[Any, ...], int] = {}  # uids are per worker: the flow by its key
+    for p in pkts:
+        assert p["steps"][0]["layer"] == "eth" and p["steps"][0]["offset"] == 0
+        for s in p["steps"]:
+            if s["step"] == "instance" and s["action"] != "none" and s["layer"] == "tcp":
+                key = (s["src"], s["sport"], s["dst"], s["dport"])
+                assert worker_of.setdefault(key, p["worker"]) == p["worker"], p["packet"]
+    assert worker_of
+
+
 def test_trace_text_form(traced: Path, tmp_path: Path) -> None:
     """The text form: one block per packet, its layers with their offsets, the verdict."""
     if not CAPTURE.is_file():
@@ -282,7 +320,7 @@ def test_trace_text_form(traced: Path, tmp_path: Path) -> None:
         res: dict[str, subprocess.CompletedProcess[str]] = {}
         t = threading.Thread(target=lambda: res.update(t=_ctl(sock, "trace", "3")))
         t.start()
-        time.sleep(0.5)
+        time.sleep(3)  # `rubikgen ctl` has started and asked: the traffic goes on
         go.set()
         t.join(60)
         proc.communicate(timeout=60)
