@@ -155,23 +155,33 @@ int rg_trace_arm(unsigned n)
     return 0;
 }
 
-static void nap(void)
+static uint64_t now_ms(void)
 {
-    struct timespec ts = {0, 2000000}; /* 2 ms: the asker waits, the packet path never does */
-    nanosleep(&ts, NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Until done reaches n or ms milliseconds passed, in naps of 2 ms: the asker waits, the
+ * packet path never does. */
+static void wait_done(unsigned n, unsigned ms)
+{
+    const uint64_t end = now_ms() + ms;
+    while (atomic_load(&T.done) < n && now_ms() < end) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 unsigned rg_trace_collect(unsigned timeout_ms, const rg_trace_pkt **out, unsigned max)
 {
-    for (unsigned waited = 0; atomic_load(&T.done) < T.want && waited < timeout_ms; waited += 2)
-        nap();
+    wait_done(T.want, timeout_ms);
     atomic_store(&rg_trace_armed, 0);
     /* no claim after this one counts: the packets that claimed before it finish (a packet
      * takes microseconds; a second at most, or their records are left out) */
     unsigned claimed = atomic_fetch_add(&T.claimed, CLOSED);
     if (claimed > T.want) claimed = T.want;
-    for (unsigned waited = 0; atomic_load(&T.done) < claimed && waited < 1000; waited += 2)
-        nap();
+    wait_done(claimed, 1000);
     unsigned k = 0;
     for (unsigned i = 0; i < claimed && k < max; i++)
         if (atomic_load_explicit(&T.recs[i].complete, memory_order_acquire) &&
