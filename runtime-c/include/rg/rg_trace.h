@@ -90,7 +90,21 @@ int rg_trace_arm(unsigned n);
 unsigned rg_trace_collect(unsigned timeout_ms, const rg_trace_pkt **out, unsigned max);
 
 #ifdef RG_TRACE
-#define RG_TRACE_ON_ RG_UNLIKELY(rg_trace_cur != NULL)
+/* The per-packet function is compiled twice, from one text: RG_TRACE_FN(f) is an always-inlined
+ * body taking rg__traced, RG_TRACE_DISPATCH(f) the function itself, which calls the body with
+ * rg__traced = 1 only while a trace is armed.  In the copy with 0 every hook folds away, so a
+ * build that can trace costs one test per packet while no trace is asked for. */
+#define RG_TRACE_COPY  inline __attribute__((always_inline))
+#define RG_TRACE_FN(f) f##__traced_or_not
+#define RG_TRACE_PARAM , const int rg__traced
+#define RG_TRACE_DISPATCH(f)                                                                       \
+    static int f(void *vctx, unsigned entry, const uint8_t *data, uint32_t caplen, uint64_t ts_ns) \
+    {                                                                                              \
+        if (RG_UNLIKELY(atomic_load_explicit(&rg_trace_armed, memory_order_relaxed)))              \
+            return f##__traced_or_not(vctx, entry, data, caplen, ts_ns, 1);                        \
+        return f##__traced_or_not(vctx, entry, data, caplen, ts_ns, 0);                            \
+    }
+#define RG_TRACE_ON_ RG_UNLIKELY(rg__traced &&rg_trace_cur != NULL)
 #define RG_TRACE_BUILT                                                                             \
     __attribute__((constructor)) static void rg__trace_built(void)                                 \
     {                                                                                              \
@@ -99,8 +113,7 @@ unsigned rg_trace_collect(unsigned timeout_ms, const rg_trace_pkt **out, unsigne
     extern int rg_trace_built
 #define RG_TRACE_BEGIN(entry, data, caplen, ts, pkt)                                               \
     do {                                                                                           \
-        if (RG_UNLIKELY(atomic_load_explicit(&rg_trace_armed, memory_order_relaxed)))              \
-            rg_trace_begin(entry, data, caplen, ts, pkt);                                          \
+        if (rg__traced) rg_trace_begin(entry, data, caplen, ts, pkt);                              \
     } while (0)
 #define RG_TRACE_END(rc, v)                                                                        \
     do {                                                                                           \
@@ -123,6 +136,10 @@ unsigned rg_trace_collect(unsigned timeout_ms, const rg_trace_pkt **out, unsigne
         if (RG_TRACE_ON_) rg_trace_seq(l, dir, fl, seq, len, next);                                \
     } while (0)
 #else
+#define RG_TRACE_COPY
+#define RG_TRACE_FN(f) f
+#define RG_TRACE_PARAM
+#define RG_TRACE_DISPATCH(f)
 #define RG_TRACE_BUILT                               extern int rg_trace_built
 #define RG_TRACE_BEGIN(entry, data, caplen, ts, pkt) ((void)0)
 #define RG_TRACE_END(rc, v)                          ((void)0)
