@@ -50,6 +50,7 @@ mkdir -p "$OUT/seeds/control"
 printf 'list\n' >"$OUT/seeds/control/list"
 printf 'attach\t/x/nf.so\tb\tk=v\tlog=/tmp/l\n' >"$OUT/seeds/control/attach"
 printf 'rules\tload\t/x/r.so\n' >"$OUT/seeds/control/rules"
+printf 'trace\t10\t5\n' >"$OUT/seeds/control/trace"
 $CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_control.c runtime-c/main/rg_ctlsec.c -o "$OUT/fuzz_control"
 harnesses+=("control:control")
 for s in $STACKS; do

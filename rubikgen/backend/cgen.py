@@ -19,6 +19,7 @@ from rubikgen.rules.ir import RuleSet
 from rubikgen.toolchain import resources
 from rubikgen.toolchain.handlercheck import HandlerSig, spec_type
 
+from . import trace_c
 from .burst_c import render_stage1
 from .c import C
 from .c.calls import late_handlers, lifecycle
@@ -306,18 +307,22 @@ def entry_table(cx: CContext) -> list[int]:
 
 def process_body(cx: CContext) -> str:
     targets = cx.targets()
-    out = entry_switch(cx, label, "RG_PKT_ERROR")
+    out = [trace_c.begin(), *entry_switch(cx, label, "RG_PKT_ERROR")]
     for name, b in cx.prog.blocks.items():
         out.append("")
         out += block_head(name, b, targets, label)
+        out += ["        " + x for x in trace_c.block_start(b, cx)]
         cx.walk.key_built = None  # a block may be entered by a jump
         for ins in b.instrs:
             if ins.src is not None and ins.src != b.src:
                 out.append(f"        /* {c_comment(str(ins.src))} */")
-            text = render_instr(ins, cx.layers[ins.layer], cx)
+            lc = cx.layers[ins.layer]
+            text = render_instr(ins, lc, cx)
             cx.walk.after(ins)
+            out += ["        " + x for x in trace_c.before(ins, lc, b, cx)]
             for line in text.splitlines():
                 out.append(f"        {line}" if line else "")
+            out += ["        " + x for x in trace_c.after(ins, lc, cx)]
         out.append("    }")
         out += ["    " + x for x in term(cx, b)]
     out += verdict_exits(cx)
@@ -325,6 +330,7 @@ def process_body(cx: CContext) -> str:
     out.append("R_done:")
     if cx.rules:
         out.append(cx.rules.hook())
+    out.append(trace_c.end())  # after the rules: their verdict is the packet's
     out.append("    return rc;")
     body = "\n".join(out)
     return cx.lean(cx.walk.resets.prune(body)) if cx.opt >= 1 else body
@@ -347,6 +353,7 @@ def verdict_exits(cx: CContext) -> list[str]:
     for n, exit_, why, call in exits:
         call = call.format(i=cx.layers[n].index, n=n)
         out += ["", f"{exit_}_{n}: /* layer {n}: {why} */", f"    {cx.S}{call};"]
+        out.append(trace_c.note(cx.layers[n], why))
         if exit_ == "Z":
             out += ["    " + x for x in late_handlers(cx, n)]
         out += ["    " + x for x in return_to_caller(cx, n)]

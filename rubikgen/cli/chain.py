@@ -1,4 +1,4 @@
-"""`rubikgen ctl SOCKET attach|detach|list|reopen|rules|stats|flows`: change a running binary's NF chain (or its
+"""`rubikgen ctl SOCKET attach|detach|list|reopen|rules|stats|flows|trace`: change a running binary's NF chain (or its
 rule set: rules/reload_cli.py; stats and flows: cli/live.py) through its control socket (`--control SOCKET`; protocol in runtime-c/main/rg_control.c)."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def command(args: argparse.Namespace) -> int:
         from rubikgen.rules.reload_cli import rules_command
 
         return rules_command(args)
-    if args.action in ("stats", "flows"):
+    if args.action in ("stats", "flows", "trace"):
         from rubikgen.cli.live import command as live_command
 
         return live_command(args)

@@ -1,6 +1,6 @@
-"""`rubikgen ctl SOCKET stats|flows`: a running binary's live counters and open flows
-(runtime-c/main/rg_live.h), over its control socket; and the progress `rubikgen run` shows
-on a terminal, fed by the binary's --stats-fd lines."""
+"""`rubikgen ctl SOCKET stats|flows|trace`: a running binary's live counters, open flows and
+packet traces (runtime-c/main/rg_live.h, rg_trace_ctl.c), over its control socket; and the
+progress `rubikgen run` shows on a terminal, fed by the binary's --stats-fd lines."""
 
 from __future__ import annotations
 
@@ -34,11 +34,32 @@ def add_parsers(what: argparse._SubParsersAction[Any]) -> None:
         help="e.g. 'tcp.dport == 443 and state == ESTABLISHED' (docs/operating.md)",
     )
     f.add_argument("--limit", metavar="N", type=int, help="at most N flows")
+    t = what.add_parser(
+        "trace",
+        help="what the stack does with the next N packets: layers, instances, PSM "
+        "transitions, sequence, events, handlers, verdict (a build with --trace)",
+    )
+    t.add_argument("count", metavar="N", help="packets to trace (1 to 1000)")
+    t.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="readable text (default) or one JSON object per packet",
+    )
+    t.add_argument(
+        "--wait",
+        metavar="S",
+        type=int,
+        default=10,
+        help="seconds to wait for the N packets (default 10); those traced by then are shown",
+    )
 
 
 def command(args: argparse.Namespace) -> int:
     from rubikgen.cli.ctlsock import ask
 
+    if args.action == "trace":
+        return trace_command(args)
     if args.action == "stats":
         fields = ["stats", args.format]
     else:
@@ -48,6 +69,95 @@ def command(args: argparse.Namespace) -> int:
         limit = "" if args.limit is None else str(args.limit)
         fields = ["flows", args.layer or "", args.filter or "", limit]
     return ask(args.socket, fields, args.timeout)
+
+
+def trace_command(args: argparse.Namespace) -> int:
+    """`ctl SOCK trace N`: the binary checks N and the wait (rg_ctlsec.c rg_trace_args) and
+    replies with a line of counts, then one JSON object per traced packet."""
+    from rubikgen.cli.ctlsock import EXIT_ERRORS, EXIT_OK, request
+
+    fields = ["trace", str(args.count), str(args.wait)]
+    try:  # the reply comes when the packets were traced or the wait is over
+        ok, text = request(args.socket, fields, max(args.timeout, args.wait + 5.0))
+    except OSError as e:
+        sys.stderr.write(f"rubikgen: error: {args.socket}: {e}\n")
+        return EXIT_ERRORS
+    if not ok:
+        sys.stderr.write(f"rubikgen: error: {text}\n")
+        return EXIT_ERRORS
+    head, *lines = [ln for ln in text.splitlines() if ln]
+    info = json.loads(head)
+    if info["traced"] < info["asked"]:
+        sys.stderr.write(
+            f"rubikgen: note: {info['traced']} of {info['asked']} packets traced within "
+            f"{info['timeout_s']} s\n"
+        )
+    if args.format == "json":
+        sys.stdout.write("".join(ln + "\n" for ln in lines))
+    else:
+        sys.stdout.write("".join(trace_text(json.loads(ln)) for ln in lines))
+    return EXIT_OK
+
+
+def _ts_text(ns: int) -> str:
+    import datetime
+
+    t = datetime.datetime.fromtimestamp(ns // 1_000_000_000, datetime.UTC)
+    return f"{t:%Y-%m-%d %H:%M:%S}.{ns % 1_000_000_000 // 1000:06d} UTC"
+
+
+def _step_text(s: dict[str, Any]) -> str:
+    k = s["step"]
+    if k == "parsed":
+        return "header parsed" if s["ok"] else f"header not parsed: {s['error']}"
+    if k == "instance":
+        if s["action"] == "none":
+            return "no instance"
+        ends = ""
+        if s.get("src") is not None:
+            a = s["src"] if s.get("sport") is None else f"{s['src']}:{s['sport']}"
+            b = s["dst"] if s.get("dport") is None else f"{s['dst']}:{s['dport']}"
+            ends = f" {a} <-> {b}" if s.get("dst") is not None else f" {a}"
+        return f"instance {s['action']} uid {s['uid']} dir {s['dir']}{ends}"
+    if k == "psm":
+        if s["transition"] is None:
+            return f"psm {s['from']}: no transition matched (on_fail: {s['on_fail']})"
+        return f"psm {s['from']} -> {s['to']} (transition {s['transition']}, {s['spec']})"
+    if k == "sequence":
+        return f"sequence dir {s['dir']} seq {s['seq']} len {s['length']}: {s['action']}"
+    if k == "assemble":
+        gaps = f", {s['gaps']} hole(s) skipped" if s["gaps"] else ""
+        return f"assembled {s['bytes']} bytes{gaps}"
+    if k == "event":
+        return f"event {s['event']}"
+    if k == "handler":
+        return f"handler {s['handler']}"
+    if k == "destroy":
+        return "instance ends (accept state)"
+    return str(s.get("note", k))
+
+
+def trace_text(p: dict[str, Any]) -> str:
+    """One traced packet as text, in the manner of VPP's `show trace`."""
+    out = [
+        f"Packet {p['trace']} (worker {p['worker']}, packet #{p['packet']}, "
+        f"{_ts_text(p['ts_ns'])}, {p['caplen']} bytes, entry {p['entry']})"
+    ]
+    layer = None
+    for s in p["steps"]:
+        if s["step"] == "layer":
+            at = "reassembled" if s["offset"] is None else f"@{s['offset']}"
+            out.append(f"  {s['layer']:<10} {at:<12} {s['length']} bytes ({s['protocol']})")
+            layer = s["layer"]
+        else:  # a step of a layer below, after the layers above returned: its name again
+            name = "" if s["layer"] == layer else f"({s['layer']})"
+            out.append(f"  {name:<10} {_step_text(s)}")
+    if p["nfs"]:
+        out.append(f"  NFs: {', '.join(p['nfs'])}")
+    tail = f"  {p['result']}, verdict {p['verdict']}"
+    if p["lost_steps"]:
+        tail += f" ({p['lost_steps']} steps not recorded: the record is full)"
+    return "\n".join([*out, tail]) + "\n\n"
 
 
 def _file_position(total: dict[str, Any], pcapng: bool) -> int:

@@ -340,6 +340,12 @@ def _build_options(p: argparse.ArgumentParser, run: bool = False) -> None:
         ),
     )
     p.add_argument(
+        "--trace",
+        action="store_true",
+        help="compile the packet trace in (-DRG_TRACE): `rubikgen ctl SOCKET trace N` "
+        "(docs/operating.md)",
+    )
+    p.add_argument(
         "--rules", metavar="R.yaml", help="compile this rules file into the stack (docs/rules.md)"
     )
     p.add_argument(
@@ -549,8 +555,8 @@ def _build_dir(comp: Compilation, given: str | None) -> Path:
 
 def _run_build_dir(comp: Compilation, args: argparse.Namespace) -> Path:
     """`rubikgen run`'s build directory: build/STACK for the plain build, a directory of its
-    own for each variant (another packet I/O, a rules file, reloadable rules), so that runs of
-    different variants do not rebuild each other's binary."""
+    own for each variant (another packet I/O, a rules file, reloadable rules, the packet
+    trace), so that runs of different variants do not rebuild each other's binary."""
     if args.build_dir:
         return Path(args.build_dir)
     tags = [args.io] if args.io != "pcap" else []
@@ -559,6 +565,8 @@ def _run_build_dir(comp: Compilation, args: argparse.Namespace) -> Path:
         tags.append(f"rules-{Path(args.rules).stem.split('.')[0]}-{key}")
     if args.rules_reload:
         tags.append("reload")
+    if args.trace:
+        tags.append("trace")
     return Path("build") / "-".join([comp.stack_name, *tags])
 
 
@@ -649,7 +657,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             out_dir,
             handlers=Path(args.handlers) if args.handlers else None,
             cc=args.cc,
-            cflags=shlex.split(args.cflags),
+            cflags=[*(["-DRG_TRACE"] if args.trace else []), *shlex.split(args.cflags)],
             sanitize=args.sanitize,
             io=args.io,
             report=_print_findings,
@@ -817,6 +825,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             _run_build_dir(comp, args),
             handlers=Path(args.handlers) if args.handlers else None,
             cc=os.environ.get("CC") or "cc",
+            cflags=["-DRG_TRACE"] if args.trace else [],
             sanitize=args.sanitize,
             io=args.io,
             quiet=True,

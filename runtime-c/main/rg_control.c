@@ -7,6 +7,7 @@
  *     list
  *     rules \t info | rules \t load \t SO   (rg_rules_ctl.h)
  *     stats [\t json|prometheus] | flows \t LAYER \t FILTER \t LIMIT   (rg_live.h)
+ *     trace \t N [\t TIMEOUT]   (rg_trace_ctl.c: a build with -DRG_TRACE)
  * The reply is "ok\n" followed by text (list: "NAME\tSOURCE" lines), or
  * "error: MESSAGE\n".  Only the process's user, root or --control-group may connect, a
  * request is bounded (RG_CTLREQ_MAX bytes, RG_CTLREQ_FIELDS fields), and what attach and

@@ -263,6 +263,39 @@ static int bad(char *err, size_t errlen, const char *msg)
     return -1;
 }
 
+/* A decimal number of at most 9 digits in [lo, hi]: 0, else -1. */
+static int small_number(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+    unsigned v = 0;
+    size_t i = 0;
+    for (; s[i] >= '0' && s[i] <= '9'; i++) {
+        if (i == 9) return -1;
+        v = v * 10 + (unsigned)(s[i] - '0');
+    }
+    if (i == 0 || s[i] || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int rg_trace_args(char *const *f, unsigned n, unsigned *count, unsigned *timeout_ms, char *err,
+                  size_t errlen)
+{
+    unsigned t = RG_TRACE_TIMEOUT_S;
+    if (n < 2 || n > 3) return bad(err, errlen, "trace takes N and a timeout (may be empty)");
+    if (small_number(f[1], 1, RG_TRACE_PKTS_MAX, count)) {
+        snprintf(err, errlen, "trace: N is a number of packets, 1 to %u (got '%.40s')",
+                 (unsigned)RG_TRACE_PKTS_MAX, f[1]);
+        return -1;
+    }
+    if (n == 3 && f[2][0] && small_number(f[2], 1, RG_TRACE_TIMEOUT_MAX, &t)) {
+        snprintf(err, errlen, "trace: the timeout is a number of seconds, 1 to %u (got '%.40s')",
+                 (unsigned)RG_TRACE_TIMEOUT_MAX, f[2]);
+        return -1;
+    }
+    *timeout_ms = t * 1000;
+    return 0;
+}
+
 int rg_ctlreq_parse(char *line, size_t len, rg_ctlreq *r, char *err, size_t errlen)
 {
     r->n = 0;
@@ -289,6 +322,10 @@ int rg_ctlreq_parse(char *line, size_t len, rg_ctlreq *r, char *err, size_t errl
     if (!strcmp(f[0], "detach") && n == 2 && f[1][0]) return 0;
     if (!strcmp(f[0], "rules") && n == 2 && !strcmp(f[1], "info")) return 0;
     if (!strcmp(f[0], "rules") && n == 3 && !strcmp(f[1], "load") && f[2][0]) return 0;
+    if (!strcmp(f[0], "trace")) {
+        unsigned count, ms;
+        return rg_trace_args(f, n, &count, &ms, err, errlen);
+    }
     if (!strcmp(f[0], "attach") && n >= 3 && f[1][0]) {
         for (unsigned i = 3; i < n; i++) {
             char *eq = strchr(f[i], '=');
@@ -299,8 +336,7 @@ int rg_ctlreq_parse(char *line, size_t len, rg_ctlreq *r, char *err, size_t errl
         }
         return 0;
     }
-    return bad(
-        err, errlen,
-        "unknown request (attach NF NAME [KEY=VALUE]..., detach NAME, list, reopen, rules info, "
-        "rules load SO)");
+    return bad(err, errlen,
+               "unknown request (attach NF NAME [KEY=VALUE]..., detach NAME, list, reopen, "
+               "rules info, rules load SO, trace N [TIMEOUT])");
 }

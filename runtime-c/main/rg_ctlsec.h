@@ -56,4 +56,11 @@ typedef struct rg_ctlreq {
 } rg_ctlreq;
 int rg_ctlreq_parse(char *line, size_t len, rg_ctlreq *r, char *err, size_t errlen);
 
+/* `trace N [TIMEOUT]` (the fields of a parsed request, f[0] "trace"): N packets, 1 to
+ * RG_TRACE_PKTS_MAX (rg_trace.h's RG_TRACE_MAX), and the wait in whole seconds (empty or
+ * absent: RG_TRACE_TIMEOUT_S).  0, or -1 with the reason in err. */
+enum { RG_TRACE_PKTS_MAX = 1000, RG_TRACE_TIMEOUT_S = 10, RG_TRACE_TIMEOUT_MAX = 3600 };
+int rg_trace_args(char *const *f, unsigned n, unsigned *count, unsigned *timeout_ms, char *err,
+                  size_t errlen);
+
 #endif

@@ -685,3 +685,22 @@ uint64_t rg_flowtab_dump(const rg_flowtab *ft, const char *layer, const rg_flowf
     free(all);
     return k;
 }
+
+void rg_key_json(rg_sbuf *b, const rg_layer_desc *l, const uint8_t *key_a, const uint8_t *key_p)
+{
+    rg_flow_info f;
+    memset(&f, 0, sizeof f);
+    f.key_a = key_a;
+    f.key_p = key_p;
+    flowtext x;
+    text_of(l, &f, &x);
+    rg_sbuf_printf(b, "\"src\":%s%s%s,\"dst\":%s%s%s", x.src[0] ? "\"" : "",
+                   x.src[0] ? x.src : "null", x.src[0] ? "\"" : "", x.dst[0] ? "\"" : "",
+                   x.dst[0] ? x.dst : "null", x.dst[0] ? "\"" : "");
+    if (x.sport >= 0)
+        rg_sbuf_printf(b, ",\"sport\":%d,\"dport\":%d", x.sport, x.dport);
+    else
+        rg_sbuf_printf(b, ",\"sport\":null,\"dport\":null");
+    rg_sbuf_printf(b, ",\"key\":");
+    key_json(b, l, &f);
+}

@@ -18,6 +18,7 @@
 
 #include "rg/rg_json.h"
 #include "rg/rg_obs.h"
+#include "rg_ctlsec.h"
 #include "rg_driver.h"
 
 /* --metrics's responder (rg_metrics.c). */
@@ -612,7 +613,8 @@ char *rg_live_prometheus(rg_live *l, size_t *len, char *err, size_t errlen)
 int rg_live_handles(const char *req)
 {
     return (!strncmp(req, "stats", 5) && (req[5] == 0 || req[5] == '\t')) ||
-           (!strncmp(req, "flows", 5) && (req[5] == 0 || req[5] == '\t'));
+           (!strncmp(req, "flows", 5) && (req[5] == 0 || req[5] == '\t')) ||
+           (!strncmp(req, "trace", 5) && (req[5] == 0 || req[5] == '\t'));
 }
 
 static void write_all(int fd, const char *s, size_t n)
@@ -736,6 +738,15 @@ void rg_live_control(rg_live *l, const char *req, size_t n, int fd)
             reply_error(fd, "a control byte in the request");
             return;
         }
+    if (!strcmp(f[0], "trace")) { /* rg_trace_ctl.c: waits for the packets, not the workers */
+        unsigned count, ms;
+        char err[256];
+        if (rg_trace_args(f, nf, &count, &ms, err, sizeof err))
+            reply_error(fd, err);
+        else
+            rg_trace_request(l->stack, count, ms, fd);
+        return;
+    }
     if (!strcmp(f[0], "flows")) {
         flows_request(l, f, nf, fd);
         return;

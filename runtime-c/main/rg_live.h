@@ -96,4 +96,15 @@ void rg_sbuf_printf(rg_sbuf *b, const char *fmt, ...) __attribute__((format(prin
 uint64_t rg_flowtab_dump(const rg_flowtab *ft, const char *layer, const rg_flowfilter *filter,
                          uint64_t limit, rg_sbuf *out);
 
+/* "src":...,"dst":...,"sport":...,"dport":...,"key":{...} of a key of layer l (side a first,
+ * then side p), as rg_flowtab_dump writes them (the packet trace's instances). */
+void rg_key_json(rg_sbuf *b, const rg_layer_desc *l, const uint8_t *key_a, const uint8_t *key_p);
+
+/* ---- the packet trace (rg_trace_ctl.c) ---- */
+
+/* Answer `trace N TIMEOUT` (fields checked by rg_trace_args): arm, wait, reply on fd. */
+void rg_trace_request(const rg_stack_desc *stack, unsigned n, unsigned timeout_ms, int fd);
+/* What a traced packet's record lists as its NFs (self: the thread's rg_chain). */
+unsigned rg_trace_chain_nfs(const void *chain, char *buf, size_t n);
+
 #endif /* RG_LIVE_H */

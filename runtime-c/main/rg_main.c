@@ -17,6 +17,7 @@
 #include "rg/rg_rules.h"
 #include "rg/rg_seq.h"
 #include "rg_driver.h"
+#include "rg/rg_trace.h"
 #include "rg_live.h"
 #include "rg_nfchain.h"
 #include "rg_out.h"
@@ -219,6 +220,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         fd.batch_end = rg_flowtab_packet_end;
         fd.batch_self = r.ft;
     }
+    rg_trace_thread(0, r.chain ? rg_trace_chain_nfs : NULL, r.chain); /* ctl trace */
     if (rg_live_wanted(o)) { /* after the feeder: it shows its counts */
         char err[512];
         r.live = rg_live_new(o, 1, err, sizeof err);

@@ -55,6 +55,7 @@
 #include "rg/rg_rss.h"
 #include "rg/rg_timer.h"
 #include "rg_driver.h"
+#include "rg/rg_trace.h"
 #include "rg_live.h"
 #include "rg_nfchain.h"
 #include "rg_rules_out.h"
@@ -203,6 +204,7 @@ static void *worker_main(void *arg)
     rg_frame f[RG_BURST_MAX];
     uint64_t seq[RG_BURST_MAX];
     const unsigned nb = (unsigned)w->o->burst;
+    rg_trace_thread(w->id, w->chain ? rg_trace_chain_nfs : NULL, w->chain); /* ctl trace */
     for (;;) {
         /* read done first: what was pushed before it was set is drained below */
         int fin = atomic_load_explicit(&w->done, memory_order_acquire);

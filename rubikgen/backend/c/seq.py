@@ -25,7 +25,9 @@ def assemble(ins: I.Assemble, lc: LayerC, cx: CContext) -> str:
             f"    if (RG_UNLIKELY(sres_{n}.ngaps != g0_) && has_inst_{n}) {{\n"
             f"        ev_{n}[{lc.ev_index('gap')}] = 1;\n"
             f"        {cx.S}__gaps(ctx, {lc.index}, &inst_{n}->fi, {d}, &sres_{n}, g0_, n0_);\n"
-            "    }\n}"
+            "    }\n"
+            # the packet trace (rg/rg_trace.h: nothing without -DRG_TRACE)
+            f"    RG_TRACE_ASM({lc.index}, sdu_{n}.len, sres_{n}.ngaps - g0_);\n}}"
         )
         s += f"\nctx->stats->layer[{lc.index}].seq.bytes_delivered += sdu_{n}.len;"
     return s
@@ -128,6 +130,10 @@ def insert_seq(ins: I.InsertSeq, lc: LayerC, cx: CContext) -> str:
     # dynamic subscription (rg_nf_host.no_more_bytes): no NF wants this direction's bytes
     # any more, so nothing is buffered or copied (what was held goes); v. conditions see
     # every number as ready
+    # the packet trace (rg/rg_trace.h: nothing without -DRG_TRACE): where the data fell
+    lines.append(
+        f"RG_TRACE_SEQ({lc.index}, {d}, fl_, (uint32_t)m_, take_, rg_seq_next(&inst_{n}->seq[{d}]));"
+    )
     body = "\n".join("    " + x for x in lines)
     sq_d = f"&inst_{n}->seq[{d}]"
     return (

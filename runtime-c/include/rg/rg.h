@@ -11,5 +11,6 @@
 #include "rg_stats.h"
 #include "rg_quic.h"
 #include "rg_timer.h"
+#include "rg_trace.h"
 
 #endif /* RG_H */
