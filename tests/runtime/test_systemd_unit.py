@@ -4,7 +4,8 @@
 - The unit's ExecStart, run the way systemd would run it (the unit's user, made here with
   `useradd`, holding only the unit's capabilities through `setpriv`, its UMask, `%i` = `lo` of a
   fresh network namespace), captures live traffic made in that namespace, answers `ctl stats`
-  on its socket (mode 0600, owned by the service user), and on the unit's KillSignal stops with
+  on its socket (mode 0600, owned by the service user), goes on after the unit's reload signal,
+  and on the unit's KillSignal stops with
   the final flush: the EVE flow record of a TCP connection still open is written, its packet
   counts per direction equal tshark's conversation table of a tcpdump capture of the same
   traffic, and every file it wrote is private to the user (UMask=0077).
@@ -209,18 +210,24 @@ def test_the_units_command_runs_as_the_unit_says(
             return int(udp.get("opened", 0)) >= 1
 
         _wait_for(seen, 30, "ctl stats to count the traffic")
+        # systemctl reload (ExecReload: kill -HUP) reopens the outputs; the run goes on
+        assert svc["ExecReload"] == "/bin/kill -HUP $MAINPID"
+        svc_p.send_signal(signal.SIGHUP)
         time.sleep(0.5)
+        assert svc_p.poll() is None, svc_p.communicate()[1]
+        assert seen()
         svc_p.send_signal(getattr(signal, svc["KillSignal"]))
         out, err = svc_p.communicate(timeout=int(svc["TimeoutStopSec"]))
         assert svc_p.returncode == 0, err
     finally:
         if svc_p.poll() is None:
             svc_p.kill()
-        if traffic is not None:
-            traffic.communicate(input="", timeout=10)
+        # the capture ends before the connection does: its FIN exchange came after the service
         time.sleep(0.3)
         dump.send_signal(signal.SIGINT)
         dump.communicate(timeout=10)
+        if traffic is not None:
+            traffic.communicate(input="", timeout=10)
 
     written = sorted(p for p in logs.rglob("*") if p.is_file())
     assert written, "the service wrote nothing"
