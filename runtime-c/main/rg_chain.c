@@ -5,7 +5,7 @@
 static void chain_call(void *self, const rg_call *c)
 {
     const obs_chain *ch = self;
-    ch->a.on_call(ch->a.self, c);
+    if (ch->a.on_call) ch->a.on_call(ch->a.self, c); /* none with --nf none */
     if (ch->b.on_call) ch->b.on_call(ch->b.self, c);
 }
 

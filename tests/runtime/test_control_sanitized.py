@@ -4,7 +4,8 @@ UBSan, on captures with IP fragments, lingering TCP connections and one-packet i
 A regression test: the observer refreshed its copy of each instance a packet touched from the
 stack's record at the end of the packet, after the record had been freed (moved to the linger
 table) - a use-after-poison on these captures with one context and with two workers.  Checked
-too: with and without `--control` the summary and the flow records are the same.
+too: with and without `--control` the summary and the flow records are the same; and
+`--nf none --control` (a chain whose counter counts no handler calls) runs.
 """
 
 from __future__ import annotations
@@ -41,3 +42,16 @@ def test_control_is_clean_and_changes_nothing(tmp_path: Path, name: str, workers
         s.pop("files_written", None)
     assert json.dumps(with_ctl, sort_keys=True) == json.dumps(plain, sort_keys=True)
     assert _records(out_ctl) == records and records
+
+
+def test_nf_none_with_control(tmp_path: Path) -> None:
+    """--nf none leaves the counter without on_call; the chain that --control makes called it (a NULL call)."""
+    src = TRACES / CAPTURES[0]
+    if not src.is_file():
+        pytest.skip(f"{src.name} is not in {TRACES}")
+    binary = sanitized_tcp_ip()
+    pcap = tmp_path / src.name
+    pcap.write_bytes(src.read_bytes())
+    plain, _, _ = run_json(binary, pcap, "none")
+    with_ctl, _, _ = run_json(binary, pcap, "none", "--control", str(tmp_path / "ctl.sock"))
+    assert with_ctl["packets"] == plain["packets"] > 0
