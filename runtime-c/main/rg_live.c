@@ -617,7 +617,7 @@ int rg_live_handles(const char *req)
            (!strncmp(req, "trace", 5) && (req[5] == 0 || req[5] == '\t'));
 }
 
-static void write_all(int fd, const char *s, size_t n)
+void rg_ctl_write_all(int fd, const char *s, size_t n)
 {
     while (n) {
         ssize_t k = write(fd, s, n);
@@ -628,11 +628,11 @@ static void write_all(int fd, const char *s, size_t n)
     }
 }
 
-static void reply_error(int fd, const char *msg)
+void rg_ctl_reply_error(int fd, const char *msg)
 {
     char line[1200];
     int k = snprintf(line, sizeof line, "error: %.1100s\n", msg);
-    write_all(fd, line, (size_t)k);
+    rg_ctl_write_all(fd, line, (size_t)k);
 }
 
 /* flows \t LAYER \t FILTER \t LIMIT (each may be empty) */
@@ -641,11 +641,11 @@ static void flows_request(rg_live *l, char **f, unsigned n, int fd)
     char err[512];
     uint64_t limit = UINT64_MAX;
     if (n != 4) {
-        reply_error(fd, "flows takes LAYER, FILTER and LIMIT (each may be empty)");
+        rg_ctl_reply_error(fd, "flows takes LAYER, FILTER and LIMIT (each may be empty)");
         return;
     }
     if (f[3][0] && parse_u64(f[3], 1, UINT64_MAX, &limit)) {
-        reply_error(fd, "--limit: a number of flows, 1 or more");
+        rg_ctl_reply_error(fd, "--limit: a number of flows, 1 or more");
         return;
     }
     if (f[1][0]) { /* a layer of the stack with instances */
@@ -662,7 +662,7 @@ static void flows_request(rg_live *l, char **f, unsigned n, int fd)
                                           l->stack->layers[j].name);
             snprintf(err, sizeof err, "--layer %.100s: no such layer with instances (%.300s)", f[1],
                      names);
-            reply_error(fd, err);
+            rg_ctl_reply_error(fd, err);
             return;
         }
     }
@@ -670,12 +670,12 @@ static void flows_request(rg_live *l, char **f, unsigned n, int fd)
     if (f[2][0] && !(filter = rg_flowfilter_parse(f[2], err, sizeof err))) {
         char msg[640];
         snprintf(msg, sizeof msg, "--filter: %s", err);
-        reply_error(fd, msg);
+        rg_ctl_reply_error(fd, msg);
         return;
     }
     if (!l->views[0].ft) {
         rg_flowfilter_free(filter);
-        reply_error(fd, "this run does not track its flow table");
+        rg_ctl_reply_error(fd, "this run does not track its flow table");
         return;
     }
     pthread_mutex_lock(&l->ask_mu);
@@ -686,9 +686,9 @@ static void flows_request(rg_live *l, char **f, unsigned n, int fd)
         l->bufs[w].n = 0;
     int rc = ask(l, REQ_FLOWS, err, sizeof err);
     if (rc) {
-        reply_error(fd, err);
+        rg_ctl_reply_error(fd, err);
     } else {
-        write_all(fd, "ok\n", 3);
+        rg_ctl_write_all(fd, "ok\n", 3);
         /* the limit over all workers: each kept its first ones, in uid order */
         uint64_t left = limit;
         for (unsigned w = 0; w < l->nw && left; w++) {
@@ -696,7 +696,7 @@ static void flows_request(rg_live *l, char **f, unsigned n, int fd)
             while (s && s < end && left) {
                 const char *nl = memchr(s, '\n', (size_t)(end - s));
                 if (!nl) break;
-                write_all(fd, s, (size_t)(nl + 1 - s));
+                rg_ctl_write_all(fd, s, (size_t)(nl + 1 - s));
                 s = nl + 1;
                 left--;
             }
@@ -713,7 +713,7 @@ void rg_live_control(rg_live *l, const char *req, size_t n, int fd)
     char *f[8];
     unsigned nf = 0;
     if (!l) {
-        reply_error(fd, "no live counters in this run");
+        rg_ctl_reply_error(fd, "no live counters in this run");
         return;
     }
     if (n >= sizeof copy) n = sizeof copy - 1;
@@ -721,7 +721,7 @@ void rg_live_control(rg_live *l, const char *req, size_t n, int fd)
     copy[n] = 0;
     for (char *p = copy;; nf++) {
         if (nf == sizeof f / sizeof f[0]) {
-            reply_error(fd, "too many fields");
+            rg_ctl_reply_error(fd, "too many fields");
             return;
         }
         f[nf] = p;
@@ -735,14 +735,14 @@ void rg_live_control(rg_live *l, const char *req, size_t n, int fd)
     }
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)copy[i] < 0x20 && copy[i] != 0) {
-            reply_error(fd, "a control byte in the request");
+            rg_ctl_reply_error(fd, "a control byte in the request");
             return;
         }
     if (!strcmp(f[0], "trace")) { /* rg_trace_ctl.c: waits for the packets, not the workers */
         unsigned count, ms;
         char err[256];
         if (rg_trace_args(f, nf, &count, &ms, err, sizeof err))
-            reply_error(fd, err);
+            rg_ctl_reply_error(fd, err);
         else
             rg_trace_request(l->stack, count, ms, fd);
         return;
@@ -755,16 +755,16 @@ void rg_live_control(rg_live *l, const char *req, size_t n, int fd)
     const char *format = nf > 1 ? f[1] : "json";
     int prom = !strcmp(format, "prometheus");
     if (nf > 2 || (!prom && strcmp(format, "json"))) {
-        reply_error(fd, "stats takes a format: json or prometheus");
+        rg_ctl_reply_error(fd, "stats takes a format: json or prometheus");
         return;
     }
     char err[512];
     rg_sbuf b = {0};
     if (fresh(l, prom ? prometheus : stats_json, &b, err, sizeof err)) {
-        reply_error(fd, err);
+        rg_ctl_reply_error(fd, err);
     } else {
-        write_all(fd, "ok\n", 3);
-        write_all(fd, b.s, b.n);
+        rg_ctl_write_all(fd, "ok\n", 3);
+        rg_ctl_write_all(fd, b.s, b.n);
     }
     free(b.s);
 }
@@ -774,7 +774,7 @@ void rg_live_control(rg_live *l, const char *req, size_t n, int fd)
 static void emit(rg_live *l, const char *s, size_t n)
 {
     if (l->jsonl) rg_out_write(l->jsonl, s, n); /* one line in one write: whole lines */
-    if (cfg.fd >= 0) write_all(cfg.fd, s, n);
+    if (cfg.fd >= 0) rg_ctl_write_all(cfg.fd, s, n);
 }
 
 static int is_final(rg_live *l)

@@ -58,6 +58,10 @@ rg_live *rg_live_current(void);
 int rg_live_handles(const char *req);
 /* Answer control request req (n bytes) on fd: "ok\n" and the text, or "error: ...\n". */
 void rg_live_control(rg_live *l, const char *req, size_t n, int fd);
+/* A control reply's bytes, all of them (EINTR retried; a peer gone: the rest dropped), and an
+ * error reply ("error: MSG\n"); shared by the requests answered here and rg_trace_ctl.c. */
+void rg_ctl_write_all(int fd, const char *s, size_t n);
+void rg_ctl_reply_error(int fd, const char *msg);
 
 /* The Prometheus text exposition of a fresh snapshot into a malloc'ed string (*len bytes);
  * NULL with the reason in err. */

@@ -16,24 +16,6 @@
 #include "rg_live.h"
 #include "rg_nfchain.h"
 
-static void write_all(int fd, const char *s, size_t n)
-{
-    while (n) {
-        ssize_t k = write(fd, s, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return;
-        s += k;
-        n -= (size_t)k;
-    }
-}
-
-static void reply_error(int fd, const char *msg)
-{
-    char line[600];
-    int k = snprintf(line, sizeof line, "error: %.560s\n", msg);
-    write_all(fd, line, (size_t)k);
-}
-
 static const char *reason_name(unsigned r)
 {
     static const char *const names[] = {"truncated", "malformed", "unsupported", "no_instance",
@@ -225,17 +207,17 @@ void rg_trace_request(const rg_stack_desc *stack, unsigned n, unsigned timeout_m
 {
     static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
     if (!rg_trace_built) {
-        reply_error(fd, "this binary was built without packet tracing (rebuild it with "
-                        "`rubikgen build --trace` or run it with `rubikgen run --trace`)");
+        rg_ctl_reply_error(fd, "this binary was built without packet tracing (rebuild it with "
+                               "`rubikgen build --trace` or run it with `rubikgen run --trace`)");
         return;
     }
     if (pthread_mutex_trylock(&one)) {
-        reply_error(fd, "a trace is already running");
+        rg_ctl_reply_error(fd, "a trace is already running");
         return;
     }
     if (rg_trace_arm(n)) {
         pthread_mutex_unlock(&one);
-        reply_error(fd, "out of memory");
+        rg_ctl_reply_error(fd, "out of memory");
         return;
     }
     const rg_trace_pkt **got = calloc(n, sizeof *got);
@@ -251,10 +233,10 @@ void rg_trace_request(const rg_stack_desc *stack, unsigned n, unsigned timeout_m
     pthread_mutex_unlock(&one);
     free(got);
     if (!got || b.oom) {
-        reply_error(fd, "out of memory");
+        rg_ctl_reply_error(fd, "out of memory");
     } else {
-        write_all(fd, "ok\n", 3);
-        write_all(fd, b.s, b.n);
+        rg_ctl_write_all(fd, "ok\n", 3);
+        rg_ctl_write_all(fd, b.s, b.n);
     }
     free(b.s);
 }

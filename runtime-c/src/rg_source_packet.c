@@ -573,13 +573,7 @@ static const char *pkt_error(const rg_source *s)
 }
 
 static const rg_source_opt pkt_opts[] = {
-    {"iface", "IF", "the interface (the same as CAPTURE)", RG_SOPT_STR, 0, 0,
-     offsetof(rg_source_cfg, name), RG_SOPT_NAME},
-    {"filter", "BPF", "capture only what this BPF expression matches", RG_SOPT_STR, 0, 0,
-     offsetof(rg_source_cfg, filter), 0},
-    {"snaplen", "N", "bytes captured per frame (default: whole frames)", RG_SOPT_NUM, 1, INT32_MAX,
-     offsetof(rg_source_cfg, snaplen), 0},
-    {"promisc", NULL, "promiscuous mode", RG_SOPT_FLAG, 0, 0, offsetof(rg_source_cfg, promisc), 0},
+    RG_SOPTS_CAPTURE,
     {"fanout", "MODE",
      "--workers N: how the kernel spreads frames over the\n"
      "workers' sockets: hash (default: the kernel's symmetric\n"

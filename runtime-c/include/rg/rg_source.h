@@ -98,6 +98,32 @@ typedef struct rg_source_opt {
     unsigned flags;    /* RG_SOPT_NAME, RG_SOPT_INLINE */
 } rg_source_opt;
 
+/* The options of a source capturing on an interface (live, packet): the interface, a BPF
+ * filter, the snap length and promiscuous mode, the same words and meaning in each. */
+#define RG_SOPTS_CAPTURE                                                                           \
+    {"iface", "IF", "the interface (the same as CAPTURE)", RG_SOPT_STR,                            \
+     0,       0,    offsetof(rg_source_cfg, name),         RG_SOPT_NAME},                          \
+        {"filter",                                                                                 \
+         "BPF",                                                                                    \
+         "capture only what this BPF expression matches",                                          \
+         RG_SOPT_STR,                                                                              \
+         0,                                                                                        \
+         0,                                                                                        \
+         offsetof(rg_source_cfg, filter),                                                          \
+         0},                                                                                       \
+        {"snaplen",                                                                                \
+         "N",                                                                                      \
+         "bytes captured per frame (default: whole frames)",                                       \
+         RG_SOPT_NUM,                                                                              \
+         1,                                                                                        \
+         INT32_MAX,                                                                                \
+         offsetof(rg_source_cfg, snaplen),                                                         \
+         0},                                                                                       \
+    {                                                                                              \
+        "promisc", NULL, "promiscuous mode", RG_SOPT_FLAG, 0, 0, offsetof(rg_source_cfg, promisc), \
+            0                                                                                      \
+    }
+
 /* What a source can do (rg_source_ops.caps); the driver tests these, never a source's name. */
 enum {
     /* --inline: it forwards frames to a peer (forward, and origin/forward_one for workers) */
