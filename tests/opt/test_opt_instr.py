@@ -39,9 +39,14 @@ def any_until_at() -> str:
     return at.pop()
 
 
+def process_start(c: str) -> int:
+    """Where the per-packet function begins (its name is wrapped in RG_TRACE_FN: rg_trace.h)."""
+    return c.index("_process)(")
+
+
 def process_body(c: str) -> str:
     """The per-packet function (the lifecycle entries and helpers before it excluded)."""
-    start = c.index("_process(")
+    start = process_start(c)
     end = c.find("/* Burst stage 1", start)  # its own function, after it
     return c[start:] if end < 0 else c[start:end]
 
@@ -509,7 +514,7 @@ def test_every_cursor_advance_follows_a_check() -> None:
     for stack in sorted((REPO / "specs" / "stacks").glob("*.yaml")):
         for lv in (0, 2):
             c = gen_c(str(stack), lv)
-            assert _cursor_writes_are_checked(c[c.index("_process(") :]) > 0, stack.name
+            assert _cursor_writes_are_checked(c[process_start(c) :]) > 0, stack.name
     bad = "if (!rg_has(in_ip.len, cur_ip, 20)) goto x;\ncur_ip += 20;\ncur_ip += 4;"
     with pytest.raises(AssertionError):
         _cursor_writes_are_checked(bad)
