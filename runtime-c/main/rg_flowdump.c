@@ -628,6 +628,21 @@ static void key_json(rg_sbuf *b, const rg_layer_desc *l, const rg_flow_info *f)
     rg_sbuf_printf(b, "}");
 }
 
+/* "src":..,"dst":..,"sport":..,"dport":..,"key":.. of an instance (x: its text_of). */
+static void endpoints_json(rg_sbuf *b, const rg_layer_desc *l, const rg_flow_info *f,
+                           const flowtext *x)
+{
+    rg_sbuf_printf(b, "\"src\":%s%s%s,\"dst\":%s%s%s", x->src[0] ? "\"" : "",
+                   x->src[0] ? x->src : "null", x->src[0] ? "\"" : "", x->dst[0] ? "\"" : "",
+                   x->dst[0] ? x->dst : "null", x->dst[0] ? "\"" : "");
+    if (x->sport >= 0)
+        rg_sbuf_printf(b, ",\"sport\":%d,\"dport\":%d", x->sport, x->dport);
+    else
+        rg_sbuf_printf(b, ",\"sport\":null,\"dport\":null");
+    rg_sbuf_printf(b, ",\"key\":");
+    key_json(b, l, f);
+}
+
 uint64_t rg_flowtab_dump(const rg_flowtab *ft, const char *layer, const rg_flowfilter *filter,
                          uint64_t limit, rg_sbuf *out)
 {
@@ -665,15 +680,8 @@ uint64_t rg_flowtab_dump(const rg_flowtab *ft, const char *layer, const rg_flowf
         k++;
         rg_sbuf_printf(out, "{\"worker\":%u,\"layer\":\"%s\",\"proto\":\"%s\",\"uid\":%" PRIu64,
                        ft->worker, l->name, l->protocol, v.uid);
-        rg_sbuf_printf(out, ",\"src\":%s%s%s,\"dst\":%s%s%s", x.src[0] ? "\"" : "",
-                       x.src[0] ? x.src : "null", x.src[0] ? "\"" : "", x.dst[0] ? "\"" : "",
-                       x.dst[0] ? x.dst : "null", x.dst[0] ? "\"" : "");
-        if (x.sport >= 0)
-            rg_sbuf_printf(out, ",\"sport\":%d,\"dport\":%d", x.sport, x.dport);
-        else
-            rg_sbuf_printf(out, ",\"sport\":null,\"dport\":null");
-        rg_sbuf_printf(out, ",\"key\":");
-        key_json(out, l, f);
+        rg_sbuf_printf(out, ",");
+        endpoints_json(out, l, f, &x);
         rg_sbuf_printf(out,
                        ",\"state\":%s%s%s,\"packets\":[%" PRIu64 ",%" PRIu64 "],\"bytes\":[%" PRIu64
                        ",%" PRIu64 "],\"first_ts\":%" PRIu64 ",\"last_ts\":%" PRIu64
@@ -694,13 +702,5 @@ void rg_key_json(rg_sbuf *b, const rg_layer_desc *l, const uint8_t *key_a, const
     f.key_p = key_p;
     flowtext x;
     text_of(l, &f, &x);
-    rg_sbuf_printf(b, "\"src\":%s%s%s,\"dst\":%s%s%s", x.src[0] ? "\"" : "",
-                   x.src[0] ? x.src : "null", x.src[0] ? "\"" : "", x.dst[0] ? "\"" : "",
-                   x.dst[0] ? x.dst : "null", x.dst[0] ? "\"" : "");
-    if (x.sport >= 0)
-        rg_sbuf_printf(b, ",\"sport\":%d,\"dport\":%d", x.sport, x.dport);
-    else
-        rg_sbuf_printf(b, ",\"sport\":null,\"dport\":null");
-    rg_sbuf_printf(b, ",\"key\":");
-    key_json(b, l, &f);
+    endpoints_json(b, l, &f, &x);
 }
