@@ -30,15 +30,23 @@ def request(sock_path: str, fields: list[str], timeout: float = 30.0) -> tuple[b
     return False, head.removeprefix("error: ") if head else "no reply (the run ended?)"
 
 
-def ask(sock_path: str, fields: list[str], timeout: float) -> int:
-    """A ctl command's request: the reply on stdout, or the error on stderr; the exit status."""
+def reply(sock_path: str, fields: list[str], timeout: float) -> str | None:
+    """A ctl command's request: the reply's text, or None with the error on stderr."""
     try:
         ok, text = request(sock_path, fields, timeout)
     except OSError as e:
         sys.stderr.write(f"rubikgen: error: {sock_path}: {e}\n")
-        return EXIT_ERRORS
+        return None
     if not ok:
         sys.stderr.write(f"rubikgen: error: {text}\n")
+        return None
+    return text
+
+
+def ask(sock_path: str, fields: list[str], timeout: float) -> int:
+    """A ctl command's request: the reply on stdout, or the error on stderr; the exit status."""
+    text = reply(sock_path, fields, timeout)
+    if text is None:
         return EXIT_ERRORS
     sys.stdout.write(text)
     return EXIT_OK

@@ -74,16 +74,12 @@ def command(args: argparse.Namespace) -> int:
 def trace_command(args: argparse.Namespace) -> int:
     """`ctl SOCK trace N`: the binary checks N and the wait (rg_ctlsec.c rg_trace_args) and
     replies with a line of counts, then one JSON object per traced packet."""
-    from rubikgen.cli.ctlsock import EXIT_ERRORS, EXIT_OK, request
+    from rubikgen.cli.ctlsock import EXIT_ERRORS, EXIT_OK, reply
 
     fields = ["trace", str(args.count), str(args.wait)]
-    try:  # the reply comes when the packets were traced or the wait is over
-        ok, text = request(args.socket, fields, max(args.timeout, args.wait + 5.0))
-    except OSError as e:
-        sys.stderr.write(f"rubikgen: error: {args.socket}: {e}\n")
-        return EXIT_ERRORS
-    if not ok:
-        sys.stderr.write(f"rubikgen: error: {text}\n")
+    # the reply comes when the packets were traced or the wait is over
+    text = reply(args.socket, fields, max(args.timeout, args.wait + 5.0))
+    if text is None:
         return EXIT_ERRORS
     head, *lines = [ln for ln in text.splitlines() if ln]
     info = json.loads(head)
