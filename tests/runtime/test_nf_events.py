@@ -122,9 +122,7 @@ def _frame_flows(pcap: Path) -> list[tuple[str, int] | None]:
     out: list[tuple[str, int] | None] = []
     for line in _tshark([*args, *[x for f in fields for x in ("-e", f)]]).splitlines():
         t, u, i4, i6 = line.split("\t")
-        out.append(
-            None if i4 or i6 else ("tcp", int(t)) if t else ("udp", int(u)) if u else None
-        )
+        out.append(None if i4 or i6 else ("tcp", int(t)) if t else ("udp", int(u)) if u else None)
     return out
 
 
