@@ -9,8 +9,11 @@
  *
  * (P: the packet number; reason: the event's `reason` field, printable ASCII else \u00XX;
  * raiser: the chain position of the NF that raised it.)  Parameters:
- * verdict (drop_flow, the default; drop: this packet only; reject), file (default
- * blocked.jsonl). */
+ * verdict (drop_flow, the default; drop: this packet only; reject), inject (none, the default;
+ * sender, receiver or both: TCP RSTs built from the flagging packet sent to that side of the
+ * flow with rg_nf_host.inject, so both ends learn at once that the connection is over; with
+ * drop_flow the receiver's RST carries exactly its next expected sequence number), file
+ * (default blocked.jsonl). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@ typedef struct nf {
     const rg_nf_host *host;
     void *out;
     int verdict;
+    unsigned inject; /* RG_INJECT_* */
 } nf;
 
 static int on_flagged(void *self, const rg_nf_ev *ev, void *st)
@@ -43,6 +47,8 @@ static int on_flagged(void *self, const rg_nf_ev *ev, void *st)
     }
     k += (size_t)snprintf(line + k, sizeof line - k, "\",\"raiser\":%u}", (unsigned)ev->raiser);
     if (n->out) n->host->out_write(n->out, line, k < sizeof line ? k : sizeof line - 1);
+    if (n->inject && n->host->inject(ev, n->inject))
+        fprintf(stderr, "block: cannot inject for packet %llu\n", (unsigned long long)ev->pkt_no);
     return n->verdict;
 }
 
@@ -61,7 +67,17 @@ static void *init(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg
         snprintf(err, errlen, "block: verdict is drop_flow, drop or reject, not '%s'", v);
         return NULL;
     }
-    if (!RG_NF_HAS_RAISE(host)) {
+    const char *in = rg_nf_cfg_get(cfg, ncfg, "inject", "none");
+    int inject = !strcmp(in, "none")       ? 0
+                 : !strcmp(in, "sender")   ? RG_INJECT_RST_SENDER
+                 : !strcmp(in, "receiver") ? RG_INJECT_RST_RECEIVER
+                 : !strcmp(in, "both")     ? RG_INJECT_RST_SENDER | RG_INJECT_RST_RECEIVER
+                                           : -1;
+    if (inject < 0) {
+        snprintf(err, errlen, "block: inject is none, sender, receiver or both, not '%s'", in);
+        return NULL;
+    }
+    if (!RG_NF_HAS_RAISE(host) || (inject && !RG_NF_HAS_INJECT(host))) {
         snprintf(err, errlen, "block: this driver has no events between NFs (ABI minor 3)");
         return NULL;
     }
@@ -69,6 +85,7 @@ static void *init(const rg_stack_desc *stack, const rg_nf_kv *cfg, unsigned ncfg
     if (!n) return NULL;
     n->host = host;
     n->verdict = verdict;
+    n->inject = (unsigned)inject;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", rg_nf_cfg_get(cfg, ncfg, "out", "."),
              rg_nf_cfg_get(cfg, ncfg, "file", "blocked.jsonl"));

@@ -175,6 +175,7 @@ struct rg_chain {
     rg_nf_map flows;      /* uid -> frec */
     size_t nobytes_flows; /* frecs with nobytes_req set */
     int verdict;
+    unsigned inject;       /* RG_INJECT_* the NFs asked for in this packet (rg_chain_take_inject) */
     rg_verdict_slot *slot; /* the context's verdict slot (rg_call.verdict): one per context */
     rg_nf_host host;
     /* --workers: the input's frame number of the packet (rg_chain_set_pkt), 0: the context's */
@@ -198,6 +199,7 @@ static int host_out_write(void *out, const char *rec, size_t len);
 static int host_out_close(void *out, char *err, size_t errlen);
 static int host_raise(const rg_nf_ev *ev, const char *event, const rg_val *fields,
                       unsigned nfields);
+static int host_inject(const rg_nf_ev *ev, unsigned what);
 
 rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
 {
@@ -209,8 +211,8 @@ rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
     ch->want_b = calloc((size_t)RG_NF_EV_KINDS * (stack->nlayers + 1u), 1);
     ch->data_arg = rg_obs_data_args(stack);
     ch->host = (rg_nf_host){
-        RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe, host_no_more_bytes, 0, 1,
-        host_out_open,     host_out_write,     host_out_close, host_raise};
+        RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe, host_no_more_bytes, 0,          1,
+        host_out_open,     host_out_write,     host_out_close, host_raise,         host_inject};
     if (!ch->outdir || !ch->want_call || !ch->want_b || !ch->data_arg) {
         free(ch->data_arg);
         free(ch->outdir);
@@ -230,6 +232,13 @@ unsigned rg_chain_size(const rg_chain *ch)
 int rg_chain_verdict(const rg_chain *ch)
 {
     return ch->verdict;
+}
+
+unsigned rg_chain_take_inject(rg_chain *ch)
+{
+    unsigned what = ch ? ch->inject : 0;
+    if (ch) ch->inject = 0;
+    return what;
 }
 
 static void recompute_wants(rg_chain *ch)
@@ -1229,5 +1238,20 @@ static int host_raise(const rg_nf_ev *ev, const char *event, const rg_val *field
     }
     e->fields = vals;
     ch->rq[ch->nrq++] = e;
+    return RG_OK;
+}
+
+static int host_inject(const rg_nf_ev *ev, unsigned what)
+{
+    const dispatch_ref *ref = ev ? ev->host_ref : NULL;
+    if (!ref || !what || (what & ~(unsigned)(RG_INJECT_RST_SENDER | RG_INJECT_RST_RECEIVER)))
+        return RG_EINVAL;
+    const qev *e = ref->e;
+    /* only what a packet brought has a frame to build from; a batch without one (expiry, the
+     * final flush) would put the frames after the next packet */
+    if (e->ev.kind == RG_NF_EV_CLOSE || e->ev.kind == RG_NF_EV_CLOCK_JUMP || e->ev.end ||
+        (e->ev.kind == RG_NF_EV_CALL && e->call.end))
+        return RG_EINVAL;
+    ref->ch->inject |= what;
     return RG_OK;
 }

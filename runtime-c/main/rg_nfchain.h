@@ -78,6 +78,9 @@ rg_obs rg_chain_obs(rg_chain *ch);
  * hook).  The verdict of the batch: rg_chain_verdict. */
 void rg_chain_batch_end(void *ch);
 int rg_chain_verdict(const rg_chain *ch);
+/* The injections (RG_INJECT_*, rg_nf_host.inject) the NFs asked for since the last take, and
+ * none after it (ch NULL: none).  The driver takes them after each frame. */
+unsigned rg_chain_take_inject(rg_chain *ch);
 
 /* A frame's verdict: the stack's (fed: an entry layer took it; a frame none takes passes),
  * raised to the chain's (ch NULL: none), which the stack's verdict has seen once it saw a

@@ -10,6 +10,11 @@ chain, drops the flow on it.
 - an NF built against the previous ABI minor (RG_NF_ABI_TARGET_MINOR=2: minor 2's structures)
   in the same chain gets the same events as the same NF built against minor 3, and neither gets
   the NF events it did not subscribe to;
+- injection (rg_nf_host.inject): the blocker with `inject: both` adds, right after the place
+  of each flagging frame (dropped), the RSTs to both sides (only the sender's for a segment
+  without ACK; an ICMP port unreachable over UDP), judged by tshark: checksums good, the
+  sender's RST at exactly its RCV.NXT and the receiver's at the dropped segment's SEG.SEQ
+  (RFC 5961 3.2), addresses, ports and link addresses of the right side;
 - the chain file's declarations are checked by the binary with positions (what `rubikgen
   validate` says of them is in the error corpus, tests/specs/errors/RG0*_nf_event_*.yaml).
 """
@@ -27,6 +32,8 @@ from support.nf_chain import _cc, _run
 from support.oracle import TRACES, tshark_available
 from support.oracle.tshark import _tshark
 from support.pcap_frames import frames
+from support.reject import Rule, check_icmp, check_rst, expected_replies, protos
+from support.reject import frames as dissect
 
 CAPTURE = TRACES / "mixed-android-mobile.pcap"
 PATTERN = "google"
@@ -151,6 +158,43 @@ def test_blocker_drops_exactly_the_flagged_flows(
     blocked = [json.loads(x) for x in (tmp_path / "blocked.jsonl").read_text().splitlines()]
     assert sorted(b["pkt"] for b in blocked) == sorted(flag.values())
     assert {(b["reason"], b["raiser"]) for b in blocked} == {(PATTERN, 0)}
+
+
+def test_blocker_injects_resets_where_it_drops(
+    binary: Path, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    if not tshark_available():
+        pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
+    items = _detect_block(sos)
+    items[1]["params"] = {"inject": "both"}
+    chain = _chainfile(tmp_path / "chain.yaml", items)
+    written = tmp_path / "written.pcap"
+    _run(binary, CAPTURE, "--chain", chain, "--out", tmp_path, "--write", written)
+    flag = _flagging_frames(CAPTURE, PATTERN.encode())
+    at = set(flag.values())
+    flows = _frame_flows(CAPTURE)
+    fin, fout = dissect(CAPTURE), dissect(written)
+    bin_, bout = [d for _ts, d in frames(CAPTURE)], [d for _ts, d in frames(written)]
+    both = Rule("inject", lambda f: True, both=True)
+    j = nrst = 0
+    for n, (f, fl) in enumerate(zip(fin, flows, strict=True), 1):
+        if fl in flag and n > flag[fl]:
+            continue  # dropped with its flow
+        if n not in at:
+            assert bout[j] == bin_[n - 1], f"input frame {n}: not passed as is"
+            j += 1
+            continue
+        for k in range(expected_replies(f, both)):
+            if "tcp" in protos(f):
+                check_rst(f, fout[j], to_receiver=k == 1)
+                nrst += 1
+            else:
+                check_icmp(f, bin_[n - 1], fout[j], bout[j], admin=False)
+            j += 1
+    assert j == len(bout), f"{len(bout) - j} output frames more than expected"
+    assert nrst >= 10, nrst
 
 
 def test_nf_of_the_previous_minor_keeps_working(

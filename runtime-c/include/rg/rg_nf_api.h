@@ -51,6 +51,7 @@ extern "C" {
  * 3: events between NFs: rg_nf_host.raise (RG_NF_HAS_RAISE), the event kind RG_NF_EV_NF and
  *    its members appended to rg_nf_ev (nf_event, field_names, fields, nfields, raiser).  The
  *    chain file declares the events and which NF raises or subscribes to which (docs/nf.md).
+ *    Injection: rg_nf_host.inject (RG_NF_HAS_INJECT), a TCP RST to either side of the flow.
  * An NF may define RG_NF_ABI_TARGET_MINOR (to 2) before including this header to be built
  * against an older minor: the structures then end where they ended in that minor (what an NF
  * built against the older header sees), and RG_NF_ABI_MINOR is that minor. */
@@ -224,6 +225,19 @@ struct rg_nf_host {
      * list it under this NF's `raises`, or the payload does not match the declaration;
      * RG_ENOMEM. */
     int (*raise)(const rg_nf_ev *ev, const char *event, const rg_val *fields, unsigned nfields);
+    /* Injection (minor 3; RG_NF_HAS_INJECT): frames built from the packet ev came with, sent
+     * with --inline right after the packet (out of the interface each side is behind) and
+     * written with --write right after its place, whatever the packet's verdict.  what:
+     * RG_INJECT_RST_SENDER, a RST to the packet's sender (<SEQ=SEG.ACK><CTL=RST>, exactly
+     * its RCV.NXT: RFC 5961 3.2; a packet without ACK gets <SEQ=0><ACK=SEG.SEQ+SEG.LEN>
+     * <CTL=RST,ACK>; over UDP and others, an ICMP port unreachable), and/or
+     * RG_INJECT_RST_RECEIVER, a RST to its receiver as if from the sender
+     * (<SEQ=SEG.SEQ><ACK=SEG.ACK><CTL=RST,ACK>, the receiver's RCV.NXT when the packet is
+     * dropped: return RG_DROP_FLOW with it; a packet with ACK only).  The replies a reject
+     * gives (rg_reject.h), without its rate limit.  Several calls in a packet's run: one
+     * injection of their union.  RG_OK; RG_EINVAL for an event that came with no packet (a
+     * lifecycle call, close, clock_jump, events at the final flush) or unknown bits. */
+    int (*inject)(const rg_nf_ev *ev, unsigned what);
 #endif
 };
 
@@ -235,6 +249,11 @@ struct rg_nf_host {
 /* Does host offer events between NFs (minor 3)? */
 #define RG_NF_HAS_RAISE(host)                                                                      \
     ((host) && (host)->size >= offsetof(rg_nf_host, raise) + sizeof(void *) && (host)->raise)
+/* Does host offer injection (minor 3)? */
+#define RG_NF_HAS_INJECT(host)                                                                     \
+    ((host) && (host)->size >= offsetof(rg_nf_host, inject) + sizeof(void *) && (host)->inject)
+/* rg_nf_host.inject's what */
+enum { RG_INJECT_RST_SENDER = 1u << 0, RG_INJECT_RST_RECEIVER = 1u << 1 };
 #endif
 
 /* The descriptor (RG_NF_EXPORT). */
