@@ -15,6 +15,7 @@ chain, drops the flow on it.
   without ACK; an ICMP port unreachable over UDP), judged by tshark: checksums good, the
   sender's RST at exactly its RCV.NXT and the receiver's at the dropped segment's SEG.SEQ
   (RFC 5961 3.2), addresses, ports and link addresses of the right side;
+  the same with `--workers 2`;
 - the chain file's declarations are checked by the binary with positions (what `rubikgen
   validate` says of them is in the error corpus, tests/specs/errors/RG0*_nf_event_*.yaml).
 """
@@ -195,6 +196,12 @@ def test_blocker_injects_resets_where_it_drops(
             j += 1
     assert j == len(bout), f"{len(bout) - j} output frames more than expected"
     assert nrst >= 10, nrst
+    # --workers 2: each worker's detector and blocker see their flows; the reading thread
+    # writes the frames and the injected ones in input order: the same file
+    two = tmp_path / "two.pcap"
+    _run(binary, CAPTURE, "--chain", chain, "--out", tmp_path / "w", "--write", two,
+         "--workers", "2")  # fmt: skip
+    assert [d for _ts, d in frames(two)] == bout
 
 
 def test_nf_of_the_previous_minor_keeps_working(

@@ -58,6 +58,9 @@ extern "C" {
 #ifndef RG_NF_ABI_TARGET_MINOR
 #define RG_NF_ABI_TARGET_MINOR 3
 #endif
+#if RG_NF_ABI_TARGET_MINOR < 2 || RG_NF_ABI_TARGET_MINOR > 3
+#error "RG_NF_ABI_TARGET_MINOR is 2 or 3 (minor 1 changed no structure: build it as 2)"
+#endif
 #define RG_NF_ABI_MINOR RG_NF_ABI_TARGET_MINOR
 /* the descriptor's symbol in an NF's shared object */
 #define RG_NF_SYMBOL "rg_nf_v1"
