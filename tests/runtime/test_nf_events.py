@@ -134,20 +134,29 @@ def _frame_flows(pcap: Path) -> list[tuple[str, int] | None]:
     return out
 
 
-def test_blocker_drops_exactly_the_flagged_flows(
-    binary: Path, sos: dict[str, Path], tmp_path: Path
-) -> None:
+def _blocked_run(
+    binary: Path, sos: dict[str, Path], tmp: Path, block_params: dict[str, str]
+) -> tuple[Path, Path, dict[tuple[str, int], int], list[tuple[str, int] | None]]:
+    """The detector and the blocker (with block_params) over CAPTURE with --write: the chain
+    file, the file written, tshark's flagging frame of each flagged flow, each frame's flow."""
     if not CAPTURE.is_file():
         pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
     if not tshark_available():
         pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
-    chain = _chainfile(tmp_path / "chain.yaml", _detect_block(sos))
-    written = tmp_path / "written.pcap"
-    _run(binary, CAPTURE, "--chain", chain, "--out", tmp_path, "--write", written)
-    flag = _flagging_frames(CAPTURE, PATTERN.encode())
-    flows = _frame_flows(CAPTURE)
-    with_payload = {f for f in flows if f}
-    assert len(flag) >= 5 and len(with_payload - set(flag)) >= 5, (len(flag), len(with_payload))
+    items = _detect_block(sos)
+    items[1]["params"] = block_params
+    chain = _chainfile(tmp / "chain.yaml", items)
+    written = tmp / "written.pcap"
+    _run(binary, CAPTURE, "--chain", chain, "--out", tmp, "--write", written)
+    return chain, written, _flagging_frames(CAPTURE, PATTERN.encode()), _frame_flows(CAPTURE)
+
+
+def test_blocker_drops_exactly_the_flagged_flows(
+    binary: Path, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    _chain, written, flag, flows = _blocked_run(binary, sos, tmp_path, {})
+    every = {f for f in flows if f}
+    assert len(flag) >= 5 and len(every - set(flag)) >= 5, (len(flag), len(every))
     keep = [
         data
         for n, ((_ts, data), fl) in enumerate(zip(frames(CAPTURE), flows, strict=True), 1)
@@ -164,18 +173,8 @@ def test_blocker_drops_exactly_the_flagged_flows(
 def test_blocker_injects_resets_where_it_drops(
     binary: Path, sos: dict[str, Path], tmp_path: Path
 ) -> None:
-    if not CAPTURE.is_file():
-        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
-    if not tshark_available():
-        pytest.skip("tshark is not installed (bash ci/setup.sh installs it)")
-    items = _detect_block(sos)
-    items[1]["params"] = {"inject": "both"}
-    chain = _chainfile(tmp_path / "chain.yaml", items)
-    written = tmp_path / "written.pcap"
-    _run(binary, CAPTURE, "--chain", chain, "--out", tmp_path, "--write", written)
-    flag = _flagging_frames(CAPTURE, PATTERN.encode())
+    chain, written, flag, flows = _blocked_run(binary, sos, tmp_path, {"inject": "both"})
     at = set(flag.values())
-    flows = _frame_flows(CAPTURE)
     fin, fout = dissect(CAPTURE), dissect(written)
     bin_, bout = [d for _ts, d in frames(CAPTURE)], [d for _ts, d in frames(written)]
     both = Rule("inject", lambda f: True, both=True)
