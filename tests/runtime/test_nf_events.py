@@ -16,6 +16,8 @@ chain, drops the flow on it.
   sender's RST at exactly its RCV.NXT and the receiver's at the dropped segment's SEG.SEQ
   (RFC 5961 3.2), addresses, ports and link addresses of the right side;
   the same with `--workers 2`;
+- raise refuses a payload of other kinds than declared and an event the NF's item does not
+  list under `raises`;
 - the chain file's declarations are checked by the binary with positions (what `rubikgen
   validate` says of them is in the error corpus, tests/specs/errors/RG0*_nf_event_*.yaml).
 """
@@ -267,3 +269,29 @@ def test_binary_reports_event_declaration_errors(
         p = _run(binary, CAPTURE, "--chain", f, "--out", tmp_path, ok=False)
         want = want.replace("BLOCK", str(sos["block"]))
         assert p.returncode != 0 and f"{f}{want}" in p.stderr, (text, p.stderr)
+
+
+def test_raise_is_refused_against_the_declaration(
+    binary: Path, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """rg_nf_host.raise checks what the chain file says: a payload of other kinds than
+    declared, or an event the NF's item does not list under `raises`, is not raised (the
+    detector reports it): nothing is blocked, every frame is written."""
+    if not CAPTURE.is_file():
+        pytest.skip(f"{CAPTURE.name} is not in {TRACES}")
+    items = _detect_block(sos)
+    wrong_kinds = {"flagged": {"reason": "num", "dir": "num", "offset": "num"}}
+    cases = {
+        "kinds": {
+            "events": wrong_kinds,
+            "chain": [items[0], {**items[1], "subscribes": ["flagged"]}],
+        },
+        "not-listed": {"events": EVENTS, "chain": [{**items[0], "raises": []}]},
+    }
+    for name, doc in cases.items():
+        chain, out, written = tmp_path / f"{name}.yaml", tmp_path / name, tmp_path / f"{name}.pcap"
+        chain.write_text(yaml.safe_dump(doc, sort_keys=False))
+        p = _run(binary, CAPTURE, "--chain", chain, "--out", out, "--write", written)
+        assert "detect: cannot raise 'flagged'" in p.stderr, (name, p.stderr[-500:])
+        assert [d for _t, d in frames(written)] == [d for _t, d in frames(CAPTURE)], name
+        assert not (out / "blocked.jsonl").exists() or not (out / "blocked.jsonl").read_text()
