@@ -5,7 +5,20 @@
  *       name: fs               # optional: the instance name (default: the NF's)
  *       params: {all: true}    # optional: its configuration (scalars)
  *
- * A relative .so path is relative to the chain file's directory.
+ * A relative .so path is relative to the chain file's directory.  Events between NFs: the
+ * top-level `events` declares them with their payload's fields and kinds, and an item says
+ * which it raises and subscribes to (docs/nf.md, Events between NFs):
+ *
+ *     events:
+ *       flagged: {reason: bytes, dir: num}
+ *     chain:
+ *       - nf: ./detect.so
+ *         raises: [flagged]
+ *       - nf: ./block.so
+ *         subscribes: [flagged]      # or {flagged: {reason: bytes}}: the fields it reads
+ *
+ * An event an item subscribes to is raised by an NF before it in the chain (so there are no
+ * cycles either).
  * `rubikgen validate` checks the same against schema/chain.schema.json; this
  * reader repeats the structural checks so a binary run directly reports
  * FILE:LINE:COL too. */
@@ -24,6 +37,7 @@ typedef struct reader {
     yaml_document_t doc;
     char *err;
     size_t errlen;
+    uint64_t raised; /* the events raised by the items read so far */
 } reader;
 
 static int fail(reader *rd, const yaml_node_t *n, const char *msg, const char *hint)
@@ -57,8 +71,101 @@ static char *nf_path(const char *chain, const char *nf)
     return strdup(so);
 }
 
+/* `events`: name -> {field: num | bytes} (or null: no payload) */
+static int load_events(reader *rd, rg_chain *ch, yaml_node_t *evs)
+{
+    if (evs->type != YAML_MAPPING_NODE)
+        return fail(rd, evs, "`events` maps event names to their fields",
+                    "events: {flagged: {reason: bytes}}");
+    for (yaml_node_pair_t *p = evs->data.mapping.pairs.start; p < evs->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = node(rd, p->key), *v = node(rd, p->value);
+        if (!scalar(k) || !*scalar(k)) return fail(rd, k, "an event's name is a string", NULL);
+        const char *names[RG_CHAIN_EV_FIELDS];
+        uint8_t kinds[RG_CHAIN_EV_FIELDS];
+        unsigned n = 0;
+        if (v->type == YAML_MAPPING_NODE) {
+            for (yaml_node_pair_t *f = v->data.mapping.pairs.start; f < v->data.mapping.pairs.top;
+                 f++) {
+                yaml_node_t *fk = node(rd, f->key), *fv = node(rd, f->value);
+                const char *t = scalar(fv);
+                if (!scalar(fk)) return fail(rd, fk, "a field's name is a string", NULL);
+                if (!t || (strcmp(t, "num") && strcmp(t, "bytes")))
+                    return fail(rd, fv, "a field's type is num or bytes", NULL);
+                if (n == RG_CHAIN_EV_FIELDS) return fail(rd, fk, "too many fields (16)", NULL);
+                names[n] = scalar(fk);
+                kinds[n++] = strcmp(t, "num") ? RG_VAL_BYTES : RG_VAL_NUM;
+            }
+        } else if (!(scalar(v) &&
+                     (!*scalar(v) || !strcmp(scalar(v), "null") || !strcmp(scalar(v), "~")))) {
+            return fail(rd, v, "an event's fields are a mapping of names to num or bytes",
+                        "flagged: {reason: bytes}");
+        }
+        char why[300];
+        if (rg_chain_declare_event(ch, scalar(k), n, names, kinds, why, sizeof why))
+            return fail(rd, k, why, NULL);
+    }
+    return RG_OK;
+}
+
+/* An item's `raises` or `subscribes`: a list of event names, or (subscribes) a mapping of
+ * them to the fields the NF reads with their types; the events' bits in *mask. */
+static int load_uses(reader *rd, const rg_chain *ch, yaml_node_t *v, int sub, uint64_t *mask)
+{
+    const char *what = sub ? "subscribes" : "raises";
+    yaml_node_item_t *i = NULL, *iend = NULL;
+    yaml_node_pair_t *p = NULL, *pend = NULL;
+    if (v->type == YAML_SEQUENCE_NODE) {
+        i = v->data.sequence.items.start;
+        iend = v->data.sequence.items.top;
+    } else if (v->type == YAML_MAPPING_NODE && sub) {
+        p = v->data.mapping.pairs.start;
+        pend = v->data.mapping.pairs.top;
+    } else {
+        return fail(rd, v,
+                    sub ? "`subscribes` is a list of event names, or maps them to the fields "
+                          "read"
+                        : "`raises` is a list of event names",
+                    NULL);
+    }
+    for (; (i && i < iend) || (p && p < pend); i ? (void)i++ : (void)p++) {
+        yaml_node_t *n = node(rd, i ? *i : p->key), *fields = p ? node(rd, p->value) : NULL;
+        const char *name = scalar(n);
+        int id = name ? rg_chain_event_id(ch, name) : -1;
+        if (id < 0) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "`%s`: the chain file declares no event '%s'", what,
+                     name ? name : "?");
+            return fail(rd, n, msg, "declare it under the top-level `events`");
+        }
+        if (sub && !(rd->raised >> id & 1)) {
+            char msg[200];
+            snprintf(msg, sizeof msg,
+                     "'%s' is raised by no NF before this one in the chain (events go to the "
+                     "NFs after the one raising them)",
+                     name);
+            return fail(rd, n, msg, "move this NF after one that raises it");
+        }
+        *mask |= UINT64_C(1) << id;
+        if (!fields || fields->type != YAML_MAPPING_NODE) continue;
+        for (yaml_node_pair_t *f = fields->data.mapping.pairs.start;
+             f < fields->data.mapping.pairs.top; f++) {
+            const char *fname = scalar(node(rd, f->key)), *t = scalar(node(rd, f->value));
+            if (!fname || !t) return fail(rd, node(rd, f->key), "a field is name: type", NULL);
+            if (rg_chain_event_field_check(ch, id, fname, t)) {
+                char msg[240];
+                snprintf(msg, sizeof msg, "event '%s' has no field '%s' of type %s", name, fname,
+                         t);
+                return fail(rd, node(rd, f->value), msg, NULL);
+            }
+        }
+    }
+    return RG_OK;
+}
+
 static int load_item(reader *rd, rg_chain *ch, yaml_node_t *item)
 {
+    uint64_t raises = 0, subscribes = 0;
     if (item->type != YAML_MAPPING_NODE)
         return fail(rd, item, "a chain item is a mapping", "write `- nf: NAME_OR_PATH.so`");
     const char *nf = NULL, *name = NULL;
@@ -74,13 +181,18 @@ static int load_item(reader *rd, rg_chain *ch, yaml_node_t *item)
         } else if (key && !strcmp(key, "name")) {
             name = scalar(v);
             if (!name || !*name) return fail(rd, v, "`name` is a string", NULL);
+        } else if (key && !strcmp(key, "raises")) {
+            if (load_uses(rd, ch, v, 0, &raises)) return RG_EINVAL;
+        } else if (key && !strcmp(key, "subscribes")) {
+            if (load_uses(rd, ch, v, 1, &subscribes)) return RG_EINVAL;
         } else if (key && !strcmp(key, "params")) {
             params = v;
             if (v->type != YAML_MAPPING_NODE)
                 return fail(rd, v, "`params` is a mapping of names to scalars",
                             "e.g. params: {all: true}");
         } else {
-            return fail(rd, k, "unknown key in a chain item", "the keys are nf, name, params");
+            return fail(rd, k, "unknown key in a chain item",
+                        "the keys are nf, name, params, raises, subscribes");
         }
     }
     if (!nf) return fail(rd, item, "a chain item needs `nf`", "a stock NF's name or a .so path");
@@ -99,8 +211,9 @@ static int load_item(reader *rd, rg_chain *ch, yaml_node_t *item)
     char *path = nf_path(rd->path, nf);
     if (!path) return fail(rd, nfn, "out of memory", NULL);
     char why[900];
-    int rc = rg_chain_attach(ch, path, name, kv, n, why, sizeof why);
+    int rc = rg_chain_attach_ev(ch, path, name, kv, n, raises, subscribes, why, sizeof why);
     free(path);
+    rd->raised |= raises;
     return rc ? fail(rd, nfn, why, NULL) : RG_OK;
 }
 
@@ -127,7 +240,7 @@ int rg_chainfile_load(rg_chain *ch, const char *path, char *err, size_t errlen)
         fclose(f);
         return RG_EINVAL;
     }
-    yaml_node_t *root = yaml_document_get_root_node(&rd.doc), *list = NULL;
+    yaml_node_t *root = yaml_document_get_root_node(&rd.doc), *list = NULL, *evs = NULL;
     if (!root || root->type != YAML_MAPPING_NODE) {
         rc = fail(&rd, root, "a chain file is a mapping with the key `chain`",
                   "chain: [{nf: flowstats}, {nf: ./my_nf.so}]");
@@ -138,11 +251,15 @@ int rg_chainfile_load(rg_chain *ch, const char *path, char *err, size_t errlen)
         yaml_node_t *k = node(&rd, p->key);
         if (scalar(k) && !strcmp(scalar(k), "chain")) {
             list = node(&rd, p->value);
+        } else if (scalar(k) && !strcmp(scalar(k), "events")) {
+            evs = node(&rd, p->value);
         } else {
-            rc = fail(&rd, k, "unknown top-level key", "a chain file has the key `chain` only");
+            rc = fail(&rd, k, "unknown top-level key",
+                      "a chain file has the keys `chain` and `events`");
             goto done;
         }
     }
+    if (evs && (rc = load_events(&rd, ch, evs))) goto done;
     if (!list || list->type != YAML_SEQUENCE_NODE) {
         rc = fail(&rd, list ? list : root, "`chain` is a list of NFs", "chain: [{nf: events}]");
         goto done;

@@ -278,6 +278,8 @@ typedef struct rg_rejector {
     uint64_t limited;      /* ... that got none: --reject-rate */
     uint64_t unanswerable; /* ... that got none: rg_reject.h's rules (an ICMP error, ...) */
     uint64_t sent_inline;  /* replies given to the source (forward_one counts them as tx) */
+    uint64_t injected;     /* frames NFs injected (rg_nf_host.inject), sent or written */
+    uint64_t inject_none;  /* injections with no frame to build (rg_reject.h's rules) */
     rg_reject_out out;     /* the last packet's replies */
     /* --inline: the replies of the burst, sent after it is forwarded */
     struct rg_reject_q {
@@ -296,6 +298,9 @@ void rg_rejector_free(rg_rejector *r);
  * (in_if >= 0: the interface f came in on, rg_source_ops.origin), queued for
  * rg_rejector_flush. */
 void rg_rejector_answer(rg_rejector *r, const rg_frame *f, int v, rg_writer *w, int in_if);
+/* Frame f's injections (RG_INJECT_* from the chain, rg_nf_host.inject): the replies a reject
+ * gives, to the sides asked, not rate-limited; written and queued as rg_rejector_answer's. */
+void rg_rejector_inject(rg_rejector *r, const rg_frame *f, unsigned what, rg_writer *w, int in_if);
 /* Inline: the queued replies sent (after ops->forward of their burst). */
 void rg_rejector_flush(rg_rejector *r, rg_source *src, const rg_source_ops *ops);
 

@@ -270,11 +270,14 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                 drop[i] = v >= RG_DROP;
                 if (!drop[i] && o->write) rg_writer_put(&w, &burst[i]);
                 /* the replies where the packet was (--write), or after the burst (inline) */
-                if (v >= RG_REJECT) {
+                const unsigned inj = rg_chain_take_inject(r.chain);
+                if (v >= RG_REJECT || inj) {
                     const int in_if = o->inline_mode && r.io->origin && r.io->forward_one
                                           ? (int)r.io->origin(r.src, (unsigned)i)
                                           : -1;
-                    rg_rejector_answer(&rj, &burst[i], v, o->write ? &w : NULL, in_if);
+                    if (v >= RG_REJECT)
+                        rg_rejector_answer(&rj, &burst[i], v, o->write ? &w : NULL, in_if);
+                    if (inj) rg_rejector_inject(&rj, &burst[i], inj, o->write ? &w : NULL, in_if);
                 }
             }
             if (o->inline_mode) r.io->forward(r.src, drop, (unsigned)n);

@@ -125,7 +125,19 @@ typedef struct slot {
     int16_t *bsub;     /* per (kind, layer): RG_NF_EV_KINDS * nlayers entries */
     int16_t clock_sub; /* clock_jump's subscription, -1 none */
     int uses_flow_rec; /* flow_state_size > 0 or a per-flow unsubscription was made */
+    /* events between NFs: the chain's events (bit = id) its chain item lets it raise and
+     * subscribe to, and per event the subscription serving it (-1 none) */
+    uint64_t raises, subscribes;
+    int16_t usub[RG_CHAIN_EVENTS];
 } slot;
+
+/* An event of the chain file (events between NFs): its payload's fields and their kinds */
+typedef struct uevent {
+    char *name;
+    unsigned nfields;
+    char *fnames[RG_CHAIN_EV_FIELDS];
+    uint8_t kinds[RG_CHAIN_EV_FIELDS]; /* RG_VAL_* */
+} uevent;
 
 typedef struct qev {
     rg_nf_ev ev;
@@ -133,6 +145,9 @@ typedef struct qev {
     rg_flow_info flow;
     uint64_t uid;       /* 0: no flow */
     rg_flow_info *live; /* the instance itself (valid unless it closed in this batch) */
+    unsigned uev;       /* RG_NF_EV_NF: the chain's event id */
+    unsigned raiser;    /* RG_NF_EV_NF: the chain position of the NF that raised it */
+    rg_val *fields;     /* RG_NF_EV_NF: the payload (in the arena) */
 } qev;
 
 struct rg_chain {
@@ -149,11 +164,18 @@ struct rg_chain {
     uint8_t want_clock;
     qev *q;
     size_t nq, capq;
+    /* events raised by NFs in this batch, in raise order: in the arena, so an event stays
+     * where it is while an NF handling it raises another (only this list of them grows) */
+    qev **rq;
+    size_t nrq, caprq;
+    uevent uev[RG_CHAIN_EVENTS]; /* the chain file's events */
+    unsigned nuev;
     arena ar;
     int oom;              /* events lost to memory exhaustion (reported once) */
     rg_nf_map flows;      /* uid -> frec */
     size_t nobytes_flows; /* frecs with nobytes_req set */
     int verdict;
+    unsigned inject;       /* RG_INJECT_* the NFs asked for in this packet (rg_chain_take_inject) */
     rg_verdict_slot *slot; /* the context's verdict slot (rg_call.verdict): one per context */
     rg_nf_host host;
     /* --workers: the input's frame number of the packet (rg_chain_set_pkt), 0: the context's */
@@ -175,6 +197,9 @@ static int host_no_more_bytes(const rg_nf_ev *ev, int dir);
 static void *host_out_open(const rg_nf_host *host, const char *path, char *err, size_t errlen);
 static int host_out_write(void *out, const char *rec, size_t len);
 static int host_out_close(void *out, char *err, size_t errlen);
+static int host_raise(const rg_nf_ev *ev, const char *event, const rg_val *fields,
+                      unsigned nfields);
+static int host_inject(const rg_nf_ev *ev, unsigned what);
 
 rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
 {
@@ -186,8 +211,8 @@ rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir)
     ch->want_b = calloc((size_t)RG_NF_EV_KINDS * (stack->nlayers + 1u), 1);
     ch->data_arg = rg_obs_data_args(stack);
     ch->host = (rg_nf_host){
-        RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe, host_no_more_bytes, 0, 1,
-        host_out_open,     host_out_write,     host_out_close};
+        RG_NF_ABI_VERSION, sizeof(rg_nf_host), host_subscribe, host_no_more_bytes, 0,          1,
+        host_out_open,     host_out_write,     host_out_close, host_raise,         host_inject};
     if (!ch->outdir || !ch->want_call || !ch->want_b || !ch->data_arg) {
         free(ch->data_arg);
         free(ch->outdir);
@@ -207,6 +232,13 @@ unsigned rg_chain_size(const rg_chain *ch)
 int rg_chain_verdict(const rg_chain *ch)
 {
     return ch->verdict;
+}
+
+unsigned rg_chain_take_inject(rg_chain *ch)
+{
+    unsigned what = ch ? ch->inject : 0;
+    if (ch) ch->inject = 0;
+    return what;
 }
 
 static void recompute_wants(rg_chain *ch)
@@ -286,11 +318,86 @@ static int hooks(const rg_handler_desc *h, const char *name)
     return 0;
 }
 
+int rg_chain_event_id(const rg_chain *ch, const char *name)
+{
+    for (unsigned i = 0; i < ch->nuev; i++)
+        if (!strcmp(ch->uev[i].name, name)) return (int)i;
+    return -1;
+}
+
+int rg_chain_declare_event(rg_chain *ch, const char *name, unsigned nfields,
+                           const char *const *fnames, const uint8_t *kinds, char *err,
+                           size_t errlen)
+{
+    if (rg_chain_event_id(ch, name) >= 0) {
+        snprintf(err, errlen, "the chain declares the event '%s' twice", name);
+        return RG_EINVAL;
+    }
+    if (ch->nuev == RG_CHAIN_EVENTS || nfields > RG_CHAIN_EV_FIELDS) {
+        snprintf(err, errlen, "too many %s (%d events, %d fields each at most)",
+                 nfields > RG_CHAIN_EV_FIELDS ? "fields" : "events", RG_CHAIN_EVENTS,
+                 RG_CHAIN_EV_FIELDS);
+        return RG_EINVAL;
+    }
+    uevent *u = &ch->uev[ch->nuev];
+    memset(u, 0, sizeof *u);
+    u->name = strdup(name);
+    int oom = !u->name;
+    for (unsigned i = 0; i < nfields; i++) {
+        u->fnames[i] = strdup(fnames[i]);
+        u->kinds[i] = kinds[i];
+        oom |= !u->fnames[i];
+        u->nfields = i + 1;
+    }
+    ch->nuev++; /* freed with the chain, even when half made */
+    if (oom) {
+        snprintf(err, errlen, "out of memory");
+        return RG_ENOMEM;
+    }
+    return RG_OK;
+}
+
+int rg_chain_event_field_check(const rg_chain *ch, int id, const char *field, const char *type)
+{
+    if (id < 0 || (unsigned)id >= ch->nuev) return RG_EINVAL;
+    const uevent *u = &ch->uev[id];
+    for (unsigned i = 0; i < u->nfields; i++)
+        if (!strcmp(u->fnames[i], field))
+            return !strcmp(type, u->kinds[i] == RG_VAL_NUM ? "num" : "bytes") ? RG_OK : RG_EINVAL;
+    return RG_EINVAL;
+}
+
+/* Subscription k of sl names the chain's event id: served when sl's chain item subscribes
+ * to it (the chain file is the contract: rubikgen validate checks its order and types). */
+static int resolve_uev(const rg_chain *ch, slot *sl, unsigned k, int id, char *err, size_t errlen)
+{
+    const rg_nf_sub *sub = &sl->abi->subs[k];
+    if (!(sl->subscribes >> id & 1)) {
+        snprintf(err, errlen,
+                 "subscription %u (%s.%s): '%s' is an event of the chain file: list it under "
+                 "`subscribes` in this NF's chain item",
+                 k, sub->layer ? sub->layer : "*", sub->event, sub->event);
+        return RG_EINVAL;
+    }
+    unsigned nl = 0;
+    for (unsigned l = 0; l < ch->stack->nlayers; l++)
+        nl += layer_matches(&ch->stack->layers[l], sub->layer);
+    if (!nl) {
+        snprintf(err, errlen, "subscription %u (%s.%s): stack %s has no layer or protocol '%s'", k,
+                 sub->layer, sub->event, ch->stack->name, sub->layer);
+        return RG_EINVAL;
+    }
+    if (sl->usub[id] < 0) sl->usub[id] = (int16_t)k;
+    return RG_OK;
+}
+
 static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
 {
     const rg_stack_desc *s = ch->stack;
     const rg_nf_abi *a = sl->abi;
     char list[512];
+    for (unsigned i = 0; i < RG_CHAIN_EVENTS; i++)
+        sl->usub[i] = -1;
     for (unsigned h = 0; h < s->nhandlers; h++)
         sl->call_sub[h] = -1;
     for (size_t i = 0; i < (size_t)RG_NF_EV_KINDS * s->nlayers; i++)
@@ -303,6 +410,11 @@ static int resolve(const rg_chain *ch, slot *sl, char *err, size_t errlen)
         if (!ew || !sub->fn) {
             snprintf(err, errlen, "subscription %u has no event name or no callback", k);
             return RG_EINVAL;
+        }
+        int uid = rg_chain_event_id(ch, ew);
+        if (uid >= 0) {
+            if (resolve_uev(ch, sl, k, uid, err, errlen)) return RG_EINVAL;
+            continue;
         }
         int kind = builtin_kind(ew);
         if (kind == RG_NF_EV_CLOCK_JUMP) {
@@ -492,6 +604,13 @@ static int find_slot(const rg_chain *ch, const char *name)
 int rg_chain_attach(rg_chain *ch, const char *nf, const char *name, const rg_nf_kv *cfg,
                     unsigned ncfg, char *err, size_t errlen)
 {
+    return rg_chain_attach_ev(ch, nf, name, cfg, ncfg, 0, 0, err, errlen);
+}
+
+int rg_chain_attach_ev(rg_chain *ch, const char *nf, const char *name, const rg_nf_kv *cfg,
+                       unsigned ncfg, uint64_t raises, uint64_t subscribes, char *err,
+                       size_t errlen)
+{
     char why[512];
     const rg_stack_desc *s = ch->stack;
     if (ch->n == RG_CHAIN_MAX) {
@@ -523,6 +642,8 @@ int rg_chain_attach(rg_chain *ch, const char *nf, const char *name, const rg_nf_
         return RG_EINVAL;
     }
     snprintf(sl->name, sizeof sl->name, "%s", iname);
+    sl->raises = raises;
+    sl->subscribes = subscribes;
     if (resolve(ch, sl, why, sizeof why)) {
         snprintf(err, errlen, "NF '%s' (%s): %s", sl->abi->name, nf, why);
         slot_free(sl);
@@ -649,6 +770,12 @@ int rg_chain_free(rg_chain *ch, const char *prog)
     rg_nf_map_free(&ch->flows);
     arena_free(&ch->ar);
     free(ch->q);
+    free(ch->rq);
+    for (unsigned i = 0; i < ch->nuev; i++) {
+        free(ch->uev[i].name);
+        for (unsigned f = 0; f < ch->uev[i].nfields; f++)
+            free(ch->uev[i].fnames[f]);
+    }
     free(ch->want_call);
     free(ch->want_b);
     free(ch->data_arg);
@@ -865,6 +992,16 @@ static int16_t sub_of(const rg_chain *ch, const slot *sl, const qev *e)
         return sl->call_sub[e->call.handler];
     case RG_NF_EV_CLOCK_JUMP:
         return sl->clock_sub;
+    case RG_NF_EV_NF: {
+        int16_t k = sl->usub[e->uev];
+        const char *lw = k >= 0 ? sl->abi->subs[k].layer : NULL;
+        /* the layer the subscription names: that of the flow the event was raised for */
+        if (k < 0 || !lw || !strcmp(lw, "*")) return k;
+        return e->ev.layer < ch->stack->nlayers &&
+                       layer_matches(&ch->stack->layers[e->ev.layer], lw)
+                   ? k
+                   : -1;
+    }
     default:
         return e->ev.layer < ch->stack->nlayers
                    ? sl->bsub[(size_t)e->ev.kind * ch->stack->nlayers + e->ev.layer]
@@ -896,6 +1033,53 @@ static rg_flow_info *live_of(const rg_chain *ch, const qev *e)
     return e->live->uid == e->uid ? e->live : NULL;
 }
 
+/* Give e to slot position k (if it subscribed), raising *verdict to what it returns. */
+static void deliver(rg_chain *ch, unsigned k, qev *e, int *verdict, const rg_flow_info **vflow)
+{
+    slot *sl = ch->slots[k];
+    unsigned idx = ch->idx_of[k];
+    int16_t sub = sub_of(ch, sl, e);
+    if (sub < 0) return;
+    void *st = NULL;
+    if (e->uid && sl->uses_flow_rec) {
+        fent *fe = fent_of(&ch->flows, e->uid, idx, sl->abi->flow_state_size > 0);
+        if (fe && (fe->unsub >> (sub & 63) & 1) && sub < 64) return;
+        /* the data of a direction this NF wants no more bytes of */
+        if (fe && (fe->nobytes >> (e->ev.dir & 1) & 1) && e->ev.kind == RG_NF_EV_CALL &&
+            ch->data_arg[e->call.handler] >= 0)
+            return;
+        if (sl->abi->flow_state_size) {
+            if (fe && !fe->st) fe->st = calloc(1, sl->abi->flow_state_size);
+            if (!fe || !fe->st) {
+                ch->oom = 1;
+                return; /* the NF cannot run without its state */
+            }
+            st = fe->st;
+        }
+    }
+    e->ev.flow = e->uid ? &e->flow : NULL;
+    e->call.flow = e->ev.flow;
+    e->ev.call = e->ev.kind == RG_NF_EV_CALL ? &e->call : NULL;
+    e->ev.sub = (uint16_t)sub;
+    e->ev.host = &ch->host;
+    if (e->ev.kind == RG_NF_EV_NF) {
+        const uevent *u = &ch->uev[e->uev];
+        e->ev.nf_event = u->name;
+        e->ev.field_names = (const char *const *)u->fnames;
+        e->ev.fields = e->fields;
+        e->ev.nfields = u->nfields;
+        e->ev.raiser = e->raiser;
+    }
+    dispatch_ref ref = {ch, idx, k, e->uid, e};
+    e->ev.host_ref = &ref;
+    int v = sl->abi->subs[sub].fn(sl->self, &e->ev, st);
+    e->ev.host_ref = NULL;
+    if (v > *verdict && v <= RG_REJECT_MAX) { /* others: not a verdict */
+        *verdict = v;
+        *vflow = live_of(ch, e);
+    }
+}
+
 void rg_chain_batch_end(void *self)
 {
     rg_chain *ch = self;
@@ -906,49 +1090,17 @@ void rg_chain_batch_end(void *self)
         ch->oom = 0;
     }
     for (unsigned k = 0; k < ch->n && verdict < RG_DROP; k++) {
-        slot *sl = ch->slots[k];
-        unsigned idx = ch->idx_of[k];
-        dispatch_ref ref = {ch, idx, k, 0, NULL};
-        for (size_t i = 0; i < ch->nq; i++) {
-            qev *e = &ch->q[i];
-            int16_t sub = sub_of(ch, sl, e);
-            if (sub < 0) continue;
-            void *st = NULL;
-            if (e->uid && sl->uses_flow_rec) {
-                fent *fe = fent_of(&ch->flows, e->uid, idx, sl->abi->flow_state_size > 0);
-                if (fe && (fe->unsub >> (sub & 63) & 1) && sub < 64) continue;
-                /* the data of a direction this NF wants no more bytes of */
-                if (fe && (fe->nobytes >> (e->ev.dir & 1) & 1) && e->ev.kind == RG_NF_EV_CALL &&
-                    ch->data_arg[e->call.handler] >= 0)
-                    continue;
-                if (sl->abi->flow_state_size) {
-                    if (fe && !fe->st) fe->st = calloc(1, sl->abi->flow_state_size);
-                    if (!fe || !fe->st) {
-                        ch->oom = 1;
-                        continue; /* the NF cannot run without its state */
-                    }
-                    st = fe->st;
-                }
-            }
-            e->ev.flow = e->uid ? &e->flow : NULL;
-            e->call.flow = e->ev.flow;
-            e->ev.call = e->ev.kind == RG_NF_EV_CALL ? &e->call : NULL;
-            e->ev.sub = (uint16_t)sub;
-            e->ev.host = &ch->host;
-            ref.uid = e->uid;
-            ref.e = e;
-            e->ev.host_ref = &ref;
-            int v = sl->abi->subs[sub].fn(sl->self, &e->ev, st);
-            if (v > verdict && v <= RG_REJECT_MAX) { /* others: not a verdict */
-                verdict = v;
-                vflow = live_of(ch, e);
-            }
-        }
+        for (size_t i = 0; i < ch->nq; i++)
+            deliver(ch, k, &ch->q[i], &verdict, &vflow);
+        /* then what the NFs before it raised (nrq grows while an NF raises) */
+        for (size_t i = 0; i < ch->nrq; i++)
+            if (ch->rq[i]->raiser < k) deliver(ch, k, ch->rq[i], &verdict, &vflow);
     }
     /* closed flows: their states go, whether or not every NF saw the close */
     for (size_t i = 0; i < ch->nq; i++)
         if (ch->q[i].ev.kind == RG_NF_EV_CLOSE && ch->q[i].uid) free_flow(ch, ch->q[i].uid);
     ch->nq = 0;
+    ch->nrq = 0;
     arena_reset(&ch->ar);
     ch->verdict = verdict;
     /* the packet's verdict, with the handlers' (the driver reads it after the packet) */
@@ -1038,5 +1190,68 @@ static int host_no_more_bytes(const rg_nf_ev *ev, int dir)
     r->nobytes_req |= (uint8_t)(1u << dir);
     rg_flow_info *live = live_of(ch, e);
     if (live) apply_nobytes(ch, live);
+    return RG_OK;
+}
+
+static int host_raise(const rg_nf_ev *ev, const char *event, const rg_val *fields, unsigned nfields)
+{
+    const dispatch_ref *ref = ev ? ev->host_ref : NULL;
+    if (!ref || !event || (nfields && !fields)) return RG_EINVAL;
+    rg_chain *ch = ref->ch;
+    int id = rg_chain_event_id(ch, event);
+    if (id < 0 || !(ch->slots[ref->pos]->raises >> id & 1)) return RG_EINVAL;
+    const uevent *u = &ch->uev[id];
+    if (nfields != u->nfields) return RG_EINVAL;
+    for (unsigned i = 0; i < nfields; i++)
+        if (fields[i].kind != u->kinds[i]) return RG_EINVAL;
+    if (ch->nrq == ch->caprq) {
+        size_t cap = ch->caprq ? ch->caprq * 2 : 16;
+        qev **rq = realloc(ch->rq, cap * sizeof *rq);
+        if (!rq) return RG_ENOMEM;
+        ch->rq = rq;
+        ch->caprq = cap;
+    }
+    const qev *src = ref->e;
+    qev *e = arena_alloc(&ch->ar, sizeof *e);
+    rg_val *vals = nfields ? arena_alloc(&ch->ar, nfields * sizeof *vals) : NULL;
+    if (!e || (nfields && !vals)) return RG_ENOMEM;
+    memset(e, 0, sizeof *e);
+    e->ev.kind = RG_NF_EV_NF;
+    e->ev.dir = src->ev.dir;
+    e->ev.layer = src->ev.layer;
+    e->ev.ts_ns = src->ev.ts_ns;
+    e->ev.pkt_no = src->ev.pkt_no;
+    e->flow = src->flow; /* its keys are in the arena already */
+    e->uid = src->uid;
+    e->live = src->live;
+    e->uev = (unsigned)id;
+    e->raiser = ref->pos;
+    for (unsigned i = 0; i < nfields; i++) {
+        vals[i] = fields[i];
+        vals[i].bytes.ptr = NULL;
+        if (fields[i].kind == RG_VAL_BYTES && fields[i].bytes.len) {
+            vals[i].bytes.ptr = copy_bytes(ch, fields[i].bytes.ptr, fields[i].bytes.len);
+            if (!vals[i].bytes.ptr) return RG_ENOMEM;
+        } else if (fields[i].kind == RG_VAL_BYTES) {
+            vals[i].bytes.len = 0;
+        }
+    }
+    e->fields = vals;
+    ch->rq[ch->nrq++] = e;
+    return RG_OK;
+}
+
+static int host_inject(const rg_nf_ev *ev, unsigned what)
+{
+    const dispatch_ref *ref = ev ? ev->host_ref : NULL;
+    if (!ref || !what || (what & ~(unsigned)(RG_INJECT_RST_SENDER | RG_INJECT_RST_RECEIVER)))
+        return RG_EINVAL;
+    const qev *e = ref->e;
+    /* only what a packet brought has a frame to build from; a batch without one (expiry, the
+     * final flush) would put the frames after the next packet */
+    if (e->ev.kind == RG_NF_EV_CLOSE || e->ev.kind == RG_NF_EV_CLOCK_JUMP || e->ev.end ||
+        (e->ev.kind == RG_NF_EV_CALL && e->call.end))
+        return RG_EINVAL;
+    ref->ch->inject |= what;
     return RG_OK;
 }

@@ -26,6 +26,8 @@
 #include "rg/rg_nf_api.h"
 
 enum { RG_CHAIN_MAX = 32 }; /* NFs in one chain */
+/* events between NFs: declared by the chain file, at most this many, with this many fields */
+enum { RG_CHAIN_EVENTS = 64, RG_CHAIN_EV_FIELDS = 16 };
 
 typedef struct rg_chain rg_chain;
 
@@ -41,6 +43,23 @@ rg_chain *rg_chain_new(const rg_stack_desc *stack, const char *outdir);
  * chain is then unchanged. */
 int rg_chain_attach(rg_chain *ch, const char *nf, const char *name, const rg_nf_kv *cfg,
                     unsigned ncfg, char *err, size_t errlen);
+
+/* rg_chain_attach, for an NF of a chain file that may raise the chain's events of the bits
+ * set in raises and subscribe to those in subscribes (bit = the event's id). */
+int rg_chain_attach_ev(rg_chain *ch, const char *nf, const char *name, const rg_nf_kv *cfg,
+                       unsigned ncfg, uint64_t raises, uint64_t subscribes, char *err,
+                       size_t errlen);
+
+/* Events between NFs: declare the chain file's event name with its payload fields (names and
+ * RG_VAL_* kinds, in order), before attaching the NFs that use it; its id is the order of
+ * declaration.  RG_OK, or RG_EINVAL (twice, too many) / RG_ENOMEM with err. */
+int rg_chain_declare_event(rg_chain *ch, const char *name, unsigned nfields,
+                           const char *const *fnames, const uint8_t *kinds, char *err,
+                           size_t errlen);
+/* The id of the chain's event name, or -1. */
+int rg_chain_event_id(const rg_chain *ch, const char *name);
+/* RG_OK when event id has a field called field of type ("num" or "bytes"), else RG_EINVAL. */
+int rg_chain_event_field_check(const rg_chain *ch, int id, const char *field, const char *type);
 
 /* Detach the NF called name: fini (its outputs written), its per-flow
  * states released.  RG_OK, RG_EINVAL (no such NF) or RG_EIO (fini failed:
@@ -59,6 +78,9 @@ rg_obs rg_chain_obs(rg_chain *ch);
  * hook).  The verdict of the batch: rg_chain_verdict. */
 void rg_chain_batch_end(void *ch);
 int rg_chain_verdict(const rg_chain *ch);
+/* The injections (RG_INJECT_*, rg_nf_host.inject) the NFs asked for since the last take, and
+ * none after it (ch NULL: none).  The driver takes them after each frame. */
+unsigned rg_chain_take_inject(rg_chain *ch);
 
 /* A frame's verdict: the stack's (fed: an entry layer took it; a frame none takes passes),
  * raised to the chain's (ch NULL: none), which the stack's verdict has seen once it saw a

@@ -189,6 +189,9 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
                ",\"rate_limited\":%" PRIu64 ",\"unanswerable\":%" PRIu64 ",\"rate\":%" PRIu64 "},",
                s->reject->rejected, s->reject->answered, s->reject->replies, s->reject->limited,
                s->reject->unanswerable, o->reject_rate);
+    if (s->reject && (s->reject->injected || s->reject->inject_none))
+        printf("\"injected\":{\"frames\":%" PRIu64 ",\"unbuildable\":%" PRIu64 "},",
+               s->reject->injected, s->reject->inject_none);
     if (s->nworkers) {
         fputs("\"workers\":[", stdout);
         for (unsigned w = 0; w < s->nworkers; w++)
@@ -245,6 +248,11 @@ static void io_text(const opts *o, const summary *s)
                    s->reject->unanswerable);
         fputs(")\n", stdout);
     }
+    if (s->reject && (s->reject->injected || s->reject->inject_none))
+        printf("injected       %" PRIu64
+               "  (frames NFs injected: TCP RSTs, ICMP unreachables; %" PRIu64
+               " asked for without a frame to build)\n",
+               s->reject->injected, s->reject->inject_none);
     if (s->nworkers) {
         printf("workers        %u  (frames per worker:", s->nworkers);
         for (unsigned w = 0; w < s->nworkers; w++)

@@ -122,8 +122,10 @@ enum {
     WV_SIZE = 1u << 20,
     WV_PASS = 1,
     WV_DROP = 2,
-    WV_NONE = 3,  /* too large: not kept */
-    WV_REJECT = 4 /* 4..7: RG_REJECT + its flags: dropped and answered (rg_rejector) */
+    WV_NONE = 3,   /* too large: not kept */
+    WV_REJECT = 4, /* 4..7: RG_REJECT + its flags: dropped and answered (rg_rejector) */
+    WV_CODE = 0x0f,
+    WV_INJECT = 4 /* the NFs' injections (RG_INJECT_*) in the bits above the code */
 };
 typedef struct wwrite {
     rg_writer w;
@@ -148,6 +150,8 @@ static void write_ready(wwrite *ww, int wait)
             sched_yield();
             continue;
         }
+        const unsigned inj = (unsigned)v >> WV_INJECT;
+        v &= WV_CODE;
         if (v != WV_NONE) {
             rg_frame f;
             uint64_t seq;
@@ -157,8 +161,11 @@ static void write_ready(wwrite *ww, int wait)
             if (v >= WV_REJECT) { /* the replies right after the frame's place */
                 rg_rejector_answer(&ww->rj, &f, RG_REJECT + (v - WV_REJECT),
                                    ww->write ? &ww->w : NULL, ww->io ? (int)(seq >> 63) : -1);
-                if (ww->rj.nq) rg_rejector_flush(&ww->rj, ww->src, ww->io);
             }
+            if (inj)
+                rg_rejector_inject(&ww->rj, &f, inj, ww->write ? &ww->w : NULL,
+                                   ww->io ? (int)(seq >> 63) : -1);
+            if (ww->rj.nq) rg_rejector_flush(&ww->rj, ww->src, ww->io);
             rg_ring_release(&ww->pend);
         }
         atomic_store_explicit(slot, 0, memory_order_relaxed);
@@ -187,9 +194,11 @@ static void process(worker *w, const rg_frame *f, uint64_t seq)
         int fed = rg_feed(&w->fd, f);
         if (w->wv) { /* the verdict one context gives (run_capture) */
             const int v = rg_frame_verdict(w->stack, w->ctx, w->chain, fed);
-            const uint8_t wv = v >= RG_REJECT ? (uint8_t)(WV_REJECT + (RG_REJECT_FLAGS(v) & 3u))
-                               : v >= RG_DROP ? WV_DROP
-                                              : WV_PASS;
+            const unsigned code = v >= RG_REJECT ? WV_REJECT + (RG_REJECT_FLAGS(v) & 3u)
+                                  : v >= RG_DROP ? WV_DROP
+                                                 : WV_PASS;
+            const unsigned inj = rg_chain_take_inject(w->chain) & 3u;
+            const uint8_t wv = (uint8_t)(code | inj << WV_INJECT);
             atomic_store_explicit(&w->wv[seq & (WV_SIZE - 1)], wv, memory_order_release);
         }
     }

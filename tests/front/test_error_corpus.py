@@ -7,7 +7,8 @@ A spec in tests/specs/errors/ starts with one or more lines
 
 and validating it must produce exactly those diagnostics (code, line, column, severity; the
 severity defaults to error), and nothing else. Protocols and stacks a case refers to may live
-beside it in a folder named after the case.
+beside it in a folder named after the case. A case that is a chain file (`chain:`, NFs) is
+checked as `rubikgen validate` checks chain files.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from support import REPO_ROOT
 
+from rubikgen.front.chain import check_chain_file
 from rubikgen.front.diagnostics import CODES
 from rubikgen.front.workspace import Workspace
 
@@ -40,15 +42,14 @@ def test_case(case: Path) -> None:
     want = expected(case)
     assert want, f"{case.name} has no '# expect:' line"
     ws = Workspace()
-    ws.check(str(case))
-    got = [
-        (d.code, d.line, d.col, d.severity)
-        for d in ws.all_diagnostics()
-        if d.file.endswith(case.name)
-    ]
+    if re.search(r"^chain:", case.read_text(encoding="utf-8", errors="replace"), re.M):
+        diags = check_chain_file(str(case)).diags
+    else:
+        ws.check(str(case))
+        diags = ws.all_diagnostics()
+    got = [(d.code, d.line, d.col, d.severity) for d in diags if d.file.endswith(case.name)]
     assert sorted(got) == sorted(want), "\n".join(
-        f"{d.file}:{d.line}:{d.col}: {d.severity}[{d.code}] {d.message}"
-        for d in ws.all_diagnostics()
+        f"{d.file}:{d.line}:{d.col}: {d.severity}[{d.code}] {d.message}" for d in diags
     )
 
 

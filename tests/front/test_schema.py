@@ -68,7 +68,7 @@ CONTEXTUAL = {
 def _schemas() -> dict[str, dict]:
     import json
 
-    return {k: json.loads((ROOT / "schema" / f"{k}.schema.json").read_text()) for k in ("protocol", "stack")}  # fmt: skip
+    return {k: json.loads((ROOT / "schema" / f"{k}.schema.json").read_text()) for k in ("protocol", "stack", "chain")}  # fmt: skip
 
 
 def _schema_errors(doc: object) -> dict[str, str | None]:
@@ -86,15 +86,19 @@ def _schema_errors(doc: object) -> dict[str, str | None]:
 
 def _kind(doc: object) -> str | None:
     if isinstance(doc, dict):
-        for k in ("protocol", "stack"):
+        for k in ("protocol", "stack", "chain"):  # a chain file: NFs (rubikgen/front/chain.py)
             if k in doc:
                 return k
     return None
 
 
 def _validate_codes(path: Path) -> set[str]:
+    from rubikgen.front.chain import check_chain_file, is_chain_document
+    from rubikgen.front.source import load_text
     from rubikgen.front.workspace import Workspace
 
+    if is_chain_document(load_text(str(path), path.read_text()).data):
+        return {d.code for d in check_chain_file(str(path)).diags if d.severity == "error"}
     ws = Workspace()
     ws.check(str(path))
     return {d.code for d in ws.all_diagnostics() if d.file.endswith(path.name) and d.severity == "error"}  # fmt: skip

@@ -28,14 +28,12 @@ from support.middlebox import (
     CLIENT,
     SERVER,
     Box,
-    create,
-    destroy,
+    box_or_skip,
     inline,
-    missing_tools,
     tcpdump,
     wait_listening,
 )
-from support.oracle.tshark import REPO, _tshark, tshark_available
+from support.oracle.tshark import REPO, _tshark
 
 # namespaces, paced real traffic: run alone (ci/test.sh)
 pytestmark = pytest.mark.serial
@@ -77,18 +75,7 @@ except socket.timeout:
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[Box]:
-    why = missing_tools()
-    if why:
-        pytest.skip(why)
-    if not tshark_available():
-        pytest.skip("tshark is not installed")
-    b, err = create()
-    if b is None:
-        pytest.skip(f"the kernel refuses network namespaces: {err}")
-    try:
-        yield b
-    finally:
-        destroy(b)
+    yield from box_or_skip()
 
 
 @pytest.fixture(scope="module")

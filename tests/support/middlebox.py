@@ -69,6 +69,27 @@ def create() -> tuple[Box | None, str]:
     return b, ""
 
 
+def box_or_skip() -> Iterator[Box]:
+    """A module fixture's body: the namespaces while the tests run (destroyed after), or the
+    tests skipped with the reason (no root, a tool or tshark missing, namespaces refused)."""
+    import pytest
+
+    from support.oracle.tshark import tshark_available
+
+    why = missing_tools()
+    if why:
+        pytest.skip(why)
+    if not tshark_available():
+        pytest.skip("tshark is not installed")
+    b, err = create()
+    if b is None:
+        pytest.skip(f"the kernel refuses network namespaces: {err}")
+    try:
+        yield b
+    finally:
+        destroy(b)
+
+
 def destroy(b: Box) -> None:
     for ns in (b.client, b.server, b.box):
         subprocess.run(["ip", "netns", "del", ns.name], capture_output=True, check=False)

@@ -47,8 +47,21 @@ extern "C" {
  * 1: the reject verdicts RG_REJECT, RG_REJECT_BOTH, RG_REJECT_ADMIN, RG_REJECT_MAX (rg_api.h);
  *    a driver older than that treats them as no verdict (RG_PASS).
  * 2: the line outputs rg_nf_host.out_open, out_write, out_close (appended: an NF checks
- *    host->size before using them, RG_NF_HAS_OUT). */
-#define RG_NF_ABI_MINOR 2
+ *    host->size before using them, RG_NF_HAS_OUT).
+ * 3: events between NFs: rg_nf_host.raise (RG_NF_HAS_RAISE), the event kind RG_NF_EV_NF and
+ *    its members appended to rg_nf_ev (nf_event, field_names, fields, nfields, raiser).  The
+ *    chain file declares the events and which NF raises or subscribes to which (docs/nf.md).
+ *    Injection: rg_nf_host.inject (RG_NF_HAS_INJECT), a TCP RST to either side of the flow.
+ * An NF may define RG_NF_ABI_TARGET_MINOR (to 2) before including this header to be built
+ * against an older minor: the structures then end where they ended in that minor (what an NF
+ * built against the older header sees), and RG_NF_ABI_MINOR is that minor. */
+#ifndef RG_NF_ABI_TARGET_MINOR
+#define RG_NF_ABI_TARGET_MINOR 3
+#endif
+#if RG_NF_ABI_TARGET_MINOR < 2 || RG_NF_ABI_TARGET_MINOR > 3
+#error "RG_NF_ABI_TARGET_MINOR is 2 or 3 (minor 1 changed no structure: build it as 2)"
+#endif
+#define RG_NF_ABI_MINOR RG_NF_ABI_TARGET_MINOR
 /* the descriptor's symbol in an NF's shared object */
 #define RG_NF_SYMBOL "rg_nf_v1"
 
@@ -82,6 +95,7 @@ enum rg_nf_ev_kind {
     RG_NF_EV_CLOCK_JUMP = 5,
     RG_NF_EV_MEMCAP = 6,
     RG_NF_EV_OVERLAP = 7,
+    RG_NF_EV_NF = 8, /* minor 3: an event an NF of the chain raised (rg_nf_host.raise) */
     RG_NF_EV_KINDS
 };
 
@@ -117,6 +131,18 @@ typedef struct rg_nf_ev {
     uint32_t new_bytes;
     /* OVERLAP: both versions' lengths (rg_obs.on_overlap's old_len and new_len) */
     uint32_t old_len, new_len;
+#if RG_NF_ABI_TARGET_MINOR >= 3
+    /* NF (minor 3): an event raised by the NF at chain position `raiser` (rg_nf_host.raise)
+     * for the flow, direction, layer and packet of the event it was handling: its name as
+     * the chain file declares it, and its payload, nfields values in declaration order
+     * (field_names[i] names fields[i]; kinds as declared: num is RG_VAL_NUM, bytes is
+     * RG_VAL_BYTES); rg_nf_ev_field finds one by name.  Other kinds: NULL and 0. */
+    const char *nf_event;
+    const char *const *field_names;
+    const rg_val *fields;
+    uint32_t nfields;
+    uint32_t raiser;
+#endif
 } rg_nf_ev;
 
 /* An event callback.  nf: what init returned; fstate: this NF's state for
@@ -191,11 +217,47 @@ struct rg_nf_host {
     void *(*out_open)(const rg_nf_host *host, const char *path, char *err, size_t errlen);
     int (*out_write)(void *out, const char *rec, size_t len);
     int (*out_close)(void *out, char *err, size_t errlen);
+#if RG_NF_ABI_TARGET_MINOR >= 3
+    /* Events between NFs (minor 3; RG_NF_HAS_RAISE): raise the chain file's event `event`
+     * for ev's flow (its direction, layer and packet), with its payload: nfields values in
+     * the order the chain file declares its fields, each of the declared kind (bytes are
+     * copied: the NF's buffer may go after the call).  The NFs after this one in the chain
+     * that subscribed to it get it in this packet's run, after the packet's other events
+     * and before the packet's verdict is final (a verdict they return counts as the
+     * packet's).  RG_OK; RG_EINVAL when the chain file declares no such event, does not
+     * list it under this NF's `raises`, or the payload does not match the declaration;
+     * RG_ENOMEM. */
+    int (*raise)(const rg_nf_ev *ev, const char *event, const rg_val *fields, unsigned nfields);
+    /* Injection (minor 3; RG_NF_HAS_INJECT): frames built from the packet ev came with, sent
+     * with --inline right after the packet (out of the interface each side is behind) and
+     * written with --write right after its place, whatever the packet's verdict.  what:
+     * RG_INJECT_RST_SENDER, a RST to the packet's sender (<SEQ=SEG.ACK><CTL=RST>, exactly
+     * its RCV.NXT: RFC 5961 3.2; a packet without ACK gets <SEQ=0><ACK=SEG.SEQ+SEG.LEN>
+     * <CTL=RST,ACK>; over UDP and others, an ICMP port unreachable), and/or
+     * RG_INJECT_RST_RECEIVER, a RST to its receiver as if from the sender
+     * (<SEQ=SEG.SEQ><ACK=SEG.ACK><CTL=RST,ACK>, the receiver's RCV.NXT when the packet is
+     * dropped: return RG_DROP_FLOW with it; a packet with ACK only).  The replies a reject
+     * gives (rg_reject.h), without its rate limit.  Several calls in a packet's run: one
+     * injection of their union.  RG_OK; RG_EINVAL for an event that came with no packet (a
+     * lifecycle call, close, clock_jump, events at the final flush) or unknown bits. */
+    int (*inject)(const rg_nf_ev *ev, unsigned what);
+#endif
 };
 
 /* Does host offer the line outputs (an older driver's does not: write the file yourself)? */
 #define RG_NF_HAS_OUT(host)                                                                        \
     ((host) && (host)->size >= offsetof(rg_nf_host, out_close) + sizeof(void *) && (host)->out_open)
+
+#if RG_NF_ABI_TARGET_MINOR >= 3
+/* Does host offer events between NFs (minor 3)? */
+#define RG_NF_HAS_RAISE(host)                                                                      \
+    ((host) && (host)->size >= offsetof(rg_nf_host, raise) + sizeof(void *) && (host)->raise)
+/* Does host offer injection (minor 3)? */
+#define RG_NF_HAS_INJECT(host)                                                                     \
+    ((host) && (host)->size >= offsetof(rg_nf_host, inject) + sizeof(void *) && (host)->inject)
+/* rg_nf_host.inject's what */
+enum { RG_INJECT_RST_SENDER = 1u << 0, RG_INJECT_RST_RECEIVER = 1u << 1 };
+#endif
 
 /* The descriptor (RG_NF_EXPORT). */
 typedef struct rg_nf_abi {
@@ -261,6 +323,17 @@ static inline const rg_val *rg_nf_call_arg(const rg_stack_desc *stack, const rg_
     int i = rg_nf_arg(stack, c->handler, name);
     return i < 0 ? NULL : &c->args[i];
 }
+
+#if RG_NF_ABI_TARGET_MINOR >= 3
+/* The payload field called name of an event raised by an NF (RG_NF_EV_NF), or NULL. */
+static inline const rg_val *rg_nf_ev_field(const rg_nf_ev *ev, const char *name)
+{
+    if (ev->kind != RG_NF_EV_NF) return NULL;
+    for (uint32_t i = 0; i < ev->nfields; i++)
+        if (!strcmp(ev->field_names[i], name)) return &ev->fields[i];
+    return NULL;
+}
+#endif
 
 #ifdef __cplusplus
 }
