@@ -407,7 +407,7 @@ def _from_cache(cache: Path, key: str, tmp: Path) -> bool:
 def _log_build(binary: Path, key: str, outcome: str, start: float, command: str) -> None:
     """RG_BUILD_LOG: one JSON line per build appended to that file (what was built, its cache
     key, whether it compiled, seconds), so that a test run's duplicate compiles can be counted
-    (tests/README.md). Unset: nothing."""
+    (docs/testing.md). Unset: nothing."""
     path = os.environ.get("RG_BUILD_LOG")
     if not path:
         return
