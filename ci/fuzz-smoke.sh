@@ -5,6 +5,8 @@
 #   bash ci/fuzz-smoke.sh              every harness for RG_FUZZ_SECONDS (default 30) seconds
 #   RG_FUZZ_SECONDS=3600 RG_FUZZ_STACKS="tcp_ip sctp" bash ci/fuzz-smoke.sh    a long run
 #
+#   RG_FUZZ_JOBS=1 bash ci/fuzz-smoke.sh   one compile or fuzzer at a time (default 2)
+#
 # Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), ci/fuzz_specs.py (the spec front-end, atheris) and
 # fuzz_stack for each stack of RG_FUZZ_STACKS
 # (default: tcp_ip sctp quic: TCP/IP with IPv4/IPv6 fragments and TCP reassembly, SCTP, QUIC with
@@ -26,24 +28,50 @@ CFLAGS="-g -O1 -std=c11 -D_DEFAULT_SOURCE -Iruntime-c/include -Ihandlers/nf $SAN
 LIBS="-lpcap -lcrypto"
 mkdir -p "$OUT/obj" "$OUT/corpus"
 
+# RG_FUZZ_JOBS (default 2, the machines' cores) compiles and fuzzers run side by side; each
+# fuzzer still gets its SECS on a core of its own
+JOBS=${RG_FUZZ_JOBS:-${RG_TEST_JOBS:-2}}
+throttle() { while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done; }
+# a compile in the background; a failure is recorded (the statuses are checked after `wait`)
+bg() { throttle; { "$@" || touch "$OUT/failed"; } & }
+rm -f "$OUT/failed"
+# out newer than every input: nothing to redo (a stack's generated C keeps its mtime while its
+# text is unchanged, rubikgen/toolchain/build.py)
+fresh() {
+  local out=$1 f
+  shift
+  [ -e "$out" ] || return 1
+  for f in "$@"; do [ "$out" -nt "$f" ] || return 1; done
+}
+
 # the runtime and the NFs, instrumented for coverage; rebuilt when a source or header changed
-newest_header=$(ls -t runtime-c/include/rg/*.h handlers/nf/*.h | head -1)
+headers=(runtime-c/include/rg/*.h handlers/nf/*.h)
 objs=()
 for src in runtime-c/src/*.c handlers/nf/*.c; do
   case "$src" in */rg_source_dpdk.c) continue ;; esac  # DPDK: its own archive, not fuzzed here
   o="$OUT/obj/$(basename "${src%.c}").o"
-  if [ ! "$o" -nt "$src" ] || [ ! "$o" -nt "$newest_header" ]; then
-    $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o"
-  fi
+  fresh "$o" ci/fuzz-smoke.sh "$src" "${headers[@]}" || bg $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o"
   objs+=("$o")
 done
+wait
+[ ! -e "$OUT/failed" ] || { echo "fuzz-smoke: compiling the runtime failed"; exit 1; }
 
 $PY ci/fuzz_seeds.py "$OUT/seeds" >/dev/null
 harnesses=()
-$CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_pcap.c "${objs[@]}" $LIBS -o "$OUT/fuzz_pcap"
+# a harness: linked again when one of its inputs (sources, objects, headers) changed
+harness() {
+  local out=$1
+  shift
+  local deps=() a
+  for a in "$@"; do [ -f "$a" ] && deps+=("$a"); done
+  # shellcheck disable=SC2086  # DEPS: more inputs (a stack's generated header), blank-separated
+  fresh "$out" ci/fuzz-smoke.sh "${deps[@]}" "${headers[@]}" ${DEPS:-} ||
+    bg $CC $CFLAGS -fsanitize=fuzzer "$@" $LIBS -o "$out"
+}
+harness "$OUT/fuzz_pcap" runtime-c/fuzz/fuzz_pcap.c "${objs[@]}"
 harnesses+=("pcap:pcap")
 # the replies of a reject (rg_reject.c): any frame of any link type
-$CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_reject.c "${objs[@]}" $LIBS -o "$OUT/fuzz_reject"
+harness "$OUT/fuzz_reject" runtime-c/fuzz/fuzz_reject.c "${objs[@]}"
 harnesses+=("reject:reject")
 # the control socket's request parser (no seeds of its own: a few requests of the protocol)
 mkdir -p "$OUT/seeds/control"
@@ -51,45 +79,60 @@ printf 'list\n' >"$OUT/seeds/control/list"
 printf 'attach\t/x/nf.so\tb\tk=v\tlog=/tmp/l\n' >"$OUT/seeds/control/attach"
 printf 'rules\tload\t/x/r.so\n' >"$OUT/seeds/control/rules"
 printf 'trace\t10\t5\n' >"$OUT/seeds/control/trace"
-$CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_control.c runtime-c/main/rg_ctlsec.c -o "$OUT/fuzz_control"
+harness "$OUT/fuzz_control" runtime-c/fuzz/fuzz_control.c runtime-c/main/rg_ctlsec.c
 harnesses+=("control:control")
 for s in $STACKS; do
   gen="$OUT/gen/$s"
   # generate only (--cc true: the plain binary is not needed, the harness compiles the C)
   PYTHONPATH=$PWD $PY -m rubikgen build "specs/stacks/$s.yaml" -o "$gen" --cc true >/dev/null
-  $CC $CFLAGS -fsanitize=fuzzer -DRG_FUZZ_DESC="${s}_desc" -I"$gen" runtime-c/fuzz/fuzz_stack.c \
-    "$gen/${s}_gen.c" "$gen/${s}_handlers.c" "${objs[@]}" $LIBS -o "$OUT/fuzz_$s"
+  DEPS="$gen/${s}_gen.h" harness "$OUT/fuzz_$s" -DRG_FUZZ_DESC="${s}_desc" -I"$gen" \
+    runtime-c/fuzz/fuzz_stack.c "$gen/${s}_gen.c" "$gen/${s}_handlers.c" "${objs[@]}"
   harnesses+=("$s:stack")
 done
+wait
+[ ! -e "$OUT/failed" ] || { echo "fuzz-smoke: compiling a harness failed"; exit 1; }
 
-fail=0
+# one fuzzer: its report in $OUT/fuzz_NAME.report, its exit status in $OUT/fuzz_NAME.rc
+fuzz() {
+  local name=$1 title=$2 replay=$3 rc=0
+  shift 3
+  mkdir -p "$OUT/corpus/$name"
+  {
+    echo "== fuzz_$title: ${SECS}s =="
+    if "$@" 2>"$OUT/fuzz_$name.log"; then
+      grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$OUT/fuzz_$name.log" | tr '\n' ' '
+      echo
+    else
+      tail -40 "$OUT/fuzz_$name.log"
+      echo "fuzz-smoke: fuzz_$name found a problem (log $OUT/fuzz_$name.log; replay: $replay)"
+      rc=1
+    fi
+  } >"$OUT/fuzz_$name.report"
+  echo "$rc" >"$OUT/fuzz_$name.rc"
+}
+
+FLAGS=(-max_total_time="$SECS" -rss_limit_mb="$RSS_MB" -print_final_stats=1)
+names=()
 for h in "${harnesses[@]}"; do
   name=${h%%:*} seeds=$OUT/seeds/${h##*:}
-  mkdir -p "$OUT/corpus/$name"
-  echo "== fuzz_$name: ${SECS}s =="
-  if ! "$OUT/fuzz_$name" -max_total_time="$SECS" -rss_limit_mb="$RSS_MB" -timeout=10 \
-    -max_len=8192 -print_final_stats=1 -artifact_prefix="$OUT/$name-crash-" \
-    "$OUT/corpus/$name" "$seeds" 2>"$OUT/fuzz_$name.log"; then
-    tail -40 "$OUT/fuzz_$name.log"
-    echo "fuzz-smoke: fuzz_$name found a problem (log $OUT/fuzz_$name.log; replay: $OUT/fuzz_$name $OUT/$name-crash-*)"
-    fail=1
-  else
-    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$OUT/fuzz_$name.log" | tr '\n' ' '
-    echo
-  fi
+  rm -f "$OUT/fuzz_$name.rc"
+  throttle
+  fuzz "$name" "$name" "$OUT/fuzz_$name $OUT/$name-crash-*" "$OUT/fuzz_$name" "${FLAGS[@]}" \
+    -artifact_prefix="$OUT/$name-crash-" -timeout=10 -max_len=8192 "$OUT/corpus/$name" "$seeds" &
+  names+=("$name")
 done
-
 # the spec front-end (atheris): YAML in, diagnostics out
-mkdir -p "$OUT/corpus/specs"
-echo "== fuzz_specs (atheris): ${SECS}s =="
-if ! PYTHONPATH=$PWD $PY ci/fuzz_specs.py -max_total_time="$SECS" -rss_limit_mb="$RSS_MB" -timeout=30 \
-  -print_final_stats=1 -artifact_prefix="$OUT/specs-crash-" "$OUT/corpus/specs" specs/protocols \
-  specs/stacks 2>"$OUT/fuzz_specs.log"; then
-  tail -40 "$OUT/fuzz_specs.log"
-  echo "fuzz-smoke: fuzz_specs found a problem (log $OUT/fuzz_specs.log; replay: $PY ci/fuzz_specs.py $OUT/specs-crash-*)"
-  fail=1
-else
-  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$OUT/fuzz_specs.log" | tr '\n' ' '
-  echo
-fi
+rm -f "$OUT/fuzz_specs.rc"
+throttle
+fuzz specs "specs (atheris)" "$PY ci/fuzz_specs.py $OUT/specs-crash-*" \
+  env PYTHONPATH="$PWD" "$PY" ci/fuzz_specs.py "${FLAGS[@]}" -artifact_prefix="$OUT/specs-crash-" \
+  -timeout=30 "$OUT/corpus/specs" specs/protocols specs/stacks &
+names+=(specs)
+wait
+
+fail=0
+for name in "${names[@]}"; do
+  cat "$OUT/fuzz_$name.report" 2>/dev/null || true
+  [ "$(cat "$OUT/fuzz_$name.rc" 2>/dev/null)" = 0 ] || fail=1
+done
 exit $fail

@@ -25,13 +25,14 @@ if [ -f runtime-c/Makefile ]; then
   echo "== C style (clang-format; runtime-c/.clang-format) =="
   make -s -C runtime-c format-check
   echo "== C runtime (cmocka, ASan/UBSan) =="
-  make -s -C runtime-c test
+  # the objects compile two at a time (the machines' two cores); the suites still run in turn
+  make -s -j"${RG_TEST_JOBS:-2}" -C runtime-c test
   echo "== fuzz smoke (libFuzzer, ASan/UBSan) =="
   bash ci/fuzz-smoke.sh
 fi
 echo "== pytest =="
 # the runtime archives first, so that tests running side by side only read them
-make -s -C runtime-c lib asan-lib
+make -s -j"${RG_TEST_JOBS:-2}" -C runtime-c lib asan-lib
 # two workers (the machines have two cores); a test file runs on one worker, so its
 # module-scoped builds are made once.  Then the timing-sensitive tests (live capture fed by
 # tcpreplay, paced input), alone, so that the other worker's load cannot make a kernel drop.

@@ -21,6 +21,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -403,6 +404,22 @@ def _from_cache(cache: Path, key: str, tmp: Path) -> bool:
     return True
 
 
+def _log_build(binary: Path, key: str, outcome: str, start: float, command: str) -> None:
+    """RG_BUILD_LOG: one JSON line per build appended to that file (what was built, its cache
+    key, whether it compiled, seconds), so that a test run's duplicate compiles can be counted
+    (docs/testing.md). Unset: nothing."""
+    path = os.environ.get("RG_BUILD_LOG")
+    if not path:
+        return
+    record = {"binary": binary.name, "dir": str(binary.parent), "key": key[:16],
+              "outcome": outcome, "seconds": round(time.monotonic() - start, 2),
+              "pid": os.getpid(), "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
+              "command": command.replace(str(binary.parent), "@OUT")}  # fmt: skip
+    # one write in append mode: the lines of builds side by side stay whole
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
 def _to_cache(cache: Path, key: str, binary: Path) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     part = cache / f".{key}.{os.getpid()}.tmp"
@@ -483,7 +500,9 @@ def build_compilation(
         inputs = _build_inputs(sources, libs, comp.spec_files())
         if not quiet:
             print(command, flush=True)
+        start = time.monotonic()
         if _up_to_date(binary, command, gen.spec_hash, inputs):
+            _log_build(binary, "", "up-to-date", start, command)
             return BuildResult(binary, command, False, gen)
         stamp = _stamp_path(binary)
         stamp.unlink(missing_ok=True)  # a failed compile leaves no stamp: the next build retries
@@ -498,6 +517,7 @@ def build_compilation(
             if cache is not None and _from_cache(cache, key, tmp):
                 os.replace(tmp, binary)
                 _write_stamp(stamp, command, gen.spec_hash, opt_level)
+                _log_build(binary, key, "cache", start, command)
                 return BuildResult(binary, command, True, gen, from_cache=True)
             run_cmd = [str(tmp) if a == str(binary) else a for a in cmd]
             try:
@@ -517,6 +537,7 @@ def build_compilation(
         if not quiet and (proc.stderr or proc.stdout):
             sys.stderr.write(proc.stderr + proc.stdout)
         _write_stamp(stamp, command, gen.spec_hash, opt_level)
+        _log_build(binary, key, "compiled", start, command)
         return BuildResult(binary, command, True, gen)
 
 

@@ -4,6 +4,7 @@ deeper end-to-end suites: test_e2e_tshark.py, test_e2e_edge.py)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from pathlib import Path
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 from support import REPO_ROOT
 
-from rubikgen.toolchain.build import build
+from rubikgen.pipeline import Compilation
+from rubikgen.toolchain.build import build_compilation
 
 REPO = REPO_ROOT
 TRACES = REPO.parent / "shared" / "traces"
@@ -30,6 +32,20 @@ RUNS = {
 }
 
 
+@functools.cache
+def _compilation(stack: str) -> Compilation:
+    """A stock stack generated once per module (at -O2 generating takes longer than compiling
+    from the build cache): the plain and the sanitized builds and every capture share it."""
+    return Compilation(REPO / "specs" / "stacks" / f"{stack}.yaml")
+
+
+@functools.cache
+def _asan_binary(stack: str) -> Path:
+    # build/STACK, -O2: the binary tests/opt/test_differential.py compares (one cache key)
+    return build_compilation(_compilation(stack), REPO / "build" / stack, sanitize=True,
+                             quiet=True).binary  # fmt: skip
+
+
 def _frames(pcap: Path) -> int:
     """Records in a classic pcap, from their headers."""
     import struct
@@ -45,7 +61,7 @@ def _frames(pcap: Path) -> int:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_stack_compiles_warning_free(stack: str, tmp_path: Path) -> None:
-    res = build(REPO / "specs" / "stacks" / f"{stack}.yaml", tmp_path, quiet=True)
+    res = build_compilation(_compilation(stack), tmp_path, quiet=True)
     assert res.binary.is_file()
     assert "-Werror" in res.command and "-Wextra" in res.command and "-O2" in res.command
 
@@ -62,10 +78,9 @@ def test_stack_runs_under_sanitizers(
     if not pcap.is_file():
         pytest.skip(f"{capture} is not in {TRACES}")
     out = tmp_path_factory.mktemp(f"{stack}-asan")
-    res = build(REPO / "specs" / "stacks" / f"{stack}.yaml", REPO / "build" / stack,
-                sanitize=True, quiet=True)  # fmt: skip
+    binary = _asan_binary(stack)
     r = subprocess.run(
-        [str(res.binary), str(pcap), "--nf", "events", "--out", str(out), "--summary", "json"],
+        [str(binary), str(pcap), "--nf", "events", "--out", str(out), "--summary", "json"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -27,7 +27,8 @@ from support.oracle.tshark import tshark_available
 from support.quic_captures import CAPTURES, SANITIZER, TRACES
 from support.quic_initial import write_capture, write_pcap
 
-from rubikgen.toolchain.build import build
+from rubikgen.pipeline import Compilation
+from rubikgen.toolchain.build import build_compilation
 
 REPO = REPO_ROOT
 STACK = REPO / "specs" / "stacks" / "quic.yaml"
@@ -37,11 +38,11 @@ STACK = REPO / "specs" / "stacks" / "quic.yaml"
 def binaries() -> dict[bool, Path]:
     # build/quic, shared with test_stacks.py and test_tls_hello.py: each binary compiles once
     out_dir = REPO / "build" / "quic"
-    out = {}
-    for san in (False, True):
-        res = build(STACK, out_dir, sanitize=san, quiet=True)
-        out[san] = res.binary
-    return out
+    comp = Compilation(STACK)  # generated once for both
+    return {
+        san: build_compilation(comp, out_dir, sanitize=san, quiet=True).binary
+        for san in (False, True)
+    }
 
 
 def run(binary: Path, pcap: Path, out: Path) -> tuple[dict, str]:
