@@ -242,7 +242,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         char err[512];
         r.live = rg_live_new(o, 1, err, sizeof err);
         if (r.live)
-            rg_live_set_view(r.live, 0, (rg_live_view){stack, &r.counter, &fd, r.ctx, r.ft});
+            rg_live_set_view(r.live, 0, (rg_live_view){stack, &r.counter, &fd, r.ctx, r.ft, r.xdp});
         if (!r.live || rg_live_start(r.live, err, sizeof err)) {
             fprintf(stderr, "%s: %s\n", o->prog, err);
             run_free(o, stack, &r);

@@ -213,8 +213,7 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
     fputs("],", stdout);
     rg_rules_json(s->st);
     if (s->xdp) {
-        static const char *const names[RG_XDP_NSTATS] = {
-            "packets", "rule_drop", "rule_pass", "flow_drop", "bypass", "deferred", "no_rule"};
+        static const char *const names[RG_XDP_NSTATS] = RG_XDP_STAT_NAMES;
         const rg_xdp_counts *x = s->xdp;
         printf("\"xdp\":{\"mode\":\"%s\"", x->mode);
         for (int i = 0; i < RG_XDP_NSTATS; i++)

@@ -14,6 +14,11 @@
 enum { RG_XDP_AUTO = 0, RG_XDP_GENERIC = 1, RG_XDP_NATIVE = 2 };
 /* rg_stats of the program (backend/ebpf/prelude.py RGX_ST_*) */
 enum { RG_XDP_NSTATS = 7 };
+/* their names in the summary, stats.jsonl and /metrics (STACK_xdp.json "stats") */
+#define RG_XDP_STAT_NAMES                                                                          \
+    {                                                                                              \
+        "packets", "rule_drop", "rule_pass", "flow_drop", "bypass", "deferred", "no_rule"          \
+    }
 
 typedef struct rg_xdp_cfg {
     const char *obj;   /* STACK_xdp.o */

@@ -77,11 +77,13 @@ def _xdp_attached(ns: Netns) -> bool:
     return "prog/xdp" in ns.run("ip", "-d", "link", "show", "vb").stdout
 
 
-def _run(ns: Netns, build: Path, out: Path, mode: str, *extra: str) -> dict[str, object]:
+def _run(
+    ns: Netns, build: Path, out: Path, mode: str, *extra: str, binary: tuple[str, ...] = ()
+) -> dict[str, object]:
     """`rubikgen run --xdp` on vb during one replay of CAPTURE; its JSON summary."""
     cmd = [sys.executable, "-m", "rubikgen", "run", str(STACK), "--iface", "vb", "--xdp"]
     cmd += ["--xdp-mode", mode, "--build-dir", str(build), "--out", str(out)]
-    cmd += ["--summary", "json", "--nf", "streams", *extra, "--", "--no-timeouts"]
+    cmd += ["--summary", "json", "--nf", "streams", *extra, "--", "--no-timeouts", *binary]
     p = subprocess.Popen(["ip", "netns", "exec", ns.name, *cmd], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)  # fmt: skip
     try:
@@ -145,8 +147,9 @@ def _conn(t: Tuple) -> frozenset[tuple[str, int]]:
 @pytest.mark.parametrize("mode", ["generic", "native"])
 def test_rule_drops_in_kernel(xns: Netns, files: dict[str, Path], mode: str) -> None:
     sent = len(read_pcap(CAPTURE))
-    s = _run(xns, files["dir"] / "b-rules", files["dir"] / f"rules-{mode}", mode,
-             "--rules", str(files["rules"]))  # fmt: skip
+    out = files["dir"] / f"rules-{mode}"
+    s = _run(xns, files["dir"] / "b-rules", out, mode, "--rules", str(files["rules"]),
+             binary=("--stats-interval", "5"))  # fmt: skip
     x = s["xdp"]
     assert isinstance(x, dict)
     assert x["mode"] == mode
@@ -157,10 +160,13 @@ def test_rule_drops_in_kernel(xns: Netns, files: dict[str, Path], mode: str) -> 
     assert s["dropped"] == 0  # libpcap kept up: every frame passed up was seen
     # dropped in the kernel + seen in user space (+ bypassed: none here) = sent
     assert x["rule_drop"] + x["flow_drop"] + x["bypass"] + s["packets"] == sent
+    # the live counters' last line (stats.jsonl) has the program's counters too
+    last = json.loads((out / "stats.jsonl").read_text().splitlines()[-1])
+    assert last["final"] and last["total"]["xdp"]["rule_drop"] == x["rule_drop"]
     # the flows the rule leaves alone are inspected whole: their streams are tshark's
     conns = {_conn(t) for t, _ in _tcp_frames() if 443 not in (t[1], t[3])}
     assert conns
-    assert _streams(files["dir"] / f"rules-{mode}") == _tshark_streams(conns)
+    assert _streams(out) == _tshark_streams(conns)
 
 
 @pytest.mark.parametrize("mode", ["generic", "native"])
