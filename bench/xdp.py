@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flood import addr, ipv4, tcp, write_pcap  # bench/: the frames' builders
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 BUILD = BENCH / "build"
@@ -49,45 +51,23 @@ NS = f"rgxdpb{os.getpid()}"
 Json = dict[str, Any]
 
 
-def _csum(b: bytes) -> int:
-    if len(b) % 2:
-        b += b"\0"
-    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+def _udp(src: int, dst: int, sp: int, dp: int, data: bytes) -> bytes:
+    return ipv4(src, dst, 17, struct.pack("!HHHH", sp, dp, 8 + len(data), 0) + data)
 
 
-def _ip(src: bytes, dst: bytes, proto: int, l4: bytes) -> bytes:
-    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 0, 0x4000, 64, proto, 0, src, dst)
-    h = h[:10] + struct.pack("!H", _csum(h)) + h[12:]
-    return b"\x02\0\0\0\0\x02\x02\0\0\0\0\x01\x08\x00" + h + l4
-
-
-def _tcp(
-    src: bytes, dst: bytes, sp: int, dp: int, seq: int, ack: int, fl: int, data: bytes
-) -> bytes:
-    t = struct.pack("!HHIIBBHHH", sp, dp, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 0x50, fl, 65535, 0, 0)
-    return _ip(src, dst, 6, t + data)
-
-
-def _udp(src: bytes, dst: bytes, sp: int, dp: int, data: bytes) -> bytes:
-    return _ip(src, dst, 17, struct.pack("!HHHH", sp, dp, 8 + len(data), 0) + data)
-
-
-def _conn(c: bytes, s: bytes, cp: int, sp: int, segs: int, size: int) -> list[bytes]:
+def _conn(c: int, s: int, cp: int, sp: int, segs: int, size: int) -> list[bytes]:
     """A TCP connection: handshake, segs data segments of size bytes (an ACK every second), FIN."""
     syn, ack, fin, psh = 0x02, 0x10, 0x01, 0x08
-    out = [_tcp(c, s, cp, sp, 0, 0, syn, b""), _tcp(s, c, sp, cp, 0, 1, syn | ack, b""),
-           _tcp(c, s, cp, sp, 1, 1, ack, b"")]  # fmt: skip
+    out = [tcp(c, s, cp, sp, 0, 0, syn, b""), tcp(s, c, sp, cp, 0, 1, syn | ack, b""),
+           tcp(c, s, cp, sp, 1, 1, ack, b"")]  # fmt: skip
     seq = 1
     for i in range(segs):
-        out.append(_tcp(c, s, cp, sp, seq, 1, ack | psh, bytes([i & 0xFF]) * size))
+        out.append(tcp(c, s, cp, sp, seq, 1, ack | psh, bytes([i & 0xFF]) * size))
         seq += size
         if i % 2:
-            out.append(_tcp(s, c, sp, cp, 1, seq, ack, b""))
-    out += [_tcp(c, s, cp, sp, seq, 1, fin | ack, b""), _tcp(s, c, sp, cp, 1, seq + 1, fin | ack, b""),
-            _tcp(c, s, cp, sp, seq + 1, 2, ack, b"")]  # fmt: skip
+            out.append(tcp(s, c, sp, cp, 1, seq, ack, b""))
+    out += [tcp(c, s, cp, sp, seq, 1, fin | ack, b""), tcp(s, c, sp, cp, 1, seq + 1, fin | ack, b""),
+            tcp(c, s, cp, sp, seq + 1, 2, ack, b"")]  # fmt: skip
     return out
 
 
@@ -95,13 +75,13 @@ def generate(frames: int) -> Path:
     """bench/captures/xdp-longflows.pcap: about `frames` frames, 4 long connections interleaved
     with short ones (DNS pairs, 5-segment connections), most bytes in the long ones."""
     CAPTURE.parent.mkdir(parents=True, exist_ok=True)
-    cl, sv = bytes([10, 1, 0, 2]), bytes([10, 2, 0, 1])
+    cl, sv = addr("10.1.0.2"), addr("10.2.0.1")
     segs = max(10, frames * 8 // 10 // 4 * 2 // 3)
     longs = [iter(_conn(cl, sv, 40000 + i, 5001, segs, 1400)) for i in range(4)]
     shorts: list[bytes] = []
     k = 0
     while len(shorts) < frames // 5:
-        h = bytes([10, 3, (k >> 8) & 0xFF, k & 0xFF])
+        h = addr("10.3.0.0") + k % 65536
         if k % 3:
             q = b"\x12\x34\x01\x00\0\x01\0\0\0\0\0\0\x07example\x03com\0\0\x01\0\x01"
             shorts += [_udp(h, sv, 20000 + k % 40000, 53, q), _udp(sv, h, 53, 20000 + k % 40000, q)]
@@ -121,13 +101,7 @@ def generate(frames: int) -> Path:
                 out.append(shorts[si])
                 si += 1
     out += shorts[si:]
-    with CAPTURE.open("wb") as fh:
-        fh.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        for i, f in enumerate(out):
-            fh.write(
-                struct.pack("<IIII", 1_700_000_000 + i // 100_000, i % 100_000 * 10, len(f), len(f))
-            )
-            fh.write(f)
+    write_pcap(CAPTURE, out)
     return CAPTURE
 
 
