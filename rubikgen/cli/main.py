@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shlex
 import signal
@@ -371,6 +372,19 @@ def _wire_options(p: argparse.ArgumentParser) -> None:
         help='read DPDK ports; the EAL arguments as one string, e.g. "-l 0-2 -a 0000:03:00.0" '
         "(builds with --io dpdk)",
     )
+    w.add_argument(
+        "--xdp",
+        action="store_true",
+        help="--iface: attach the stack's XDP program (built with it, docs/xdp.md) to the "
+        "interface: the rules' drops in the kernel, flows given drop-flow or bypass verdicts "
+        "dropped there (their counts read back into their records)",
+    )
+    w.add_argument(
+        "--xdp-mode",
+        choices=("auto", "generic", "native"),
+        default="auto",
+        help="--xdp: generic (skb) or native (driver) XDP; auto: native where the driver has it",
+    )
     w.add_argument("--duration", metavar="S", type=int, help="stop after S seconds")
     w.add_argument("--count", metavar="N", type=int, help="stop after N frames")
     w.add_argument(
@@ -391,6 +405,8 @@ def _source_args(args: argparse.Namespace) -> tuple[list[str], list[str], str] |
         return "--bpf applies to --iface"
     if args.io == "packet" and args.iface is None:
         return "--io packet reads an interface: name it with --iface IF"
+    if args.xdp and args.iface is None:
+        return "--xdp attaches to the capture interface: name it with --iface IF"
     for opt in ("duration", "count", "workers"):
         v = getattr(args, opt)
         if v is not None and v < 1:
@@ -686,6 +702,21 @@ def cmd_build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _xdp_run_args(comp: Compilation, out_dir: Path, args: argparse.Namespace) -> list[str]:
+    """run --xdp: the stack's XDP program built beside the binary (toolchain/xdp.py; RG080 as
+    GenerateError, a clang failure as BuildError), and the binary's options for it."""
+    from rubikgen.toolchain.build import BuildError
+    from rubikgen.toolchain.xdp import XdpBuildError, build_xdp
+
+    try:
+        obj = build_xdp(comp, out_dir)
+    except XdpBuildError as e:
+        raise BuildError(str(e)) from None
+    meta = json.loads(obj.with_suffix(".json").read_text(encoding="utf-8"))
+    flows = ",".join(sorted(meta.get("flow_layers", {})))
+    return ["--xdp", str(obj), "--xdp-mode", args.xdp_mode, "--xdp-flows", flows]
+
+
 def _build_xdp(comp: Compilation, out_dir: Path) -> int:
     """build --xdp: the XDP program (rubikgen/toolchain/xdp.py)."""
     from rubikgen.front.diagnostics import GenerateError
@@ -830,7 +861,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             io=args.io,
             quiet=True,
             report=_print_findings,
+            xdp=args.xdp,
         )
+        xdp_args = _xdp_run_args(comp, res.binary.parent, args) if args.xdp else []
     except GenerateError as e:
         _render_spec_errors(e.diagnostics)
         return EXIT_ERRORS
@@ -858,6 +891,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd += ["--community-id-seed", str(args.community_id_seed)]
     cmd += [*(["--write", args.write] if args.write else [])]
     cmd += [*(["--reject-rate", str(args.reject_rate)] if args.reject_rate is not None else [])]
+    cmd += xdp_args
     cmd += args.extra
     if so_rules:
         from rubikgen.rules.reload_cli import compile_for_run, recompile_on_hup

@@ -260,6 +260,23 @@ def io_link_flags(io: str) -> list[str]:
     return ["-Wl,-u,rg_source_dpdk", str(archive)]
 
 
+def xdp_archive(sanitize: bool) -> Path:
+    """The archive of the driver's --xdp (runtime-c/main/rg_xdp.c)."""
+    return resources.runtime_build_dir() / f"librgxdp{'-asan' if sanitize else ''}.a"
+
+
+def xdp_link_flags(sanitize: bool) -> list[str]:
+    """Linker flags for --xdp, before the runtime libraries: its archive (runtime-c builds it
+    when pkg-config finds libbpf), `-u` so that the driver's weak reference pulls it in."""
+    archive = xdp_archive(sanitize)
+    if not archive.is_file():
+        raise BuildError(
+            f"--xdp: the runtime's XDP part was not built ({archive}): pkg-config finds no "
+            "libbpf (Debian/Ubuntu: apt-get install libbpf-dev; bash ci/setup.sh)"
+        )
+    return ["-Wl,-u,rg_xdp_impl", str(archive)]
+
+
 # libraries a stack's transforms need (rubikgen/sema/transforms.py), only when it uses them
 _PKG_FALLBACK = {"libcrypto": "-lcrypto"}
 
@@ -294,8 +311,10 @@ def compile_command(
     cflags: Sequence[str],
     sanitize: bool,
     io: str = "pcap",
+    xdp: bool = False,
 ) -> list[str]:
-    """The compiler command. User cflags come last, so they override ours (-O3, -Wno-error)."""
+    """The compiler command. User cflags come last, so they override ours (-O3, -Wno-error).
+    xdp: linked with the driver's --xdp (rg_xdp.c) and libbpf."""
     sources = [out_dir / f"{gen.stack}_gen.c", handlers, out_dir / f"{gen.stack}_main.c"]
     return [
         *shlex.split(cc),
@@ -309,8 +328,10 @@ def compile_command(
         "-o",
         str(binary_path(out_dir, gen.stack, sanitize)),
         *io_link_flags(io),
+        *(xdp_link_flags(sanitize) if xdp else ()),
         *map(str, libs),
         *pcap_libs(),
+        *(pkg_libs("libbpf", "-lbpf") if xdp else ()),
         *pkg_libs("yaml-0.1", "-lyaml"),  # the driver's chain files (--chain)
         *(pkg_libs("libdpdk", "-lrte_eal") if io != "pcap" else ()),
         *[
@@ -470,9 +491,10 @@ def build_compilation(
     io: str = "pcap",
     quiet: bool = False,
     report: Callable[[Sequence[Finding]], None] | None = None,
+    xdp: bool = False,
 ) -> BuildResult:
     """The compile stage of a compilation (see `build`): its generated files are emitted into
-    out_dir and compiled with the runtime."""
+    out_dir and compiled with the runtime (xdp: with the driver's --xdp, compile_command)."""
     stack_path = comp.stack_path
     opt_level = comp.options.opt_level
     gen = comp.generated
@@ -492,12 +514,13 @@ def build_compilation(
     with _lock(out / ".build.lock"):
         emit(gen, out)
         cmd = compile_command(
-            gen, out, hfile, libs, cc=cc, cflags=list(cflags), sanitize=sanitize, io=io
+            gen, out, hfile, libs, cc=cc, cflags=list(cflags), sanitize=sanitize, io=io, xdp=xdp
         )
         command = shlex.join(cmd)
         binary = binary_path(out, gen.stack, sanitize)
         sources = [out / name for name in gen.files] + [hfile]
-        inputs = _build_inputs(sources, libs, comp.spec_files())
+        archives = [*libs, *([xdp_archive(sanitize)] if xdp else [])]
+        inputs = _build_inputs(sources, archives, comp.spec_files())
         if not quiet:
             print(command, flush=True)
         start = time.monotonic()

@@ -14,6 +14,7 @@
 #include "rg/rg_reject.h"
 #include "rg/rg_source.h"
 #include "rg_counter.h"
+#include "rg_xdp.h"
 
 #define NS_PER_S UINT64_C(1000000000)
 
@@ -76,6 +77,10 @@ typedef struct opts {
     uint8_t overlap_policy[RG_DRIVER_MAX_LAYERS];
     int overlap_set;
     uint64_t reject_rate; /* --reject-rate N: rejects answered per second (0: no limit) */
+    /* --xdp OBJ: the stack's XDP program on the capture interface (rg_xdp.h) */
+    const char *xdp;
+    int xdp_mode;          /* --xdp-mode: RG_XDP_AUTO, _GENERIC, _NATIVE */
+    const char *xdp_flows; /* --xdp-flows LAYER,...: the layers the program keys */
 } opts;
 
 /* The stack context's configuration the options ask for, with observer obs: the one place
@@ -333,10 +338,11 @@ typedef struct summary {
     uint64_t dropped;  /* frames the source lost before the stack (kernel, NIC) */
     unsigned nworkers; /* --workers N > 1: the frames each worker got */
     const uint64_t *worker_pkts;
-    const rg_writer *writer;      /* --write: what was written; NULL = no --write */
-    const rg_source_stats *tx;    /* --inline: what went on to the peer; NULL = not inline */
-    const uint64_t *worker_flows; /* --workers: the instances each worker opened, or NULL */
-    const rg_rejector *reject;    /* --write or --inline: the rejects answered; NULL = none */
+    const rg_writer *writer;         /* --write: what was written; NULL = no --write */
+    const rg_source_stats *tx;       /* --inline: what went on to the peer; NULL = not inline */
+    const uint64_t *worker_flows;    /* --workers: the instances each worker opened, or NULL */
+    const rg_rejector *reject;       /* --write or --inline: the rejects answered; NULL = none */
+    const struct rg_xdp_counts *xdp; /* --xdp: the program's counters; NULL = none */
 } summary;
 
 uint64_t rg_total_flows(const rg_stack_desc *stack, const rg_counts *n);

@@ -47,6 +47,8 @@ typedef struct live_snap {
     uint64_t calls, opened, closed, payload, gaps, gap_bytes;
     uint64_t clock_fwd, clock_back, clock_resyncs;
     live_layer *layer; /* nlayers */
+    int has_xdp;       /* --xdp (one context): the program's counters */
+    rg_xdp_counts xdp;
 } live_snap;
 
 struct rg_live {
@@ -255,6 +257,10 @@ static void take(rg_live *l, unsigned w)
     s->clock_fwd = st ? st->clock_jumps_fwd : 0;
     s->clock_back = st ? st->clock_jumps_back : 0;
     s->clock_resyncs = st ? st->clock_resyncs : 0;
+    if (v->xdp) { /* the kernel's counters, read now (rg_stats) */
+        rg_xdp_impl.counts(v->xdp, &s->xdp);
+        s->has_xdp = 1;
+    }
     for (unsigned i = 0; i < v->stack->nlayers; i++) {
         live_layer *y = &s->layer[i];
         const rg_layer_counts *c = &n->layer[i];
@@ -350,6 +356,10 @@ static void add_snap(live_snap *t, const live_snap *s, unsigned nlayers)
     t->payload += s->payload;
     t->gaps += s->gaps;
     t->gap_bytes += s->gap_bytes;
+    if (s->has_xdp) { /* one context only (--xdp): its counters */
+        t->has_xdp = 1;
+        t->xdp = s->xdp;
+    }
     t->clock_fwd += s->clock_fwd;
     t->clock_back += s->clock_back;
     t->clock_resyncs += s->clock_resyncs;
@@ -412,10 +422,22 @@ static void snap_json(rg_sbuf *b, const rg_stack_desc *stack, const live_snap *s
                    ",\"errors\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"skipped_linktype\":%" PRIu64
                    ",\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64
                    ",\"clock_jumps\":{\"forward\":%" PRIu64 ",\"backward\":%" PRIu64
-                   "},\"clock_resyncs\":%" PRIu64 ",\"layers\":{",
+                   "},\"clock_resyncs\":%" PRIu64 ",",
                    s->pkts, s->bytes, flows, s->opened, s->closed, live, lingering, s->calls,
                    s->payload, s->errors, s->skipped, s->skipped_linktype, s->gaps, s->gap_bytes,
                    s->clock_fwd, s->clock_back, s->clock_resyncs);
+    if (s->has_xdp) {
+        static const char *const names[RG_XDP_NSTATS] = RG_XDP_STAT_NAMES;
+        rg_sbuf_printf(b, "\"xdp\":{\"mode\":\"%s\"", s->xdp.mode);
+        for (int i = 0; i < RG_XDP_NSTATS; i++)
+            rg_sbuf_printf(b, ",\"%s\":%" PRIu64, names[i], s->xdp.stat[i]);
+        rg_sbuf_printf(b,
+                       ",\"drop_flows\":%" PRIu64 ",\"bypass_flows\":%" PRIu64
+                       ",\"kernel_packets\":%" PRIu64 ",\"map_errors\":%" PRIu64 "},",
+                       s->xdp.drop_flows, s->xdp.bypass_flows, s->xdp.kernel_packets,
+                       s->xdp.map_errors);
+    }
+    rg_sbuf_printf(b, "\"layers\":{");
     int first = 1;
     for (unsigned i = 0; i < stack->nlayers; i++) {
         if (!stack->layers[i].has_instance) continue;
@@ -554,6 +576,20 @@ static int prometheus(rg_live *l, rg_sbuf *b)
                    t.clock_fwd, t.clock_back);
     family(b, "clock_resyncs_total", "counter", "New time bases the flow clock followed.");
     rg_sbuf_printf(b, "rubikgen_clock_resyncs_total %" PRIu64 "\n", t.clock_resyncs);
+    if (t.has_xdp) {
+        static const char *const names[RG_XDP_NSTATS] = RG_XDP_STAT_NAMES;
+        family(b, "xdp_frames_total", "counter",
+               "Frames the XDP program saw (packets) and decided, by what it did (--xdp).");
+        for (int i = 0; i < RG_XDP_NSTATS; i++)
+            rg_sbuf_printf(b, "rubikgen_xdp_frames_total{what=\"%s\"} %" PRIu64 "\n", names[i],
+                           t.xdp.stat[i]);
+        family(b, "xdp_flows_total", "counter",
+               "Flows put into the XDP program's drop and bypass maps (--xdp).");
+        rg_sbuf_printf(b,
+                       "rubikgen_xdp_flows_total{map=\"drop\"} %" PRIu64
+                       "\nrubikgen_xdp_flows_total{map=\"bypass\"} %" PRIu64 "\n",
+                       t.xdp.drop_flows, t.xdp.bypass_flows);
+    }
     free(t.layer);
     family(b, "layer_closed_total", "counter", "Instances of the layer ended, by reason.");
     for (unsigned w = 0; w < l->nw; w++)

@@ -28,7 +28,8 @@ typedef struct rg_live_view {
     const rg_counter *counter;
     const struct feeder *fd;
     void *ctx;
-    rg_flowtab *ft; /* the flow table (rg_flowdump.c); NULL: not tracked */
+    rg_flowtab *ft;     /* the flow table (rg_flowdump.c); NULL: not tracked */
+    struct rg_xdp *xdp; /* --xdp: the program's counters (rg_xdp.h); NULL: none */
 } rg_live_view;
 
 /* --stats-interval S, --stats-fd FD, --metrics ADDR:PORT; 0, or -1 with the reason in err. */

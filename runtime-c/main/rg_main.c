@@ -95,12 +95,14 @@ typedef struct run {
     rg_control *ctl; /* --control */
     rg_flowtab *ft;  /* --control: the open instances, for ctl flows (rg_live.h) */
     rg_live *live;   /* ctl stats, --stats-interval, --metrics; NULL: none */
+    rg_xdp *xdp;     /* --xdp: the program on the interface (rg_xdp.h) */
 } run;
 
 static void run_free(const opts *o, const rg_stack_desc *stack, run *r)
 {
     rg_live_free(r->live); /* its threads stopped before the context goes */
     if (r->ctx) stack->ctx_free(r->ctx);
+    if (r->xdp) rg_xdp_impl.close(r->xdp); /* detached */
     rg_flowtab_free(r->ft);
     free(r->live_per);
     if (r->ctl) rg_control_close(r->ctl);
@@ -173,6 +175,16 @@ static int run_open(const opts *o, const rg_stack_desc *stack, run *r, rg_entry_
         }
         *obs = *rg_flowtab_obs(r->ft);
     }
+    if (o->xdp) { /* outermost: it sees every instance the stack shows */
+        /* the interface sources read what XDP passes: a bypassed frame is dropped there */
+        const rg_xdp_cfg xc = {o->xdp, o->capture, o->xdp_mode, o->xdp_flows, 1};
+        r->xdp = rg_xdp_impl.open(&xc, stack, obs, err, sizeof err);
+        if (!r->xdp) {
+            fprintf(stderr, "%s: %s\n", o->prog, err);
+            return 1;
+        }
+        *obs = *rg_xdp_impl.obs(r->xdp);
+    }
     rg_ctx_cfg cfg = rg_ctx_cfg_of(o, obs);
     r->ctx = stack->ctx_new(&cfg);
     r->live_per = calloc(stack->nlayers ? stack->nlayers : 1, sizeof *r->live_per);
@@ -220,12 +232,17 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         fd.batch_end = rg_flowtab_packet_end;
         fd.batch_self = r.ft;
     }
+    if (r.xdp) { /* the flows given flow verdicts into the maps, after the packet */
+        rg_xdp_impl.chain_end(r.xdp, fd.batch_end, fd.batch_self);
+        fd.batch_end = rg_xdp_impl.packet_end;
+        fd.batch_self = r.xdp;
+    }
     rg_trace_thread(0, r.chain ? rg_trace_chain_nfs : NULL, r.chain); /* ctl trace */
     if (rg_live_wanted(o)) { /* after the feeder: it shows its counts */
         char err[512];
         r.live = rg_live_new(o, 1, err, sizeof err);
         if (r.live)
-            rg_live_set_view(r.live, 0, (rg_live_view){stack, &r.counter, &fd, r.ctx, r.ft});
+            rg_live_set_view(r.live, 0, (rg_live_view){stack, &r.counter, &fd, r.ctx, r.ft, r.xdp});
         if (!r.live || rg_live_start(r.live, err, sizeof err)) {
             fprintf(stderr, "%s: %s\n", o->prog, err);
             run_free(o, stack, &r);
@@ -314,7 +331,10 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
         r.chain = NULL;
     }
     rg_live_final(r.live); /* the last stats line: the summary's counters */
-    summary s = {.writer = o->write ? &w : NULL,
+    rg_xdp_counts xc;
+    if (r.xdp) rg_xdp_impl.counts(r.xdp, &xc); /* after the flush: every flow read back */
+    summary s = {.xdp = r.xdp ? &xc : NULL,
+                 .writer = o->write ? &w : NULL,
                  .link = lm.m[0].li.name,
                  .pkts = fd.pkts,
                  .bytes = fd.bytes,

@@ -137,6 +137,15 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "                   seconds, default 0.5; rubikgen run's progress bar)\n"
           "  --metrics ADDR:PORT  serve the counters over HTTP, GET /metrics (Prometheus)\n",
           out);
+    fputs("  --xdp OBJ        attach the stack's XDP program (rubikgen build --xdp) to the\n"
+          "                   capture interface: its rules drop in the kernel, and the flows\n"
+          "                   given drop-flow or bypass verdicts go into its flow maps (a\n"
+          "                   bypassed frame is dropped there: it never reaches the capture);\n"
+          "                   their kernel counts join their records when they end\n"
+          "  --xdp-mode M     generic, native or auto (default: native where the driver\n"
+          "                   has it)\n"
+          "  --xdp-flows L,.. the layers the program keys (STACK_xdp.json flow_layers)\n",
+          out);
     fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
           "  --write FILE     write the packets that pass (the verdict of handlers and NFs:\n"
           "                   not drop), after the stack ran, to a pcap (nanosecond) file\n"
@@ -332,6 +341,9 @@ enum {
     O_PREFETCH_RECORDS,
     O_IPFIX, /* --ipfix: the ipfix NF after --nf's (rg_chain.c) */
     O_REJECT_RATE,
+    O_XDP,
+    O_XDP_MODE,
+    O_XDP_FLOWS,
     O_NF_FLAG,                           /* O_NF_FLAG + i: the flag of rg_nf_table[i] */
     O_SRC_OPT = O_NF_FLAG + MAX_NF_FLAGS /* O_SRC_OPT + i: srcopt[i] */
 };
@@ -385,6 +397,9 @@ static void build_longopts(struct option *lo, size_t n)
         {"prefetch-always", no_argument, NULL, O_PREFETCH_ALWAYS},
         {"prefetch-records", no_argument, NULL, O_PREFETCH_RECORDS},
         {"ipfix", required_argument, NULL, O_IPFIX},
+        {"xdp", required_argument, NULL, O_XDP},
+        {"xdp-mode", required_argument, NULL, O_XDP_MODE},
+        {"xdp-flows", required_argument, NULL, O_XDP_FLOWS},
         {"rotate", required_argument, NULL, O_ROTATE},
         {"help", no_argument, NULL, 'h'},
     };
@@ -404,6 +419,26 @@ static void build_longopts(struct option *lo, size_t n)
                                           NULL, O_SRC_OPT + (int)j++};
             }
     lo[k] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* --xdp's conditions; RG_OK or 1 (message printed). */
+static int check_xdp(const opts *o)
+{
+    const char *why = NULL;
+    if (!&rg_xdp_impl)
+        why = "this binary has no XDP support (build it with rubikgen run --xdp, which links "
+              "libbpf)";
+    else if (strcmp(o->io, "live") && strcmp(o->io, "packet"))
+        why = "it attaches to the capture interface: --io live or --io packet with --iface";
+    else if (o->bench)
+        why = "it needs a capture run, not --bench";
+    else if (o->workers > 1 || o->workers_set)
+        why = "it runs with one stack context (no --workers)";
+    else if (o->inline_mode)
+        why = "a bypassed frame would not be forwarded (no --inline)";
+    if (!why) return RG_OK;
+    fprintf(stderr, "%s: --xdp: %s\n", o->prog, why);
+    return 1;
 }
 
 /* The first source other than src that declares option `name`. */
@@ -689,6 +724,19 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
         case O_PREFETCH_RECORDS:
             o->prefetch_records = 1;
             break;
+        case O_XDP:
+            o->xdp = optarg;
+            break;
+        case O_XDP_MODE:
+            o->xdp_mode = !strcmp(optarg, "generic")  ? RG_XDP_GENERIC
+                          : !strcmp(optarg, "native") ? RG_XDP_NATIVE
+                          : !strcmp(optarg, "auto")   ? RG_XDP_AUTO
+                                                      : -1;
+            if (o->xdp_mode < 0) bad = "--xdp-mode";
+            break;
+        case O_XDP_FLOWS:
+            o->xdp_flows = optarg;
+            break;
         default:
             if (c >= O_NF_FLAG && c < O_NF_FLAG + MAX_NF_FLAGS) {
                 flags[c - O_NF_FLAG] = 1;
@@ -796,6 +844,7 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
                 o->prog, o->nf);
         return EXIT_USAGE;
     }
+    if (o->xdp && check_xdp(o)) return EXIT_USAGE;
     /* an NF's flag given with another NF is ignored */
     for (size_t i = 0; o->nfd && rg_nf_table[i] && i < MAX_NF_FLAGS; i++)
         if (rg_nf_table[i] == o->nfd) o->nf_flag = flags[i];

@@ -215,6 +215,17 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
         if (stack->entry[k] >= 0) printf("%s\"%s\"", n++ ? "," : "", rg_link_kind_names[k]);
     fputs("],", stdout);
     rg_rules_json(s->st);
+    if (s->xdp) {
+        static const char *const names[RG_XDP_NSTATS] = RG_XDP_STAT_NAMES;
+        const rg_xdp_counts *x = s->xdp;
+        printf("\"xdp\":{\"mode\":\"%s\"", x->mode);
+        for (int i = 0; i < RG_XDP_NSTATS; i++)
+            printf(",\"%s\":%" PRIu64, names[i], x->stat[i]);
+        printf(",\"drop_flows\":%" PRIu64 ",\"bypass_flows\":%" PRIu64
+               ",\"kernel_packets\":%" PRIu64 ",\"kernel_bytes\":%" PRIu64
+               ",\"map_errors\":%" PRIu64 "},",
+               x->drop_flows, x->bypass_flows, x->kernel_packets, x->kernel_bytes, x->map_errors);
+    }
     rg_wrote_json();
     rg_layers_json(stack, s->n, s->live_per, s->st);
     if (o->checksums) rg_checksums_json(stack, s->st);
@@ -253,6 +264,17 @@ static void io_text(const opts *o, const summary *s)
                "  (frames NFs injected: TCP RSTs, ICMP unreachables; %" PRIu64
                " asked for without a frame to build)\n",
                s->reject->injected, s->reject->inject_none);
+    if (s->xdp) {
+        const rg_xdp_counts *x = s->xdp;
+        printf("xdp            %" PRIu64 " frames (%s): %" PRIu64 " dropped by rules, %" PRIu64
+               " dropped and %" PRIu64 " bypassed by flow verdicts, %" PRIu64 " passed up\n",
+               x->stat[0], x->mode, x->stat[1], x->stat[3], x->stat[4],
+               x->stat[0] - x->stat[1] - x->stat[3] - x->stat[4]);
+        printf("xdp flows      %" PRIu64 " dropped, %" PRIu64 " bypassed in the kernel  (%" PRIu64
+               " of their frames read back into their records; %" PRIu64 " map updates "
+               "refused)\n",
+               x->drop_flows, x->bypass_flows, x->kernel_packets, x->map_errors);
+    }
     if (s->nworkers) {
         printf("workers        %u  (frames per worker:", s->nworkers);
         for (unsigned w = 0; w < s->nworkers; w++)

@@ -582,8 +582,8 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
     if (!status && rg_live_wanted(o)) { /* before the workers start: they answer it */
         lv = rg_live_new(o, nw, err, sizeof err);
         for (unsigned i = 0; lv && i < nw; i++) {
-            rg_live_set_view(lv, i,
-                             (rg_live_view){stack, &ws[i].counter, &ws[i].fd, ws[i].ctx, ws[i].ft});
+            rg_live_set_view(
+                lv, i, (rg_live_view){stack, &ws[i].counter, &ws[i].fd, ws[i].ctx, ws[i].ft, NULL});
             ws[i].live = lv;
         }
         if (!lv || rg_live_start(lv, err, sizeof err)) {

@@ -78,6 +78,10 @@ RGX_INLINE void rgx_put_be(__u8 *p, __u64 v, int n)
 #define RGX_KEY_MAX 40
 struct rgx_key { __u32 layer; __u32 len; __u8 k[RGX_KEY_MAX]; };
 struct rgx_count { __u64 packets; __u64 bytes; };
+/* a flow map's value: its frames and their bytes, then per direction (1: the packet's own
+ * key is the larger of the two) its frames and the bytes of the flow layer's input (what
+ * user space's records count), for the records of the flows user space handed over */
+struct rgx_fcount { __u64 packets; __u64 bytes; __u64 dir_packets[2]; __u64 dir_bytes[2]; };
 
 enum { RGX_ST_PACKETS, RGX_ST_RULE_DROP, RGX_ST_RULE_PASS, RGX_ST_FLOW_DROP, RGX_ST_BYPASS,
        RGX_ST_DEFERRED, RGX_ST_NO_RULE, RGX_ST_N };
@@ -85,9 +89,13 @@ enum { RGX_ST_PACKETS, RGX_ST_RULE_DROP, RGX_ST_RULE_PASS, RGX_ST_FLOW_DROP, RGX
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, RGX_ST_N);
          __type(key, __u32); __type(value, __u64); } rg_stats SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, RGX_FLOWS);
-         __type(key, struct rgx_key); __type(value, struct rgx_count); } rg_drop SEC(".maps");
+         __type(key, struct rgx_key); __type(value, struct rgx_fcount); } rg_drop SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, RGX_FLOWS);
-         __type(key, struct rgx_key); __type(value, struct rgx_count); } rg_bypass SEC(".maps");
+         __type(key, struct rgx_key); __type(value, struct rgx_fcount); } rg_bypass SEC(".maps");
+/* set by user space: [0] the verdict of a bypassed frame, 1 XDP_DROP (a capture that reads
+ * what XDP passes, libpcap: the frame must not reach it), else XDP_PASS */
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1);
+         __type(key, __u32); __type(value, __u32); } rg_conf SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, RGX_RULES);
          __type(key, __u32); __type(value, struct rgx_count); } rg_rules SEC(".maps");
 
@@ -100,6 +108,11 @@ RGX_INLINE void rgx_add(struct rgx_count *c, __u64 bytes)
 {
     __sync_fetch_and_add(&c->packets, 1);
     __sync_fetch_and_add(&c->bytes, bytes);
+}
+RGX_INLINE int rgx_bypass_verdict(void)
+{
+    __u32 zero = 0, *v = bpf_map_lookup_elem(&rg_conf, &zero);
+    return v && *v == 1 ? XDP_DROP : XDP_PASS;
 }
 RGX_INLINE void rgx_count(void *map, __u32 i, __u64 bytes)
 {

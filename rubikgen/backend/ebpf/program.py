@@ -151,9 +151,9 @@ class _Plan:
                         f"    bpf_xdp_load_bytes(ctx, ({ce.text}).ptr, rgx_s->{buf}.k + {p.off}, "
                         f"{p.size});"
                     )
+        out.append("    rgx_s->kd = 0;")
         if lc.key_rev:
             out += [
-                "    rgx_s->kd = 0;",
                 "    for (int i_ = 0; i_ < RGX_KEY_MAX; i_++) {",
                 "        if (rgx_s->kd == 0 && rgx_s->kf.k[i_] != rgx_s->kr.k[i_])",
                 "            rgx_s->kd = rgx_s->kf.k[i_] < rgx_s->kr.k[i_] ? 1 : 2;",
@@ -165,6 +165,7 @@ class _Plan:
             out.append("    __builtin_memcpy(rgx_s->key.k, rgx_s->kf.k, RGX_KEY_MAX);")
         out += [
             f"    rgx_s->key.layer = {lc.index}; rgx_s->key.len = {lc.key_len};",
+            f"    rgx_s->kdir = rgx_s->kd == 2; rgx_s->klen = in_{n}.len;",
             "    rgx_s->has_key = 1; rgx_s->deep = 0;",
             "} while (0)",
         ]
@@ -278,7 +279,7 @@ def _scratch(cx: XContext, rules: RuleSet | None) -> list[str]:
                 out.append(f"    __u64 rf_{fr.layer}_{fr.field}{'[2]' if fr.width > 64 else ''};")
     out += [
         "    struct rgx_key key, kf, kr;",
-        "    __u32 has_key, deep, defer, kd;",
+        "    __u32 has_key, deep, defer, kd, kdir, klen;",
         "};",
         "struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);",
         '         __type(key, __u32); __type(value, struct rgx_state); } rg_scratch SEC(".maps");',
@@ -383,6 +384,9 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "#define RGX_JUMP(i) do { bpf_tail_call(ctx, &rg_progs, (i)); "
         "rgx_stat(RGX_ST_DEFERRED); return XDP_PASS; } while (0)",
         f"#define RGX_DONE() RGX_JUMP({done})",
+        "#define RGX_FADD(c) do { rgx_add((struct rgx_count *)(c), plen); __u32 d_ = rgx_s->kdir & 1;"
+        " __sync_fetch_and_add(&(c)->dir_packets[d_], 1);"
+        " __sync_fetch_and_add(&(c)->dir_bytes[d_], rgx_s->klen); } while (0)",
         "#define RGX_DEFER() do { rgx_s->defer = 1; RGX_DONE(); } while (0)",
         *_rules_hooks(cx, rules),
         *keys,
@@ -413,10 +417,10 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         *PROLOGUE,
         "    if (rgx_s->defer) { rgx_stat(RGX_ST_DEFERRED); return XDP_PASS; }",
         "    if (rgx_s->has_key && !rgx_s->deep) {",
-        "        struct rgx_count *c = bpf_map_lookup_elem(&rg_drop, &rgx_s->key);",
-        "        if (c) { rgx_add(c, plen); rgx_stat(RGX_ST_FLOW_DROP); return XDP_DROP; }",
+        "        struct rgx_fcount *c = bpf_map_lookup_elem(&rg_drop, &rgx_s->key);",
+        "        if (c) { RGX_FADD(c); rgx_stat(RGX_ST_FLOW_DROP); return XDP_DROP; }",
         "        c = bpf_map_lookup_elem(&rg_bypass, &rgx_s->key);",
-        "        if (c) { rgx_add(c, plen); rgx_stat(RGX_ST_BYPASS); return XDP_PASS; }",
+        "        if (c) { RGX_FADD(c); rgx_stat(RGX_ST_BYPASS); return rgx_bypass_verdict(); }",
         "    }",
     ]
     if rules is not None:
@@ -453,7 +457,7 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "stats": ["packets", "rule_drop", "rule_pass", "flow_drop", "bypass", "deferred",
                   "no_rule"],
         "maps": {"rules": "rg_rules", "drop": "rg_drop", "bypass": "rg_bypass",
-                 "stats": "rg_stats"},
+                 "stats": "rg_stats", "conf": "rg_conf"},
         "not_followed": p.left_out,
         "key_max": 40,
         "flows": FLOWS,

@@ -25,6 +25,10 @@
 struct count {
     uint64_t packets, bytes;
 };
+/* a flow map's value (struct rgx_fcount): the totals first */
+struct fcount {
+    uint64_t packets, bytes, dir_packets[2], dir_bytes[2];
+};
 
 static int unhex(const char *s, unsigned char *out)
 {
@@ -77,7 +81,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "xdp_run: bad argument %s %s\n", argv[i], argv[i + 1]);
             return 2;
         }
-        struct count zero = {0, 0};
+        struct fcount zero = {0};
         int mfd = bpf_object__find_map_fd_by_name(obj, names[w]);
         if (bpf_map_update_elem(mfd, keys[nkeys], &zero, BPF_ANY)) {
             fprintf(stderr, "xdp_run: map update: %s\n", strerror(errno));
@@ -113,7 +117,7 @@ int main(int argc, char **argv)
     }
     fclose(pc);
     for (int k = 0; k < nkeys; k++) {
-        struct count c = {0, 0};
+        struct fcount c = {0};
         int mfd = bpf_object__find_map_fd_by_name(obj, names[which[k]]);
         bpf_map_lookup_elem(mfd, keys[k], &c);
         printf("%s %s %llu %llu\n", which[k] ? "bypass" : "drop", hex[k],
