@@ -5,7 +5,7 @@
 #   bash ci/fuzz-smoke.sh              every harness for RG_FUZZ_SECONDS (default 30) seconds
 #   RG_FUZZ_SECONDS=3600 RG_FUZZ_STACKS="tcp_ip sctp" bash ci/fuzz-smoke.sh    a long run
 #
-# Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), fuzz_frame (the framer), ci/fuzz_specs.py (the spec front-end, atheris) and
+# Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), fuzz_framer (the framer), ci/fuzz_specs.py (the spec front-end, atheris) and
 # fuzz_stack for each stack of RG_FUZZ_STACKS
 # (default: tcp_ip sctp quic: TCP/IP with IPv4/IPv6 fragments and TCP reassembly, SCTP, QUIC with
 # Initial decryption; CI's time budget leaves the others, e.g. tcp_ip_tunnels, gtp, pptp,
@@ -53,12 +53,12 @@ printf 'rules\tload\t/x/r.so\n' >"$OUT/seeds/control/rules"
 printf 'trace\t10\t5\n' >"$OUT/seeds/control/trace"
 $CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_control.c runtime-c/main/rg_ctlsec.c -o "$OUT/fuzz_control"
 harnesses+=("control:control")
-# the framer (rg_frame.c): segmented deliveries against a one-piece reference (no seeds)
-mkdir -p "$OUT/seeds/frame"
-printf '\001\000\001\002\005\007\003\000\026\003\001\000\002hi\026\003\001\000\000' >"$OUT/seeds/frame/tls"
-printf '\002\000\001\001\005\003\007\000GET / HTTP/1.1\r\nHost: a\r\n\r\n' >"$OUT/seeds/frame/lines"
-$CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_frame.c "${objs[@]}" $LIBS -o "$OUT/fuzz_frame"
-harnesses+=("frame:frame")
+# the framer (rg_framer.c): segmented deliveries against a one-piece reference (no seeds)
+mkdir -p "$OUT/seeds/framer"
+printf '\001\000\001\002\005\007\003\000\026\003\001\000\002hi\026\003\001\000\000' >"$OUT/seeds/framer/tls"
+printf '\002\000\001\001\005\003\007\000GET / HTTP/1.1\r\nHost: a\r\n\r\n' >"$OUT/seeds/framer/lines"
+$CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_framer.c "${objs[@]}" $LIBS -o "$OUT/fuzz_framer"
+harnesses+=("framer:framer")
 for s in $STACKS; do
   gen="$OUT/gen/$s"
   # generate only (--cc true: the plain binary is not needed, the harness compiles the C)

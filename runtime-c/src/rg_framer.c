@@ -1,18 +1,18 @@
-/* rg_frame.c - message framing over a byte stream (rg/rg_frame.h). */
-#include "rg/rg_frame.h"
+/* rg_framer.c - message framing over a byte stream (rg/rg_framer.h). */
+#include "rg/rg_framer.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 enum { MODE_CUT = 0, MODE_DISCARD = 1, MODE_DEAD = 2 };
 
-void rg_frame_free(rg_frame *f)
+void rg_framer_free(rg_framer *f)
 {
     free(f->buf);
     memset(f, 0, sizeof *f);
 }
 
-static void give_up(rg_frame *f, rg_frame_res *r, uint8_t err)
+static void give_up(rg_framer *f, rg_framer_res *r, uint8_t err)
 {
     free(f->buf);
     memset(f, 0, sizeof *f);
@@ -21,20 +21,20 @@ static void give_up(rg_frame *f, rg_frame_res *r, uint8_t err)
     r->dead = 1;
 }
 
-static uint32_t prefix_len(const rg_frame_cfg *c)
+static uint32_t prefix_len(const rg_framer_cfg *c)
 {
     return c->kind == RG_FRAME_LENGTH ? (uint32_t)c->len_off + c->len_bytes : 0u;
 }
 
 /* The most the buffer ever holds: a unit, or a delimited unit and a delimiter's start. */
-static uint32_t bound(const rg_frame_cfg *c)
+static uint32_t bound(const rg_framer_cfg *c)
 {
     uint32_t pre = prefix_len(c);
     return (c->max > pre ? c->max : pre) + c->delim_len;
 }
 
 /* Room for want bytes in the buffer (want never exceeds bound(c): the callers check). */
-static int grow(rg_frame *f, const rg_frame_cfg *c, uint32_t want)
+static int grow(rg_framer *f, const rg_framer_cfg *c, uint32_t want)
 {
     if (want <= f->cap) return 0;
     uint32_t cap = f->cap ? f->cap : 256u;
@@ -48,7 +48,7 @@ static int grow(rg_frame *f, const rg_frame_cfg *c, uint32_t want)
     return 0;
 }
 
-static int append(rg_frame *f, const rg_frame_cfg *c, const uint8_t *p, uint32_t n)
+static int append(rg_framer *f, const rg_framer_cfg *c, const uint8_t *p, uint32_t n)
 {
     if (n == 0) return 0;
     if (grow(f, c, f->have + n)) return -1;
@@ -60,7 +60,7 @@ static int append(rg_frame *f, const rg_frame_cfg *c, const uint8_t *p, uint32_t
 /* ---- length prefix, fixed size ------------------------------------------------------------ */
 
 /* The unit length the prefix at p gives (p holds prefix_len bytes), or 0 with *err set. */
-static uint32_t unit_len(const rg_frame_cfg *c, const uint8_t *p, uint8_t *err)
+static uint32_t unit_len(const rg_framer_cfg *c, const uint8_t *p, uint8_t *err)
 {
     if (c->kind == RG_FRAME_FIXED) return c->size;
     uint64_t v = 0;
@@ -80,7 +80,7 @@ static uint32_t unit_len(const rg_frame_cfg *c, const uint8_t *p, uint8_t *err)
     return (uint32_t)n;
 }
 
-static rg_bytes step_len(rg_frame *f, const rg_frame_cfg *c, rg_bytes in, rg_frame_res *r)
+static rg_bytes step_len(rg_framer *f, const rg_framer_cfg *c, rg_bytes in, rg_framer_res *r)
 {
     const uint32_t pre = prefix_len(c);
     const uint32_t len = in.len > UINT32_MAX ? UINT32_MAX : (uint32_t)in.len;
@@ -143,7 +143,7 @@ static rg_bytes step_len(rg_frame *f, const rg_frame_cfg *c, rg_bytes in, rg_fra
 /* ---- delimiter ------------------------------------------------------------------------------ */
 
 /* First offset in [p, p+n) where the delimiter starts wholly inside, or n. */
-static uint32_t find_delim(const rg_frame_cfg *c, const uint8_t *p, uint32_t n)
+static uint32_t find_delim(const rg_framer_cfg *c, const uint8_t *p, uint32_t n)
 {
     const uint32_t d = c->delim_len;
     if (n < d) return n;
@@ -160,7 +160,7 @@ static uint32_t find_delim(const rg_frame_cfg *c, const uint8_t *p, uint32_t n)
 
 /* A delimiter that starts in the last bytes held (f->buf's tail) and ends in `in`: how many of its
  * bytes are held (1..d-1), or 0.  The earliest such start wins. */
-static uint32_t cross_delim(const rg_frame *f, const rg_frame_cfg *c, rg_bytes in)
+static uint32_t cross_delim(const rg_framer *f, const rg_framer_cfg *c, rg_bytes in)
 {
     const uint32_t d = c->delim_len;
     for (uint32_t k = d - 1; k >= 1; k--) { /* k held bytes: the longest tail starts earliest */
@@ -173,7 +173,7 @@ static uint32_t cross_delim(const rg_frame *f, const rg_frame_cfg *c, rg_bytes i
 }
 
 /* Keep only the last d-1 bytes of buf + in (a delimiter may start there): discarding. */
-static int keep_tail(rg_frame *f, const rg_frame_cfg *c, rg_bytes in)
+static int keep_tail(rg_framer *f, const rg_framer_cfg *c, rg_bytes in)
 {
     const uint32_t keep = c->delim_len - 1u;
     uint8_t tmp[2 * RG_FRAME_DELIM_MAX];
@@ -189,7 +189,7 @@ static int keep_tail(rg_frame *f, const rg_frame_cfg *c, rg_bytes in)
     return append(f, c, tmp + n - t, t);
 }
 
-static rg_bytes step_delim(rg_frame *f, const rg_frame_cfg *c, rg_bytes in, rg_frame_res *r)
+static rg_bytes step_delim(rg_framer *f, const rg_framer_cfg *c, rg_bytes in, rg_framer_res *r)
 {
     const uint32_t d = c->delim_len;
     const uint32_t len = in.len > UINT32_MAX ? UINT32_MAX : (uint32_t)in.len;
@@ -247,7 +247,7 @@ static rg_bytes step_delim(rg_frame *f, const rg_frame_cfg *c, rg_bytes in, rg_f
 
 /* After a hole: what was held is garbage, and so is what follows the hole up to a delimiter.
  * Where the hole lies in the delivery is not known, so resume after its last delimiter. */
-static void resync_delim(rg_frame *f, const rg_frame_cfg *c, rg_bytes in, rg_frame_res *r)
+static void resync_delim(rg_framer *f, const rg_framer_cfg *c, rg_bytes in, rg_framer_res *r)
 {
     const uint32_t d = c->delim_len;
     const uint32_t len = in.len > UINT32_MAX ? UINT32_MAX : (uint32_t)in.len;
@@ -270,7 +270,8 @@ static void resync_delim(rg_frame *f, const rg_frame_cfg *c, rg_bytes in, rg_fra
     r->used = len;
 }
 
-rg_bytes rg_frame_step(rg_frame *f, const rg_frame_cfg *c, rg_bytes in, int gap, rg_frame_res *r)
+rg_bytes rg_framer_step(rg_framer *f, const rg_framer_cfg *c, rg_bytes in, int gap,
+                        rg_framer_res *r)
 {
     memset(r, 0, sizeof *r);
     if (f->mode == MODE_DEAD) {

@@ -1,7 +1,7 @@
-/* fuzz_frame.c - libFuzzer harness for the framer (src/rg_frame.c): the first bytes choose a
+/* fuzz_framer.c - libFuzzer harness for the framer (src/rg_framer.c): the first bytes choose a
  * framing (length prefix of 1..4 bytes at an offset, either byte order; a delimiter of 1..4
  * bytes; a fixed size) and its unit bound, the next ones where the stream is cut into
- * deliveries; the rest is the stream.  The units cut from the deliveries, one rg_frame_step()
+ * deliveries; the rest is the stream.  The units cut from the deliveries, one rg_framer_step()
  * per unit as the stack's self-loop calls it, must equal those a plain reference cuts from the
  * whole stream at once (segmentation never changes the output), every view must lie inside the
  * delivery or the framer's buffer, and the buffer never exceeds the bound. */
@@ -11,9 +11,9 @@
 
 #include <stdio.h>
 
-#include "rg/rg_frame.h"
+#include "rg/rg_framer.h"
 
-#define FAIL() (fprintf(stderr, "fuzz_frame: check at line %d failed\n", __LINE__), abort())
+#define FAIL() (fprintf(stderr, "fuzz_framer: check at line %d failed\n", __LINE__), abort())
 
 #define MAXU 4096
 
@@ -23,7 +23,7 @@ typedef struct {
 
 /* The reference: the whole stream in one piece.  Units go to out (offsets in s); returns the
  * count, and *dead whether the framing gave up. */
-static size_t reference(const rg_frame_cfg *c, const uint8_t *s, size_t n, unit *out, int *dead)
+static size_t reference(const rg_framer_cfg *c, const uint8_t *s, size_t n, unit *out, int *dead)
 {
     size_t k = 0, i = 0;
     *dead = 0;
@@ -62,7 +62,7 @@ static size_t reference(const rg_frame_cfg *c, const uint8_t *s, size_t n, unit 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 8) return 0;
-    rg_frame_cfg c;
+    rg_framer_cfg c;
     memset(&c, 0, sizeof c);
     c.kind = (uint8_t)(1 + data[0] % 3);
     c.max = 1u + (uint32_t)(data[1] | data[2] << 8) % 600u;
@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t nw = reference(&c, s, n, want, &dead);
 
     /* the deliveries: cut points from a small LCG seeded by the input */
-    rg_frame f;
+    rg_framer f;
     memset(&f, 0, sizeof f);
     size_t got = 0, pos = 0;
     uint32_t x = seed * 2654435761u + cuts;
@@ -100,8 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (seg > n - pos) seg = n - pos;
         rg_bytes in = rg_bytes_make(s + pos, seg);
         for (unsigned pass = 0; in.len > 0; pass++) {
-            rg_frame_res r;
-            rg_bytes u = rg_frame_step(&f, &c, in, 0, &r);
+            rg_framer_res r;
+            rg_bytes u = rg_framer_step(&f, &c, in, 0, &r);
             if (r.used > in.len) FAIL();
             if (r.unit) {
                 int in_view = u.ptr >= in.ptr && u.ptr + u.len <= in.ptr + in.len;
@@ -122,9 +122,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (got != nw) FAIL();
     if (dead != (f.mode == 2)) FAIL();
     /* a gap: length framing gives up, delimiter framing resumes after the last delimiter */
-    rg_frame_res r;
-    rg_frame_step(&f, &c, rg_bytes_make(s, n), 1, &r);
+    rg_framer_res r;
+    rg_framer_step(&f, &c, rg_bytes_make(s, n), 1, &r);
     if (c.kind != RG_FRAME_DELIM && !r.dead) FAIL();
-    rg_frame_free(&f);
+    rg_framer_free(&f);
     return 0;
 }
