@@ -39,6 +39,11 @@ def tshark_client_hellos(pcap: Path) -> Counter[ClientRow]:
     for r in rows:
         # one ClientHello per frame (tshark lists each field once per hello in the frame)
         for sni, full, md5 in zip(r[4].split("|"), r[5].split("|"), r[6].split("|"), strict=False):
+            if not md5:
+                # a handshake record sent after ChangeCipherSpec (encrypted: TLS 1.2's Finished)
+                # whose first byte is 1: tshark, without keys, calls it a ClientHello, of which
+                # it can read nothing (no JA3); the stack reads no handshake record after CCS
+                continue
             out[(r[0], int(r[1]), r[2], int(r[3]), sni, full, md5)] += 1
     return out
 
