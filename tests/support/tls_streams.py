@@ -98,8 +98,9 @@ def connection(
     order: Sequence[int] | None = None,
     drop: Sequence[int] = (),
     hold: int | None = None,
+    port: int = 443,
 ) -> list[bytes]:
-    """The frames of one connection 10.9.0.1:sport -> 10.9.0.2:443: the handshake, the client's
+    """The frames of one connection 10.9.0.1:sport -> 10.9.0.2:port: the handshake, the client's
     bytes as segments cut at client_cuts (sent in `order`, a permutation of their indexes, and
     without those in `drop`; cut at `hold` too, the segments from `hold` on after the server's segments, as
     a client sends ChangeCipherSpec after the ServerHello), the server's bytes, then FINs. The
@@ -108,9 +109,9 @@ def connection(
     c, s = "10.9.0.1", "10.9.0.2"
     ci, si = 1000, 5000
     out = [
-        _frame(c, s, sport, 443, ci, 0, 0x02, b""),
-        _frame(s, c, 443, sport, si, ci + 1, 0x12, b""),
-        _frame(c, s, sport, 443, ci + 1, si + 1, 0x10, b""),
+        _frame(c, s, sport, port, ci, 0, 0x02, b""),
+        _frame(s, c, port, sport, si, ci + 1, 0x12, b""),
+        _frame(c, s, sport, port, ci + 1, si + 1, 0x10, b""),
     ]
     hold = len(client) if hold is None else hold
     segs = _parts(client, [*client_cuts, hold])  # ClientHello and the rest never share one
@@ -120,13 +121,13 @@ def connection(
         if i in drop:
             continue
         off, part = segs[i]
-        f = _frame(c, s, sport, 443, ci + 1 + off, si + 1, 0x18, part)
+        f = _frame(c, s, sport, port, ci + 1 + off, si + 1, 0x18, part)
         (out if off < hold else late).append(f)
     for off, part in _parts(server, server_cuts):
-        out.append(_frame(s, c, 443, sport, si + 1 + off, ci + 1 + len(client), 0x18, part))
+        out.append(_frame(s, c, port, sport, si + 1 + off, ci + 1 + len(client), 0x18, part))
     out += late
-    out.append(_frame(c, s, sport, 443, ci + 1 + len(client), si + 1 + len(server), 0x11, b""))
-    out.append(_frame(s, c, 443, sport, si + 1 + len(server), ci + 2 + len(client), 0x11, b""))
+    out.append(_frame(c, s, sport, port, ci + 1 + len(client), si + 1 + len(server), 0x11, b""))
+    out.append(_frame(s, c, port, sport, si + 1 + len(server), ci + 2 + len(client), 0x11, b""))
     return out
 
 
