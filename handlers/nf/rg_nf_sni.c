@@ -128,30 +128,42 @@ static void ja3(ja3_buf *b, unsigned version, const rg_val *cs, const rg_val *ex
     if (formats) ja3_list(b, formats, nformats, 1);
 }
 
+/* a hello's endpoints and layer, from the arguments saddr, daddr, sport, dport */
+typedef struct ends {
+    char src[48], dst[48];
+    unsigned long long sport, dport;
+    const rg_layer_desc *l;
+} ends;
+
+static void ends_of(const rg_stack_desc *s, const rg_call *c, ends *e)
+{
+    addr(arg(s, c, "saddr", RG_VAL_BYTES), e->src, sizeof e->src);
+    addr(arg(s, c, "daddr", RG_VAL_BYTES), e->dst, sizeof e->dst);
+    const rg_val *sp = arg(s, c, "sport", RG_VAL_NUM), *dp = arg(s, c, "dport", RG_VAL_NUM);
+    e->sport = sp ? (unsigned long long)sp->num : 0ull;
+    e->dport = dp ? (unsigned long long)dp->num : 0ull;
+    e->l = rg_nf_layer(s, c->layer);
+}
+
 static void on_server(nf_sni *nf, const rg_call *c, const rg_val *cipher)
 {
     const rg_stack_desc *s = nf->base.stack;
-    char src[48], dst[48];
-    addr(arg(s, c, "saddr", RG_VAL_BYTES), src, sizeof src);
-    addr(arg(s, c, "daddr", RG_VAL_BYTES), dst, sizeof dst);
-    const rg_val *sp = arg(s, c, "sport", RG_VAL_NUM), *dp = arg(s, c, "dport", RG_VAL_NUM);
+    ends e;
+    ends_of(s, c, &e);
     const rg_val *ver = arg(s, c, "version", RG_VAL_NUM);
     const rg_val *sel = arg(s, c, "selected_version", RG_VAL_NUM);
     const rg_val *alpn = arg(s, c, "alpn", RG_VAL_BYTES);
-    const rg_layer_desc *l = rg_nf_layer(s, c->layer);
+    const unsigned long long v = ver ? (unsigned long long)ver->num : 0ull;
     nf->servers++;
     fprintf(nf->out, "{\"pkt\":%llu,\"layer\":", (unsigned long long)c->pkt_no);
-    rg_json_string(nf->out, l ? l->name : NULL);
+    rg_json_string(nf->out, e.l ? e.l->name : NULL);
     fprintf(nf->out,
             ",\"server\":true,\"src\":\"%s\",\"dst\":\"%s\",\"sport\":%llu,\"dport\":%llu,"
             "\"version\":%llu,\"cipher\":%llu,\"selected_version\":%llu,\"alpn\":",
-            src, dst, sp ? (unsigned long long)sp->num : 0ull,
-            dp ? (unsigned long long)dp->num : 0ull, ver ? (unsigned long long)ver->num : 0ull,
-            (unsigned long long)cipher->num, sel ? (unsigned long long)sel->num : 0ull);
-    printf("server %s %s:%llu -> %s:%llu version=%llu cipher=0x%04llx alpn=", l ? l->name : "?",
-           src, sp ? (unsigned long long)sp->num : 0ull, dst,
-           dp ? (unsigned long long)dp->num : 0ull, ver ? (unsigned long long)ver->num : 0ull,
-           (unsigned long long)cipher->num);
+            e.src, e.dst, e.sport, e.dport, v, (unsigned long long)cipher->num,
+            sel ? (unsigned long long)sel->num : 0ull);
+    printf("server %s %s:%llu -> %s:%llu version=%llu cipher=0x%04llx alpn=", e.l ? e.l->name : "?",
+           e.src, e.sport, e.dst, e.dport, v, (unsigned long long)cipher->num);
     alpn_list(nf->out, stdout, alpn);
     fputs("}\n", nf->out);
     putchar('\n');
@@ -169,26 +181,22 @@ static void on_call(void *self, const rg_call *c)
         return;
     }
     nf->hellos++;
-    char src[48], dst[48];
-    addr(arg(s, c, "saddr", RG_VAL_BYTES), src, sizeof src);
-    addr(arg(s, c, "daddr", RG_VAL_BYTES), dst, sizeof dst);
-    const rg_val *sp = arg(s, c, "sport", RG_VAL_NUM), *dp = arg(s, c, "dport", RG_VAL_NUM);
+    ends e;
+    ends_of(s, c, &e);
     const rg_val *alpn = arg(s, c, "alpn", RG_VAL_BYTES);
     const rg_val *sv = arg(s, c, "supported_versions", RG_VAL_BYTES);
-    const rg_layer_desc *l = rg_nf_layer(s, c->layer);
 
     fprintf(nf->out, "{\"pkt\":%llu,\"layer\":", (unsigned long long)c->pkt_no);
-    rg_json_string(nf->out, l ? l->name : NULL);
-    fprintf(nf->out, ",\"src\":\"%s\",\"dst\":\"%s\",\"sport\":%llu,\"dport\":%llu,\"sni\":", src,
-            dst, sp ? (unsigned long long)sp->num : 0ull, dp ? (unsigned long long)dp->num : 0ull);
+    rg_json_string(nf->out, e.l ? e.l->name : NULL);
+    fprintf(nf->out, ",\"src\":\"%s\",\"dst\":\"%s\",\"sport\":%llu,\"dport\":%llu,\"sni\":", e.src,
+            e.dst, e.sport, e.dport);
     if (sni->bytes.len)
         rg_json_bytes(nf->out, sni->bytes.ptr, sni->bytes.len);
     else
         fputs("null", nf->out);
     fputs(",\"alpn\":", nf->out);
-    printf("sni %s %s:%llu -> %s:%llu %.*s alpn=", l ? l->name : "?", src,
-           sp ? (unsigned long long)sp->num : 0ull, dst, dp ? (unsigned long long)dp->num : 0ull,
-           sni->bytes.len ? (int)sni->bytes.len : 1,
+    printf("sni %s %s:%llu -> %s:%llu %.*s alpn=", e.l ? e.l->name : "?", e.src, e.sport, e.dst,
+           e.dport, sni->bytes.len ? (int)sni->bytes.len : 1,
            sni->bytes.len ? (const char *)sni->bytes.ptr : "-");
     alpn_list(nf->out, stdout, alpn);
     fputs(",\"versions\":[", nf->out);
