@@ -7,7 +7,7 @@
 #
 #   RG_FUZZ_JOBS=1 bash ci/fuzz-smoke.sh   one compile or fuzzer at a time (default 2)
 #
-# Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), ci/fuzz_specs.py (the spec front-end, atheris) and
+# Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), fuzz_framer (the framer), ci/fuzz_specs.py (the spec front-end, atheris) and
 # fuzz_stack for each stack of RG_FUZZ_STACKS
 # (default: tcp_ip sctp quic: TCP/IP with IPv4/IPv6 fragments and TCP reassembly, SCTP, QUIC with
 # Initial decryption; CI's time budget leaves the others, e.g. tcp_ip_tunnels, gtp, pptp,
@@ -81,6 +81,12 @@ printf 'rules\tload\t/x/r.so\n' >"$OUT/seeds/control/rules"
 printf 'trace\t10\t5\n' >"$OUT/seeds/control/trace"
 harness "$OUT/fuzz_control" runtime-c/fuzz/fuzz_control.c runtime-c/main/rg_ctlsec.c
 harnesses+=("control:control")
+# the framer (rg_framer.c): segmented deliveries against a one-piece reference (no seeds)
+mkdir -p "$OUT/seeds/framer"
+printf '\001\000\001\002\005\007\003\000\026\003\001\000\002hi\026\003\001\000\000' >"$OUT/seeds/framer/tls"
+printf '\002\000\001\001\005\003\007\000GET / HTTP/1.1\r\nHost: a\r\n\r\n' >"$OUT/seeds/framer/lines"
+harness "$OUT/fuzz_framer" runtime-c/fuzz/fuzz_framer.c "${objs[@]}"
+harnesses+=("framer:framer")
 for s in $STACKS; do
   gen="$OUT/gen/$s"
   # generate only (--cc true: the plain binary is not needed, the harness compiles the C)

@@ -107,11 +107,17 @@
  *              stacks' tls_hello handlers, layer tls_client_hello, over TCP or
  *              QUIC), read by argument name:
  *              {"pkt","layer","src","dst","sport","dport","sni": string | null,
- *               "alpn": [names],"versions": [numbers]}
+ *               "alpn": [names],"versions": [numbers],"ja3_full","ja3"}
  *              (src/dst from "saddr"/"daddr", ports from "sport"/"dport",
  *              "alpn" from the ALPN protocol_name_list, "versions" from
- *              "supported_versions"; bytes outside printable ASCII as \u00XX).
- *              stdout: "sni LAYER SRC:SPORT -> DST:DPORT NAME alpn=A,B".
+ *              "supported_versions"; bytes outside printable ASCII as \u00XX;
+ *              "ja3_full"/"ja3": the JA3 string and its MD5 hex, as Wireshark's
+ *              tls.handshake.ja3_full/ja3, GREASE left out, from "version",
+ *              "cipher_suites" and "extensions", when the call has "version").
+ *              stdout: "sni LAYER SRC:SPORT -> DST:DPORT NAME alpn=A,B ja3=MD5".
+ *              Calls with a numeric "cipher" and no "sni" (tcp_tls's tls_server) are
+ *              ServerHellos: {"pkt","layer","server":true,"src","dst","sport","dport",
+ *              "version","cipher","selected_version","alpn"}; stdout "server ...".
  *
  * "data": a handler call's payload is its first argument of kind
  * RG_VAL_BYTES named "data" (none: the call carries no payload).

@@ -143,6 +143,20 @@ def handler_sigs(cx: CContext) -> dict[str, HandlerSig]:
 # -- per-layer support code -------------------------------------------------------------
 
 
+def frame_cfg(lc: LayerC) -> str:
+    """The layer's rg_framer_cfg (rg/rg_framer.h), from its protocol's `framing:`."""
+    fr = lc.d.frame
+    assert fr is not None
+    kind = {"length": "RG_FRAME_LENGTH", "delimiter": "RG_FRAME_DELIM", "size": "RG_FRAME_FIXED"}
+    delim = ", ".join(f"0x{b:02x}" for b in fr.delimiter) or "0"
+    return (
+        f"/* {lc.spec_file}:{fr.line} framing */\n"
+        f"static const rg_framer_cfg {lc.t('frcfg')} = {{{kind[fr.kind]}, {fr.at}u, "
+        f"{fr.width // 8}u, {1 if fr.little else 0}u, {fr.add}u, {fr.mul}u, {fr.size}u, "
+        f"{fr.max}u, {len(fr.delimiter)}u, {{{delim}}}}};"
+    )
+
+
 def layer_support(cx: CContext) -> str:
     out: list[str] = []
     for lc in cx.layers.values():
@@ -159,6 +173,8 @@ def layer_support(cx: CContext) -> str:
                 f"{'RG_SEQ_UNIT_MSG' if sq.unit == 'message' else 'RG_SEQ_UNIT_BYTE'}, "
                 f"{lc.index}, {1 if sq.drain else 0}, {1 if sq.retain else 0}}};"
             )
+        if lc.d.frame is not None:
+            out.append(frame_cfg(lc))
         if lc.atoms:
             terms = []
             for d in range(lc.ndirs):

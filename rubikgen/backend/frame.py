@@ -83,6 +83,9 @@ def frame_locals(cx: CContext) -> str:
         out.append(f"    unsigned rep_{n} RG_MAYBE_UNUSED = 0, loop_{n} RG_MAYBE_UNUSED = 0;")
         out.append(f"    rg_bytes lin_{n} RG_MAYBE_UNUSED = rg_bytes_empty();")
         out.append(f"    rg_seq_res sres_{n} RG_MAYBE_UNUSED;")
+        if lc.d.frame is not None:  # framing: the step's result; the input follows a hole
+            out.append(f"    rg_framer_res fres_{n} RG_MAYBE_UNUSED = {{0, 0, 0, 0, 0}};")
+            out.append(f"    unsigned gin_{n} RG_MAYBE_UNUSED = 0;")
         out.append(f"    unsigned lazy_{n} RG_MAYBE_UNUSED = 0;")
         if looped(cx, lc):  # the instance this frame was last shown to observers for
             out.append(f"    uint64_t seen_{n} RG_MAYBE_UNUSED = 0;")

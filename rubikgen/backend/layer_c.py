@@ -267,6 +267,10 @@ class LayerC:
         lines.append("    uint64_t tmask;  /* transitions fired in the instance's life */")
         if self.has_seq:
             lines.append(f"    rg_seq seq[{self.ndirs}];")
+        if self.d.frame is not None:
+            lines.append(
+                f"    rg_framer fr[{self.ndirs}]; /* framing: a straddling unit per direction */"
+            )
         if self.atoms:
             lines.append(f"    uint32_t vend[{self.atoms}][{self.ndirs}]; /* virtual latches */")
             lines.append(f"    uint8_t vl[{self.atoms}][{self.ndirs}];")
@@ -660,6 +664,10 @@ class LayerEnv:
             if x == "gap_seq":  # ... and where the first hole started
                 rs = lc.v("sres")
                 return CRef(f"({rs}.ngaps ? {rs}.gaps[0].start : 0u)", NumT(32))
+            if x == "frame_unit":  # framing: this pass cut a unit
+                return CRef(f"{lc.v('fres')}.unit", NumT(8))
+            if x == "frame_error":  # ... and what the framer met (RG_FRAME_*)
+                return CRef(f"{lc.v('fres')}.error", NumT(8))
             if x in _OVERLAP_FIELDS:  # the insert's overlaps with different bytes
                 return CRef(f"{lc.v('sres')}.{_OVERLAP_FIELDS[x]}", NumT(32))
             if x == "to_active":

@@ -48,6 +48,7 @@ CODES: dict[str, str] = {
     "RG036": "elif/else without a preceding if",
     "RG037": "invalid duration",
     "RG038": "name not available at this point of the pipeline",
+    "RG039": "invalid framing",
     "RG040": "cyclic event relation",
     "RG041": "event referenced but never defined",
     "RG042": "declared but never used (warning)",

@@ -6,7 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from rubikgen.front.source import Path
-from rubikgen.models.protocol import AnyUntilStep, ElifStep, ElseStep, FieldSpec, IfStep, Linger
+from rubikgen.models.protocol import (
+    AnyUntilStep,
+    ElifStep,
+    ElseStep,
+    FieldSpec,
+    IfStep,
+    Linger,
+    parse_length,
+)
 from rubikgen.sema.builtins import BUILTIN_EVENTS
 from rubikgen.sema.info import FieldInfo, VarInfo
 from rubikgen.sema.model import LayerModel
@@ -18,6 +26,7 @@ from .layout import (
     CsumDesc,
     Elif,
     Else,
+    FrameDesc,
     HField,
     If,
     KeyItem,
@@ -118,6 +127,16 @@ def describe_layer(li: LayerInfo, x: LayerModel, spec_file: str, transforms: set
             _retain(sq.retain, d.options) and sq.buffer_data and sq.unit == "byte",
             x.expr(("sequence", "ack")) if sq.ack is not None else None,
         )
+    fr = m.framing
+    if fr is not None:
+        fl = line(("framing",)).line
+        lp = parse_length(fr.length) if fr.length is not None else None
+        if lp is not None:
+            d.frame = FrameDesc("length", fr.max, fl, lp.add, lp.mul, lp.width, lp.little, lp.at)
+        elif fr.delimiter is not None:
+            d.frame = FrameDesc("delimiter", fr.max, fl, delimiter=fr.delimiter.encode())
+        else:
+            d.frame = FrameDesc("size", fr.max, fl, size=fr.size or 0)
     if proto.has_instance:
         _key(d, m.selector, ("selector",), x)
     if m.lookup is not None:

@@ -37,6 +37,7 @@ __all__ = [
     "Fail",
     "FindFlow",
     "Finish",
+    "Frame",
     "Fire",
     "Handler",
     "InsertSeq",
@@ -256,6 +257,14 @@ class Assemble(Instr):
 
 
 @dataclass(kw_only=True, slots=True)
+class Frame(Instr):
+    op = "frame"
+    effects = Effects(reads=("INST", "HEADER", "SDU"), writes=("SEQ", "SDU", "HEADER"))
+    command = True
+    doc = "cut the next unit of the input (framing) as the sdu; the rest is the payload"
+
+
+@dataclass(kw_only=True, slots=True)
 class InsertSeq(Instr):
     op = "insert_seq"
     effects = Effects(reads=("INST",), writes=("SEQ", "FIRED"))
@@ -414,6 +423,7 @@ OPCODES: dict[str, type[Instr]] = {
         SetSdu,
         Assemble,
         InsertSeq,
+        Frame,
         VUpdate,
         SetState,
         Fire,

@@ -124,6 +124,23 @@ class SeqDesc:
 
 
 @dataclass(frozen=True)
+class FrameDesc:
+    """A protocol's `framing:` (rg/rg_framer.h's rg_framer_cfg): kind "length" (the unit's length
+    is add + mul * the `width`-bit field at byte `at`), "delimiter" or "size"."""
+
+    kind: str
+    max: int
+    line: int
+    add: int = 0
+    mul: int = 1
+    width: int = 0
+    little: bool = False
+    at: int = 0
+    delimiter: bytes = b""
+    size: int = 0
+
+
+@dataclass(frozen=True)
 class CsumDesc:
     """A checksum field (protocol `checksums:`), resolved for one layer of the stack."""
 
@@ -186,6 +203,7 @@ class LayerDesc:
     # option name -> (is a boolean, the layer's value)
     options: dict[str, tuple[bool, int]] = field(default_factory=dict)
     seq: SeqDesc | None = None
+    frame: FrameDesc | None = None
     # the selector: side a (or the whole key), side p (bidirectional), common parts
     key_a: list[KeyItem] = field(default_factory=list)
     key_p: list[KeyItem] | None = None

@@ -338,6 +338,13 @@ class Lowerer:
             cur = after_ins
         else:
             self._latch_block = None
+        if m.framing is not None:
+            # the next unit of the input becomes the sdu; the bytes after it are the payload
+            fb = self.block(L, "frame", self.src(li, ("framing",), "framing"))
+            cur.term = Jump(fb.name)
+            self.emit(fb, I.Frame, L)
+            cur = self.block(L, "framed")
+            fb.term = Jump(cur.name)
 
         order, pre, post = self.event_order(li)
         lir.order = order

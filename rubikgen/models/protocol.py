@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, StrictBool, StrictInt, StrictStr, Tag
@@ -284,6 +286,60 @@ class Sequence(Model):
     )
 
 
+class Framing(Model):
+    """Cut the layer's input, one direction's in-order bytes, into units (docs/spec-language.md
+    2.7a): exactly one of length, delimiter, size."""
+
+    length: StrictStr | None = Field(
+        None,
+        description="A length prefix: the unit's length from a field at a fixed offset of the "
+        "unit, 'A + uW at K' (W: 8, 16, 24, 32; uWle little-endian; optional 'M *' before it), "
+        "e.g. TLS records '5 + u16 at 3', DNS over TCP '2 + u16 at 0'.",
+    )
+    delimiter: StrictStr | None = Field(
+        None,
+        description="Units end with this string (1 to 8 bytes, not part of the unit), e.g. "
+        '"\\r\\n".',
+    )
+    size: StrictInt | None = Field(None, description="Units of this many bytes.")
+    max: StrictInt = Field(
+        65536,
+        description="The longest unit, in bytes (delimiter excluded): only a unit's bytes that "
+        "straddle deliveries are buffered, at most this many; a longer unit raises frame_error 1.",
+    )
+
+
+_LENGTH_RE = re.compile(
+    r"^\s*(?:(\d+)\s*\+\s*)?(?:(\d+)\s*\*\s*)?u(8|16|24|32)(le)?\s+at\s+(\d+)\s*$"
+)
+
+
+@dataclass(frozen=True)
+class LengthPrefix:
+    """A parsed `framing.length`: the unit's length is add + mul * (the width-bit unsigned field
+    at byte offset `at` of the unit)."""
+
+    add: int
+    mul: int
+    width: int  # bits
+    little: bool
+    at: int
+
+    @property
+    def prefix(self) -> int:
+        """The bytes needed to know the length."""
+        return self.at + self.width // 8
+
+
+def parse_length(text: str) -> LengthPrefix | None:
+    """`A + M * uW[le] at K` (A and M optional), or None when text is not of that form."""
+    m = _LENGTH_RE.match(text)
+    if m is None:
+        return None
+    add, mul, w, le, at = m.groups()
+    return LengthPrefix(int(add or 0), int(mul or 1), int(w), le is not None, int(at))
+
+
 class Transition(Model):
     name: StrictStr
     from_: StrictStr | list[StrictStr] = Field(
@@ -390,6 +446,7 @@ class Protocol(Model):
     )
     prep: list[Statement] = Field(default_factory=list)
     sequence: Sequence | None = None
+    framing: Framing | None = None
     psm: PSM | None = None
     events: dict[str, Event] = Field(default_factory=dict)
     timeout: Duration | None = None

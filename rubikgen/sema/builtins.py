@@ -86,6 +86,12 @@ LIFECYCLE_EVENTS: dict[str, tuple[str, ...]] = {
 OVERLAP_VALUES = ("overlap_seq", "overlap_len", "overlap_new")
 
 
+# A framing protocol's values (docs/spec-language.md 2.7a): this pass cut a unit (the sdu, which
+# may be empty), and what the framer met (rg/rg_framer.h RG_FRAME_*: 0 nothing, 1 a unit longer
+# than max, 2 bytes lost before this delivery, 3 a length shorter than its prefix).
+FRAME_VALUES = ("frame_unit", "frame_error")
+
+
 @dataclass(frozen=True)
 class BuiltinValue:
     """A value expressions name without a prefix: the one table sema's scope (its type and
@@ -112,6 +118,7 @@ BUILTIN_VALUE_TABLE: dict[str, BuiltinValue] = {
         BuiltinValue("gap_seq", NumT(32), "seq", "SDU"),  # gap_*: gap recovery
         BuiltinValue("gap_len", NumT(32), "seq", "SDU"),
         *(BuiltinValue(n, NumT(32), "seq", "SDU") for n in OVERLAP_VALUES),
+        *(BuiltinValue(n, NumT(8), "seq", "SDU") for n in FRAME_VALUES),  # framing only
         BuiltinValue("to_active", BOOL, "direction", "INST"),  # bidirectional protocols only
         BuiltinValue("to_passive", BOOL, "direction", "INST"),
         BuiltinValue("current_state", STATE_T, "psm", "STATE"),  # protocols with a psm only

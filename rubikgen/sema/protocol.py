@@ -29,6 +29,7 @@ from rubikgen.models.protocol import (
 )
 from rubikgen.sema import builtins as B
 from rubikgen.sema.checksums import check_checksums
+from rubikgen.sema.framing import check_framing
 from rubikgen.sema.limits import parse_duration
 from rubikgen.sema.model import Key, LayerModel, Origin
 from rubikgen.sema.scope import ProtocolScope
@@ -459,6 +460,8 @@ def check_protocol(
     # prep
     # set_sdu in prep trims the data handed on (e.g. UDP's length); a later assemble() replaces it.
     ec.stmts(("prep",), m.prep, B.PREP, frozenset({"set_sdu"}))
+
+    check_framing(m, smap, sel is not None, diags)
 
     # Sequence.
     if m.sequence is not None:

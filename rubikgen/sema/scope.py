@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rubikgen.expr.types import BOOL, BytesT, NumT, Resolved, Type
-from rubikgen.sema.builtins import BUILTIN_EVENTS, BUILTIN_VALUE_TABLE, FUNCTIONS, STATE_T, Context
+from rubikgen.sema.builtins import (
+    BUILTIN_EVENTS,
+    BUILTIN_VALUE_TABLE,
+    FRAME_VALUES,
+    FUNCTIONS,
+    STATE_T,
+    Context,
+)
 from rubikgen.sema.symbols import FieldInfo, ProtocolInfo, VarInfo
 
 
@@ -46,8 +53,10 @@ class ProtocolScope:
                 return Resolved(BOOL, "builtin"), "seq"
             bv = BUILTIN_VALUE_TABLE.get(p)
             if bv is not None:
-                if (bv.needs == "direction" and not info.bidirectional) or (
-                    bv.needs == "psm" and not info.states
+                if (
+                    (bv.needs == "direction" and not info.bidirectional)
+                    or (bv.needs == "psm" and not info.states)
+                    or (p in FRAME_VALUES and info.model.framing is None)
                 ):
                     return None, None
                 return Resolved(bv.type, "builtin"), bv.needs
@@ -114,6 +123,8 @@ class ProtocolScope:
     def why_missing(self, parts: tuple[str, ...]) -> str | None:
         """Why a name that exists in other protocols does not exist in this one."""
         info = self.info
+        if parts[0] in FRAME_VALUES and info.model.framing is None:
+            return f"{parts[0]} exists only in a protocol with framing"
         if parts[0] in ("to_active", "to_passive") and not info.bidirectional:
             return f"{parts[0]} tells the direction of a bidirectional instance: give the selector 'sides'"
         if parts == ("current_state",) and not info.states:

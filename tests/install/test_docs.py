@@ -45,6 +45,8 @@ TUTORIAL_FILES = [
     DOCS / "tutorial" / "trp.yaml",
     DOCS / "tutorial" / "trp_stack.yaml",
     DOCS / "tutorial" / "tcp_ip_vxlan.yaml",
+    DOCS / "tutorial" / "ftp_lines.yaml",
+    DOCS / "tutorial" / "ftp_stack.yaml",
 ]
 
 

@@ -337,6 +337,11 @@ def destroy(ins: I.Destroy, lc: LayerC, cx: CContext) -> str:
             frees = [
                 f"    rg_seq_discard(&inst_{n}->seq[{d}]);" for d in range(lc.ndirs) if lc.has_seq
             ]
+            frees += [
+                f"    rg_framer_free(&inst_{n}->fr[{d}]);"
+                for d in range(lc.ndirs)
+                if lc.d.frame is not None
+            ]
             lines += [
                 f"if (lazy_{n} == 2u) {{ /* one packet, not shown (rg_obs.quiet_transient) */",
                 f"    lazy_{n} = 0;",

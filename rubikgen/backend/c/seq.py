@@ -156,3 +156,24 @@ def vupdate(ins: I.VUpdate, lc: LayerC, cx: CContext) -> str:
         f"    inst_{n}->vend[{k}][{d}] = vend_{n};\n"
         "}"
     )
+
+
+@C.register(I.Frame)
+def frame(ins: I.Frame, lc: LayerC, cx: CContext) -> str:
+    """Framing: the next unit of the input is the sdu, the bytes after it the payload (the
+    self-loop hands them to the next pass). Only a unit straddling deliveries is copied (into
+    the instance's framer); the hole flag counts on the first pass of a delivery only."""
+    n = lc.name
+    d = lc.dir_expr()
+    return (
+        f"if (has_inst_{n}) {{\n"
+        f"    sdu_{n} = rg_framer_step(&inst_{n}->fr[{d}], &{lc.t('frcfg')}, "
+        f"rg_bytes_make(in_{n}.ptr + cur_{n}, in_{n}.len - cur_{n}), gin_{n} && rep_{n} == 0u, "
+        f"&fres_{n});\n"
+        f"    cur_{n} += fres_{n}.used;\n"
+        "} else { /* no instance: nothing is cut, nothing is left for another pass */\n"
+        f"    rg_zero(&fres_{n}, sizeof fres_{n});\n"
+        f"    sdu_{n} = rg_bytes_empty();\n"
+        f"    cur_{n} = (uint32_t)in_{n}.len;\n"
+        "}"
+    )

@@ -28,7 +28,13 @@ def branch(t: Branch, b: Block, cx: CContext) -> list[str]:
 def call(t: Call, b: Block, cx: CContext) -> list[str]:
     child = cx.layers[t.child]
     k = cx.ret_ids[t.child][b.name]
+    gap: list[str] = []
+    if child.d.frame is not None:  # framing: did the bytes handed on skip a hole?
+        parent = cx.layers[t.layer]
+        held = f"sres_{t.layer}.ngaps != 0u" if parent.has_seq else "0"
+        gap = [f"gin_{t.child} = {held};"]
     return [
+        *gap,
         f"in_{t.child} = sdu_{t.layer};",
         f"ret_{t.child} = {k};",
         f"rep_{t.child} = 0;",

@@ -5,6 +5,7 @@
 #include "rg_common.h"
 #include "rg_csum.h"
 #include "rg_flow.h"
+#include "rg_framer.h"
 #include "rg_pcap.h"
 #include "rg_pkt.h"
 #include "rg_seq.h"
