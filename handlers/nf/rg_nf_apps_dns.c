@@ -265,7 +265,7 @@ static void json_rdata(FILE *out, const dns_rr *r)
         for (size_t i = 0; buf && i < r->rdlen;) {
             size_t l = r->rdata[i];
             if (i + 1 + l > r->rdlen) break;
-            if (n) buf[n++] = ' ';
+            if (i) buf[n++] = ' '; /* after each string, empty ones too */
             memcpy(buf + n, r->rdata + i + 1, l);
             n += l, i += 1 + l;
         }
