@@ -5,7 +5,7 @@
 #   bash ci/fuzz-smoke.sh              every harness for RG_FUZZ_SECONDS (default 30) seconds
 #   RG_FUZZ_SECONDS=3600 RG_FUZZ_STACKS="tcp_ip sctp" bash ci/fuzz-smoke.sh    a long run
 #
-# Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), ci/fuzz_specs.py (the spec front-end, atheris) and
+# Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), fuzz_name (the domain name reader), ci/fuzz_specs.py (the spec front-end, atheris) and
 # fuzz_stack for each stack of RG_FUZZ_STACKS
 # (default: tcp_ip sctp quic: TCP/IP with IPv4/IPv6 fragments and TCP reassembly, SCTP, QUIC with
 # Initial decryption; CI's time budget leaves the others, e.g. tcp_ip_tunnels, gtp, pptp,
@@ -53,6 +53,13 @@ printf 'rules\tload\t/x/r.so\n' >"$OUT/seeds/control/rules"
 printf 'trace\t10\t5\n' >"$OUT/seeds/control/trace"
 $CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_control.c runtime-c/main/rg_ctlsec.c -o "$OUT/fuzz_control"
 harnesses+=("control:control")
+# the domain name reader (rg_name_read: name_len() and the apps NF), checked against a second
+# reader; seeds: [u16 offset][message] of a compressed response and of a pointer loop
+mkdir -p "$OUT/seeds/name"
+printf '\x0c\x00\x12\x34\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00\x03www\x07example\x03com\x00\x00\x01\x00\x01\xc0\x10\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04\x01\x02\x03\x04' >"$OUT/seeds/name/response"
+printf '\x1d\x00\x12\x34\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00\x01a\x00\x00\x01\x00\x01\x01b\xc0\x13' >"$OUT/seeds/name/loop"
+$CC $CFLAGS -fsanitize=fuzzer runtime-c/fuzz/fuzz_name.c "${objs[@]}" $LIBS -o "$OUT/fuzz_name"
+harnesses+=("name:name")
 for s in $STACKS; do
   gen="$OUT/gen/$s"
   # generate only (--cc true: the plain binary is not needed, the harness compiles the C)

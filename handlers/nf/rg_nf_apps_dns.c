@@ -200,18 +200,18 @@ static const char *type_name(unsigned t)
         unsigned short n;
         const char *name;
     } names[] = {
-        {1, "A"},        {2, "NS"},        {3, "MD"},       {4, "MF"},      {5, "CNAME"},
-        {6, "SOA"},      {7, "MB"},        {8, "MG"},       {9, "MR"},      {10, "NULL"},
-        {11, "WKS"},     {12, "PTR"},      {13, "HINFO"},   {14, "MINFO"},  {15, "MX"},
-        {16, "TXT"},     {17, "RP"},       {18, "AFSDB"},   {24, "SIG"},    {25, "KEY"},
-        {28, "AAAA"},    {29, "LOC"},      {33, "SRV"},     {35, "NAPTR"},  {36, "KX"},
-        {37, "CERT"},    {39, "DNAME"},    {41, "OPT"},     {42, "APL"},    {43, "DS"},
-        {44, "SSHFP"},   {45, "IPSECKEY"}, {46, "RRSIG"},   {47, "NSEC"},   {48, "DNSKEY"},
-        {49, "DHCID"},   {50, "NSEC3"},    {51, "NSEC3PARAM"}, {52, "TLSA"}, {53, "SMIMEA"},
-        {55, "HIP"},     {59, "CDS"},      {60, "CDNSKEY"}, {61, "OPENPGPKEY"}, {62, "CSYNC"},
-        {63, "ZONEMD"},  {64, "SVCB"},     {65, "HTTPS"},   {99, "SPF"},    {249, "TKEY"},
-        {250, "TSIG"},   {251, "IXFR"},    {252, "AXFR"},   {253, "MAILB"}, {254, "MAILA"},
-        {255, "*"},      {256, "URI"},     {257, "CAA"},
+        {1, "A"},       {2, "NS"},        {3, "MD"},          {4, "MF"},          {5, "CNAME"},
+        {6, "SOA"},     {7, "MB"},        {8, "MG"},          {9, "MR"},          {10, "NULL"},
+        {11, "WKS"},    {12, "PTR"},      {13, "HINFO"},      {14, "MINFO"},      {15, "MX"},
+        {16, "TXT"},    {17, "RP"},       {18, "AFSDB"},      {24, "SIG"},        {25, "KEY"},
+        {28, "AAAA"},   {29, "LOC"},      {33, "SRV"},        {35, "NAPTR"},      {36, "KX"},
+        {37, "CERT"},   {39, "DNAME"},    {41, "OPT"},        {42, "APL"},        {43, "DS"},
+        {44, "SSHFP"},  {45, "IPSECKEY"}, {46, "RRSIG"},      {47, "NSEC"},       {48, "DNSKEY"},
+        {49, "DHCID"},  {50, "NSEC3"},    {51, "NSEC3PARAM"}, {52, "TLSA"},       {53, "SMIMEA"},
+        {55, "HIP"},    {59, "CDS"},      {60, "CDNSKEY"},    {61, "OPENPGPKEY"}, {62, "CSYNC"},
+        {63, "ZONEMD"}, {64, "SVCB"},     {65, "HTTPS"},      {99, "SPF"},        {249, "TKEY"},
+        {250, "TSIG"},  {251, "IXFR"},    {252, "AXFR"},      {253, "MAILB"},     {254, "MAILA"},
+        {255, "*"},     {256, "URI"},     {257, "CAA"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].n == t) return names[i].name;
@@ -221,9 +221,9 @@ static const char *type_name(unsigned t)
 /* RFC 1035 4.1.1, RFC 2136, RFC 6895 2.3 */
 static const char *rcode_name(unsigned r)
 {
-    static const char *const names[] = {"NOERROR", "FORMERR",  "SERVFAIL", "NXDOMAIN",
-                                        "NOTIMP",  "REFUSED",  "YXDOMAIN", "YXRRSET",
-                                        "NXRRSET", "NOTAUTH",  "NOTZONE"};
+    static const char *const names[] = {"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN",
+                                        "NOTIMP",  "REFUSED", "YXDOMAIN", "YXRRSET",
+                                        "NXRRSET", "NOTAUTH", "NOTZONE"};
     return r < sizeof names / sizeof names[0] ? names[r] : NULL;
 }
 
@@ -231,12 +231,18 @@ static const char *rcode_name(unsigned r)
 static const char *class_name(unsigned c)
 {
     switch (c) {
-    case 1: return "C_INTERNET";
-    case 3: return "C_CHAOS";
-    case 4: return "C_HESIOD";
-    case 254: return "C_NONE";
-    case 255: return "C_ANY";
-    default: return NULL;
+    case 1:
+        return "C_INTERNET";
+    case 3:
+        return "C_CHAOS";
+    case 4:
+        return "C_HESIOD";
+    case 254:
+        return "C_NONE";
+    case 255:
+        return "C_ANY";
+    default:
+        return NULL;
     }
 }
 
@@ -375,8 +381,7 @@ static void write_txn(dns_src *s, const dns_txn *t)
         fputs(",\"rrs\":[", out);
         for (unsigned i = 0; i < r->nrrs; i++) {
             const dns_rr *x = &r->rrs[i];
-            static const char *const sections[] = {"question", "answer", "authority",
-                                                   "additional"};
+            static const char *const sections[] = {"question", "answer", "authority", "additional"};
             fprintf(out, "%s{\"section\":\"%s\",\"rrname\":", i ? "," : "",
                     sections[x->section & 3]);
             rg_json_string(out, x->name);
@@ -393,8 +398,7 @@ static void write_txn(dns_src *s, const dns_txn *t)
         }
         fputc(']', out);
     }
-    fprintf(out, ",\"queries\":%u,\"responses\":%u", (unsigned)t->queries,
-            (unsigned)t->responses);
+    fprintf(out, ",\"queries\":%u,\"responses\":%u", (unsigned)t->queries, (unsigned)t->responses);
     bool_field(out, "malformed", t->malformed);
     fputs("}\n", out);
 }

@@ -41,7 +41,10 @@ def binary() -> Path:
 
 
 def _name(rng: random.Random, suffix: str) -> str:
-    labels = ["".join(rng.choice(CHARS) for _ in range(rng.choice((1, 3, 8, 20, 63)))) for _ in range(rng.randint(0, 3))]
+    labels = [
+        "".join(rng.choice(CHARS) for _ in range(rng.choice((1, 3, 8, 20, 63))))
+        for _ in range(rng.randint(0, 3))
+    ]
     return ".".join([*labels, suffix]) + "."
 
 
@@ -56,11 +59,16 @@ def _rdata(rng: random.Random, t: str, zone: str) -> str:
         case "MX":
             return f"{rng.randrange(100)} {_name(rng, zone)}"
         case "SRV":
-            return f"{rng.randrange(10)} {rng.randrange(10)} {rng.randrange(65536)} {_name(rng, zone)}"
+            return (
+                f"{rng.randrange(10)} {rng.randrange(10)} {rng.randrange(65536)} {_name(rng, zone)}"
+            )
         case "SOA":
             return f"{_name(rng, zone)} {_name(rng, zone)} 1 2 3 4 5"
         case _:  # TXT: one to three strings
-            return " ".join('"' + "".join(rng.choice(CHARS + " =") for _ in range(rng.randrange(40))) + '"' for _ in range(rng.randint(1, 3)))
+            return " ".join(
+                '"' + "".join(rng.choice(CHARS + " =") for _ in range(rng.randrange(40))) + '"'
+                for _ in range(rng.randint(1, 3))
+            )
 
 
 TYPES = ["A", "AAAA", "CNAME", "NS", "PTR", "MX", "TXT", "SRV", "SOA"]
@@ -74,13 +82,21 @@ def _messages(rng: random.Random, n: int) -> list[tuple[dns.message.Message, dns
         q = dns.message.make_query(_name(rng, zone), qtype, id=rng.randrange(65536))
         r = dns.message.make_response(q)
         r.set_rcode(rng.choice((0, 0, 0, 3, 2, 5)))
-        for section, k in ((r.answer, rng.randint(0, 4)), (r.authority, rng.randint(0, 2)), (r.additional, rng.randint(0, 2))):
+        for section, k in (
+            (r.answer, rng.randint(0, 4)),
+            (r.authority, rng.randint(0, 2)),
+            (r.additional, rng.randint(0, 2)),
+        ):
             # one record per owner and type in a section: dnspython's parse merges an RRset's
             # records (one TTL, wire order lost), which would hide what the wire said
             seen = set()
             for _ in range(k):
                 t = rng.choice(TYPES)
-                owner = q.question[0].name if section is r.answer and rng.random() < 0.6 else dns.name.from_text(_name(rng, zone))
+                owner = (
+                    q.question[0].name
+                    if section is r.answer and rng.random() < 0.6
+                    else dns.name.from_text(_name(rng, zone))
+                )
                 if (owner, t) in seen:
                     continue
                 seen.add((owner, t))
@@ -99,7 +115,12 @@ def _pcap(path: Path, wires: list[tuple[bytes, bytes]], v6: bool) -> list[tuple[
         c, s = ("2001:db8::1", "2001:db8::53") if v6 else ("10.0.0.1", "10.0.0.53")
         ip = IPv6 if v6 else IP
         for src, dst, sport, dport, w in ((c, s, cport, 53, q), (s, c, 53, cport, r)):
-            p = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / ip(src=src, dst=dst) / UDP(sport=sport, dport=dport) / Raw(w)
+            p = (
+                Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+                / ip(src=src, dst=dst)
+                / UDP(sport=sport, dport=dport)
+                / Raw(w)
+            )
             p.time = 1_700_000_000 + i + (0.25 if src == s else 0)
             pkts.append(p)
         clients.append((c, cport))
@@ -108,7 +129,12 @@ def _pcap(path: Path, wires: list[tuple[bytes, bytes]], v6: bool) -> list[tuple[
 
 
 def run_apps(binary: Path, pcap: Path, out: Path) -> list[dict[str, Any]]:
-    r = subprocess.run([str(binary), str(pcap), "--nf", "apps", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [str(binary), str(pcap), "--nf", "apps", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert not any(s in r.stderr for s in SANITIZER), r.stderr[-3000:]
     return [json.loads(x) for x in (out / "dns.jsonl").read_text().splitlines()]
@@ -136,10 +162,22 @@ def _expected_rdata(rd: Any) -> str:
 
 def _expected_rrs(r: dns.message.Message) -> list[tuple[Any, ...]]:
     out = []
-    for sec, rrsets in (("answer", r.answer), ("authority", r.authority), ("additional", r.additional)):
+    for sec, rrsets in (
+        ("answer", r.answer),
+        ("authority", r.authority),
+        ("additional", r.additional),
+    ):
         for rs in rrsets:
             for rd in rs:
-                out.append((sec, _text(rs.name), dns.rdatatype.to_text(rd.rdtype), rs.ttl, _expected_rdata(rd)))
+                out.append(
+                    (
+                        sec,
+                        _text(rs.name),
+                        dns.rdatatype.to_text(rd.rdtype),
+                        rs.ttl,
+                        _expected_rdata(rd),
+                    )
+                )
     return out
 
 
@@ -151,14 +189,19 @@ def test_generated_messages_equal_dnspython(v6: bool, binary: Path, tmp_path: Pa
     # dnspython's writer compresses: the comparison covers pointers
     assert sum(w.count(b"\xc0") for _, w in wires) > 100
     clients = _pcap(tmp_path / "gen.pcap", wires, v6)
-    recs = {(r["id.orig_h"], r["id.orig_p"]): r for r in run_apps(binary, tmp_path / "gen.pcap", tmp_path / "out")}
+    recs = {
+        (r["id.orig_h"], r["id.orig_p"]): r
+        for r in run_apps(binary, tmp_path / "gen.pcap", tmp_path / "out")
+    }
     assert len(recs) == len(msgs)
     for (q, _), (_, rw), client in zip(msgs, wires, clients, strict=True):
         r = dns.message.from_wire(rw)  # the reference parse of the bytes on the wire
         rec = recs[client]
         assert rec["trans_id"] == q.id and rec["queries"] == 1 and rec["responses"] == 1
         assert rec["query"] == _text(q.question[0].name)
-        assert rec["qtype"] == q.question[0].rdtype and rec["qtype_name"] == dns.rdatatype.to_text(q.question[0].rdtype)
+        assert rec["qtype"] == q.question[0].rdtype and rec["qtype_name"] == dns.rdatatype.to_text(
+            q.question[0].rdtype
+        )
         assert rec["rcode"] == r.rcode() and rec["rcode_name"] == dns.rcode.to_text(r.rcode())
         assert rec["RD"] and rec["AA"] == bool(r.flags & dns.flags.AA)
         got = [(x["section"], x["rrname"], x["rrtype"], x["ttl"], x["rdata"]) for x in rec["rrs"]]
@@ -169,7 +212,13 @@ def test_generated_messages_equal_dnspython(v6: bool, binary: Path, tmp_path: Pa
 
 
 def _hdr(qd: int, an: int = 0, tid: int = 0x1234, flags: int = 0x8180) -> bytes:
-    return tid.to_bytes(2, "big") + flags.to_bytes(2, "big") + qd.to_bytes(2, "big") + an.to_bytes(2, "big") + bytes(4)
+    return (
+        tid.to_bytes(2, "big")
+        + flags.to_bytes(2, "big")
+        + qd.to_bytes(2, "big")
+        + an.to_bytes(2, "big")
+        + bytes(4)
+    )
 
 
 A_RR = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04\x01\x02\x03\x04"
@@ -183,7 +232,13 @@ HOSTILE = {
     # 4 labels of 63: 257 bytes
     "too_long": _hdr(1) + (b"\x3f" + b"a" * 63) * 4 + b"\x00\x00\x01\x00\x01",
     # under 255 on the wire, over it through a pointer to itself's prefix
-    "too_long_via_pointer": _hdr(1, 1) + (b"\x3f" + b"a" * 63) * 3 + b"\x00\x00\x01\x00\x01" + b"\x3f" + b"b" * 63 + b"\xc0\x0c" + A_RR[2:],
+    "too_long_via_pointer": _hdr(1, 1)
+    + (b"\x3f" + b"a" * 63) * 3
+    + b"\x00\x00\x01\x00\x01"
+    + b"\x3f"
+    + b"b" * 63
+    + b"\xc0\x0c"
+    + A_RR[2:],
     # label type 01 (RFC 6891: extended labels, not used)
     "reserved_label": _hdr(1) + b"\x41a\x00\x00\x01\x00\x01",
     # a pointer past the end of the message
@@ -195,9 +250,21 @@ HOSTILE = {
     # 65535 answers announced, 3 there: the fourth name is past the end
     "huge_counts": _hdr(1, 0xFFFF) + b"\x01a\x00\x00\x01\x00\x01" + A_RR * 3,
     # a CNAME whose target loops
-    "target_loop": _hdr(1, 1) + b"\x01a\x00\x00\x01\x00\x01" + b"\xc0\x0c\x00\x05\x00\x01\x00\x00\x00\x3c\x00\x02\xc0\x23",
+    "target_loop": _hdr(1, 1)
+    + b"\x01a\x00\x00\x01\x00\x01"
+    + b"\xc0\x0c\x00\x05\x00\x01\x00\x00\x00\x3c\x00\x02\xc0\x23",
 }
-MALFORMED_NAME = {"self_loop", "two_loop", "label_loop", "too_long", "too_long_via_pointer", "reserved_label", "pointer_past_end", "cut_name", "huge_counts"}
+MALFORMED_NAME = {
+    "self_loop",
+    "two_loop",
+    "label_loop",
+    "too_long",
+    "too_long_via_pointer",
+    "reserved_label",
+    "pointer_past_end",
+    "cut_name",
+    "huge_counts",
+}
 
 
 def test_hostile_messages(binary: Path, tmp_path: Path) -> None:
@@ -205,9 +272,17 @@ def test_hostile_messages(binary: Path, tmp_path: Path) -> None:
     for n in names:  # the reference refuses every one of them
         with pytest.raises(dns.exception.DNSException):
             dns.message.from_wire(HOSTILE[n])
-    pkts = [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP(src="10.0.0.53", dst="10.0.0.1") / UDP(sport=53, dport=30000 + i) / Raw(HOSTILE[n]) for i, n in enumerate(names)]
+    pkts = [
+        Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+        / IP(src="10.0.0.53", dst="10.0.0.1")
+        / UDP(sport=53, dport=30000 + i)
+        / Raw(HOSTILE[n])
+        for i, n in enumerate(names)
+    ]
     wrpcap(str(tmp_path / "hostile.pcap"), pkts)
-    recs = {r["id.orig_p"]: r for r in run_apps(binary, tmp_path / "hostile.pcap", tmp_path / "out")}
+    recs = {
+        r["id.orig_p"]: r for r in run_apps(binary, tmp_path / "hostile.pcap", tmp_path / "out")
+    }
     assert len(recs) == len(names)
     for i, n in enumerate(names):
         rec = recs[30000 + i]

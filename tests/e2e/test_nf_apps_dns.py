@@ -30,7 +30,9 @@ def _udp_captures() -> list[str]:
         return []
     with manifest.open(newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
-    return sorted(r["file"] for r in rows if "udp" in r["stacks_covered"] and (TRACES / r["file"]).is_file())
+    return sorted(
+        r["file"] for r in rows if "udp" in r["stacks_covered"] and (TRACES / r["file"]).is_file()
+    )
 
 
 CAPTURES = _udp_captures()
@@ -95,3 +97,49 @@ def test_records_carry_zeek_fields(binary: Path, tmp_path: Path) -> None:
         assert r["community_id"].startswith("1:") and isinstance(r["uid"], int)
         assert r["rtt"] >= 0 and r["qtype_name"] == "A" and r["rcode_name"] == "NOERROR"
         assert r["TTLs"] and len(r["TTLs"]) == len(r["answers"])
+
+
+def test_workers_and_flow_uids(binary: Path, tmp_path: Path) -> None:
+    """With --workers 2 the lines are the same (each worker's transactions, one file), and in a
+    chain with flowstats each line's uid and Community ID are its UDP flow's."""
+    pcap = TRACES / "mixed-android-mobile.pcap"
+    if not pcap.is_file():
+        pytest.skip("capture missing")
+    one = run_apps(binary, pcap, tmp_path / "one")
+    r = subprocess.run(
+        [str(binary), str(pcap), "--nf", "apps", "--workers", "2", "--out", str(tmp_path / "two")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0 and not any(s in r.stderr for s in SANITIZER), r.stderr[-3000:]
+    two = [json.loads(x) for x in (tmp_path / "two" / "dns.jsonl").read_text().splitlines()]
+
+    def key(rec: dict[str, Any]) -> str:
+        return json.dumps(
+            {k: v for k, v in rec.items() if k not in ("uid", "worker")}, sort_keys=True
+        )
+
+    assert sorted(map(key, one)) == sorted(map(key, two)) and len(one) >= 20
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("chain:\n  - nf: apps\n  - nf: flowstats\n")
+    out = tmp_path / "chain"
+    r = subprocess.run(
+        [str(binary), str(pcap), "--chain", str(chain), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    flows = {}
+    for line in (out / "flowstats.jsonl").read_text().splitlines():
+        f = json.loads(line)
+        if f["proto"] == "udp":
+            flows[f["uid"]] = f
+    recs = [json.loads(x) for x in (out / "dns.jsonl").read_text().splitlines()]
+    assert recs
+    for rec in recs:
+        f = flows[rec["uid"]]
+        ends = {(f["src"], f["sport"]), (f["dst"], f["dport"])}
+        assert ends == {(rec["id.orig_h"], rec["id.orig_p"]), (rec["id.resp_h"], rec["id.resp_p"])}
+        assert rec["community_id"] == f["community_id"]

@@ -37,11 +37,23 @@ FIELDS = {
 _DNS_PATH = re.compile(TCP_IP_PATH.pattern + r":(?:dns|mdns)")
 
 
+def _last(layers: Mapping[str, list[str]], k: str, d: str = "") -> str:
+    v = layers.get(k)
+    return v[-1] if v else d
+
+
+def _first(layers: Mapping[str, list[str]], k: str, d: str = "") -> str:
+    v = layers.get(k)
+    return v[0] if v else d
+
+
 def _name(text: str) -> str:
     return "" if text == "<Root>" else text
 
 
-def tshark_dns(pcap: Path, *, tunnels: bool = False) -> tuple[dict[Flow, Counter[Query]], dict[Flow, Counter[Response]]]:
+def tshark_dns(
+    pcap: Path, *, tunnels: bool = False
+) -> tuple[dict[Flow, Counter[Query]], dict[Flow, Counter[Response]]]:
     """Per flow, the queries and responses tshark sees over UDP; only on the paths tcp_ip
     parses (no tunnel) unless tunnels."""
     fields = ["frame.protocols", "ip.src", "ipv6.src", "ip.dst", "ipv6.dst", "udp.srcport",
@@ -56,37 +68,43 @@ def tshark_dns(pcap: Path, *, tunnels: bool = False) -> tuple[dict[Flow, Counter
     for pkt in json.loads(text or "[]"):
         layers: Mapping[str, list[str]] = pkt["_source"]["layers"]
 
-        def last(k: str, d: str = "") -> str:
-            v = layers.get(k)
-            return v[-1] if v else d
-
-        def first(k: str, d: str = "") -> str:
-            v = layers.get(k)
-            return v[0] if v else d
-
-        protos = last("frame.protocols")
+        protos = _last(layers, "frame.protocols")
         if not tunnels and not _DNS_PATH.fullmatch(protos):
             continue
-        src, dst = last("ip.src") or last("ipv6.src"), last("ip.dst") or last("ipv6.dst")
-        flow = frozenset({(src, int(last("udp.srcport"))), (dst, int(last("udp.dstport")))})
-        tid = int(first("dns.id"), 0)
-        qname, qtype = _name(first("dns.qry.name")), int(first("dns.qry.type", "0"))
-        if first("dns.flags.response") in ("1", "True"):
-            data = tuple(sorted((t, _name(v)) for t, f in FIELDS.items() for v in layers.get(f, [])))
-            r = (tid, qname, qtype, int(first("dns.flags.rcode", "0")), data)
+        src, dst = (
+            _last(layers, "ip.src") or _last(layers, "ipv6.src"),
+            _last(layers, "ip.dst") or _last(layers, "ipv6.dst"),
+        )
+        flow = frozenset(
+            {(src, int(_last(layers, "udp.srcport"))), (dst, int(_last(layers, "udp.dstport")))}
+        )
+        tid = int(_first(layers, "dns.id"), 0)
+        qname, qtype = (
+            _name(_first(layers, "dns.qry.name")),
+            int(_first(layers, "dns.qry.type", "0")),
+        )
+        if _first(layers, "dns.flags.response") in ("1", "True"):
+            data = tuple(
+                sorted((t, _name(v)) for t, f in FIELDS.items() for v in layers.get(f, []))
+            )
+            r = (tid, qname, qtype, int(_first(layers, "dns.flags.rcode", "0")), data)
             responses.setdefault(flow, Counter())[r] += 1
         else:
             queries.setdefault(flow, Counter())[(tid, qname, qtype)] += 1
     return queries, responses
 
 
-def nf_dns(lines: Iterable[dict[str, Any]]) -> tuple[dict[Flow, Counter[Query]], dict[Flow, Counter[Response]]]:
+def nf_dns(
+    lines: Iterable[dict[str, Any]],
+) -> tuple[dict[Flow, Counter[Query]], dict[Flow, Counter[Response]]]:
     """The same from the apps NF's dns.jsonl records (one per transaction): its query part
     counted `queries` times, its response part once when a response came."""
     queries: dict[Flow, Counter[Query]] = {}
     responses: dict[Flow, Counter[Response]] = {}
     for rec in lines:
-        flow = frozenset({(rec["id.orig_h"], rec["id.orig_p"]), (rec["id.resp_h"], rec["id.resp_p"])})
+        flow = frozenset(
+            {(rec["id.orig_h"], rec["id.orig_p"]), (rec["id.resp_h"], rec["id.resp_p"])}
+        )
         tid, qname, qtype = rec["trans_id"], rec["query"] or "", rec.get("qtype", 0)
         if rec["queries"]:
             queries.setdefault(flow, Counter())[(tid, qname, qtype)] += rec["queries"]
