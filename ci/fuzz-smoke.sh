@@ -7,7 +7,7 @@
 #
 #   RG_FUZZ_JOBS=1 bash ci/fuzz-smoke.sh   one compile or fuzzer at a time (default 2)
 #
-# Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), fuzz_framer (the framer), ci/fuzz_specs.py (the spec front-end, atheris) and
+# Harnesses: fuzz_pcap (the capture reader), fuzz_reject (the replies of a reject), fuzz_control (the control socket's requests), fuzz_framer (the framer), fuzz_name (the domain name reader), ci/fuzz_specs.py (the spec front-end, atheris) and
 # fuzz_stack for each stack of RG_FUZZ_STACKS
 # (default: tcp_ip sctp quic: TCP/IP with IPv4/IPv6 fragments and TCP reassembly, SCTP, QUIC with
 # Initial decryption; CI's time budget leaves the others, e.g. tcp_ip_tunnels, gtp, pptp,
@@ -87,6 +87,13 @@ printf '\001\000\001\002\005\007\003\000\026\003\001\000\002hi\026\003\001\000\0
 printf '\002\000\001\001\005\003\007\000GET / HTTP/1.1\r\nHost: a\r\n\r\n' >"$OUT/seeds/framer/lines"
 harness "$OUT/fuzz_framer" runtime-c/fuzz/fuzz_framer.c "${objs[@]}"
 harnesses+=("framer:framer")
+# the domain name reader (rg_name_read: name_len() and the apps NF), checked against a second
+# reader; seeds: [u16 offset][message] of a compressed response and of a pointer loop
+mkdir -p "$OUT/seeds/name"
+printf '\x0c\x00\x12\x34\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00\x03www\x07example\x03com\x00\x00\x01\x00\x01\xc0\x10\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04\x01\x02\x03\x04' >"$OUT/seeds/name/response"
+printf '\x1d\x00\x12\x34\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00\x01a\x00\x00\x01\x00\x01\x01b\xc0\x13' >"$OUT/seeds/name/loop"
+harness "$OUT/fuzz_name" runtime-c/fuzz/fuzz_name.c "${objs[@]}"
+harnesses+=("name:name")
 for s in $STACKS; do
   gen="$OUT/gen/$s"
   # generate only (--cc true: the plain binary is not needed, the harness compiles the C)

@@ -88,7 +88,7 @@ EXTRA=""
 MODULES="rubikgen, lark, pydantic, yaml, jinja2, scapy, Cython"
 if ((TEST)); then
   EXTRA="[test]"
-  MODULES="$MODULES, hypothesis, tomli_w, jsonschema, build, wheel, pre_commit, importlinter, mypy, atheris, xdist"
+  MODULES="$MODULES, hypothesis, tomli_w, jsonschema, build, wheel, pre_commit, importlinter, mypy, atheris, xdist, dns"
 fi
 # The package in the environment must be this checkout's (another clone may have installed its own).
 installed=$(cd / && "$VPY" -c "import os, $MODULES; print(os.path.dirname(os.path.dirname(os.path.realpath(rubikgen.__file__))))" 2>/dev/null || true)

@@ -223,7 +223,8 @@ const rg_nf_desc rg_nf_desc_signatures = {&abi_signatures, NULL, NULL, NULL};
  * own file or above, RG_STOCK_NF); a new one is one entry of RG_STOCK_NFS. */
 #define RG_STOCK_NFS(X)                                                                            \
     X(streams)                                                                                     \
-    X(events) X(flowstats) X(sni) X(hostlog) X(flowexport) X(signatures) X(conv) X(eve) X(ipfix)
+    X(events)                                                                                      \
+    X(flowstats) X(sni) X(hostlog) X(flowexport) X(signatures) X(conv) X(eve) X(ipfix) X(apps)
 #define RG_NF_DECLARE(n) extern const rg_nf_desc rg_nf_desc_##n;
 #define RG_NF_ENTRY(n)   &rg_nf_desc_##n,
 RG_STOCK_NFS(RG_NF_DECLARE)

@@ -257,6 +257,8 @@ class _Translator:
                 return _C(f"rg_varint({self.bytes(s)})", U64)
             case "varint_len", (s,):
                 return _C(f"rg_varint_len({self.bytes(s)})", U64)
+            case "name_len", (s, off):
+                return _C(f"rg_name_len({self.bytes(s)}, {self.num(off)})", U64)
             case ("min" | "max") as f, (a, b):
                 return _C(f"rg_op_{f}({self.num(a)}, {self.num(b)})", U64)
             case "ready_upto", (n,):

@@ -70,6 +70,7 @@ EXPR_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "len": ("bytes",),
     "varint": ("bytes",),
     "varint_len": ("bytes",),
+    "name_len": ("bytes", "num"),
     "min": ("num", "num"),
     "max": ("num", "num"),
     "ready_upto": ("num",),
@@ -463,6 +464,8 @@ class _Checker:
             return NumT(min(widths) if f == "min" else max(widths))
         if f == "varint_len":
             return NumT(4)
+        if f == "name_len":  # at most RG_NAME_MAX (255) bytes
+            return NumT(8)
         return U64
 
     def arg(self, f: str, a: Expr, kind: str) -> Type | None:

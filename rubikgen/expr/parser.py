@@ -229,7 +229,7 @@ def _build(t: Tree[Token] | Token, depth: int) -> tuple[Expr, int, int]:
             raise ExprSyntaxError(
                 f"'{name}' is not a function",
                 s,
-                "only built-in functions can be called: has, len, varint, varint_len, min, max",
+                "only built-in functions can be called: has, len, varint, varint_len, name_len, min, max",
             )
         return Call(str(name), _args(args, d), start=s, end=e), s, e
     if kind == "index":

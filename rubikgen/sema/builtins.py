@@ -130,7 +130,7 @@ BUILTIN_VALUES = (*BUILTIN_VALUE_TABLE, "true", "false")
 
 NAMESPACES = ("header", "temp", "perm", "psm", "event", "v", "option")
 
-FUNCTIONS = ("has", "len", "varint", "varint_len", "min", "max", "ready_upto")
+FUNCTIONS = ("has", "len", "varint", "varint_len", "name_len", "min", "max", "ready_upto")
 
 STATEMENT_CALLS = ("assemble", "set_sdu")
 

@@ -367,6 +367,77 @@ static void test_copy(void **state)
         }
 }
 
+/* RFC 1035 4.1.4's example: F.ISI.ARPA at offset 20, FOO.F.ISI.ARPA at 40 as FOO and a pointer
+ * to 20, ARPA at 64 as a pointer to 26, the root at 92 */
+static void test_names(void **state)
+{
+    (void)state;
+    uint8_t m[96] = {0};
+    static const uint8_t f[] = {1, 'F', 3, 'I', 'S', 'I', 4, 'A', 'R', 'P', 'A', 0};
+    memcpy(m + 20, f, sizeof f);
+    static const uint8_t foo[] = {3, 'F', 'O', 'O', 0xc0, 20};
+    memcpy(m + 40, foo, sizeof foo);
+    m[64] = 0xc0, m[65] = 26;
+    char t[RG_NAME_TEXT_MAX];
+    size_t n;
+    assert_int_equal(rg_name_read(m, sizeof m, 20, t, sizeof t, &n), 12);
+    assert_string_equal(t, "F.ISI.ARPA");
+    assert_int_equal(n, 10);
+    assert_int_equal(rg_name_read(m, sizeof m, 40, t, sizeof t, &n), 6);
+    assert_string_equal(t, "FOO.F.ISI.ARPA");
+    assert_int_equal(rg_name_read(m, sizeof m, 64, t, sizeof t, &n), 2);
+    assert_string_equal(t, "ARPA");
+    assert_int_equal(rg_name_read(m, sizeof m, 92, t, sizeof t, &n), 1);
+    assert_string_equal(t, "");
+    assert_int_equal(rg_name_len(rg_bytes_make(m, sizeof m), 40), 6);
+    /* a text buffer too small fails; no buffer reads the name all the same */
+    assert_int_equal(rg_name_read(m, sizeof m, 40, t, 8, &n), 0);
+    assert_int_equal(rg_name_read(m, sizeof m, 40, NULL, 0, NULL), 6);
+    /* escapes: a dot and a backslash in a label, a byte outside printable ASCII */
+    static const uint8_t odd[] = {4, 'a', '.', '\\', 1, 0};
+    assert_int_equal(rg_name_read(odd, sizeof odd, 0, t, sizeof t, &n), 6);
+    assert_string_equal(t, "a\\.\\\\\\001");
+    /* a pointer to itself, a pointer loop through a label, past the end, reserved types */
+    static const uint8_t self[] = {0xc0, 0};
+    assert_int_equal(rg_name_read(self, sizeof self, 0, t, sizeof t, &n), 0);
+    assert_int_equal(n, 0);
+    static const uint8_t loop[] = {1, 'b', 0xc0, 0};
+    assert_int_equal(rg_name_read(loop, sizeof loop, 0, NULL, 0, NULL), 0);
+    static const uint8_t past[] = {0xc0, 9};
+    assert_int_equal(rg_name_read(past, sizeof past, 0, NULL, 0, NULL), 0);
+    static const uint8_t ext[] = {0x41, 'a', 0}, res[] = {0x81, 'a', 0};
+    assert_int_equal(rg_name_read(ext, sizeof ext, 0, NULL, 0, NULL), 0);
+    assert_int_equal(rg_name_read(res, sizeof res, 0, NULL, 0, NULL), 0);
+    /* cut: in a label, before the final zero, in a pointer */
+    assert_int_equal(rg_name_read(f, 5, 0, NULL, 0, NULL), 0);
+    assert_int_equal(rg_name_read(f, 11, 0, NULL, 0, NULL), 0);
+    assert_int_equal(rg_name_read(foo, 5, 0, NULL, 0, NULL), 0);
+    assert_int_equal(rg_name_len(rg_bytes_make(f, sizeof f), 12), 0);
+    /* 255 bytes is the limit (RFC 1035 2.3.4): 3 labels of 63 and one of 61, and one more */
+    uint8_t big[300] = {0};
+    size_t k = 0;
+    for (int l = 0; l < 4; l++) {
+        big[k++] = l < 3 ? 63 : 61;
+        memset(big + k, 'x', big[k - 1]);
+        k += big[k - 1];
+    }
+    big[k++] = 0;
+    assert_int_equal(k, 255);
+    assert_int_equal(rg_name_read(big, k, 0, t, sizeof t, &n), 255);
+    assert_int_equal(n, 253);
+    big[192] = 62; /* the last label one byte longer: 256 */
+    memmove(big + 193 + 62, big + 193 + 61, 1);
+    big[193 + 61] = 'x';
+    assert_int_equal(rg_name_read(big, 256, 0, NULL, 0, NULL), 0);
+    /* a chain of RG_NAME_JUMPS pointers is read, one more is not */
+    uint8_t chain[2 * (RG_NAME_JUMPS + 1) + 1];
+    for (unsigned i = 0; i <= RG_NAME_JUMPS; i++)
+        chain[2 * i] = (uint8_t)(0xc0 | (2 * i + 2) >> 8), chain[2 * i + 1] = (uint8_t)(2 * i + 2);
+    chain[2 * (RG_NAME_JUMPS + 1)] = 0;
+    assert_int_equal(rg_name_read(chain, sizeof chain, 2, NULL, 0, NULL), 2);
+    assert_int_equal(rg_name_read(chain, sizeof chain, 0, NULL, 0, NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -376,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_bytes_store), cmocka_unit_test(test_expr_ops),
         cmocka_unit_test(test_checksum),    cmocka_unit_test(test_strerror),
         cmocka_unit_test(test_zero),        cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests_name("rg_pkt", tests, NULL, NULL);
 }

@@ -74,7 +74,7 @@ def require_lowerable(e: Expr, src: Src | None) -> None:
     for n in walk(e):
         if isinstance(n, Str):
             raise Unlowerable("a byte-string literal (payload matching)", src)
-        if isinstance(n, Call) and n.func in ("varint", "varint_len", "ready_upto"):
+        if isinstance(n, Call) and n.func in ("varint", "varint_len", "name_len", "ready_upto"):
             raise Unlowerable(f"{n.func}()", src)
 
 

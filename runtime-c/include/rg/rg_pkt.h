@@ -382,6 +382,31 @@ RG_INLINE int rg_cur_varint(rg_cursor *c, uint64_t *out)
     return RG_OK;
 }
 
+/* ---- domain names (RFC 1035 3.1, 4.1.4) ---- */
+/* A domain name as DNS, mDNS and LLMNR write it: labels (a length byte 1..63 and its bytes)
+ * ending with a zero byte or with a compression pointer (two bytes, top bits 11: the offset in
+ * the message where the rest of the name is).  Pointers are followed anywhere in the message,
+ * but at most RG_NAME_JUMPS of them (a pointer loop is an error, never a hang), and the name
+ * may not pass RG_NAME_MAX bytes decompressed (its labels, their length bytes and the final
+ * zero: RFC 1035 2.3.4), which also bounds its labels to 127. */
+enum { RG_NAME_MAX = 255, RG_NAME_JUMPS = 127, RG_NAME_TEXT_MAX = 4 * RG_NAME_MAX + 1 };
+/* The name at offset off of msg (len bytes: the whole message, which pointers count from).
+ * Returns the bytes it occupies at off (its labels up to the zero byte, or up to and including
+ * the first pointer), or 0 when it is malformed: truncated, a label type 01 or 10 (RFC 6891
+ * 6.2: no longer used), more than RG_NAME_JUMPS pointers, or longer than RG_NAME_MAX.  text
+ * (NULL: not wanted; cap bytes, RG_NAME_TEXT_MAX always suffice) receives the name in master
+ * file form (RFC 1035 5.1), NUL-terminated: labels joined by '.', no final dot (the root is
+ * ""), "." and "\" escaped with a backslash, bytes outside printable ASCII as \DDD; *text_len
+ * (NULL: not wanted) its length, 0 on error.  Out of line: rg_pkt.c. */
+size_t rg_name_read(const uint8_t *msg, size_t len, size_t off, char *text, size_t cap,
+                    size_t *text_len);
+/* Spec expression name_len(msg, off): rg_name_read's result, 0 for an off past msg. */
+RG_INLINE uint64_t rg_name_len(rg_bytes msg, uint64_t off)
+{
+    if (!msg.ptr || off >= msg.len) return 0;
+    return rg_name_read(msg.ptr, msg.len, (size_t)off, NULL, 0, NULL);
+}
+
 /* ---- Internet checksum ---- */
 /* One's-complement sum of (p, len) folded to 16 bits, added to `sum`
  * (call with sum = 0, or a pseudo-header sum).  Out of line: rg_pkt.c. */
