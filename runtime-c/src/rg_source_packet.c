@@ -500,44 +500,21 @@ static int pkt_queues(const rg_source *s)
 }
 
 /* The workers run on threads of the source's own (the driver's --pin does not apply). */
-typedef struct launch_arg {
-    int (*fn)(void *);
-    void *arg;
-} launch_arg;
-
-static void *run_worker(void *a)
-{
-    launch_arg la = *(launch_arg *)a;
-    free(a);
-    (void)la.fn(la.arg);
-    return NULL;
-}
-
 static int pkt_launch(rg_source *s, unsigned i, int (*fn)(void *), void *arg, char *err,
                       size_t errlen)
 {
     pkt_src *p = (pkt_src *)s;
-    launch_arg *la = malloc(sizeof *la);
-    if (i >= p->nq || !la) {
-        free(la);
+    if (i >= p->nq) {
         snprintf(err, errlen, "packet: no socket for worker %u", i);
         return -1;
     }
-    *la = (launch_arg){fn, arg};
-    if (pthread_create(&p->q[i].th, NULL, run_worker, la)) {
-        free(la);
-        snprintf(err, errlen, "packet: cannot start worker %u", i);
-        return -1;
-    }
-    p->q[i].started = 1;
-    return 0;
+    return rg_source_thread_start(&p->q[i].th, &p->q[i].started, fn, arg, "packet", i, err, errlen);
 }
 
 static void pkt_join(rg_source *s, unsigned i)
 {
     pkt_src *p = (pkt_src *)s;
-    if (i < p->nq && p->q[i].started) pthread_join(p->q[i].th, NULL);
-    if (i < p->nq) p->q[i].started = 0;
+    if (i < p->nq) rg_source_thread_join(&p->q[i].th, &p->q[i].started);
 }
 
 static uint64_t pkt_queue_frames(const rg_source *s, unsigned q)
