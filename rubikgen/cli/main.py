@@ -328,7 +328,9 @@ def _build_options(p: argparse.ArgumentParser, run: bool = False) -> None:
     p.add_argument("--sanitize", action="store_true", help="ASan + UBSan build (binary STACK-asan)")
     p.add_argument(
         "--io",
-        choices=("pcap", "dpdk", "all", "afxdp", "packet") if run else ("pcap", "dpdk", "all", "afxdp"),
+        choices=("pcap", "dpdk", "all", "afxdp", "packet")
+        if run
+        else ("pcap", "dpdk", "all", "afxdp"),
         default="pcap",
         help="packet sources linked in: pcap (capture files, live interfaces; default), "
         "dpdk or all (also DPDK ports: needs libdpdk-dev), afxdp (also AF_XDP sockets: needs "

@@ -50,11 +50,12 @@
 
 #include "rg/rg_source.h"
 
-#define RG_XSK_CHUNK   4096u /* a UMEM chunk: one frame (a page, the largest aligned chunk) */
-#define RG_XSK_FRAMES  4096u /* chunks per socket (16 MB) */
-#define RG_XSK_RX      2048u /* RX ring descriptors */
-#define RG_XSK_POLL_MS 100   /* next_burst waits this long for frames */
-#define RG_XSK_MAX_Q   64    /* sockets (--workers) */
+#define RG_XSK_CHUNK      4096u /* a UMEM chunk: one frame (a page, the largest aligned chunk) */
+#define RG_XSK_FRAMES     4096u /* chunks per socket (16 MB) */
+#define RG_XSK_RX         2048u /* RX ring descriptors */
+#define RG_XSK_POLL_MS    100   /* next_burst waits this long for frames */
+#define RG_XSK_MAX_Q      64    /* sockets (--workers) */
+#define RG_XSK_QUEUES_MAX 4096  /* the interface's queues, counted in /sys */
 
 /* One socket, its UMEM and rings. */
 typedef struct xsk_q {
@@ -79,8 +80,9 @@ typedef struct xsk_src {
     rg_linkinfo li;
     volatile sig_atomic_t *stop;
     int failed;
-    int map_fd;    /* the attached program's rg_xsks, or -1: libxdp's default program */
-    char mode[96]; /* what detail() says */
+    int map_fd;        /* the attached program's rg_xsks, or -1: libxdp's default program */
+    unsigned ifqueues; /* the interface's RX queues (0: not known) */
+    char mode[96];     /* what detail() says */
     char err[512];
 } xsk_src;
 
@@ -283,10 +285,11 @@ static rg_source *xsk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     /* the queues there are: a socket on a queue the interface lacks fails with EINVAL */
     char path[128];
     unsigned have = 0;
-    for (; have < 4096; have++) {
+    for (; have < RG_XSK_QUEUES_MAX; have++) {
         snprintf(path, sizeof path, "/sys/class/net/%s/queues/rx-%u", ifname, have);
         if (access(path, F_OK)) break;
     }
+    p->ifqueues = have;
     if (have && first + p->nq > have) {
         if (p->nq > 1)
             snprintf(p->err, sizeof p->err,
@@ -516,6 +519,8 @@ static void xsk_detail(const rg_source *s, char *buf, size_t n)
         snprintf(qs, sizeof qs, "queues %u-%u", p->q[0].queue, p->q[p->nq - 1].queue);
     else
         snprintf(qs, sizeof qs, "queue %u", p->q[0].queue);
+    if (p->ifqueues > p->nq) /* the other queues' frames go up the kernel's stack */
+        snprintf(qs + strlen(qs), sizeof qs - strlen(qs), " of %u", p->ifqueues);
     snprintf(buf, n, "%s, %s; the kernel's: %llu dropped, %llu RX ring full, %llu fill ring empty",
              p->mode, qs, (unsigned long long)k.rx_dropped, (unsigned long long)k.rx_ring_full,
              (unsigned long long)k.rx_fill_ring_empty_descs);
