@@ -319,7 +319,7 @@ PROLOGUE = [
     "    __u8 rgx_buf[64];",
     "    struct rgx_state *rgx_s = bpf_map_lookup_elem(&rg_scratch, &zero);",
     "    __u64 plen = bpf_xdp_get_buff_len(ctx);",
-    "    if (!rgx_s) return XDP_PASS;",
+    "    if (!rgx_s) return RGX_UP;",
     "    (void)rgx_buf; (void)plen;",
 ]
 
@@ -381,7 +381,7 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "/* the next program; if the kernel refuses the tail call (more than 33 in the packet),",
         " * the packet goes up to user space, counted as deferred */",
         "#define RGX_JUMP(i) do { bpf_tail_call(ctx, &rg_progs, (i)); "
-        "rgx_stat(RGX_ST_DEFERRED); return XDP_PASS; } while (0)",
+        "rgx_stat(RGX_ST_DEFERRED); return RGX_UP; } while (0)",
         f"#define RGX_DONE() RGX_JUMP({done})",
         "#define RGX_DEFER() do { rgx_s->defer = 1; RGX_DONE(); } while (0)",
         *_rules_hooks(cx, rules),
@@ -411,7 +411,7 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "int rgx_done(struct xdp_md *ctx)",
         "{",
         *PROLOGUE,
-        "    if (rgx_s->defer) { rgx_stat(RGX_ST_DEFERRED); return XDP_PASS; }",
+        "    if (rgx_s->defer) { rgx_stat(RGX_ST_DEFERRED); return RGX_UP; }",
         "    if (rgx_s->has_key && !rgx_s->deep) {",
         "        struct rgx_count *c = bpf_map_lookup_elem(&rg_drop, &rgx_s->key);",
         "        if (c) { rgx_add(c, plen); rgx_stat(RGX_ST_FLOW_DROP); return XDP_DROP; }",
@@ -423,7 +423,7 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         tail += ["    " + x for x in R.evaluate(rules)]
     tail += [
         "    rgx_stat(RGX_ST_NO_RULE);",
-        "    return XDP_PASS;",
+        "    return RGX_UP; /* to user space: the AF_XDP socket or the kernel's stack */",
         "}",
         "",
         'char LICENSE[] SEC("license") = "Dual BSD/GPL";',
@@ -453,7 +453,7 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "stats": ["packets", "rule_drop", "rule_pass", "flow_drop", "bypass", "deferred",
                   "no_rule"],
         "maps": {"rules": "rg_rules", "drop": "rg_drop", "bypass": "rg_bypass",
-                 "stats": "rg_stats"},
+                 "stats": "rg_stats", "xsks": "rg_xsks"},
         "not_followed": p.left_out,
         "key_max": 40,
         "flows": FLOWS,
