@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -329,3 +330,91 @@ def test_afxdp_errors_are_clear(
     r = subprocess.run([str(stack_bin), *stack[1:]], capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
     assert "this binary has no AF_XDP source (build it with rubikgen build --io afxdp)" in r.stderr
+
+
+# most of tests/e2e/test_xdp.py's tcp_ip rules: ports, a prefix, protocols
+XDP_RULES = """\
+rules:
+  - {name: no-https, match: "tcp.dport == 443 || tcp.sport == 443", action: drop}
+  - {name: net10-udp, match: "ip.saddr == 10.0.0.0/8 && udp", action: drop}
+  - {name: icmp, match: "icmp || icmp6", action: drop}
+  - {name: web-in, match: "tcp.sport == 80 && ip.daddr == 10.0.0.0/8", action: count}
+  - {name: web, match: "tcp.dport == 80", action: drop}
+  - {name: alt-web-out, match: "tcp.sport == 8080", action: drop}
+"""
+
+
+def test_afxdp_under_the_stacks_xdp_program(netns: Netns, afxdp: Path, tmp_path: Path) -> None:
+    """`rubikgen build --xdp --rules R` attached to vb (generic mode: the pair's MTU), the afxdp
+    source puts its socket in the program's rg_xsks (no program of libxdp's): the frames it
+    receives are those the user-space stack with the same rules keeps (`--write`), frame for
+    frame; closed, it takes its socket out again, and the frames go up the kernel's stack."""
+    for tool in ("clang-14", "cc"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (ci/setup.sh --test)")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(XDP_RULES)
+    spec = str(REPO / "specs/stacks/tcp_ip.yaml")
+    rg = [sys.executable, "-m", "rubikgen", "build", spec, "--rules", str(rules)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run([*rg, "--xdp", "-o", str(tmp_path / "xdp")], capture_output=True,
+                       text=True, cwd=REPO, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    obj = r.stdout.strip()
+    u = subprocess.run([*rg, "-o", str(tmp_path / "user")], capture_output=True, text=True,
+                       cwd=REPO, env=env)  # fmt: skip
+    assert u.returncode == 0, u.stderr
+    user = u.stdout.strip().splitlines()[-1]
+    runner = tmp_path / "xdp_run"
+    src = REPO / "tests" / "support" / "xdp" / "xdp_run.c"
+    subprocess.run(["cc", "-O1", "-o", str(runner), str(src), "-lbpf"], check=True)
+    # --hold: the runner keeps rg_progs open (the tail calls) until its input closes
+    hold = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            netns.name,
+            str(runner),
+            obj,
+            "--attach",
+            "vb",
+            "generic",
+            "--hold",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert hold.stdout is not None and hold.stdout.readline().startswith("attached vb")
+    try:
+        for name in ("http-post-upload.pcap", "mixed-android-mobile.pcap"):
+            capture = TRACES / name
+            kept = tmp_path / f"{capture.stem}.user.pcap"
+            w = subprocess.run([user, str(capture), "--write", str(kept)], capture_output=True,
+                               text=True)  # fmt: skip
+            assert w.returncode == 0, w.stderr
+            want = read_pcap(kept)
+            assert 0 < len(want) < len(read_pcap(capture))  # the rules drop some, not all
+            out = tmp_path / f"{capture.stem}.afxdp.pcap"
+            p = _start(netns, afxdp, "afxdp", "vb", out, "--count", str(len(want)),
+                       "--duration", "20")  # fmt: skip
+            _replay(netns, capture)
+            err = _finish(p)
+            assert _detail(err).startswith(
+                "copy mode, generic (skb) XDP, the stack's XDP program (rg_xsks), queue 0"
+            ), err
+            assert read_pcap(out) == want
+            assert _stats(err)["dropped"] == 0
+        # the socket is out of rg_xsks again: libpcap on vb sees what the rules pass
+        live = tmp_path / "live.pcap"
+        capture = TRACES / "http-post-upload.pcap"
+        p = _start(netns, afxdp, "live", "vb", live, "--duration", "8")
+        _replay(netns, capture)
+        _finish(p)
+        assert read_pcap(live) == read_pcap(tmp_path / f"{capture.stem}.user.pcap")
+    finally:
+        assert hold.stdin is not None
+        hold.stdin.close()
+        hold.wait(timeout=30)
+        netns.run("ip", "link", "set", "dev", "vb", "xdpgeneric", "off")
