@@ -2,12 +2,12 @@
  * (libxdp's xsk API), one per RX queue: --queue Q alone, or with --workers N the queues
  * Q..Q+N-1, one socket and one worker each (see rg_source.h).
  *
- * Each socket has a UMEM of its own (RG_XSK_FRAMES chunks of RG_XSK_CHUNK bytes) and its fill
- * and RX rings; it only receives (no TX ring, so nothing ever reaches the completion ring,
- * which libxdp creates with the UMEM).  At open every chunk goes on the fill ring; the kernel
- * copies (or, zero-copy, DMAs) a frame into a chunk and posts it on the RX ring; next_burst
- * hands out the frames in place and gives their chunks back to the fill ring at the next call,
- * so a chunk is always either on the fill ring, in the kernel, on the RX ring or in the
+ * Each socket has a UMEM of its own (--frames chunks of RG_XSK_CHUNK bytes) and its fill and
+ * RX rings, as many descriptors each; it only receives (no TX ring, so nothing ever reaches the
+ * completion ring, which libxdp creates with the UMEM).  At open every chunk goes on the fill ring;
+ * the kernel copies (or, zero-copy, DMAs) a frame into a chunk and posts it on the RX ring;
+ * next_burst hands out the frames in place and gives their chunks back to the fill ring at the next
+ * call, so a chunk is always either on the fill ring, in the kernel, on the RX ring or in the
  * caller's last burst.  The fill ring has room for every chunk: giving back never waits.
  *
  * The XDP program that redirects frames to the sockets: if the interface already has one with
@@ -17,9 +17,10 @@
  * queue with a socket to that socket) and removes it when the last socket closes.
  *
  * Modes (--xdp-mode): native (the driver's XDP) and then, if the driver or its settings refuse
- * (a veth whose MTU is above a page), skb (generic XDP); in native mode zero-copy is asked for
- * first (XDP_ZEROCOPY) and copy mode (XDP_COPY) taken when the driver has none (veth has
- * none).  The summary's dropped line says which were used (detail()).
+ * (a veth whose MTU is above about 3,500 bytes), skb (generic XDP).  The socket is bound with
+ * neither XDP_COPY nor XDP_ZEROCOPY, so the kernel takes zero-copy where the driver has it and
+ * copy mode otherwise (veth has none; XDP_OPTIONS says which).  The summary's dropped line
+ * says which were used (detail()).
  *
  * Timestamps: the kernel gives AF_XDP frames none, so a frame's is the CLOCK_REALTIME time,
  * in nanoseconds, at which next_burst took it off the RX ring (one reading per burst: the
@@ -50,12 +51,11 @@
 
 #include "rg/rg_source.h"
 
-#define RG_XSK_CHUNK      4096u /* a UMEM chunk: one frame (a page, the largest aligned chunk) */
-#define RG_XSK_FRAMES     4096u /* chunks per socket (16 MB) */
-#define RG_XSK_RX         2048u /* RX ring descriptors */
-#define RG_XSK_POLL_MS    100   /* next_burst waits this long for frames */
-#define RG_XSK_MAX_Q      64    /* sockets (--workers) */
-#define RG_XSK_QUEUES_MAX 4096  /* the interface's queues, counted in /sys */
+#define RG_XSK_CHUNK      4096u  /* a UMEM chunk: one frame (a page, the largest aligned chunk) */
+#define RG_XSK_FRAMES     "4096" /* chunks per socket by default (--frames: 16 MB) */
+#define RG_XSK_POLL_MS    100    /* next_burst waits this long for frames */
+#define RG_XSK_MAX_Q      64     /* sockets (--workers) */
+#define RG_XSK_QUEUES_MAX 4096   /* the interface's queues, counted in /sys */
 
 /* One socket, its UMEM and rings. */
 typedef struct xsk_q {
@@ -65,6 +65,7 @@ typedef struct xsk_q {
     struct xsk_ring_cons comp, rx;
     void *area;
     unsigned queue;              /* the interface's RX queue */
+    unsigned nchunks;            /* chunks in the UMEM, descriptors of its fill and RX rings */
     uint64_t held[RG_BURST_MAX]; /* the last burst's chunks: back to the fill ring next call */
     unsigned nheld;
     uint64_t frames, bytes;
@@ -102,7 +103,7 @@ static void xsk_close(rg_source *s)
             xsk_socket__delete(q->xsk);
         }
         if (q->umem) xsk_umem__delete(q->umem);
-        if (q->area) munmap(q->area, (size_t)RG_XSK_FRAMES * RG_XSK_CHUNK);
+        if (q->area) munmap(q->area, (size_t)q->nchunks * RG_XSK_CHUNK);
     }
     if (p->map_fd >= 0) close(p->map_fd);
     free(p);
@@ -168,14 +169,15 @@ static void detach_leftover(int ifindex)
  * errno. */
 static int open_q(xsk_src *p, xsk_q *q, const char *ifname, unsigned xdp_flags)
 {
-    const size_t size = (size_t)RG_XSK_FRAMES * RG_XSK_CHUNK;
+    const unsigned nf = q->nchunks;
+    const size_t size = (size_t)nf * RG_XSK_CHUNK;
     if (!q->area) {
         void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) return -errno;
         q->area = m;
     }
     const struct xsk_umem_config uc = {
-        .fill_size = RG_XSK_FRAMES, /* room for every chunk: giving back never waits */
+        .fill_size = nf, /* room for every chunk: giving back never waits */
         .comp_size = XSK_RING_CONS__DEFAULT_NUM_DESCS,
         .frame_size = RG_XSK_CHUNK,
         .frame_headroom = 0,
@@ -187,7 +189,7 @@ static int open_q(xsk_src *p, xsk_q *q, const char *ifname, unsigned xdp_flags)
         return rc;
     }
     const struct xsk_socket_config sc = {
-        .rx_size = RG_XSK_RX,
+        .rx_size = nf, /* room for every chunk too: the ring is full only when the UMEM is */
         .tx_size = 0,
         .libxdp_flags = p->map_fd >= 0 ? XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD : 0,
         .xdp_flags = xdp_flags,
@@ -201,10 +203,10 @@ static int open_q(xsk_src *p, xsk_q *q, const char *ifname, unsigned xdp_flags)
         return rc;
     }
     uint32_t idx = 0;
-    if (xsk_ring_prod__reserve(&q->fill, RG_XSK_FRAMES, &idx) != RG_XSK_FRAMES) return -ENOBUFS;
-    for (uint32_t i = 0; i < RG_XSK_FRAMES; i++)
+    if (xsk_ring_prod__reserve(&q->fill, nf, &idx) != nf) return -ENOBUFS;
+    for (uint32_t i = 0; i < nf; i++)
         *xsk_ring_prod__fill_addr(&q->fill, idx + i) = (uint64_t)i * RG_XSK_CHUNK;
-    xsk_ring_prod__submit(&q->fill, RG_XSK_FRAMES);
+    xsk_ring_prod__submit(&q->fill, nf);
     if (p->map_fd >= 0) {
         rc = xsk_socket__update_xskmap(q->xsk, p->map_fd);
         if (rc) return rc;
@@ -301,8 +303,12 @@ static rg_source *xsk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
                      have, have == 1 ? "" : "s", first);
         return xsk_fail(p, err, errlen);
     }
-    for (unsigned i = 0; i < p->nq; i++)
+    const unsigned frames =
+        (unsigned)strtoul(rg_source_opt_get(cfg, "frames", RG_XSK_FRAMES), NULL, 10);
+    for (unsigned i = 0; i < p->nq; i++) {
         p->q[i].queue = first + i;
+        p->q[i].nchunks = frames;
+    }
     const char *want = rg_source_opt_get(cfg, "xdp-mode", "auto");
     unsigned attached = 0;
     p->map_fd = attached_xsks(ifindex, &attached);
@@ -541,6 +547,10 @@ static const rg_source_opt xsk_opts[] = {
      "the first RX queue read (default 0); --workers N:\n"
      "queues Q to Q+N-1, a socket and a worker each",
      RG_SOPT_NUM, 0, 4095, RG_SOPT_KV_ONLY, 0},
+    {"frames", "N",
+     "each socket's UMEM in 4 KB chunks, and its fill and RX\n"
+     "rings' descriptors: a power of 2 (default 4096: 16 MB)",
+     RG_SOPT_NUM, 64, 1u << 20, RG_SOPT_KV_ONLY, 0},
     {"xdp-mode", "MODE",
      "auto (default: native XDP, zero-copy if the driver\n"
      "has it, else generic), native or skb",
@@ -554,6 +564,13 @@ static const char *xsk_check(const rg_source_cfg *cfg)
     const char *m = rg_source_opt_get(cfg, "xdp-mode", "auto");
     if (strcmp(m, "auto") && strcmp(m, "native") && strcmp(m, "skb")) {
         snprintf(why, sizeof why, "--xdp-mode %.64s: the modes are auto, native and skb", m);
+        return why;
+    }
+    const char *fs = rg_source_opt_get(cfg, "frames", RG_XSK_FRAMES);
+    char *fend;
+    unsigned long f = strtoul(fs, &fend, 10);
+    if (!*fs || *fend || f < 64 || f > (1u << 20) || (f & (f - 1))) {
+        snprintf(why, sizeof why, "--frames %.64s: a power of 2, 64 to 1048576", fs);
         return why;
     }
     const char *qs = rg_source_opt_get(cfg, "queue", "0");

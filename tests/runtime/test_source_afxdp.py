@@ -320,6 +320,7 @@ def test_afxdp_errors_are_clear(
     for args, msg in (
         (["--xdp-mode", "hw"], "--xdp-mode hw: the modes are auto, native and skb"),
         (["--queue", "x"], "--queue"),
+        (["--frames", "1000"], "--frames 1000: a power of 2, 64 to 1048576"),
         (["--workers", "2", "--pin"], "--pin: each worker reads its socket"),
     ):
         r = subprocess.run([*stack, *args], capture_output=True, text=True)
