@@ -508,7 +508,9 @@ def build_compilation(
         command = shlex.join(cmd)
         binary = binary_path(out, gen.stack, sanitize)
         sources = [out / name for name in gen.files] + [hfile]
-        inputs = _build_inputs(sources, libs, comp.spec_files())
+        # the optional sources' archives too (librgdpdk.a, librgafxdp.a): a rebuilt one relinks
+        archives = [Path(f) for f in io_link_flags(io) if f.endswith(".a")]
+        inputs = _build_inputs(sources, [*libs, *archives], comp.spec_files())
         if not quiet:
             print(command, flush=True)
         if _up_to_date(binary, command, gen.spec_hash, inputs):

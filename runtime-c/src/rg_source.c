@@ -2,6 +2,8 @@
  * source adds its name to RG_SOURCES, one word. */
 #include "rg/rg_source.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,4 +143,19 @@ void rg_source_thread_join(pthread_t *th, int *started)
 {
     if (*started) pthread_join(*th, NULL);
     *started = 0;
+}
+
+int rg_source_poll(int fd, int ms, const char *who, char *err, size_t errlen)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int pr = poll(&pfd, 1, ms);
+    if (pr < 0 && errno != EINTR) {
+        snprintf(err, errlen, "%s: poll: %s", who, strerror(errno));
+        return -1;
+    }
+    if (pr > 0 && (pfd.revents & POLLERR)) {
+        snprintf(err, errlen, "%s: the socket reports an error (is the interface down?)", who);
+        return -1;
+    }
+    return pr > 0;
 }

@@ -426,16 +426,8 @@ static int xsk_next_burst_q(rg_source *s, unsigned qi, rg_frame *out, unsigned m
     int n = take(p, q, out, max);
     if (n == 0 && !p->failed) {
         /* poll also wakes the kernel up to fill the RX ring (XDP_USE_NEED_WAKEUP) */
-        struct pollfd pfd = {.fd = xsk_socket__fd(q->xsk), .events = POLLIN};
-        int pr = poll(&pfd, 1, RG_XSK_POLL_MS);
-        if (pr < 0 && errno != EINTR) {
-            snprintf(p->err, sizeof p->err, "afxdp: poll: %s", strerror(errno));
-            p->failed = 1;
-            return RG_SRC_ERROR;
-        }
-        if (pr > 0 && (pfd.revents & POLLERR)) {
-            snprintf(p->err, sizeof p->err,
-                     "afxdp: the socket reports an error (is the interface down?)");
+        if (rg_source_poll(xsk_socket__fd(q->xsk), RG_XSK_POLL_MS, "afxdp", p->err, sizeof p->err) <
+            0) {
             p->failed = 1;
             return RG_SRC_ERROR;
         }

@@ -469,17 +469,7 @@ static int pkt_next_burst_q(rg_source *s, unsigned qi, rg_frame *out, unsigned m
     if (max > RG_BURST_MAX) max = RG_BURST_MAX;
     int n = take(p, q, out, max);
     if (n == 0 && !p->failed) {
-        struct pollfd pfd = {.fd = q->fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, RG_PKT_POLL_MS);
-        if (pr < 0 && errno != EINTR) {
-            snprintf(p->err, sizeof p->err, "packet: poll: %s", strerror(errno));
-            p->failed = 1;
-            return RG_SRC_ERROR;
-        }
-        if (pr > 0 && (pfd.revents & POLLERR)) {
-            snprintf(p->err, sizeof p->err,
-                     "packet: the socket reports an error (is the "
-                     "interface down?)");
+        if (rg_source_poll(q->fd, RG_PKT_POLL_MS, "packet", p->err, sizeof p->err) < 0) {
             p->failed = 1;
             return RG_SRC_ERROR;
         }

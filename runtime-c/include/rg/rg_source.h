@@ -257,6 +257,9 @@ int rg_source_thread_start(pthread_t *th, int *started, int (*fn)(void *), void 
                            const char *who, unsigned i, char *err, size_t errlen);
 /* Waits for the thread rg_source_thread_start started, if it did. */
 void rg_source_thread_join(pthread_t *th, int *started);
+/* Waits up to ms for fd to be readable (a socket a source reads): 1 readable, 0 not yet (or
+ * a signal), -1 with "WHO: poll: ..." or "WHO: the socket reports an error ..." in err. */
+int rg_source_poll(int fd, int ms, const char *who, char *err, size_t errlen);
 
 /* The capture-file source (pcap and pcapng, rg_pcap.h). */
 extern const rg_source_ops rg_source_file;
