@@ -11,11 +11,12 @@ dpdk     the same stack reading DPDK's pcap virtual device with `infinite_rx=1` 
          `--bench` path on the same packet sequence: the first K frames of (a) repeated R times.
          DPDK ns/packet is the process's CPU time between a run of K*R frames and one of K*R/10
          (the EAL start-up cancels out), divided by the frames between them.
-live     (a) replayed by tcpreplay at 50,000 packets/s and at --topspeed into a veth pair in a
-         network namespace, captured by the stack (streams NF, no timeouts) through libpcap
-         (`--io live`) and through TPACKET_V3 rings in a PACKET_FANOUT group (`--io packet`),
-         1 and 2 workers, one after the other: the source's drops and whether the summary and
-         every stream file equal the file run's.
+live     (a) replayed by tcpreplay at 50,000 packets/s and at --topspeed into a veth pair of
+         two queues in a network namespace, captured by the stack (streams NF, no timeouts)
+         through libpcap (`--io live`), through TPACKET_V3 rings in a PACKET_FANOUT group
+         (`--io packet`) and through AF_XDP sockets, one per queue (`--io afxdp`, the same
+         stack built with --io afxdp), 1 and 2 workers, one after the other: the source's
+         drops and whether the summary and every stream file equal the file run's.
 flows1m  bench/gen_flows.py's 1,000,000 concurrent connections (6,000,000 packets): the stack's
          `--bench` ns/packet against the parse_hash bound's at the same table size (--cap), and
          both processes' peak RSS.
@@ -44,6 +45,7 @@ BENCH = ROOT / "bench"
 BUILD = BENCH / "build"
 MC_WORKLOADS = ["scale", "dpdk", "live", "flows1m"]
 STACK_DIR = BUILD / "tcp_ip-O2-dpdk"
+AFXDP_DIR = BUILD / "tcp_ip-O2-afxdp"  # the AF_XDP source is an --io of its own
 PARSE_HASH = BUILD / "peers" / "parse_hash"
 FLOWS_CAP = 1 << 21  # table size for 1M connections (rubikgen --cap, parse_hash --cap)
 
@@ -70,6 +72,17 @@ def build(no_build: bool) -> Path:
         subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
         subprocess.run(["make", "-s", "-C", str(BENCH), "peers"], check=True, capture_output=True)
     return binary
+
+
+def build_afxdp(no_build: bool) -> Path | None:
+    """The same stack with the AF_XDP source (None when libxdp is missing)."""
+    if not no_build:
+        cmd = [sys.executable, "-m", "rubikgen", "build", str(ROOT / "specs/stacks/tcp_ip.yaml")]
+        cmd += ["-O2", "--io", "afxdp", "--out-dir", str(AFXDP_DIR)]
+        if subprocess.run(cmd, cwd=ROOT, capture_output=True).returncode != 0:
+            return None
+    binary = AFXDP_DIR / "tcp_ip"
+    return binary if binary.is_file() else None
 
 
 def _frames(path: Path) -> tuple[bytes, list[bytes]]:
@@ -203,9 +216,12 @@ def _records(out: Path) -> list[str]:
 
 
 def _veth(name: str) -> None:
+    """va <-> vb with two RX and TX queues each (AF_XDP reads a queue per worker)."""
     subprocess.run(["ip", "netns", "add", name], check=True)
+    q = ["numrxqueues", "2", "numtxqueues", "2"]
     subprocess.run(
-        ["ip", "-n", name, "link", "add", "va", "type", "veth", "peer", "name", "vb"], check=True
+        ["ip", "-n", name, "link", "add", "va", *q, "type", "veth", "peer", "name", "vb", *q],
+        check=True,
     )
     for dev in ("va", "vb"):
         _ns(name, "sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1")
@@ -229,20 +245,23 @@ def _without_workers(text: str) -> list[str]:
 
 # the sources of the wire measurement: libpcap (--buffer 64: 4 MB is 50 ms of 50,000 frames/s,
 # see BENCHMARKS.md), TPACKET_V3 rings of the same size (one per worker, a PACKET_FANOUT group;
-# l3: the stack's addresses-only grouping, exact with IP fragments)
+# l3: the stack's addresses-only grouping, exact with IP fragments), AF_XDP (a socket and a
+# UMEM of 16,384 4 KB chunks, 64 MB, per queue and worker, the queue picked by va's TX queue:
+# the kernel's flow hash)
 WIRE_SOURCES = {
     "live": ["--io", "live", "--buffer", "64"],
     "packet": ["--io", "packet", "--ring", "64", "--fanout", "l3"],
+    "afxdp": ["--io", "afxdp", "--frames", "16384"],
 }
 WIRE_RATES = ["50000", "topspeed"]
 
 
-def live(binary: Path, capture: Path) -> Json:
+def live(binary: Path, capture: Path, afxdp: Path | None = None) -> Json:
     """Every source of WIRE_SOURCES with 1 and 2 workers at every rate of WIRE_RATES, one after
     the other (rate by rate, the sources interleaved): the tcpreplay rate achieved, the frames
     the source says it lost, and whether the output equals the file run's."""
-    if os.geteuid() != 0 or not shutil.which("tcpreplay"):
-        return {"error": "needs root and tcpreplay"}
+    if os.geteuid() != 0 or not shutil.which("tcpreplay") or not shutil.which("ethtool"):
+        return {"error": "needs root, tcpreplay and ethtool"}
     n = len(_frames(capture)[1])
     name = f"rgbench{os.getpid()}"
     res: Json = {"capture": f"{capture.name} ({n} frames)", "loadavg_start": _load()}
@@ -264,8 +283,12 @@ def live(binary: Path, capture: Path) -> Json:
                 for workers in (1, 2):
                     for io, io_args in WIRE_SOURCES.items():
                         key = f"{io}-workers{workers}-{rate}"
+                        b = afxdp if io == "afxdp" else binary
+                        if b is None:
+                            res[key] = {"error": "no stack built with --io afxdp (libxdp-dev)"}
+                            continue
                         res[key] = _wire_run(
-                            name, binary, capture, n, Path(td) / key, io_args, workers, rate
+                            name, b, capture, n, Path(td) / key, io_args, workers, rate
                         )
                         out = res[key].pop("out")
                         res[key]["summary_equal"] = _summary(
@@ -296,9 +319,15 @@ def _wire_run(
     cmd = [str(binary), *io_args, "--iface", "vb", "--count", str(n)]
     cmd += ["--duration", str(n // 20_000 + 30), "--workers", str(workers)]
     cmd += ["--nf", "streams", "--out", str(out), "--no-timeouts"]
+    # va sends on as many TX queues as there are workers, so vb's RX queues (one per AF_XDP
+    # socket) are all read; the other sources read every queue anyway
+    _ns(name, "ethtool", "-L", "va", "tx", str(workers))
     p = subprocess.Popen(["ip", "netns", "exec", name, *cmd], stdout=subprocess.PIPE, text=True)
-    for _ in range(200):  # until the capture is open
-        if _ns(name, "cat", "/proc/net/packet").stdout.count("\n") > workers:
+    for _ in range(200):  # until the capture is open (AF_XDP: libxdp's program attached)
+        if "afxdp" in io_args:
+            if "prog/xdp" in _ns(name, "ip", "-d", "link", "show", "vb").stdout:
+                break
+        elif _ns(name, "cat", "/proc/net/packet").stdout.count("\n") > workers:
             break
         time.sleep(0.05)
     time.sleep(0.2)  # libpcap: the ring is set up after the socket appears
@@ -310,6 +339,7 @@ def _wire_run(
         p.kill()
         got, _ = p.communicate()
     m = re.search(r"^dropped +(\d+)", got, re.M)
+    detail = re.search(r"^dropped +\d+ +\(.*?NIC; (.*)\)$", got, re.M)
     pk = re.search(r"^packets +(\d+)", got, re.M)
     rated = re.search(r"Rated: .*?, ([\d.]+) pps", rep.stdout)
     return {
@@ -318,6 +348,7 @@ def _wire_run(
         "exit": p.returncode,
         "packets": int(pk[1]) if pk else None,
         "dropped": int(m[1]) if m else None,
+        **({"source_detail": detail[1]} if detail else {}),
         "out": got,
     }
 
@@ -406,7 +437,7 @@ def run(workloads: list[str], captures: Path, passes: int, rounds: int, no_build
         elif w == "dpdk":
             res[w] = dpdk(binary, a, rounds)
         elif w == "live":
-            res[w] = live(binary, a)
+            res[w] = live(binary, a, build_afxdp(no_build))
         elif w == "flows1m":
             res[w] = flows1m(binary, captures / "flows1m.pcap", rounds)
         res[w]["seconds"] = round(time.monotonic() - t0, 1)

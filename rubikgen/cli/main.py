@@ -329,10 +329,15 @@ def _build_options(p: argparse.ArgumentParser, run: bool = False) -> None:
     p.add_argument("--sanitize", action="store_true", help="ASan + UBSan build (binary STACK-asan)")
     p.add_argument(
         "--io",
-        choices=("pcap", "dpdk", "all", "packet") if run else ("pcap", "dpdk", "all"),
+        choices=("pcap", "dpdk", "all", "afxdp", "packet")
+        if run
+        else ("pcap", "dpdk", "all", "afxdp"),
         default="pcap",
         help="packet sources linked in: pcap (capture files, live interfaces; default), "
-        "dpdk or all (also DPDK ports: needs libdpdk-dev)"
+        "dpdk or all (also DPDK ports: needs libdpdk-dev), afxdp (also AF_XDP sockets: needs "
+        "libxdp-dev"
+        + ("; run --iface IF reads them, one socket per worker queue" if run else "")
+        + ")"
         + (
             "; packet: the pcap build, --iface read through AF_PACKET TPACKET_V3 rings "
             "(one per worker, in a PACKET_FANOUT group; `-- --fanout l3`: see BINARY --help)"
@@ -403,8 +408,8 @@ def _source_args(args: argparse.Namespace) -> tuple[list[str], list[str], str] |
         return "name one source: a CAPTURE file, --iface IF or --dpdk EAL_ARGS"
     if args.bpf is not None and args.iface is None:
         return "--bpf applies to --iface"
-    if args.io == "packet" and args.iface is None:
-        return "--io packet reads an interface: name it with --iface IF"
+    if args.io in ("packet", "afxdp") and args.iface is None:
+        return f"--io {args.io} reads an interface: name it with --iface IF"
     if args.xdp and args.iface is None:
         return "--xdp attaches to the capture interface: name it with --iface IF"
     for opt in ("duration", "count", "workers"):
@@ -419,8 +424,10 @@ def _source_args(args: argparse.Namespace) -> tuple[list[str], list[str], str] |
     if args.workers is not None:
         extra += ["--workers", str(args.workers)]
     if args.iface is not None:
-        # --io packet: AF_PACKET rings instead of libpcap (both in the pcap build)
-        src = ["--io", "packet" if args.io == "packet" else "live", "--iface", args.iface]
+        # --io packet: AF_PACKET rings instead of libpcap (both in the pcap build); afxdp:
+        # AF_XDP sockets (the afxdp build)
+        io = args.io if args.io in ("packet", "afxdp") else "live"
+        src = ["--io", io, "--iface", args.iface]
         if args.bpf is not None:
             src += ["--filter", args.bpf]
         return [*src, *extra], [], args.iface

@@ -229,35 +229,63 @@ def pcap_libs() -> list[str]:
 
 
 #: What `build --io` accepts: the packet sources a binary is linked with. "pcap": capture
-#: files and live interfaces (libpcap, always); "dpdk" and "all": also DPDK ports.
-IO_CHOICES = ("pcap", "dpdk", "all")
+#: files and live interfaces (libpcap and AF_PACKET rings, always); "dpdk" and "all": also
+#: DPDK ports; "afxdp": also AF_XDP sockets (libxdp).
+IO_CHOICES = ("pcap", "dpdk", "all", "afxdp")
+
+#: the optional sources: each in an archive of runtime-c's own, built when pkg-config finds
+#: its libraries (the pkg-config names, the package that has them, the make target that says
+#: why it was not built)
+_OPTIONAL_IO = {
+    "dpdk": ("libdpdk", "DPDK's development files (Debian/Ubuntu: apt-get install libdpdk-dev)"
+             " or point PKG_CONFIG_PATH at the lib/pkgconfig directory of a DPDK build",
+             "dpdk-lib"),
+    "afxdp": ("libxdp libbpf", "libxdp and libbpf (Debian/Ubuntu: apt-get install libxdp-dev "
+              "libbpf-dev)", "afxdp-lib"),
+}  # fmt: skip
+
+
+def _io_sources(io: str) -> list[str]:
+    return {"pcap": [], "dpdk": ["dpdk"], "all": ["dpdk"], "afxdp": ["afxdp"]}[io]
 
 
 def io_link_flags(io: str) -> list[str]:
-    """Linker flags for the packet sources of `io`, before the runtime libraries: for DPDK the
-    source's archive (runtime-c builds it when pkg-config finds libdpdk), `-u` so that the
-    source registry's reference pulls it in, then DPDK's own libraries."""
+    """Linker flags for the packet sources of `io`, before the runtime libraries: for DPDK and
+    AF_XDP the source's archive (runtime-c builds it when pkg-config finds its libraries),
+    `-u` so that the source registry's weak reference pulls it in."""
     if io not in IO_CHOICES:
         raise BuildError(f"--io {io}: not one of {', '.join(IO_CHOICES)}")
-    if io == "pcap":
-        return []
-    try:
-        found = subprocess.run(["pkg-config", "--exists", "libdpdk"], check=False).returncode == 0
-    except OSError:
-        found = False
-    if not found:
-        raise BuildError(
-            f"--io {io}: pkg-config finds no libdpdk: install DPDK's development files "
-            "(Debian/Ubuntu: apt-get install libdpdk-dev) or point PKG_CONFIG_PATH at the "
-            "lib/pkgconfig directory of a DPDK build; --io pcap needs no DPDK"
-        )
-    archive = resources.runtime_build_dir() / "librgdpdk.a"
-    if not archive.is_file():
-        raise BuildError(
-            f"--io {io}: the runtime's DPDK source was not built ({archive}): "
-            "make -C runtime-c dpdk-lib says why"
-        )
-    return ["-Wl,-u,rg_source_dpdk", str(archive)]
+    flags: list[str] = []
+    for src in _io_sources(io):
+        pkgs, what, target = _OPTIONAL_IO[src]
+        try:
+            found = subprocess.run(["pkg-config", "--exists", *pkgs.split()]).returncode == 0
+        except OSError:
+            found = False
+        if not found:
+            raise BuildError(
+                f"--io {io}: pkg-config finds no {pkgs.replace(' ', ' or ')}: install {what}; "
+                "--io pcap needs neither"
+            )
+        archive = resources.runtime_build_dir() / f"librg{src}.a"
+        if not archive.is_file():
+            raise BuildError(
+                f"--io {io}: the runtime's {src} source was not built ({archive}): "
+                f"make -C runtime-c {target} says why"
+            )
+        flags += [f"-Wl,-u,rg_source_{src}", str(archive)]
+    return flags
+
+
+def io_libs(io: str) -> list[str]:
+    """The libraries of the optional sources of `io` (after the runtime's)."""
+    fallback = {"libdpdk": "-lrte_eal", "libxdp": "-lxdp", "libbpf": "-lbpf"}
+    return [
+        f
+        for src in _io_sources(io)
+        for pkg in _OPTIONAL_IO[src][0].split()
+        for f in pkg_libs(pkg, fallback[pkg])
+    ]
 
 
 def xdp_archive(sanitize: bool) -> Path:
@@ -333,7 +361,7 @@ def compile_command(
         *pcap_libs(),
         *(pkg_libs("libbpf", "-lbpf") if xdp else ()),
         *pkg_libs("yaml-0.1", "-lyaml"),  # the driver's chain files (--chain)
-        *(pkg_libs("libdpdk", "-lrte_eal") if io != "pcap" else ()),
+        *io_libs(io),  # DPDK's, libxdp's
         *[
             f
             for p in gen.pkg_config
@@ -519,8 +547,10 @@ def build_compilation(
         command = shlex.join(cmd)
         binary = binary_path(out, gen.stack, sanitize)
         sources = [out / name for name in gen.files] + [hfile]
-        archives = [*libs, *([xdp_archive(sanitize)] if xdp else [])]
-        inputs = _build_inputs(sources, archives, comp.spec_files())
+        # the optional sources' archives too (librgdpdk.a, librgafxdp.a): a rebuilt one relinks
+        archives = [Path(f) for f in io_link_flags(io) if f.endswith(".a")]
+        archives += [xdp_archive(sanitize)] if xdp else []
+        inputs = _build_inputs(sources, [*libs, *archives], comp.spec_files())
         if not quiet:
             print(command, flush=True)
         start = time.monotonic()

@@ -334,9 +334,10 @@ typedef struct summary {
     uint64_t skipped_linktype;
     const char *linktype_what;
     const rg_linkinfo *li;
-    int has_dropped;   /* a live or DPDK source: its drop count is printed */
-    uint64_t dropped;  /* frames the source lost before the stack (kernel, NIC) */
-    unsigned nworkers; /* --workers N > 1: the frames each worker got */
+    int has_dropped;     /* a live or DPDK source: its drop count is printed */
+    uint64_t dropped;    /* frames the source lost before the stack (kernel, NIC) */
+    char io_detail[256]; /* how the source reads (rg_source_ops.detail), "" = nothing said */
+    unsigned nworkers;   /* --workers N > 1: the frames each worker got */
     const uint64_t *worker_pkts;
     const rg_writer *writer;         /* --write: what was written; NULL = no --write */
     const rg_source_stats *tx;       /* --inline: what went on to the peer; NULL = not inline */

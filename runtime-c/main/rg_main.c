@@ -360,6 +360,7 @@ static int run_capture(const opts *o, const rg_stack_desc *stack)
                  .dropped = sst.dropped,
                  .tx = o->inline_mode ? &sst : NULL,
                  .reject = o->write || o->inline_mode ? &rj : NULL};
+    if (r.io->detail) r.io->detail(r.src, s.io_detail, sizeof s.io_detail);
     rg_print_summary(o, stack, &s);
     rg_rejector_free(&rj);
     fflush(stdout);

@@ -178,6 +178,11 @@ static void summary_json(const opts *o, const rg_stack_desc *stack, const summar
            s->opened, s->closed, s->live, s->calls, s->payload, s->errors, s->skipped);
     printf("\"gaps\":%" PRIu64 ",\"gap_bytes\":%" PRIu64 ",", s->gaps, s->gap_bytes);
     if (s->has_dropped) printf("\"io\":\"%s\",\"dropped\":%" PRIu64 ",", o->io, s->dropped);
+    if (s->io_detail[0]) {
+        fputs("\"io_detail\":", stdout);
+        rg_json_string(stdout, s->io_detail);
+        fputc(',', stdout);
+    }
     if (s->writer)
         printf("\"written\":%" PRIu64 ",\"not_written\":%" PRIu64 ",", s->writer->written,
                s->pkts - s->writer->written);
@@ -237,8 +242,8 @@ static void io_text(const opts *o, const summary *s)
 {
     if (s->has_dropped)
         printf("dropped        %" PRIu64 "  (frames the %s source lost before the stack: kernel, "
-               "NIC)\n",
-               s->dropped, o->io);
+               "NIC%s%s)\n",
+               s->dropped, o->io, s->io_detail[0] ? "; " : "", s->io_detail);
     if (s->writer)
         printf("written        %" PRIu64 "  (packets that passed, to %s; %" PRIu64
                " not written: dropped by a verdict or of another link type)\n",

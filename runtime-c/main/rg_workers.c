@@ -741,6 +741,7 @@ int rg_run_workers(const opts *o, const rg_stack_desc *stack, volatile sig_atomi
         s.li = &ws[0].lm.m[0].li;
         s.has_dropped = (io->caps & RG_SRC_CAP_ARRIVAL_TS) != 0;
         s.dropped = sst.dropped;
+        if (io->detail) io->detail(src, s.io_detail, sizeof s.io_detail);
         s.clock_fwd = clk.jumps_fwd; /* the reading thread's clock decided them */
         s.clock_back = clk.jumps_back;
         s.clock_resyncs = clk.resyncs;

@@ -469,17 +469,7 @@ static int pkt_next_burst_q(rg_source *s, unsigned qi, rg_frame *out, unsigned m
     if (max > RG_BURST_MAX) max = RG_BURST_MAX;
     int n = take(p, q, out, max);
     if (n == 0 && !p->failed) {
-        struct pollfd pfd = {.fd = q->fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, RG_PKT_POLL_MS);
-        if (pr < 0 && errno != EINTR) {
-            snprintf(p->err, sizeof p->err, "packet: poll: %s", strerror(errno));
-            p->failed = 1;
-            return RG_SRC_ERROR;
-        }
-        if (pr > 0 && (pfd.revents & POLLERR)) {
-            snprintf(p->err, sizeof p->err,
-                     "packet: the socket reports an error (is the "
-                     "interface down?)");
+        if (rg_source_poll(q->fd, RG_PKT_POLL_MS, "packet", p->err, sizeof p->err) < 0) {
             p->failed = 1;
             return RG_SRC_ERROR;
         }
@@ -500,44 +490,21 @@ static int pkt_queues(const rg_source *s)
 }
 
 /* The workers run on threads of the source's own (the driver's --pin does not apply). */
-typedef struct launch_arg {
-    int (*fn)(void *);
-    void *arg;
-} launch_arg;
-
-static void *run_worker(void *a)
-{
-    launch_arg la = *(launch_arg *)a;
-    free(a);
-    (void)la.fn(la.arg);
-    return NULL;
-}
-
 static int pkt_launch(rg_source *s, unsigned i, int (*fn)(void *), void *arg, char *err,
                       size_t errlen)
 {
     pkt_src *p = (pkt_src *)s;
-    launch_arg *la = malloc(sizeof *la);
-    if (i >= p->nq || !la) {
-        free(la);
+    if (i >= p->nq) {
         snprintf(err, errlen, "packet: no socket for worker %u", i);
         return -1;
     }
-    *la = (launch_arg){fn, arg};
-    if (pthread_create(&p->q[i].th, NULL, run_worker, la)) {
-        free(la);
-        snprintf(err, errlen, "packet: cannot start worker %u", i);
-        return -1;
-    }
-    p->q[i].started = 1;
-    return 0;
+    return rg_source_thread_start(&p->q[i].th, &p->q[i].started, fn, arg, "packet", i, err, errlen);
 }
 
 static void pkt_join(rg_source *s, unsigned i)
 {
     pkt_src *p = (pkt_src *)s;
-    if (i < p->nq && p->q[i].started) pthread_join(p->q[i].th, NULL);
-    if (i < p->nq) p->q[i].started = 0;
+    if (i < p->nq) rg_source_thread_join(&p->q[i].th, &p->q[i].started);
 }
 
 static uint64_t pkt_queue_frames(const rg_source *s, unsigned q)

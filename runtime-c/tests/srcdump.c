@@ -2,7 +2,7 @@
  * write them to a pcap file, so a test can compare what a live interface or
  * a DPDK port delivered with the capture replayed into it.
  *
- *   srcdump --io live|packet|dpdk [--name IF|PORTS] [--filter BPF] [--snaplen N]
+ *   srcdump --io live|packet|afxdp|dpdk [--name IF|PORTS] [--filter BPF] [--snaplen N]
  *           [--promisc] [--count N] [--duration S] [--queues N] -w OUT.pcap
  *           [--opt NAME=VALUE]... [-- EAL ARGS]
  *
@@ -14,8 +14,8 @@
  * packet: N sockets in one PACKET_FANOUT group.
  *
  * Prints "ready" on stderr once the source is open, and at the end one line
- * "frames=N bytes=B dropped=D".  SIGINT/SIGTERM stop it (the file is
- * complete). */
+ * "frames=N bytes=B dropped=D" (and "detail=..." if the source says how it read).  SIGINT/SIGTERM
+ * stop it (the file is complete). */
 #include <pcap/pcap.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,6 +49,20 @@ static void dump_frames(pcap_dumper_t *dump, const rg_frame *fr, int n)
         h.caplen = fr[k].caplen;
         h.len = fr[k].len;
         pcap_dump((u_char *)dump, &h, fr[k].data);
+    }
+}
+
+/* The line "frames=N bytes=B dropped=D" and, if the source says how it reads, "detail=...". */
+static void print_stats(const rg_source_ops *ops, const rg_source *s)
+{
+    rg_source_stats st;
+    ops->stats(s, &st);
+    fprintf(stderr, "frames=%llu bytes=%llu dropped=%llu\n", (unsigned long long)st.frames,
+            (unsigned long long)st.bytes, (unsigned long long)st.dropped);
+    if (ops->detail) {
+        char d[256];
+        ops->detail(s, d, sizeof d);
+        fprintf(stderr, "detail=%s\n", d);
     }
 }
 
@@ -102,13 +116,10 @@ static int dump_queues(const rg_source_ops *ops, rg_source *s, pcap_t *dead, con
             }
         }
     }
-    rg_source_stats st;
-    ops->stats(s, &st);
+    print_stats(ops, s);
     for (unsigned q = 0; q < nq; q++)
         pcap_dump_close(d[q]);
     ops->close(s);
-    fprintf(stderr, "frames=%llu bytes=%llu dropped=%llu\n", (unsigned long long)st.frames,
-            (unsigned long long)st.bytes, (unsigned long long)st.dropped);
     return rc;
 }
 
@@ -236,12 +247,9 @@ int main(int argc, char **argv)
         }
         got += (unsigned long long)n;
     }
-    rg_source_stats st;
-    ops->stats(s, &st);
+    print_stats(ops, s);
     pcap_dump_close(dump);
     pcap_close(dead);
     ops->close(s);
-    fprintf(stderr, "frames=%llu bytes=%llu dropped=%llu\n", (unsigned long long)st.frames,
-            (unsigned long long)st.bytes, (unsigned long long)st.dropped);
     return rc;
 }

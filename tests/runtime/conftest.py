@@ -21,22 +21,22 @@ def srcdump() -> Path:
     return SRCDUMP
 
 
-@pytest.fixture(scope="module")
-def netns() -> Iterator[Netns]:
-    """A namespace with a veth pair va <-> vb, up, IPv6 off, MTU 16000."""
+def _veth_netns(tag: str, queues: int = 1, mtu: int = 16000) -> Iterator[Netns]:
+    """A namespace with a veth pair va <-> vb of `queues` RX and TX queues each, up, IPv6 off."""
     if os.geteuid() != 0:
         pytest.skip("live capture tests need root (network namespaces, raw sockets)")
     for tool in ("ip", "tcpreplay"):
         if not shutil.which(tool):
             pytest.skip(f"live capture tests need `{tool}` (ci/setup.sh installs it)")
-    name = f"rgsrc{os.getpid()}"
+    name = f"{tag}{os.getpid()}"
     r = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"the kernel refuses network namespaces: {r.stderr.strip()}")
     ns = Netns(name)
+    q = [] if queues == 1 else ["numrxqueues", str(queues), "numtxqueues", str(queues)]
     try:
         steps = [
-            ["ip", "-n", name, "link", "add", "va", "type", "veth", "peer", "name", "vb"],
+            ["ip", "-n", name, "link", "add", "va", *q, "type", "veth", "peer", "name", "vb", *q],
         ]
         for dev in ("va", "vb"):
             steps += [
@@ -49,13 +49,26 @@ def netns() -> Iterator[Netns]:
                     "-qw",
                     f"net.ipv6.conf.{dev}.disable_ipv6=1",
                 ],
-                ["ip", "-n", name, "link", "set", dev, "mtu", "16000", "up"],
+                ["ip", "-n", name, "link", "set", dev, "mtu", str(mtu), "up"],
             ]
         for cmd in steps:
             subprocess.run(cmd, check=True, capture_output=True)
         yield ns
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+@pytest.fixture(scope="module")
+def netns() -> Iterator[Netns]:
+    """A namespace with a veth pair va <-> vb, up, IPv6 off, MTU 16000."""
+    yield from _veth_netns("rgsrc")
+
+
+@pytest.fixture(scope="module")
+def netns_2q() -> Iterator[Netns]:
+    """The same with two RX and TX queues on each end and MTU 3000 (veth's native XDP takes
+    no MTU above about 3,500 without multi-buffer programs)."""
+    yield from _veth_netns("rgsrc2q", queues=2, mtu=3000)
 
 
 @pytest.fixture(scope="module")

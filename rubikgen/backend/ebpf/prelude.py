@@ -98,6 +98,12 @@ struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1);
          __type(key, __u32); __type(value, __u32); } rg_conf SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, RGX_RULES);
          __type(key, __u32); __type(value, struct rgx_count); } rg_rules SEC(".maps");
+/* the AF_XDP sockets of the afxdp source (--io afxdp) by RX queue, which it fills: what goes
+ * to user space (RGX_UP) is redirected to its queue's socket, or passed up the kernel's stack
+ * (libpcap, AF_PACKET) when that queue has none */
+struct { __uint(type, BPF_MAP_TYPE_XSKMAP); __uint(max_entries, 1024);
+         __type(key, __u32); __type(value, __u32); } rg_xsks SEC(".maps");
+#define RGX_UP bpf_redirect_map(&rg_xsks, ctx->rx_queue_index, XDP_PASS)
 
 RGX_INLINE void rgx_stat(__u32 i)
 {

@@ -320,7 +320,7 @@ PROLOGUE = [
     "    __u8 rgx_buf[64];",
     "    struct rgx_state *rgx_s = bpf_map_lookup_elem(&rg_scratch, &zero);",
     "    __u64 plen = bpf_xdp_get_buff_len(ctx);",
-    "    if (!rgx_s) return XDP_PASS;",
+    "    if (!rgx_s) return RGX_UP;",
     "    (void)rgx_buf; (void)plen;",
 ]
 
@@ -382,7 +382,7 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "/* the next program; if the kernel refuses the tail call (more than 33 in the packet),",
         " * the packet goes up to user space, counted as deferred */",
         "#define RGX_JUMP(i) do { bpf_tail_call(ctx, &rg_progs, (i)); "
-        "rgx_stat(RGX_ST_DEFERRED); return XDP_PASS; } while (0)",
+        "rgx_stat(RGX_ST_DEFERRED); return RGX_UP; } while (0)",
         f"#define RGX_DONE() RGX_JUMP({done})",
         "#define RGX_FADD(c) do { rgx_add((struct rgx_count *)(c), plen); __u32 d_ = rgx_s->kdir & 1;"
         " __sync_fetch_and_add(&(c)->dir_packets[d_], 1);"
@@ -415,7 +415,7 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "int rgx_done(struct xdp_md *ctx)",
         "{",
         *PROLOGUE,
-        "    if (rgx_s->defer) { rgx_stat(RGX_ST_DEFERRED); return XDP_PASS; }",
+        "    if (rgx_s->defer) { rgx_stat(RGX_ST_DEFERRED); return RGX_UP; }",
         "    if (rgx_s->has_key && !rgx_s->deep) {",
         "        struct rgx_fcount *c = bpf_map_lookup_elem(&rg_drop, &rgx_s->key);",
         "        if (c) { RGX_FADD(c); rgx_stat(RGX_ST_FLOW_DROP); return XDP_DROP; }",
@@ -427,7 +427,7 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         tail += ["    " + x for x in R.evaluate(rules)]
     tail += [
         "    rgx_stat(RGX_ST_NO_RULE);",
-        "    return XDP_PASS;",
+        "    return RGX_UP; /* to user space: the AF_XDP socket or the kernel's stack */",
         "}",
         "",
         'char LICENSE[] SEC("license") = "Dual BSD/GPL";',
@@ -457,7 +457,8 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "stats": ["packets", "rule_drop", "rule_pass", "flow_drop", "bypass", "deferred",
                   "no_rule"],
         "maps": {"rules": "rg_rules", "drop": "rg_drop", "bypass": "rg_bypass",
-                 "stats": "rg_stats", "conf": "rg_conf"},
+                 "stats": "rg_stats", "conf": "rg_conf",
+                 "xsks": "rg_xsks"},
         "not_followed": p.left_out,
         "key_max": 40,
         "flows": FLOWS,

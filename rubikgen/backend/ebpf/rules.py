@@ -131,7 +131,7 @@ def evaluate(rs: RuleSet) -> list[str]:
     """The rules at R_done: the first rule that holds counts the packet and decides it."""
     out = []
     for i, r in enumerate(rs.rules):
-        verdict = "XDP_DROP" if r.action == "drop" else "XDP_PASS"
+        verdict = "XDP_DROP" if r.action == "drop" else "RGX_UP"  # pass, count: to user space
         stat = "RGX_ST_RULE_DROP" if r.action == "drop" else "RGX_ST_RULE_PASS"
         text = r.match_text.replace("*/", "* /")
         out += [

@@ -16,6 +16,7 @@
 #ifndef RG_SOURCE_H
 #define RG_SOURCE_H
 
+#include <pthread.h>
 #include <signal.h>
 
 #include "rg_common.h"
@@ -222,6 +223,9 @@ typedef struct rg_source_ops {
      * queue q (next_burst_q), called by that queue's worker (DPDK: TX queue q
      * of the peer ports).  NULL: not supported. */
     void (*forward_q)(rg_source *s, unsigned q, const uint8_t *drop, unsigned n);
+    /* How it reads, for the summary's dropped line (afxdp: the XDP mode, zero-copy or copy,
+     * the queues and the kernel's counters), into buf.  NULL: nothing to say. */
+    void (*detail)(const rg_source *s, char *buf, size_t n);
 } rg_source_ops;
 
 enum { RG_SRCQ_ONE = 0, RG_SRCQ_HW = 1, RG_SRCQ_SW = 2 };
@@ -232,8 +236,8 @@ struct rg_source {
     const rg_source_ops *ops;
 };
 
-/* The registered sources, NULL-terminated, in --help order. */
-extern const rg_source_ops *const rg_sources[];
+/* The registered sources linked into this binary, NULL-terminated, in --help order. */
+extern const rg_source_ops *rg_sources[];
 
 /* The source named `name`, NULL if none is compiled in. */
 const rg_source_ops *rg_source_find(const char *name);
@@ -247,6 +251,16 @@ const char *rg_source_args_owner(const char **what);
  * request), "a, b or c", into buf. */
 void rg_source_names_with(unsigned cap, char *buf, size_t n);
 
+/* For a source's launch/join (RG_SRC_CAP_QUEUES on threads of its own): fn(arg) on a new
+ * thread *th, *started set; 0, or -1 with "WHO: cannot start worker I" in err. */
+int rg_source_thread_start(pthread_t *th, int *started, int (*fn)(void *), void *arg,
+                           const char *who, unsigned i, char *err, size_t errlen);
+/* Waits for the thread rg_source_thread_start started, if it did. */
+void rg_source_thread_join(pthread_t *th, int *started);
+/* Waits up to ms for fd to be readable (a socket a source reads): 1 readable, 0 not yet (or
+ * a signal), -1 with "WHO: poll: ..." or "WHO: the socket reports an error ..." in err. */
+int rg_source_poll(int fd, int ms, const char *who, char *err, size_t errlen);
+
 /* The capture-file source (pcap and pcapng, rg_pcap.h). */
 extern const rg_source_ops rg_source_file;
 /* A live interface through libpcap (rg_source_live.c). */
@@ -254,6 +268,10 @@ extern const rg_source_ops rg_source_live;
 /* A live interface through AF_PACKET TPACKET_V3 rings and PACKET_FANOUT
  * (rg_source_packet.c). */
 extern const rg_source_ops rg_source_packet;
+/* A live interface through AF_XDP sockets (rg_source_afxdp.c, build/librgafxdp.a: built
+ * only when pkg-config finds libxdp and libbpf, linked only with --io afxdp, referred to
+ * weakly as DPDK's is). */
+extern const rg_source_ops rg_source_afxdp;
 /* DPDK ports (rg_source_dpdk.c, build/librgdpdk.a: built only when
  * pkg-config finds libdpdk, linked only with --io dpdk; rg_source.c refers
  * to it weakly, see there). */

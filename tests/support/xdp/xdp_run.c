@@ -3,8 +3,11 @@
  * interface). Before the run, keys given with --drop/--bypass (hex of struct rgx_key) are
  * inserted into those maps; after it, their counters, the rules' and the stats are printed.
  *   xdp_run OBJ CAPTURE [--drop HEX]... [--bypass HEX]...
- *   xdp_run OBJ --attach IFACE generic|native   (libbpf fills rg_progs, which `ip link ... obj`
- *                                               does not: it loads one program of the file)
+ *   xdp_run OBJ --attach IFACE generic|native [--hold]   (libbpf fills rg_progs, which
+ *       `ip link ... obj` does not: it loads one program of the file).  --hold: stays until
+ *       its standard input closes, then detaches: the kernel empties a program array once no
+ *       file descriptor of it is left (so without --hold every tail call fails after we exit
+ *       and the attached program defers every packet)
  * Output: "frame N VERDICT" per frame (1-based, XDP_* numbers), then "drop HEX P B",
  * "bypass HEX P B", "rule I P B", "stat I V". Exit 3 when the kernel refuses BPF.
  * CAPTURE is a classic pcap file (the test converts pcapng with editcap): libpcap's headers
@@ -60,7 +63,7 @@ int main(int argc, char **argv)
     }
     struct bpf_program *prog = bpf_object__find_program_by_name(obj, "rg_xdp");
     int pfd = bpf_program__fd(prog);
-    if (strcmp(argv[2], "--attach") == 0 && argc == 5) {
+    if (strcmp(argv[2], "--attach") == 0 && (argc == 5 || argc == 6)) {
         unsigned ifx = if_nametoindex(argv[3]);
         int native = strcmp(argv[4], "native") == 0;
         __u32 flags = native ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE;
@@ -69,7 +72,13 @@ int main(int argc, char **argv)
             return 1;
         }
         printf("attached %s %s\n", argv[3], argv[4]);
-        return 0; /* the attachment holds the programs and rg_progs after we exit */
+        if (argc == 6 && strcmp(argv[5], "--hold") == 0) { /* rg_progs stays filled meanwhile */
+            fflush(stdout);
+            while (fgetc(stdin) != EOF) {
+            }
+            bpf_xdp_detach((int)ifx, flags, NULL);
+        }
+        return 0; /* the attachment holds the programs (rg_progs is emptied, see above) */
     }
     const char *names[2] = {"rg_drop", "rg_bypass"};
     unsigned char keys[MAX_KEYS][KEY_SIZE];
