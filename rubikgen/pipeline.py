@@ -252,7 +252,7 @@ class Compilation:
 
         _ = self.optimised
         prog = self.lowered
-        if self.rules_path is not None:
+        if self.rules_path is not None or self.rules_reload:  # reloadable: a set or none yet
             spec = os.path.abspath(self.stack_path) if self.rules_reload else ""
             lower_rules(prog, RulesDesc(self.rules, self.rules_reload, spec))
         return prog
