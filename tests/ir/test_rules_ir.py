@@ -129,3 +129,11 @@ def test_the_xdp_target_renders_the_rule_opcodes_from_its_registry(tmp_path: Pat
     text = generate_xdp(c.program).c
     assert "if (err_tcp == 0) RGX_RULES_tcp();" in text
     assert "rule t: tcp.dport == 23 -> drop */" in text
+
+
+def test_a_reloadable_build_without_rules_has_the_host_side(tmp_path: Path) -> None:
+    # `rubikgen run --rules R --rules-reload` builds without R (compiled to a shared object)
+    prog = Compilation(TCP_IP, opt_level=0, rules_reload=True).program
+    assert prog.rules is not None and prog.rules.reload and prog.rules.rules is None
+    assert _ops(prog, I.RuleRead) and [type(i) for i in prog.exit] == [I.ApplyRules]
+    assert verify(prog) == []
