@@ -10,7 +10,8 @@ For each stack file (specs/stacks, docs/tutorial, bench/specs, tests/specs) and 
 and the lean walks, S_main.c), the handler stubs and the declarations (prototypes, signatures,
 pkg-config libraries, unseen sequences, as JSON), and the optimised IR with each instruction's
 resources (ir.txt; the lowered IR before any pass too, in STACK-lowered/); the rules files of docs/examples are compiled
-into tcp_ip both fixed and reloadable. With `--tests`, pytest runs the named files in this
+into tcp_ip both fixed and reloadable, with ci/snapshot.rules.yaml (every path of the rules
+back-ends), and ci/snapshot-xdp.rules.yaml into tcp_ip's XDP program (xdp.c). With `--tests`, pytest runs the named files in this
 process with `Compilation.generated` wrapped, so every stack a test generates is written too
 (keyed by its spec hash, which hashes the inputs' names and contents; pytest's --basetemp,
 RG_SNAPSHOT_TMP, is written <TMP> in the snapshot, so two runs at once compare). Stacks with spec errors are listed in
@@ -28,7 +29,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_DIRS = ["specs/stacks", "docs/tutorial", "bench/specs", "tests/specs"]
-RULES = ["docs/examples/middlebox.rules.yaml"]
+RULES = ["docs/examples/middlebox.rules.yaml", "ci/snapshot.rules.yaml"]
+RELOAD_RULES = ["docs/examples/middlebox.rules.yaml"]  # (clamp-mss is not reloadable)
+# rules files whose XDP program (backend/ebpf) is written too (stateless rules only)
+XDP_RULES = ["ci/snapshot-xdp.rules.yaml"]
 # pytest's --basetemp for --tests (RG_SNAPSHOT_TMP): the tests' stack files are written there
 BASETEMP = Path(os.environ.get("RG_SNAPSHOT_TMP", "/tmp/rg-gen-snapshot"))
 
@@ -76,6 +80,18 @@ def write(gen: Any, dest: Path, prog: Any = None) -> int:
     return n
 
 
+def _xdp(comp: Any) -> str:
+    """The XDP program of a compilation with rules (before the rules were lowered into the IR,
+    generate_xdp took them as an argument: a snapshot of an older tree compares too)."""
+    import inspect
+
+    from rubikgen.backend.ebpf import generate_xdp
+
+    if len(inspect.signature(generate_xdp).parameters) == 2:
+        return generate_xdp(comp.program, comp.rules).c  # type: ignore[call-arg]
+    return generate_xdp(comp.program).c
+
+
 def snapshot_files(out: Path) -> tuple[int, int]:
     from rubikgen.backend.emit import GenerateError
     from rubikgen.pipeline import Compilation
@@ -85,7 +101,16 @@ def snapshot_files(out: Path) -> tuple[int, int]:
     jobs: list[tuple[Path, str | None, bool]] = [(p, None, False) for p in _stack_files()]
     for r in RULES:
         jobs += [(REPO / "specs/stacks/tcp_ip.yaml", r, False)]
-        jobs += [(REPO / "specs/stacks/tcp_ip.yaml", r, True)]
+        if r in RELOAD_RULES:
+            jobs += [(REPO / "specs/stacks/tcp_ip.yaml", r, True)]
+    for r in XDP_RULES:
+        for level in (0, 1, 2):
+            comp = Compilation(REPO / "specs/stacks/tcp_ip.yaml", opt_level=level, rules=REPO / r)
+            dest = out / "files" / f"xdp+{Path(r).name}-O{level}"
+            dest.mkdir(parents=True, exist_ok=True)
+            text = _xdp(comp).replace(str(REPO), "<REPO>")
+            (dest / "xdp.c").write_text(text, encoding="utf-8")
+            nfiles, nbytes = nfiles + 1, nbytes + len(text.encode())
     for path, rules, reload in jobs:
         rel = path.relative_to(REPO)
         tag = str(rel).replace("/", "__")

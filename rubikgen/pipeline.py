@@ -35,8 +35,8 @@ from rubikgen.models import Stack
 if TYPE_CHECKING:
     from rubikgen.backend.emit import Generated
     from rubikgen.ir import Program
+    from rubikgen.ir.rules import RuleSet
     from rubikgen.opt import OptResult
-    from rubikgen.rules.ir import RuleSet
     from rubikgen.sema.model import Resolution
     from rubikgen.sema.stack_info import StackInfo
 
@@ -243,11 +243,19 @@ class Compilation:
             self.timings[f"pass {r.name}"] = self.timings.get(f"pass {r.name}", 0.0) + r.seconds
         return res
 
-    @property
+    @cached_property
     def program(self) -> Program:
-        """The optimised IR."""
+        """The optimised IR, with the rules file's rules lowered into it (after the passes:
+        ir/lower_rules.py)."""
+        from rubikgen.ir import lower_rules
+        from rubikgen.ir.rules import RulesDesc
+
         _ = self.optimised
-        return self.lowered
+        prog = self.lowered
+        if self.rules_path is not None or self.rules_reload:  # reloadable: a set or none yet
+            spec = os.path.abspath(self.stack_path) if self.rules_reload else ""
+            lower_rules(prog, RulesDesc(self.rules, self.rules_reload, spec))
+        return prog
 
     # -- emit ----------------------------------------------------------------------------------
     @cached_property
@@ -260,21 +268,15 @@ class Compilation:
         t0 = time.perf_counter()
         files = list(doc.sources) + [li.protocol.file for li in self.stack_info.layers.values()]
         level = self.options.opt_level
-        rules = self.rules
         if self.rules_path is not None:
             files.append(self.rules_path)
         hash_ = spec_hash(files, level)
         if self.rules_reload:
-            from rubikgen.backend.rules_so import Unreadable, reloadable
-            from rubikgen.front.diagnostics import GenerateError
+            from rubikgen.backend.rules_so import reload_hash
 
-            hash_, rl = reloadable(hash_, rules, self.stack_path)
-            try:
-                gen = generate_c(prog, hash_, level, rl)
-            except Unreadable as e:
-                raise GenerateError(e.diagnostics) from None
+            gen = generate_c(prog, reload_hash(hash_), level)
         else:
-            gen = generate_c(prog, hash_, level, rules)
+            gen = generate_c(prog, hash_, level)
         gen.dumps = self.optimised.dumps
         self.timings["C back-end"] = time.perf_counter() - t0
         return gen

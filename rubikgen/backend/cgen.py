@@ -15,7 +15,6 @@ import jinja2
 
 from rubikgen import __version__
 from rubikgen.ir.nodes import LINK_KINDS, Program
-from rubikgen.rules.ir import RuleSet
 from rubikgen.toolchain import resources
 from rubikgen.toolchain.handlercheck import HandlerSig, spec_type
 
@@ -29,7 +28,6 @@ from .c.transform import transform_support
 from .context import CContext, HandlerC, build, label
 from .frame import block_head, entry_switch, frame_locals
 from .layer_c import LayerC, c_comment, c_string
-from .rules_so import Reloadable
 
 TEMPLATES = resources.templates_dir()  # the checkout's templates/ or the installed copy
 
@@ -52,12 +50,10 @@ class Generated:
     unseen_sequences: list[tuple[str, str]] = field(default_factory=list)
 
 
-def generate_c(
-    prog: Program, hash_: str, opt_level: int, rules: RuleSet | Reloadable | None = None
-) -> Generated:
-    """The C files of a lowered, optimised program (rules: a rules file compiled in, or the
-    host side of a reloadable one)."""
-    return render(build(prog, hash_, opt_level, rules))
+def generate_c(prog: Program, hash_: str, opt_level: int) -> Generated:
+    """The C files of a lowered, optimised program (with its rules, when ir/lower_rules.py put
+    a rules file's into it: compiled in, or the host side of a reloadable one)."""
+    return render(build(prog, hash_, opt_level))
 
 
 def render(cx: CContext) -> Generated:
@@ -344,8 +340,8 @@ def process_body(cx: CContext) -> str:
     out += verdict_exits(cx)
     out.append("")
     out.append("R_done:")
-    if cx.rules:
-        out.append(cx.rules.hook())
+    for ins in cx.prog.exit:  # of no layer: the rules, after every layer
+        out.append(render_instr(ins, None, cx))
     out.append(trace_c.end())  # after the rules: their verdict is the packet's
     out.append("    return rc;")
     body = "\n".join(out)

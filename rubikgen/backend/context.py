@@ -11,15 +11,14 @@ from rubikgen.expr.types import NumT
 from rubikgen.ir import instrs as I
 from rubikgen.ir.layout import Arg, StackDesc
 from rubikgen.ir.nodes import Program
-from rubikgen.rules.ir import RuleSet
 
 from . import lean_walk
 from .cexpr import to_c
 from .layer_c import LayerC, ctype_of_width
 from .outer_flows import outer_flow_layers
 from .prune import Resets
-from .rules_c import RulesC, depths
-from .rules_so import Reloadable, rules_backend
+from .rules_c import RulesC
+from .rules_so import rules_backend
 from .setters import Setters
 
 _TYPED = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
@@ -64,6 +63,8 @@ class Walk:
 
     def after(self, ins: I.Instr) -> None:
         """Records what `ins`, just rendered, leaves for the next instruction of its block."""
+        if isinstance(ins, I.RULE_OPS):  # they feed the rules: the next instruction's state holds
+            return
         self.key_built = ins.layer if isinstance(ins, I.BuildKey) else None
         self.created = ins.layer if isinstance(ins, I.Create) else None
         self.created_lazy = isinstance(ins, I.Create) and ins.lazy
@@ -82,7 +83,7 @@ class CContext:
     transforms: list[str]  # the transforms the program runs
     handlers: dict[str, HandlerC]
     memo_lookups: frozenset[str]  # tunnels' outer tables: a last-hit memo (outer_flows.py)
-    rules: RulesC | None  # a rules file compiled in or reloadable (rules_c, rules_so)
+    rules: RulesC | None  # Program.rules: compiled in or reloadable (rules_c, rules_so)
     setters: Setters
     ret_ids: dict[str, dict[str, int]]  # per layer: call block -> its return id
     # fast-destroy layers whose one-packet instances observers may not be shown
@@ -156,9 +157,7 @@ def has_drain(lc: LayerC) -> bool:
     return bool(lc.has_seq and lc.d.seq is not None and lc.d.seq.drain)
 
 
-def build(
-    prog: Program, hash_: str, opt_level: int, rules: RuleSet | Reloadable | None = None
-) -> CContext:
+def build(prog: Program, hash_: str, opt_level: int) -> CContext:
     """The context of a lowered, optimised program (the per-layer views prepared)."""
     assert prog.desc is not None
     sd = prog.desc
@@ -181,13 +180,15 @@ def build(
     handlers = _handlers(prog, sd, layers)
     # tunnels' outer tables: a last-hit memo before the hash (outer_flows.py)
     memo = outer_flow_layers(prog) if opt_level >= 1 else frozenset()
-    # a rules file compiled in (rules_c.py): hooks below, each a line when rules is None
-    rb = rules_backend(rules, S, layers, depths(prog))  # or reloadable
+    # the program's rules (Program.rules, rules_c.py or rules_so.py), None without
+    rb = rules_backend(prog, S, layers)
     # checksums, field setters: spans always when rules rewrite fields or verify a
     # checksum (`checksum_bad` reads the header's span), or when a set loaded at run time
     # may (reloadable builds)
-    spans = isinstance(rules, Reloadable) or (
-        rules is not None and any(r.action in ("rewrite", "clamp-mss") for r in rules.rules)
+    rd = prog.rules
+    spans = rd is not None and (
+        rd.reload
+        or any(r.action in ("rewrite", "clamp-mss") for r in (rd.rules.rules if rd.rules else []))
     )
     spans = spans or (rb is not None and rb.reads_checksums())
     setters = Setters(S, list(layers.values()), always=spans)

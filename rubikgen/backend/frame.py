@@ -60,12 +60,8 @@ def frame_locals(cx: CContext) -> str:
         # headers in the block the layers above return to; gcc cannot follow the returns (a
         # switch) and would warn that they may be unset, so those few headers start
         # initialised (one small struct copy)
-        rule_read = cx.rules is not None and cx.rules.header_init(n)
-        init = (
-            f" = {lc.t('hdr_init')}"
-            if cx.max_repeat.get(lc.name, 0) or rule_read or n in loop_keys
-            else ""
-        )
+        # (the rules read copies of the fields they use, rf_L_F, taken by RuleRead)
+        init = f" = {lc.t('hdr_init')}" if cx.max_repeat.get(lc.name, 0) or n in loop_keys else ""
         out.append(f"    struct {lc.t('hdr')} h_{n} RG_MAYBE_UNUSED{init};")
         tinit = f" = {lc.t('tmp_init')}" if cx.max_repeat.get(lc.name, 0) else ""
         out.append(f"    struct {lc.t('tmp')} t_{n} RG_MAYBE_UNUSED{tinit};")

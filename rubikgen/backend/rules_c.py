@@ -16,11 +16,14 @@ only while no earlier rule matched.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rubikgen.expr.ast import Binary, Bool, Expr, Name, Num, Unary, walk
-from rubikgen.rules.ir import COMPARISONS, FieldRef, LayerRef, Lit, RuleIR, RuleSet
+from rubikgen.ir.lower_rules import instance_layers
+from rubikgen.ir.nodes import Program
+from rubikgen.ir.rules import COMPARISONS, FieldRef, LayerRef, Lit, RuleIR, RuleSet
 
 from .layer_c import c_comment, c_string
 
@@ -95,25 +98,29 @@ def _field_op_const(r: RuleIR, e: Binary) -> tuple[FieldRef, str, int] | None:
     return (f, op, b.value) if isinstance(f, FieldRef) else None
 
 
+def _empty(file: str) -> RuleSet:
+    return RuleSet(file, hashlib.sha256(b"").hexdigest(), [])
+
+
 class RulesC:
-    def __init__(self, rs: RuleSet, S: str, layers: dict[str, LayerC], depth: dict[str, int]):
+    """The C of a program's rules (Program.rules): what its rule opcodes render (the
+    renderers of backend/c/rules.py call the methods named after them) and what is rendered
+    once per stack (context fields, tables, support functions)."""
+
+    def __init__(self, prog: Program, S: str, layers: dict[str, LayerC]):
+        assert prog.rules is not None
+        desc = prog.rules
+        # a reloadable build started without a set: none until a reload
+        rs = desc.rules if desc.rules is not None else _empty("(none)")
         self.rs = rs
         self.S = S
         self.lcs = layers
         self.n = len(rs.rules)
-        used: set[str] = set()
-        self.fields: dict[str, list[FieldRef]] = {}  # per layer: the fields rules read
-        for r in rs.rules:
-            for v in r.refs.values():
-                if isinstance(v, FieldRef | LayerRef):
-                    used.add(v.layer)
-                if isinstance(v, FieldRef) and v not in self.fields.setdefault(v.layer, []):
-                    self.fields[v.layer].append(v)
+        used = desc.layers()
+        self.fields: dict[str, list[FieldRef]] = desc.fields()  # per layer: the fields rules read
         self.used = [n for n in layers if n in used]
         # stateful rules and drop-flow act on the instance of the deepest layer with one
-        need_inst = any(r.stateful or r.action == "drop-flow" for r in rs.rules)
-        inst = [n for n, lc in layers.items() if lc.has_instance]
-        self.inst = sorted(inst, key=lambda n: -depth.get(n, 0)) if need_inst else []
+        self.inst = instance_layers(prog, desc)
         self.groups, self.linear = self._split()
         self.ranges = self._ranges()
         self.mirror = self._mirrors()  # stateful rewrites: what replies get
@@ -135,12 +142,7 @@ class RulesC:
                 out[fa], out[fp] = fp, fa
         return out
 
-    # -- hooks into the per-packet code (cgen.py) -------------------------------------------
-    def header_init(self, layer: str) -> bool:
-        """Whether the layer's header local must start initialised: no, the rules read copies
-        of the fields they use (rf_L_F, taken when the header parsed)."""
-        return False
-
+    # -- the rule opcodes (backend/c/rules.py) and the per-packet code (cgen.py) --------------
     def has_slot(self, layer: str) -> bool:
         return layer in self.inst
 
@@ -149,18 +151,13 @@ class RulesC:
         out += [f"    uint8_t kb_{n} RG_MAYBE_UNUSED = 0;" for n in self.inst]
         return "\n".join(out)
 
-    def on_enter(self, layer: str) -> str:
-        return ""
-
-    def on_parsed(self, layer: str) -> str:
-        """The header parsed: the rules may read it; the fields they read, copied (big-endian
-        values of byte fields)."""
-        if layer not in self.used:
-            return ""
+    def on_parsed(self, layer: str, fields: tuple[FieldRef, ...]) -> str:
+        """RuleRead: the header parsed, the rules may read it; the fields they read, copied
+        (big-endian values of byte fields)."""
         # in the context, not locals: nothing held in registers across the whole function;
         # the packet number stamps the layer as parsed in this packet (no per-packet reset)
         out = [f"if (err_{layer} == 0) {{ /* rules */", f"    ctx->rs_{layer} = ctx->pkt_no;"]
-        for f in self.fields.get(layer, []):
+        for f in fields:
             n = f.width // 8
             if f.virtual:  # checksum_bad: verified now, while the header's bytes are there
                 i = self.lcs[layer].index
@@ -175,12 +172,11 @@ class RulesC:
                  else "(uint64_t)" + load.format(p=f"h_{layer}.{f.field}.ptr"))  # fmt: skip
             out.append(f"    ctx->rf_{layer}_{f.field} = {v};")
         out.append("}")
-        return "\n" + "\n".join(out)
+        return "\n".join(out)
 
     def on_key(self, layer: str) -> str:
-        return (
-            f"\nkb_{layer} = 1; /* rules: the key of this packet */" if (layer in self.inst) else ""
-        )
+        """RuleKey: the layer's key is built in this packet."""
+        return f"kb_{layer} = 1; /* rules: the key of this packet */"
 
     def on_close(self, layer: str) -> str:
         """In L_close: an instance a stateful rule took lingers in the rules' table of the
@@ -708,24 +704,3 @@ def _name_of(r: RuleIR, f: FieldRef) -> Name:
         if isinstance(n, Name) and r.ref(n) == f:
             return n
     raise ValueError(f"rule {r.name}: no reference to {f.dotted}")  # pragma: no cover
-
-
-def depths(prog: object) -> dict[str, int]:
-    """Depth of every layer in the parse tree (entries 0; self-loops ignored)."""
-    from rubikgen.ir.nodes import Call
-
-    edges: list[tuple[str, str]] = []
-    for b in prog.blocks.values():  # type: ignore[attr-defined]
-        t = b.term
-        if isinstance(t, Call) and t.child != t.layer:
-            edges.append((t.layer, t.child))
-    d = {n: 0 for n in prog.layers}  # type: ignore[attr-defined]
-    for _ in range(len(d)):  # longest path; a cycle other than a self-loop stops growing
-        changed = False
-        for a, b in edges:
-            if d[b] < d[a] + 1 <= len(d):
-                d[b] = d[a] + 1
-                changed = True
-        if not changed:
-            break
-    return d

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rubikgen.expr.ast import Expr, Name
-from rubikgen.front.diagnostics import Diagnostic
-from rubikgen.rules.ir import RELOAD_COPY_BYTES, FieldRef, Lit, RuleIR, RuleSet
+from rubikgen.ir.nodes import Program
+from rubikgen.ir.rules import RELOAD_COPY_BYTES, FieldRef, Lit, RuleIR
 
 from .layer_c import c_comment, c_string
 from .rules_c import ACTING, RulesC, verdict_of
@@ -37,15 +36,6 @@ if TYPE_CHECKING:
 
 ABI = 1
 MAX_COPY = RELOAD_COPY_BYTES  # bytes of a header's fixed part copied (fields beyond: unreadable)
-
-
-@dataclass(frozen=True)
-class Reloadable:
-    """What a `--rules-reload` build gives the back-end: the set the run starts with (None:
-    no rules until a reload) and the stack spec (the binary reports it to `rubikgen ctl`)."""
-
-    rules: RuleSet | None
-    stack_spec: str
 
 
 @dataclass(frozen=True)
@@ -119,10 +109,8 @@ def _load(pl: Place) -> str:
 class RulesUnit(RulesC):
     """One rule set as a unit of C over rg_rules_view (rg_rules.h)."""
 
-    def __init__(
-        self, rs: RuleSet, S: str, layers: dict[str, LayerC], depth: dict[str, int]
-    ) -> None:
-        super().__init__(rs, S, layers, depth)
+    def __init__(self, prog: Program, S: str, layers: dict[str, LayerC]) -> None:
+        super().__init__(prog, S, layers)
         self.itf = Interface(S, layers)
 
     def unreadable(self) -> list[tuple[RuleIR, FieldRef]]:
@@ -283,61 +271,26 @@ class RulesUnit(RulesC):
         ])  # fmt: skip
 
 
-def reloadable(hash_: str, rules: RuleSet | None, stack_path: str) -> tuple[str, Reloadable]:
-    """The spec hash of a `--rules-reload` build (not the compiled-in one's) and what the
-    back-end takes (pipeline.py)."""
-    h = hashlib.sha256(f"{hash_} rules-reload".encode()).hexdigest()[:16]
-    return h, Reloadable(rules, os.path.abspath(stack_path))
-
-
-class Unreadable(Exception):
-    """Rules a reloadable set cannot compile (fields not at a fixed place): pipeline.py turns
-    the diagnostics into a GenerateError."""
-
-    def __init__(self, diagnostics: list[Diagnostic]) -> None:
-        super().__init__("; ".join(d.message for d in diagnostics))
-        self.diagnostics = diagnostics
-
-
-def unreadable_diags(rs: RuleSet, unit: RulesUnit) -> list[Diagnostic]:
-    """Fields a reloadable rule set cannot read (not at a fixed place in their header)."""
-    return [
-        Diagnostic(
-            "RG010",
-            f"rule {r.name}: {f.dotted} is not at a fixed place in its header: a reloadable "
-            "rule set cannot read it",
-            rs.file,
-            r.line,
-            1,
-            hint="match on fields at a fixed place, or build without --rules-reload",
-        )
-        for r, f in unit.unreadable()
-    ]
-
-
-def _empty(file: str) -> RuleSet:
-    return RuleSet(file, hashlib.sha256(b"").hexdigest(), [])
+def reload_hash(hash_: str) -> str:
+    """The spec hash of a `--rules-reload` build (not the compiled-in one's: pipeline.py)."""
+    return hashlib.sha256(f"{hash_} rules-reload".encode()).hexdigest()[:16]
 
 
 class RulesHost(RulesC):
     """The stack's side of `--rules-reload` (the hooks of RulesC the C renderers call, backend/c/)."""
 
-    def __init__(
-        self, rl: Reloadable, S: str, layers: dict[str, LayerC], depth: dict[str, int]
-    ) -> None:
-        rs = rl.rules if rl.rules is not None else _empty("(none)")
-        super().__init__(rs, S, layers, depth)
-        self.stack_spec = rl.stack_spec
-        self.unit_ = RulesUnit(rs, S, layers, depth)
-        bad = unreadable_diags(rs, self.unit_)
-        if bad:
-            raise Unreadable(bad)
+    def __init__(self, prog: Program, S: str, layers: dict[str, LayerC]) -> None:
+        assert prog.rules is not None and prog.rules.reload
+        super().__init__(prog, S, layers)
+        self.stack_spec = prog.rules.stack_spec
+        self.unit_ = RulesUnit(prog, S, layers)
+        bad = self.unit_.unreadable()
+        if bad:  # the check stage refuses them (rules/check.py, RG010): a bug if one gets here
+            r, f = bad[0]
+            raise ValueError(f"rule {r.name}: {f.dotted} is not readable by a reloadable set")
         self.itf = self.unit_.itf
-        # every layer with an instance keeps a decision slot: a later set may be stateful
-        inst = [n for n, lc in layers.items() if lc.has_instance]
-        self.inst = sorted(inst, key=lambda n: -depth.get(n, 0))
 
-    def on_parsed(self, layer: str) -> str:
+    def on_parsed(self, layer: str, fields: tuple[FieldRef, ...] = ()) -> str:
         lc = self.lcs[layer]
         i, k = lc.index, self.itf.copy[layer]
         out = [
@@ -360,7 +313,7 @@ class RulesHost(RulesC):
                 "    }",
             ]
         out.append("}")
-        return "\n" + "\n".join(out)
+        return "\n".join(out)
 
     def hook(self) -> str:
         S = self.S
@@ -442,10 +395,9 @@ class RulesHost(RulesC):
         ])  # fmt: skip
 
 
-def rules_backend(
-    rules: RuleSet | Reloadable | None, S: str, layers: dict[str, LayerC], depth: dict[str, int]
-) -> RulesC | None:
-    """The rules' hooks of the C renderers (backend/c/, cgen.py): compiled in (RulesC), reloadable (RulesHost), none."""
-    if isinstance(rules, Reloadable):
-        return RulesHost(rules, S, layers, depth)
-    return RulesC(rules, S, layers, depth) if rules else None
+def rules_backend(prog: Program, S: str, layers: dict[str, LayerC]) -> RulesC | None:
+    """What the rules' renderers (backend/c/rules.py) and the program-level code read:
+    compiled in (RulesC), reloadable (RulesHost), none (a program without rules)."""
+    if prog.rules is None:
+        return None
+    return RulesHost(prog, S, layers) if prog.rules.reload else RulesC(prog, S, layers)

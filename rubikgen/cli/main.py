@@ -218,6 +218,9 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--layer", metavar="L", help="only the blocks of this layer")
     i.add_argument("--dot", action="store_true", help="Graphviz instead of text")
     i.add_argument("--no-effects", action="store_true", help="text without read/write sets")
+    i.add_argument(
+        "--rules", metavar="R.yaml", help="with this rules file lowered in (docs/rules.md)"
+    )
     i.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     _opt_level(i, 0, "run the middle-end first: -O1 or -O2 (default -O0: the IR as lowered)")
     _pass_options(i)
@@ -608,6 +611,7 @@ def cmd_ir(args: argparse.Namespace) -> int:
         disable=args.disable_pass,
         dump_after=args.dump_after,
         check_ir=True,
+        rules=args.rules,
     )
     try:
         _ = comp.lowered

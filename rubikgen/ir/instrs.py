@@ -21,6 +21,7 @@ from rubikgen.expr.ast import Expr
 
 from .cond import Cond, Src
 from .layout import Arg
+from .rules import FieldRef, RulesDesc
 
 __all__ = [
     "GLOBAL_RESOURCES",
@@ -52,6 +53,10 @@ __all__ = [
     "SetState",
     "Transform",
     "VUpdate",
+    "RuleRead",
+    "RuleKey",
+    "ApplyRules",
+    "RULE_OPS",
 ]
 
 _BASE = frozenset({"layer", "reads", "writes", "src"})
@@ -408,6 +413,52 @@ class Error(Instr):
     reason: str
 
 
+# -- the rules (ir/rules.py, docs/rules.md), put in by ir/lower_rules.py ------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class RuleRead(Instr):
+    op = "rule_read"
+    effects = Effects(reads=("HEADER",), writes=("RUNTIME",))
+    command = True
+    doc = (
+        "the header parsed: the layer is stamped parsed in this packet for the rules, and the "
+        "fields they read copied (`whole`: its fixed part, for any reloadable rule set)"
+    )
+    fields: tuple[FieldRef, ...] = ()
+    whole: bool = False
+
+
+@dataclass(kw_only=True, slots=True)
+class RuleKey(Instr):
+    op = "rule_key"
+    effects = Effects(reads=("KEY",), writes=("RUNTIME",))
+    command = True
+    doc = "the layer's key is built in this packet: the rules may look up their ended instances"
+
+
+@dataclass(kw_only=True, slots=True)
+class ApplyRules(Instr):
+    """Of no layer (`layer` is empty): it runs at the function's single exit, after every
+    layer (`Program.exit`)."""
+
+    op = "apply_rules"
+    effects = Effects(reads=("RUNTIME",), writes=("RUNTIME",))
+    command = True
+    doc = (
+        "first match wins: the rules tried on what the packet's layers parsed; the first that "
+        "holds is counted and acts (a verdict, rewrites, a stateful decision kept)"
+    )
+    desc: RulesDesc = field(repr=False)
+
+    def check(self) -> list[str]:
+        return [] if self.layer == "" else [f"apply_rules in layer {self.layer!r}"]
+
+
+#: The opcodes of the rules: they feed and apply a rule set and nothing else reads what
+#: they write (renderers keep the walk's state across them, backend/context.py).
+RULE_OPS = (RuleRead, RuleKey, ApplyRules)
+
 OPCODES: dict[str, type[Instr]] = {
     c.op: c
     for c in (
@@ -436,5 +487,6 @@ OPCODES: dict[str, type[Instr]] = {
         Reenter,
         Finish,
         Error,
+        *RULE_OPS,
     )
 }

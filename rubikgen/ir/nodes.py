@@ -31,6 +31,7 @@ from rubikgen.expr.ast import Expr
 from .cond import Cond, Src
 from .instrs import OPCODES, Instr  # one dataclass per opcode
 from .layout import LayerDesc, StackDesc
+from .rules import RulesDesc
 
 # The capture link kinds a stack's entry maps ('*' stands for all of them).
 LINK_KINDS = ("ethernet", "null", "raw_ipv4", "raw_ipv6", "sll", "sll2", "ppp")
@@ -147,6 +148,10 @@ class Program:
     read_names: set[tuple[str, ...]] = field(default_factory=set)
     # handlers, source positions and the runtime's tables the back-end needs (ir/layout.py)
     desc: StackDesc | None = None
+    # a rules file compiled in (ir/rules.py): its set, and the instructions of the function's
+    # single exit, after every layer (ApplyRules); lower_rules puts them in
+    rules: RulesDesc | None = None
+    exit: list[Instr] = field(default_factory=list)
 
     def add(self, b: Block) -> Block:
         if b.name in self.blocks:

@@ -14,6 +14,13 @@ def _args(ins: Instr) -> str:
             continue
         if k == "input" and v is None:
             continue
+        if k == "desc":  # apply_rules: the set (its rules: exit_text)
+            rs = v.rules
+            v = f"{rs.file}({len(rs.rules)})" if rs is not None else "none"
+            parts.append(f"rules={v}" + (" reload" if ins.desc.reload else ""))  # type: ignore[attr-defined]
+            continue
+        if k == "fields":
+            v = ",".join(f.dotted for f in v)
         if k in ("stmt", "value", "expr", "input"):
             v = unparse(v)
         elif k == "cond":
@@ -55,6 +62,23 @@ def block_text(b: Block, effects: bool = True) -> str:
     return "\n".join(lines)
 
 
+def exit_text(prog: Program, effects: bool = True) -> str:
+    """The function's exit (the rules applied after every layer), each rule a comment."""
+    lines = ["exit:"]
+    for ins in prog.exit:
+        line = f"    {ins.op} {_args(ins)}".rstrip()
+        if effects:
+            line += f"    ; {_effects(ins.reads, ins.writes)}"
+        lines.append(line)
+    rs = prog.rules.rules if prog.rules is not None else None
+    for r in rs.rules if rs is not None else []:
+        assert rs is not None
+        what = " stateful" if r.stateful else ""
+        lines.append(f"    ; rule {r.index} {r.name} ({rs.file}:{r.line}): {r.match_text} -> "
+                     f"{r.action}{what}")  # fmt: skip
+    return "\n".join(lines)
+
+
 def to_text(prog: Program, layer: str | None = None, effects: bool = True) -> str:
     head = [f"; stack {prog.stack}"] + [f"; entry {k}: {v}" for k, v in prog.entries.items()]
     for lir in prog.layers.values():  # run by the layer's lifecycle entry, not by a block
@@ -64,6 +88,8 @@ def to_text(prog: Program, layer: str | None = None, effects: bool = True) -> st
     for b in prog.blocks.values():
         if layer is None or b.layer == layer:
             out.append(block_text(b, effects))
+    if prog.exit and layer is None:
+        out.append(exit_text(prog, effects))
     return "\n\n".join(out) + "\n"
 
 

@@ -6,7 +6,9 @@ from typing import Any
 
 from rubikgen.expr.ast import Assign, CallStmt, Name, walk
 
-from .nodes import OPCODES, RESOURCE_KINDS, Branch, Call, Program, Return
+from .instrs import ApplyRules, RuleRead
+from .nodes import OPCODES, RESOURCE_KINDS, Branch, Call, Instr, Program, Return
+from .rules import FieldRef, LayerRef
 
 
 def unresolved(e: Any) -> str | None:
@@ -47,12 +49,58 @@ def prune(prog: Program) -> int:
     return len(dead)
 
 
+def _instr(prog: Program, name: str, ins: Instr) -> list[str]:
+    """Problems with one instruction of block `name` (or of the exit)."""
+    if OPCODES.get(ins.op) is not type(ins):
+        return [f"{name}: unknown instruction {type(ins).__name__}"]
+    errs = [f"{name}: {ins.op}: {p}" for p in ins.check()]
+    for x in ins.exprs():
+        why = unresolved(x)
+        if why:
+            errs.append(f"{name}: {ins.op}: {why}")
+    errs += [f"{name}: {ins.op}: lacks its declared effect: {u}" for u in ins.undeclared()]
+    for r in ins.reads | ins.writes:
+        kind, _, layer = r.partition(":")
+        if kind not in RESOURCE_KINDS or (kind != "RUNTIME" and layer not in prog.layers):
+            errs.append(f"{name}: {ins.op} has a bad resource {r!r}")
+    return errs
+
+
+def _rules(prog: Program) -> list[str]:
+    """The rules' invariants: an exit that applies them iff the program has them, every name a
+    rule binds to a layer of the program (a field of its header, or a checksum the layer
+    declares), every field a RuleRead copies one that the rules read."""
+    desc = prog.rules
+    applies = [i for i in prog.exit if isinstance(i, ApplyRules)]
+    if desc is None:
+        return ["exit: apply_rules without rules"] if applies else []
+    errs = [] if len(applies) == 1 else [f"exit: {len(applies)} apply_rules (one expected)"]
+    read = desc.fields()
+    for r in desc.rules.rules if desc.rules is not None else []:
+        for v in r.refs.values():
+            if not isinstance(v, FieldRef | LayerRef):
+                continue
+            lir = prog.layers.get(v.layer)
+            if lir is None:
+                errs.append(f"rule {r.name}: unknown layer {v.layer!r}")
+            elif isinstance(v, FieldRef) and not v.virtual and lir.desc is not None:
+                if v.field not in lir.desc.fields:
+                    errs.append(f"rule {r.name}: layer {v.layer} has no field {v.field!r}")
+    for name, b in prog.blocks.items():
+        for ins in b.instrs:
+            if isinstance(ins, RuleRead):
+                extra = [f for f in ins.fields if f not in read.get(ins.layer, [])]
+                if extra:
+                    errs.append(f"{name}: rule_read copies {extra[0].dotted}, no rule reads it")
+    return errs
+
+
 def verify(prog: Program) -> list[str]:
     """Problems found (empty when the IR is well formed): every block terminated, every target
     defined, every opcode and resource known, every instruction with its class's declared effects
     (ir/instrs.py), calls only into layers, returns only from the
     block's own layer, every reachable layer entered, every expression resolved (typed and
-    bound by sema)."""
+    bound by sema), the rules applied once at the exit and bound to the program's layers."""
     errs: list[str] = []
     for name, b in prog.blocks.items():
         if b.term is None:
@@ -76,19 +124,14 @@ def verify(prog: Program) -> list[str]:
             if why:
                 errs.append(f"{name}: branch condition {t.cond.show()!r}: {why}")
         for ins in b.instrs:
-            if OPCODES.get(ins.op) is not type(ins):
-                errs.append(f"{name}: unknown instruction {type(ins).__name__}")
-                continue
-            errs += [f"{name}: {ins.op}: {p}" for p in ins.check()]
-            for x in ins.exprs():
-                why = unresolved(x)
-                if why:
-                    errs.append(f"{name}: {ins.op}: {why}")
-            errs += [f"{name}: {ins.op}: lacks its declared effect: {u}" for u in ins.undeclared()]
-            for r in ins.reads | ins.writes:
-                kind, _, layer = r.partition(":")
-                if kind not in RESOURCE_KINDS or (kind != "RUNTIME" and layer not in prog.layers):
-                    errs.append(f"{name}: {ins.op} has a bad resource {r!r}")
+            if isinstance(ins, ApplyRules):
+                errs.append(f"{name}: apply_rules in a block (it is the exit's)")
+            errs += _instr(prog, name, ins)
+    for ins in prog.exit:
+        if not isinstance(ins, ApplyRules):
+            errs.append(f"exit: {ins.op}: only apply_rules runs at the exit")
+        errs += _instr(prog, "exit", ins)
+    errs += _rules(prog)
     for lname, lir in prog.layers.items():
         if lir.entry not in prog.blocks and (lir.callers or lname in prog.entries.values()):
             errs.append(f"layer {lname}: entry block {lir.entry!r} missing")

@@ -23,11 +23,20 @@ from rubikgen.expr.ast import BINARY_OPS, Binary, Bool, Expr, Name, Num, Unary, 
 from rubikgen.expr.parser import ExprSyntaxError, parse_expr
 from rubikgen.front.diagnostics import Diagnostic
 from rubikgen.front.source import Loaded, SourceMap, load_text
+from rubikgen.ir.rules import (
+    COMPARISONS,
+    RELOAD_COPY_BYTES,
+    FieldRef,
+    LayerRef,
+    Lit,
+    Resolved,
+    RuleIR,
+    RuleSet,
+)
 from rubikgen.sema.checksums import fixed_offsets
 from rubikgen.sema.stack_info import StackInfo
 from rubikgen.sema.symbols import FieldInfo
 
-from .ir import COMPARISONS, RELOAD_COPY_BYTES, FieldRef, LayerRef, Lit, Resolved, RuleIR, RuleSet
 from .model import RulesFile
 
 LOGICAL = ("&&", "||")
@@ -150,6 +159,11 @@ class _Checker:
             return None
         fields = layers[lay]
         if fname == CHECKSUM_BAD and fname not in fields:
+            if lay in self.sf.checksummed and self.reloadable and list(layers).index(lay) >= 64:
+                self.err("RG010", f"'{dotted}': a reloadable rule set (--rules-reload) reads "
+                         "the checksums of a stack's first 64 layers only", path, text, span,
+                         "build without --rules-reload to match on it")  # fmt: skip
+                return None
             if lay in self.sf.checksummed:
                 return FieldRef(lay, fname, "num", 1, virtual=True)
             self.err("RG011", f"layer '{lay}' ({self.sf.protocols[lay]}) declares no checksum: "

@@ -27,8 +27,10 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
     """The rules file checked against the stack and compiled into out_dir/rules.so (a unit of
     rubikgen/backend/rules_so.py). Diagnostics (file:line:col) when the rules have errors."""
     from rubikgen.backend.context import build
-    from rubikgen.backend.rules_so import Reloadable, RulesHost, Unreadable
+    from rubikgen.backend.rules_so import RulesHost
     from rubikgen.front.diagnostics import GenerateError
+    from rubikgen.ir import lower_rules
+    from rubikgen.ir.rules import RulesDesc
     from rubikgen.pipeline import Compilation
     from rubikgen.rules.check import StackFields, check, load
     from rubikgen.toolchain.build import BASE_CFLAGS, RUNTIME_DIR
@@ -46,10 +48,8 @@ def compile_so(stack_path: str, rules_path: str, out_dir: Path, cc: str = "cc") 
         )
     if rs is None:
         return Compiled(None, "", diags, "the rules file has errors")
-    try:
-        cx = build(prog, "0", comp.options.opt_level, Reloadable(rs, os.path.abspath(stack_path)))
-    except Unreadable as e:
-        return Compiled(None, "", e.diagnostics, "the rules file has errors")
+    lower_rules(prog, RulesDesc(rs, reload=True, stack_spec=os.path.abspath(stack_path)))
+    cx = build(prog, "0", comp.options.opt_level)
     host = cx.rules
     assert isinstance(host, RulesHost)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -46,10 +46,9 @@ def build_xdp(comp: Compilation, out_dir: Path) -> Path:
     lowered, XdpBuildError when clang fails)."""
     from rubikgen.backend.ebpf import Unlowerable, generate_xdp
 
-    prog = comp.program
-    rules = comp.rules
+    prog = comp.program  # with the rules file's rules lowered into it
     try:
-        x = generate_xdp(prog, rules)
+        x = generate_xdp(prog)
     except Unlowerable as e:
         raise GenerateError([_diag(comp, e)]) from None
     out_dir.mkdir(parents=True, exist_ok=True)

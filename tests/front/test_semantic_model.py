@@ -151,6 +151,48 @@ def test_lowering_passes_and_back_end_run_with_sema_made_to_raise(
     assert comp.generated.files == want
 
 
+RULES = """
+rules:
+  - {name: telnet, match: "tcp.dport == 23 || tcp.sport == 23", action: drop}
+  - {name: web, stateful: true, match: "tcp.dport == 80", action: {rewrite: {tcp.dport: 8080}}}
+  - {name: net, match: "ip.saddr == 10.0.0.0/8 && ip6.daddr != 2001:db8::1", action: count}
+"""
+
+
+@pytest.mark.parametrize("reload", [False, True], ids=["inline", "reload"])
+def test_rules_are_checked_in_the_check_stage_and_read_from_the_ir_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reload: bool
+) -> None:
+    """A rules file is loaded and checked with the stack (`checked`), its errors raised there;
+    after `resolved`, the rules checker, the expression parser and sema raise, and lowering
+    the rules into the IR, the passes and the back-end still give the same C."""
+    from rubikgen.front.diagnostics import GenerateError
+    from rubikgen.rules import check as rules_check
+
+    rp = tmp_path / "r.rules.yaml"
+    rp.write_text(RULES.replace("ip6.daddr", "ipv6.daddr"))
+    stack = STACKS / "tcp_ip.yaml"
+    want = Compilation(stack, opt_level=1, rules=rp, rules_reload=reload).generated.files
+    bad = tmp_path / "bad.rules.yaml"
+    bad.write_text(RULES)  # no layer ip6
+    with pytest.raises(GenerateError) as e:
+        _ = Compilation(stack, opt_level=1, rules=bad).checked
+    assert [d.code for d in e.value.diagnostics] == ["RG011"]
+    comp = Compilation(stack, opt_level=1, rules=rp, rules_reload=reload)
+    _ = comp.resolved
+    traps = [*_SEMA, rules_check.load, rules_check.check, rules_check._Checker.expr,
+             rules_check._Checker.field, rules_check.StackFields.of_model.__func__]  # fmt: skip
+    for f in traps:
+        cache_clear = getattr(f, "cache_clear", None)
+        if cache_clear is not None:
+            cache_clear()
+            f = f.__wrapped__  # type: ignore[attr-defined]
+        monkeypatch.setattr(f, "__code__", _raise.__code__)
+    with pytest.raises(AssertionError, match="sema called"):
+        rules_check.load(str(rp))
+    assert comp.generated.files == want
+
+
 def test_names_lowering_writes_are_bound_once(http: Compilation) -> None:
     # current_state, the states, event.E and the variables: bound in the resolve stage, so
     # lowering builds its PSM and event conditions without a scope

@@ -116,6 +116,10 @@ CHECKERS = {
     "rubikgen.expr.check",
     "rubikgen.expr.parser",
     "rubikgen.front.workspace",
+    # a rules file is loaded and checked in the check stage too; after it, the IR holds it
+    "rubikgen.rules.check",
+    "rubikgen.rules.front",
+    "rubikgen.rules.model",
 }
 READERS = ("rubikgen.ir", "rubikgen.opt", "rubikgen.backend")
 

@@ -263,7 +263,7 @@ def test_each_opcode_is_a_dataclass_the_verifier_checks(tcp_ip: Program) -> None
     assert used <= set(OPCODES.values()) and I.InsertSeq in used
     assert {c.op for c in OPCODES.values() if c.command} == {
         "create", "destroy", "insert_seq", "frame", "assemble", "callback", "transform", "handler",
-        "observe", "error", "finish", "find_flow",
+        "observe", "error", "finish", "find_flow", "rule_read", "rule_key", "apply_rules",
     }  # fmt: skip
     blk = next(b for b in tcp_ip.blocks.values() if any(isinstance(i, I.Enter) for i in b.instrs))
     enter = next(i for i in blk.instrs if isinstance(i, I.Enter))

@@ -47,7 +47,7 @@ def build_key(ins: I.BuildKey, lc: LayerC, cx: CContext) -> str:
     out = store_key(cx, f"kf_{lc.name}", lc.key_fwd, lc)
     if lc.bidir:
         out += store_key(cx, f"kr_{lc.name}", lc.key_rev, lc)
-    return "\n".join(out) + (cx.rules.on_key(lc.name) if cx.rules else "")
+    return "\n".join(out)
 
 
 @C.register(I.Lookup)

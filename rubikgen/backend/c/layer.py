@@ -45,13 +45,13 @@ def enter(ins: I.Enter, lc: LayerC, cx: CContext) -> str:
         f"sdu_{n} = rg_bytes_empty();",
         f"rg_stats_layer_packet(&ctx->stats->layer[{lc.index}], in_{n}.len);",
     ]
-    return "\n".join(lines) + (cx.rules.on_enter(n) if cx.rules else "")
+    return "\n".join(lines)
 
 
 @C.register(I.ParseHeader)
 def parse_header(ins: I.ParseHeader, lc: LayerC, cx: CContext) -> str:
     lines = parse_lines(lc) + cx.setters.parsed(lc)
-    return "\n".join(lines) + (cx.rules.on_parsed(lc.name) if cx.rules else "")
+    return "\n".join(lines)
 
 
 @C.register(I.Error)

@@ -13,8 +13,8 @@ from ..registry import Registry
 C: Registry[CContext] = Registry("c")
 
 
-def render_instr(ins: Instr, lc: LayerC, cx: CContext) -> str:
-    """One instruction in C (its renderer's text)."""
+def render_instr(ins: Instr, lc: LayerC | None, cx: CContext) -> str:
+    """One instruction in C (its renderer's text; lc None for the exit's, of no layer)."""
     text: str = C.render(ins, lc, cx)
     return text
 

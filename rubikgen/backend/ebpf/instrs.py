@@ -22,15 +22,13 @@ from .xcontext import Unlowerable, XContext, XEnv, cond_bpf, to_bpf
 
 
 def header_lines(lc: LayerC, cx: XContext) -> list[str]:
-    """Parse the header; on success the sdu is what follows it, the rules' copies and the
-    flow key are taken (program.py's hooks)."""
+    """Parse the header; on success the sdu is what follows it and the flow key is taken
+    (program.py's hook; the rules' copies: RuleRead, rules.py)."""
     n = lc.name
     out = Header(lc).code()
     out.append(f"HE_{n}:")
     out.append(f"if (err_{n} == 0) {{")
     out.append(f"    sdu_{n} = rg_bytes_make(in_{n}.ptr + cur_{n}, in_{n}.len - cur_{n});")
-    if n in cx.rule_layers:
-        out.append(f"    RGX_RULES_{n}();")
     if n in cx.flow_layers:
         out.append(f"    RGX_KEY_{n}();")
     out.append("}")

@@ -17,7 +17,7 @@ from rubikgen.expr.ast import Name, walk
 from rubikgen.ir import instrs as I
 from rubikgen.ir.cond import Src
 from rubikgen.ir.nodes import Branch, Call, Program
-from rubikgen.rules.ir import RuleSet
+from rubikgen.ir.rules import RuleSet
 
 from ..context import label
 from ..layer_c import LayerC, ctype_of_width
@@ -123,7 +123,7 @@ class _Plan:
         out = [f"/* layer {n} ({lc.spec_file}:{lc.d.header_line}): its header only */"]
         out.append(f"{label(entry.name)}: ;")
         for ins in entry.instrs:
-            if isinstance(ins, I.Enter | I.ParseHeader):
+            if isinstance(ins, I.Enter | I.ParseHeader | I.RuleRead):
                 out.append(EBPF.render(ins, lc, cx))
         out += X.return_to_caller(cx, n)
         return out
@@ -345,8 +345,10 @@ def _layer_program(p: _Plan, cx: XContext, n: str) -> list[str]:
     ]
 
 
-def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
-    """The XDP program's C (Unlowerable when the rules need what XDP cannot do)."""
+def generate_xdp(prog: Program) -> XdpProgram:
+    """The XDP program's C, with the program's rules (Program.rules, ir/lower_rules.py;
+    Unlowerable when the rules need what XDP cannot do)."""
+    rules = prog.rules.rules if prog.rules is not None else None
     p = _Plan(prog, rules)
     full, leaf, flows, cx = p.plan()
     nrules = len(rules.rules) if rules is not None else 0
@@ -423,8 +425,8 @@ def generate_xdp(prog: Program, rules: RuleSet | None = None) -> XdpProgram:
         "        if (c) { RGX_FADD(c); rgx_stat(RGX_ST_BYPASS); return rgx_bypass_verdict(); }",
         "    }",
     ]
-    if rules is not None:
-        tail += ["    " + x for x in R.evaluate(rules)]
+    for ins in prog.exit:  # the rules (ApplyRules), after every layer
+        tail += ["    " + x for x in EBPF.render(ins, None, cx)]
     tail += [
         "    rgx_stat(RGX_ST_NO_RULE);",
         "    return RGX_UP; /* to user space: the AF_XDP socket or the kernel's stack */",

@@ -7,10 +7,13 @@ verification) is an RG080 error at the rule's line."""
 from __future__ import annotations
 
 from rubikgen.expr.ast import Binary, Bool, Expr, Name, Num, Unary, walk
+from rubikgen.ir import instrs as I
 from rubikgen.ir.cond import Src
-from rubikgen.rules.ir import COMPARISONS, FieldRef, LayerRef, Lit, RuleIR, RuleSet
+from rubikgen.ir.rules import COMPARISONS, FieldRef, LayerRef, Lit, RuleIR, RuleSet
 
-from .xcontext import Unlowerable
+from ..layer_c import LayerC
+from .registry import EBPF
+from .xcontext import Unlowerable, XContext
 
 ACTIONS = ("pass", "count", "drop")
 _GUARDED = {"/": "rg_op_div", "%": "rg_op_mod", "<<": "rg_op_shl", ">>": "rg_op_shr"}
@@ -142,3 +145,25 @@ def evaluate(rs: RuleSet) -> list[str]:
             "}",
         ]
     return out
+
+
+# -- the rules' opcodes (ir/instrs.py) -----------------------------------------------------
+
+
+@EBPF.register(I.RuleRead)
+def rule_read(ins: I.RuleRead, lc: LayerC, cx: XContext) -> str:
+    # the layer parsed: its stamp and the rules' copies (program.py's RGX_RULES_<layer>)
+    return f"if (err_{lc.name} == 0) RGX_RULES_{lc.name}();"
+
+
+@EBPF.register(I.RuleKey)
+def rule_key(ins: I.RuleKey, lc: LayerC, cx: XContext) -> str:
+    # only for stateful rules and drop-flow, which check() refuses
+    raise Unlowerable(f"layer {lc.name}: rules that keep their decision in an instance", ins.src)
+
+
+@EBPF.register(I.ApplyRules)
+def apply_rules(ins: I.ApplyRules, lc: None, cx: XContext) -> list[str]:
+    """The rules at rgx_done (program.py): evaluate's lines."""
+    rs = ins.desc.rules
+    return evaluate(rs) if rs is not None else []

@@ -1,6 +1,10 @@
-"""The checked form of a rules file, what the C back-end (backend/rules_c.py) reads: rules
-with their typed expressions and the fields their names resolved to. Imports nothing above
-the expression language (the back-end's import contract)."""
+"""The IR of a rules file compiled into a stack (docs/rules.md): the rules, each with its match
+expression and what every name in it is bound to (a header field, a layer, an address
+literal), as the check stage (rubikgen/rules/check.py) binds them against the stack's semantic
+model. `lower_rules` (ir/lower_rules.py) puts them into the stack's `Program`: the opcodes
+that feed them (`RuleRead`, `RuleKey`, ir/instrs.py) in the blocks, the one that applies them
+(`ApplyRules`) at the function's exit, and `Program.rules` (`RulesDesc`) for the tables the
+back-ends render once per stack. Imports nothing above the expression language."""
 
 from __future__ import annotations
 
@@ -78,3 +82,38 @@ class RuleSet:
     file: str  # as displayed in comments and diagnostics
     digest: str  # sha256 of the file's text: part of the build's spec hash
     rules: list[RuleIR]
+
+
+@dataclass(frozen=True)
+class RulesDesc:
+    """The rules of a Program: the set compiled in (None: a reloadable build started without
+    one), whether sets are swapped at run time (`--rules-reload`, backend/rules_so.py), and
+    the stack spec a reloadable binary reports (`rubikgen ctl SOCKET rules info`)."""
+
+    rules: RuleSet | None
+    reload: bool = False
+    stack_spec: str = ""
+
+    def fields(self) -> dict[str, list[FieldRef]]:
+        """Per layer, in the order the rules name them: the fields the rules read."""
+        out: dict[str, list[FieldRef]] = {}
+        for r in self.rules.rules if self.rules is not None else []:
+            for v in r.refs.values():
+                if isinstance(v, FieldRef) and v not in out.setdefault(v.layer, []):
+                    out[v.layer].append(v)
+        return out
+
+    def layers(self) -> set[str]:
+        """The layers the rules name (a field of theirs, or the layer itself)."""
+        return {
+            v.layer
+            for r in (self.rules.rules if self.rules is not None else [])
+            for v in r.refs.values()
+            if isinstance(v, FieldRef | LayerRef)
+        }
+
+    def need_instance(self) -> bool:
+        """Rules that act on the packet's instance (stateful ones, drop-flow): every rule set
+        of a reloadable build may."""
+        rules = self.rules.rules if self.rules is not None else []
+        return self.reload or any(r.stateful or r.action == "drop-flow" for r in rules)
