@@ -491,8 +491,8 @@ def _cursor_writes_are_checked(body: str) -> int:
         prev = "\n".join(lines[max(last.get(x, 0), i - 40) : i])
         last[x] = i
         checks = (f"rg_has(in_{x}.len, cur_{x}, {v})", f"in_{x}.len - cur_{x} >= {v}")
-        if op == "=":
-            assert v == "0", line
+        if op == "=":  # the start or the end of the input: both in bounds
+            assert v in ("0", f"(uint32_t)in_{x}.len"), line
             continue
         n += 1
         if v == "(uint32_t)n_":

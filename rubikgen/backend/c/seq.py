@@ -170,6 +170,9 @@ def frame(ins: I.Frame, lc: LayerC, cx: CContext) -> str:
         f"    sdu_{n} = rg_framer_step(&inst_{n}->fr[{d}], &{lc.t('frcfg')}, "
         f"rg_bytes_make(in_{n}.ptr + cur_{n}, in_{n}.len - cur_{n}), gin_{n} && rep_{n} == 0u, "
         f"&fres_{n});\n"
+        # the framer takes at most what it was given; checked anyway, as every cursor advance
+        f"    if (RG_UNLIKELY(!rg_has(in_{n}.len, cur_{n}, fres_{n}.used))) "
+        f"fres_{n}.used = (uint32_t)(in_{n}.len - cur_{n});\n"
         f"    cur_{n} += fres_{n}.used;\n"
         "} else { /* no instance: nothing is cut, nothing is left for another pass */\n"
         f"    rg_zero(&fres_{n}, sizeof fres_{n});\n"
