@@ -391,7 +391,8 @@ def _wire_options(p: argparse.ArgumentParser) -> None:
         "--xdp-mode",
         choices=("auto", "generic", "native"),
         default="auto",
-        help="--xdp: generic (skb) or native (driver) XDP; auto: native where the driver has it",
+        help="--xdp, and --io afxdp's program: generic (skb) or native (driver) XDP; auto: "
+        "native where the driver has it",
     )
     w.add_argument("--duration", metavar="S", type=int, help="stop after S seconds")
     w.add_argument("--count", metavar="N", type=int, help="stop after N frames")
@@ -431,6 +432,8 @@ def _source_args(args: argparse.Namespace) -> tuple[list[str], list[str], str] |
         # AF_XDP sockets (the afxdp build)
         io = args.io if args.io in ("packet", "afxdp") else "live"
         src = ["--io", io, "--iface", args.iface]
+        if io == "afxdp" and not args.xdp:  # the mode of the AF_XDP source's own program
+            src += ["--xdp-mode", args.xdp_mode]
         if args.bpf is not None:
             src += ["--filter", args.bpf]
         return [*src, *extra], [], args.iface

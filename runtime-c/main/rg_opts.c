@@ -142,8 +142,8 @@ static void usage(FILE *out, const char *prog, const rg_stack_desc *stack)
           "                   given drop-flow or bypass verdicts go into its flow maps (a\n"
           "                   bypassed frame is dropped there: it never reaches the capture);\n"
           "                   their kernel counts join their records when they end\n"
-          "  --xdp-mode M     generic, native or auto (default: native where the driver\n"
-          "                   has it)\n"
+          "  --xdp-mode M     generic (or skb), native or auto (default: native where the\n"
+          "                   driver has it) for --xdp and for --io afxdp's program\n"
           "  --xdp-flows L,.. the layers the program keys (STACK_xdp.json flow_layers)\n",
           out);
     fputs("  --out DIR        output directory of the NFs that write files (default rg-out)\n"
@@ -728,11 +728,15 @@ int rg_parse_opts(int argc, char **argv, const rg_stack_desc *stack, opts *o)
             o->xdp = optarg;
             break;
         case O_XDP_MODE:
-            o->xdp_mode = !strcmp(optarg, "generic")  ? RG_XDP_GENERIC
-                          : !strcmp(optarg, "native") ? RG_XDP_NATIVE
-                          : !strcmp(optarg, "auto")   ? RG_XDP_AUTO
-                                                      : -1;
+            o->xdp_mode = !strcmp(optarg, "generic") || !strcmp(optarg, "skb") ? RG_XDP_GENERIC
+                          : !strcmp(optarg, "native")                          ? RG_XDP_NATIVE
+                          : !strcmp(optarg, "auto")                            ? RG_XDP_AUTO
+                                                                               : -1;
             if (o->xdp_mode < 0) bad = "--xdp-mode";
+            /* the same mode for a source that attaches a program of its own (afxdp) */
+            o->scfg.xdp_mode = o->xdp_mode == RG_XDP_GENERIC  ? "generic"
+                               : o->xdp_mode == RG_XDP_NATIVE ? "native"
+                                                              : "auto";
             break;
         case O_XDP_FLOWS:
             o->xdp_flows = optarg;

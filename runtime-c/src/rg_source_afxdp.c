@@ -309,7 +309,7 @@ static rg_source *xsk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
         p->q[i].queue = first + i;
         p->q[i].nchunks = frames;
     }
-    const char *want = rg_source_opt_get(cfg, "xdp-mode", "auto");
+    const char *want = cfg->xdp_mode ? cfg->xdp_mode : "auto";
     unsigned attached = 0;
     p->map_fd = attached_xsks(ifindex, &attached);
     uint32_t had_prog = 0;
@@ -326,7 +326,7 @@ static rg_source *xsk_open(const rg_source_cfg *cfg, char *err, size_t errlen)
     int rc = -EINVAL, tried = 0;
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         const int skb = modes[m].xdp == XDP_FLAGS_SKB_MODE;
-        if ((!strcmp(want, "native") && skb) || (!strcmp(want, "skb") && !skb)) continue;
+        if ((!strcmp(want, "native") && skb) || (!strcmp(want, "generic") && !skb)) continue;
         if (p->map_fd >= 0 && modes[m].xdp != attached) continue; /* the program's own mode */
         /* a socket of the attempt before is released by the kernel a little later: its
          * queue is busy until then (up to a second) */
@@ -543,21 +543,12 @@ static const rg_source_opt xsk_opts[] = {
      "each socket's UMEM in 4 KB chunks, and its fill and RX\n"
      "rings' descriptors: a power of 2 (default 4096: 16 MB)",
      RG_SOPT_NUM, 64, 1u << 20, RG_SOPT_KV_ONLY, 0},
-    {"xdp-mode", "MODE",
-     "auto (default: native XDP, zero-copy if the driver\n"
-     "has it, else generic), native or skb",
-     RG_SOPT_STR, 0, 0, RG_SOPT_KV_ONLY, 0},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0},
 };
 
 static const char *xsk_check(const rg_source_cfg *cfg)
 {
     static _Thread_local char why[160];
-    const char *m = rg_source_opt_get(cfg, "xdp-mode", "auto");
-    if (strcmp(m, "auto") && strcmp(m, "native") && strcmp(m, "skb")) {
-        snprintf(why, sizeof why, "--xdp-mode %.64s: the modes are auto, native and skb", m);
-        return why;
-    }
     const char *fs = rg_source_opt_get(cfg, "frames", RG_XSK_FRAMES);
     char *fend;
     unsigned long f = strtoul(fs, &fend, 10);

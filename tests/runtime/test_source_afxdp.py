@@ -318,7 +318,7 @@ def test_afxdp_errors_are_clear(
     assert r.returncode == 1 and "afxdp: no BPF filter (--filter)" in r.stderr, r.stderr
     stack = [str(afxdp_bin), "--io", "afxdp", "--iface", "vb"]
     for args, msg in (
-        (["--xdp-mode", "hw"], "--xdp-mode hw: the modes are auto, native and skb"),
+        (["--xdp-mode", "hw"], "invalid value 'hw' for --xdp-mode"),
         (["--queue", "x"], "--queue"),
         (["--frames", "1000"], "--frames 1000: a power of 2, 64 to 1048576"),
         (["--workers", "2", "--pin"], "--pin: each worker reads its socket"),

@@ -55,6 +55,9 @@ typedef struct rg_source_cfg {
      * dpdk: the ports pair up in list order (0<->1, 2<->3...), peer unused */
     int inline_mode;
     const char *peer;
+    /* --xdp-mode, for a source that attaches an XDP program (afxdp): "auto", "native" or
+     * "generic"; the driver owns the flag because --xdp (the stack's program) takes it too */
+    const char *xdp_mode;
     /* every option of the source's table given on the command line (rg_source_opt),
      * by name, in order: rg_source_opt_get reads them */
     const struct rg_source_kv *kv;
