@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 from scapy.utils import wrpcap
 from support import REPO_ROOT
-from support.quic_captures import SANITIZER
+from support.nf_run import nf_lines
 
 from rubikgen.toolchain.build import build
 
@@ -129,15 +128,7 @@ def _pcap(path: Path, wires: list[tuple[bytes, bytes]], v6: bool) -> list[tuple[
 
 
 def run_apps(binary: Path, pcap: Path, out: Path) -> list[dict[str, Any]]:
-    r = subprocess.run(
-        [str(binary), str(pcap), "--nf", "apps", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert not any(s in r.stderr for s in SANITIZER), r.stderr[-3000:]
-    return [json.loads(x) for x in (out / "dns.jsonl").read_text().splitlines()]
+    return [json.loads(x) for x in nf_lines(binary, pcap, out, "apps", "dns.jsonl")]
 
 
 def _text(n: dns.name.Name) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from support import REPO_ROOT
 from support.dns import nf_dns, tshark_dns
+from support.nf_run import nf_lines
 from support.oracle.tshark import TRACES, tshark_available
 from support.quic_captures import SANITIZER
 
@@ -45,15 +46,7 @@ def binary() -> Path:
 
 
 def run_apps(binary: Path, pcap: Path, out: Path) -> list[dict[str, Any]]:
-    r = subprocess.run(
-        [str(binary), str(pcap), "--nf", "apps", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert not any(s in r.stderr for s in SANITIZER), r.stderr[-3000:]
-    return [json.loads(x) for x in (out / "dns.jsonl").read_text().splitlines()]
+    return [json.loads(x) for x in nf_lines(binary, pcap, out, "apps", "dns.jsonl")]
 
 
 @pytest.mark.parametrize("capture", CAPTURES)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -18,8 +17,9 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 from support import REPO_ROOT
+from support.nf_run import nf_lines
 from support.oracle.tshark import eligible_captures, tshark_available
-from support.quic_captures import SANITIZER, TRACES
+from support.quic_captures import TRACES
 from support.quic_initial import client_hello
 from support.tls_oracle import (
     ClientRow,
@@ -40,17 +40,9 @@ def binary() -> Path:
 
 
 def run(binary: Path, pcap: Path, out: Path) -> tuple[Counter[ClientRow], Counter[ServerRow]]:
-    r = subprocess.run(
-        [str(binary), str(pcap), "--nf", "sni", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert not any(s in r.stderr for s in SANITIZER), r.stderr[-3000:]
     ch: Counter[ClientRow] = Counter()
     sh: Counter[ServerRow] = Counter()
-    for line in (out / "sni.jsonl").read_text().splitlines():
+    for line in nf_lines(binary, pcap, out, "sni", "sni.jsonl"):
         h = json.loads(line)
         flow = (h["src"], h["sport"], h["dst"], h["dport"])
         if h.get("server"):

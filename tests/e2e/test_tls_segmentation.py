@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -19,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import REPO_ROOT
 from support.lossy import segments, write_without
+from support.nf_run import nf_lines
 from support.oracle.tshark import tshark_available
-from support.quic_captures import SANITIZER, TRACES
+from support.quic_captures import TRACES
 from support.tls_oracle import tshark_client_hellos, tshark_server_hellos
 from support.tls_streams import connection, conversation, write
 
@@ -39,16 +39,8 @@ def binary() -> Path:
 
 def lines(binary: Path, pcap: Path, out: Path) -> dict[int, Counter[str]]:
     """Per client port, the NF's lines without the packet number and the ports."""
-    r = subprocess.run(
-        [str(binary), str(pcap), "--nf", "sni", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert not any(s in r.stderr for s in SANITIZER), r.stderr[-3000:]
     got: dict[int, Counter[str]] = {}
-    for line in (out / "sni.jsonl").read_text().splitlines():
+    for line in nf_lines(binary, pcap, out, "sni", "sni.jsonl"):
         h = json.loads(line)
         port = h["sport"] if h["dport"] == 443 else h["dport"]
         for k in ("pkt", "sport", "dport"):
