@@ -48,7 +48,8 @@ fresh() {
 headers=(runtime-c/include/rg/*.h handlers/nf/*.h)
 objs=()
 for src in runtime-c/src/*.c handlers/nf/*.c; do
-  case "$src" in */rg_source_dpdk.c) continue ;; esac  # DPDK: its own archive, not fuzzed here
+  # DPDK and AF_XDP: archives of their own (libdpdk, libxdp), not fuzzed here
+  case "$src" in */rg_source_dpdk.c | */rg_source_afxdp.c) continue ;; esac
   o="$OUT/obj/$(basename "${src%.c}").o"
   fresh "$o" ci/fuzz-smoke.sh "$src" "${headers[@]}" || bg $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o"
   objs+=("$o")

@@ -46,6 +46,9 @@ from support.sources import (
     _tree,
     _without_workers_line,
     read_pcap,
+    srcdump_finish,
+    srcdump_start,
+    srcdump_stats,
 )
 
 # replays: run alone, after the parallel part of the suite (ci/test.sh)
@@ -78,29 +81,6 @@ def afxdp(srcdump: Path, netns: Netns) -> Path:
     return srcdump
 
 
-def _start(
-    ns: Netns, srcdump: Path, io: str, iface: str, out: Path, *args: str
-) -> subprocess.Popen[str]:
-    p = ns.popen(str(srcdump), "--io", io, "--name", iface, "-w", str(out), *args)
-    assert p.stderr is not None
-    line = p.stderr.readline()  # "ready" once the source is open
-    assert line.strip() == "ready", line + p.stderr.read()
-    return p
-
-
-def _finish(p: subprocess.Popen[str]) -> str:
-    assert p.stderr is not None
-    err = p.stderr.read()
-    assert p.wait(timeout=60) == 0, err
-    return err
-
-
-def _stats(err: str) -> dict[str, int]:
-    m = re.search(r"frames=(\d+) bytes=(\d+) dropped=(\d+)", err)
-    assert m, err
-    return {"frames": int(m[1]), "bytes": int(m[2]), "dropped": int(m[3])}
-
-
 def _detail(err: str) -> str:
     m = re.search(r"^detail=(.*)$", err, re.M)
     assert m, err
@@ -115,21 +95,21 @@ def test_afxdp_equals_libpcap_on_one_replay(
     sent = read_pcap(capture)
     fit = [(n, b) for n, b in sent if len(b) <= ROOM]
     runs = {
-        "afxdp": _start(
+        "afxdp": srcdump_start(
             netns, afxdp, "afxdp", "vb", tmp_path / "afxdp.pcap", "--count", str(len(fit)),
             "--duration", "8",
         ),
-        "live": _start(
+        "live": srcdump_start(
             netns, afxdp, "live", "va", tmp_path / "live.pcap", "--count", str(len(sent)),
             "--duration", "30",
         ),
     }  # fmt: skip
     _replay(netns, capture)
     got: dict[str, list[Frame]] = {}
-    errs = {io: _finish(p) for io, p in runs.items()}
+    errs = {io: srcdump_finish(p) for io, p in runs.items()}
     for io in runs:
         got[io] = read_pcap(tmp_path / f"{io}.pcap")
-    st = _stats(errs["afxdp"])
+    st = srcdump_stats(errs["afxdp"])
     # libpcap on the sending end: what tcpreplay sent, whole
     assert got["live"] == [(len(b), b) for _, b in sent]
     # AF_XDP: the same frames, those a chunk holds; the others dropped by the kernel, counted
@@ -170,12 +150,12 @@ def test_afxdp_two_queues(netns_2q: Netns, afxdp: Path, tmp_path: Path) -> None:
         capture = TRACES / name
         sent = read_pcap(capture)
         out = tmp_path / f"{capture.stem}.pcap"
-        p = _start(ns, afxdp, "afxdp", "vb", out, "--queues", "2", "--count", str(len(sent)),
+        p = srcdump_start(ns, afxdp, "afxdp", "vb", out, "--queues", "2", "--count", str(len(sent)),
                    "--duration", "30")  # fmt: skip
         assert p.stderr is not None and p.stderr.readline().strip() == "mode=hw"
         _replay(ns, capture)
-        err = _finish(p)
-        st = _stats(err)
+        err = srcdump_finish(p)
+        st = srcdump_stats(err)
         assert st["frames"] == len(sent) and st["dropped"] == 0, st
         assert _detail(err).startswith("copy mode, native XDP, libxdp's XDP program, queues 0-1")
         qs = [[b for _, b in read_pcap(Path(f"{out}.{q}"))] for q in range(2)]
@@ -398,21 +378,21 @@ def test_afxdp_under_the_stacks_xdp_program(netns: Netns, afxdp: Path, tmp_path:
             want = read_pcap(kept)
             assert 0 < len(want) < len(read_pcap(capture))  # the rules drop some, not all
             out = tmp_path / f"{capture.stem}.afxdp.pcap"
-            p = _start(netns, afxdp, "afxdp", "vb", out, "--count", str(len(want)),
+            p = srcdump_start(netns, afxdp, "afxdp", "vb", out, "--count", str(len(want)),
                        "--duration", "20")  # fmt: skip
             _replay(netns, capture)
-            err = _finish(p)
+            err = srcdump_finish(p)
             assert _detail(err).startswith(
                 "copy mode, generic (skb) XDP, the stack's XDP program (rg_xsks), queue 0"
             ), err
             assert read_pcap(out) == want
-            assert _stats(err)["dropped"] == 0
+            assert srcdump_stats(err)["dropped"] == 0
         # the socket is out of rg_xsks again: libpcap on vb sees what the rules pass
         live = tmp_path / "live.pcap"
         capture = TRACES / "http-post-upload.pcap"
-        p = _start(netns, afxdp, "live", "vb", live, "--duration", "8")
+        p = srcdump_start(netns, afxdp, "live", "vb", live, "--duration", "8")
         _replay(netns, capture)
-        _finish(p)
+        srcdump_finish(p)
         assert read_pcap(live) == read_pcap(tmp_path / f"{capture.stem}.user.pcap")
     finally:
         assert hold.stdin is not None

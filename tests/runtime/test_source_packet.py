@@ -43,6 +43,9 @@ from support.sources import (
     _wait_capturing,
     _without_workers_line,
     read_pcap,
+    srcdump_finish,
+    srcdump_start,
+    srcdump_stats,
 )
 
 # replays: run alone, after the parallel part of the suite (ci/test.sh)
@@ -59,27 +62,6 @@ CAPTURES = [
 ]
 
 
-def _start(ns: Netns, srcdump: Path, io: str, out: Path, *args: str) -> subprocess.Popen[str]:
-    p = ns.popen(str(srcdump), "--io", io, "--name", "vb", "-w", str(out), *args)
-    assert p.stderr is not None
-    line = p.stderr.readline()  # "ready" once the source is open
-    assert line.strip() == "ready", line + p.stderr.read()
-    return p
-
-
-def _finish(p: subprocess.Popen[str]) -> str:
-    assert p.stderr is not None
-    err = p.stderr.read()
-    assert p.wait(timeout=60) == 0, err
-    return err
-
-
-def _stats(err: str) -> dict[str, int]:
-    m = re.search(r"frames=(\d+) bytes=(\d+) dropped=(\d+)", err)
-    assert m, err
-    return {"frames": int(m[1]), "bytes": int(m[2]), "dropped": int(m[3])}
-
-
 @pytest.mark.parametrize("name", CAPTURES)
 def test_packet_equals_libpcap_on_one_replay(
     netns: Netns, srcdump: Path, tmp_path: Path, name: str
@@ -88,13 +70,15 @@ def test_packet_equals_libpcap_on_one_replay(
     sent = read_pcap(capture)
     n = str(len(sent))
     runs = {
-        io: _start(netns, srcdump, io, tmp_path / f"{io}.pcap", "--count", n, "--duration", "30")
+        io: srcdump_start(
+            netns, srcdump, io, "vb", tmp_path / f"{io}.pcap", "--count", n, "--duration", "30"
+        )
         for io in ("packet", "live")
     }
     _replay(netns, capture)
     got: dict[str, list[Frame]] = {}
     for io, p in runs.items():
-        st = _stats(_finish(p))
+        st = srcdump_stats(srcdump_finish(p))
         assert st["dropped"] == 0 and st["frames"] == len(sent), (io, st)
         got[io] = read_pcap(tmp_path / f"{io}.pcap")
     assert got["packet"] == got["live"]
@@ -110,15 +94,16 @@ def test_packet_filter_and_snaplen(netns: Netns, srcdump: Path, tmp_path: Path) 
     ipv6 = [b for b in sent if b[12:14] == b"\x86\xdd"]
     assert 0 < len(ipv6) < len(sent) and any(len(b) > 100 for b in ipv6)
     out = tmp_path / "ip6.pcap"
-    p = _start(
+    p = srcdump_start(
         netns,
         srcdump,
         "packet",
+        "vb",
         out,
         *("--filter", "ip6", "--snaplen", "100", "--count", str(len(ipv6)), "--duration", "30"),
     )
     _replay(netns, capture)
-    _finish(p)
+    srcdump_finish(p)
     assert read_pcap(out) == [(len(b), b[:100]) for b in ipv6]
 
 
@@ -127,17 +112,18 @@ def _queues(
 ) -> list[list[bytes]]:
     sent = read_pcap(capture)
     out = tmp_path / f"{capture.stem}-{fanout}.pcap"
-    p = _start(
+    p = srcdump_start(
         netns,
         srcdump,
         "packet",
+        "vb",
         out,
         *("--queues", "2", "--opt", f"fanout={fanout}", "--count", str(len(sent))),
         *("--duration", "30"),
     )
     assert p.stderr is not None and p.stderr.readline().strip() == "mode=hw"
     _replay(netns, capture)
-    st = _stats(_finish(p))
+    st = srcdump_stats(srcdump_finish(p))
     assert st["frames"] == len(sent) and st["dropped"] == 0, st
     qs = [[b for _, b in read_pcap(Path(f"{out}.{q}"))] for q in range(2)]
     assert sorted(qs[0] + qs[1]) == sorted(b for _, b in sent)  # every frame, once

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -164,3 +165,29 @@ def _build(
     cmd += ["--io", io, "--out-dir", str(tmp)]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO)
+
+
+def srcdump_start(
+    ns: Netns, srcdump: Path, io: str, iface: str, out: Path, *args: str
+) -> subprocess.Popen[str]:
+    """srcdump reading IFACE through source IO into the pcap OUT, once the source is open."""
+    p = ns.popen(str(srcdump), "--io", io, "--name", iface, "-w", str(out), *args)
+    assert p.stderr is not None
+    line = p.stderr.readline()  # "ready" once the source is open
+    assert line.strip() == "ready", line + p.stderr.read()
+    return p
+
+
+def srcdump_finish(p: subprocess.Popen[str]) -> str:
+    """srcdump's standard error, once it exited 0."""
+    assert p.stderr is not None
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0, err
+    return err
+
+
+def srcdump_stats(err: str) -> dict[str, int]:
+    """The source's counters from srcdump's last line."""
+    m = re.search(r"frames=(\d+) bytes=(\d+) dropped=(\d+)", err)
+    assert m, err
+    return {"frames": int(m[1]), "bytes": int(m[2]), "dropped": int(m[3])}
