@@ -37,6 +37,7 @@ RUNTIME = (
     "rg_stats",
     "rg_csum",
     "rg_community_id",  # FlowKey.community_id (SHA-1: libcrypto)
+    "rg_framer",  # framing layers (tcp_tls's TLS records and handshakes)
 )
 PIC = ("-fPIC", "-fvisibility=hidden")
 
